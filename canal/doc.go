@@ -1,0 +1,28 @@
+// Package canal reads a MySQL or MariaDB binary log as a replica would and
+// turns the INSERTs on the configured outbox tables into events, grouped by
+// transaction.
+//
+// It is built on go-mysql's replication.BinlogSyncer (not its canal.Canal,
+// which dumps the database and maps old rows with today's schema). What a
+// Reader promises:
+//
+//   - Transactions are handed on in binlog (commit) order, one event.Txn each,
+//     only when their commit (XID event, or the COMMIT query) has been read.
+//     Transactions that touch no outbox table are handed on too, with no
+//     events, so the position keeps moving on a busy server with a quiet outbox.
+//   - Only write-rows events of outbox tables become events; UPDATE and DELETE
+//     are ignored, so "insert the outbox row and delete it in the same
+//     transaction" works. Rows of other tables are never decoded.
+//   - Column names come from the TABLE_MAP event's optional metadata
+//     (binlog_row_metadata=FULL), so a row is always read with the schema it
+//     was written with.
+//   - Compressed transactions (TransactionPayloadEvent) are unpacked.
+//   - Each position handed on is the full executed GTID set (MySQL) or GTID
+//     position (MariaDB) including that transaction, plus its binlog file and
+//     offset; resuming from it neither skips nor repeats a transaction.
+//   - On a stream error Run reconnects from the end of the last transaction it
+//     handed on, with a fresh syncer and capped backoff, forever, logging each
+//     attempt; a position the server no longer has is returned as ErrPositionLost.
+//
+// A Reader is used by one goroutine at a time: Run blocks until ctx ends.
+package canal

@@ -1,0 +1,241 @@
+package canal_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	s, err := testserver.StartServer(testserver.Options{ServerID: 1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+const outboxDDL = `CREATE TABLE outbox (
+  id BINARY(16) NOT NULL PRIMARY KEY,
+  aggregatetype VARCHAR(64) NOT NULL,
+  aggregateid VARCHAR(64) NOT NULL,
+  type VARCHAR(64) NOT NULL,
+  payload JSON NOT NULL,
+  tenant VARCHAR(32) NULL
+)`
+
+func setup(t *testing.T) (string, *sql.DB, canal.Config) {
+	t.Helper()
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxDDL + ";CREATE TABLE orders (id INT PRIMARY KEY, note TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := canal.Config{
+		Host: srv.Host, Port: uint16(srv.Port), User: "root",
+		ServerID: 100 + uint32(time.Now().UnixNano()%1000), Flavor: "mariadb",
+		Tables: []canal.Table{{Schema: dbname, Name: "outbox", Columns: canal.Columns{
+			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"},
+			Headers: []string{"tenant"}}},
+		HeartbeatPeriod: time.Second,
+		Logger:          slog.New(slog.DiscardHandler),
+	}
+	return dbname, db, cfg
+}
+
+func position(t *testing.T, db *sql.DB, earliest bool) event.Position {
+	t.Helper()
+	ctx := context.Background()
+	info, err := canal.Inspect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if earliest {
+		p, err := canal.EarliestPosition(ctx, db, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// collect reads until want events arrived or the deadline passed.
+func collect(t *testing.T, cfg canal.Config, from event.Position, want int) ([]*event.Event, []event.Position) {
+	t.Helper()
+	r, err := canal.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var events []*event.Event
+	var positions []event.Position
+	errDone := errors.New("done")
+	err = r.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
+		events = append(events, txn.Events...)
+		positions = append(positions, txn.Position)
+		if len(events) >= want {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("reader stopped with %v after %d of %d events", err, len(events), want)
+	}
+	return events, positions
+}
+
+func TestReaderExtractsCommittedInsertsOnly(t *testing.T) {
+	_, db, cfg := setup(t)
+	start := position(t, db, false)
+	stmts := []string{
+		// multi-row insert, interleaved with another table
+		`BEGIN; INSERT INTO orders VALUES (1, 'a');
+		 INSERT INTO outbox VALUES (UNHEX('00112233445566778899AABBCCDDEE00'), 'order', 'o1', 'created', '{"b": 1.0,  "a":[1,2]}', 't1'),
+		                           (UNHEX('00112233445566778899AABBCCDDEE01'), 'order', 'o1', 'paid', '{"x":"y"}', NULL); COMMIT`,
+		// rolled back: never in the binlog
+		`BEGIN; INSERT INTO outbox VALUES (UNHEX('FF112233445566778899AABBCCDDEEFF'), 'order', 'o9', 'nope', '{}', NULL); ROLLBACK`,
+		// no outbox rows at all
+		`INSERT INTO orders VALUES (2, 'b')`,
+		// insert then delete in one transaction: delivered once
+		`BEGIN; INSERT INTO outbox VALUES (UNHEX('00112233445566778899AABBCCDDEE02'), 'order', 'o2', 'created', '{"k": "v"}', NULL);
+		 DELETE FROM outbox WHERE id = UNHEX('00112233445566778899AABBCCDDEE02'); COMMIT`,
+		// an update of an outbox row: ignored
+		`UPDATE outbox SET type = 'changed' WHERE aggregateid = 'o1'`,
+		`ALTER TABLE orders ADD COLUMN extra INT NULL`,
+		`INSERT INTO outbox VALUES (UNHEX('00112233445566778899AABBCCDDEE03'), 'user', 'u1', 'created', '[]', NULL)`,
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	events, positions := collect(t, cfg, start, 4)
+	if len(events) != 4 {
+		t.Fatalf("got %d events, want 4", len(events))
+	}
+	want := []struct{ id, aggID, typ, payload string }{
+		{"00112233-4455-6677-8899-aabbccddee00", "o1", "created", `{"b": 1.0,  "a":[1,2]}`},
+		{"00112233-4455-6677-8899-aabbccddee01", "o1", "paid", `{"x":"y"}`},
+		{"00112233-4455-6677-8899-aabbccddee02", "o2", "created", `{"k": "v"}`},
+		{"00112233-4455-6677-8899-aabbccddee03", "u1", "created", `[]`},
+	}
+	for i, w := range want {
+		e := events[i]
+		if e.ID != w.id || e.AggregateID != w.aggID || e.Type != w.typ || string(e.Payload) != w.payload {
+			t.Errorf("event %d = %+v (payload %q), want %+v", i, e, e.Payload, w)
+		}
+		if e.Source.GTID == "" || e.Source.File == "" || e.CommitTime.IsZero() {
+			t.Errorf("event %d lacks its source: %+v", i, e.Source)
+		}
+	}
+	if len(events[0].Headers) != 1 || events[0].Headers[0] != (event.Header{Key: "tenant", Value: "t1"}) {
+		t.Errorf("headers of event 0 = %+v", events[0].Headers)
+	}
+	if len(events[1].Headers) != 0 {
+		t.Errorf("a NULL header column must be absent, got %+v", events[1].Headers)
+	}
+	// Transactions without outbox rows move the position too: at least the
+	// plain orders insert, the update and the ALTER.
+	if len(positions) < 6 {
+		t.Errorf("got %d transactions, want every committed transaction (>= 6)", len(positions))
+	}
+	for i, p := range positions {
+		if p.GTIDSet == "" || p.File == "" || p.Pos < 4 {
+			t.Errorf("position %d incomplete: %+v", i, p)
+		}
+	}
+}
+
+func TestReaderResumesAfterEachTransactionWithoutRepeatOrGap(t *testing.T) {
+	_, db, cfg := setup(t)
+	start := position(t, db, false)
+	for i := range 10 {
+		if _, err := db.Exec(fmt.Sprintf(`INSERT INTO outbox VALUES (UNHEX(LPAD('%x', 32, '0')), 'a', 'agg', 't', '{"n":%d}', NULL)`, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, positions := collect(t, cfg, start, 10)
+	// Resume from the position after transaction 3: the rest, exactly.
+	rest, _ := collect(t, cfg, positions[3], 6)
+	for i, e := range rest {
+		if e.ID != all[4+i].ID {
+			t.Fatalf("resumed event %d = %s, want %s", i, e.ID, all[4+i].ID)
+		}
+	}
+	// Resume by file/pos only (as with GTIDs off): same result.
+	fp := positions[3]
+	fp.GTIDSet = ""
+	rest2, _ := collect(t, cfg, fp, 6)
+	for i, e := range rest2 {
+		if e.ID != all[4+i].ID {
+			t.Fatalf("file/pos resumed event %d = %s, want %s", i, e.ID, all[4+i].ID)
+		}
+	}
+}
+
+func TestReaderStartsAtEarliestBinlog(t *testing.T) {
+	dbname, db, cfg := setup(t)
+	if _, err := db.Exec(`INSERT INTO outbox VALUES (UNHEX('0000000000000000000000000000EA57'), 'a', 'first', 't', '{}', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = dbname
+	r, err := canal.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	var last event.Position
+	err = r.Run(ctx, position(t, db, true), func(ctx context.Context, txn *event.Txn) error {
+		last = txn.Position
+		for _, e := range txn.Events {
+			if e.AggregateID == "first" {
+				return found
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("event inserted before the start not read from the earliest binlog: %v", err)
+	}
+	if last.GTIDSet == "" {
+		t.Errorf("a file/pos start on MariaDB must still yield GTID positions, got %+v", last)
+	}
+}
+
+func TestCheckTablesNamesTheMissingColumn(t *testing.T) {
+	_, db, cfg := setup(t)
+	tables := cfg.Tables
+	tables[0].Columns.Type = "event_type"
+	err := canal.CheckTables(context.Background(), db, tables)
+	if err == nil || !strings.Contains(err.Error(), `"event_type"`) || !strings.Contains(err.Error(), "columns.type") {
+		t.Fatalf("CheckTables = %v, want an error naming event_type and columns.type", err)
+	}
+	tables[0].Name = "nope"
+	err = canal.CheckTables(context.Background(), db, tables)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("CheckTables on a missing table = %v", err)
+	}
+}

@@ -1,0 +1,194 @@
+package canal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// ServerInfo is what the relay needs to know about the source server.
+type ServerInfo struct {
+	Flavor     string // "mysql" or "mariadb"
+	Version    string
+	ServerUUID string // MySQL @@server_uuid; "" on MariaDB
+	ServerID   uint32
+	// GTIDMode is true when positions can be GTIDs: always on MariaDB,
+	// gtid_mode=ON on MySQL.
+	GTIDMode bool
+}
+
+// Inspect reads the server's flavor, version, identity and GTID mode.
+func Inspect(ctx context.Context, db *sql.DB) (ServerInfo, error) {
+	var info ServerInfo
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@server_id").Scan(&info.Version, &info.ServerID); err != nil {
+		return info, fmt.Errorf("read server version: %w", err)
+	}
+	if strings.Contains(strings.ToLower(info.Version), "mariadb") {
+		info.Flavor = mysql.MariaDBFlavor
+		info.GTIDMode = true
+		return info, nil
+	}
+	info.Flavor = mysql.MySQLFlavor
+	var mode string
+	if err := db.QueryRowContext(ctx, "SELECT @@server_uuid, @@GLOBAL.gtid_mode").Scan(&info.ServerUUID, &mode); err != nil {
+		return info, fmt.Errorf("read server_uuid and gtid_mode: %w", err)
+	}
+	info.GTIDMode = strings.EqualFold(mode, "ON")
+	return info, nil
+}
+
+// CurrentPosition is the server's position now: where a relay with no
+// checkpoint and start=current begins.
+func CurrentPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.Position, error) {
+	var pos event.Position
+	file, off, err := binlogStatus(ctx, db, info)
+	if err != nil {
+		return pos, err
+	}
+	pos.File, pos.Pos = file, off
+	if info.GTIDMode {
+		q := "SELECT @@GLOBAL.gtid_executed"
+		if info.Flavor == mysql.MariaDBFlavor {
+			q = "SELECT @@GLOBAL.gtid_binlog_pos"
+		}
+		if err := db.QueryRowContext(ctx, q).Scan(&pos.GTIDSet); err != nil {
+			return pos, fmt.Errorf("read current GTID position: %w", err)
+		}
+		pos.GTIDSet = strings.ReplaceAll(pos.GTIDSet, "\n", "")
+	}
+	return pos, nil
+}
+
+// EarliestPosition is the start of the oldest binlog still on the server.
+func EarliestPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.Position, error) {
+	files, err := BinaryLogs(ctx, db)
+	if err != nil {
+		return event.Position{}, err
+	}
+	if len(files) == 0 {
+		return event.Position{}, errors.New("the server lists no binary logs: enable log_bin")
+	}
+	pos := event.Position{File: files[0], Pos: 4}
+	if info.GTIDMode && info.Flavor == mysql.MySQLFlavor {
+		// Everything not purged: start from gtid_purged.
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_purged").Scan(&pos.GTIDSet); err != nil {
+			return pos, fmt.Errorf("read gtid_purged: %w", err)
+		}
+		pos.GTIDSet = strings.ReplaceAll(pos.GTIDSet, "\n", "")
+		if pos.GTIDSet == "" {
+			// An empty set is not a usable start: file/pos it is.
+			return event.Position{File: files[0], Pos: 4}, nil
+		}
+	}
+	// MariaDB: file/pos; the reader takes the GTID position from the file's
+	// GTID list event.
+	return pos, nil
+}
+
+// BinaryLogs lists the binlog files the server still has, oldest first.
+func BinaryLogs(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, fmt.Errorf("SHOW BINARY LOGS: %w (the relay's user needs REPLICATION CLIENT, and log_bin must be on)", err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var files []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		files = append(files, asString(vals[0]))
+	}
+	return files, rows.Err()
+}
+
+func binlogStatus(ctx context.Context, db *sql.DB, info ServerInfo) (string, uint32, error) {
+	var lastErr error
+	for _, q := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return "", 0, err
+			}
+			return "", 0, errors.New("the server reports no binlog status: binary logging is off; start the server with log_bin (--log-bin)")
+		}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", 0, err
+		}
+		var pos uint32
+		fmt.Sscan(asString(vals[1]), &pos)
+		return asString(vals[0]), pos, nil
+	}
+	return "", 0, fmt.Errorf("read binlog status: %w (the relay's user needs REPLICATION CLIENT)", lastErr)
+}
+
+// CheckTables verifies that every outbox table exists and has every mapped
+// column, so a wrong mapping is an error at startup, not at the first event.
+func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
+	var problems []string
+	for _, t := range tables {
+		rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+		if err != nil {
+			return fmt.Errorf("read columns of %s: %w", t.FullName(), err)
+		}
+		have := map[string]bool{}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				rows.Close()
+				return err
+			}
+			have[strings.ToLower(c)] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(have) == 0 {
+			problems = append(problems, fmt.Sprintf("outbox table %s does not exist (or the relay's user cannot SELECT it): create it, or fix tables[].name", t.FullName()))
+			continue
+		}
+		check := func(field, col string) {
+			if col != "" && !have[strings.ToLower(col)] {
+				problems = append(problems, fmt.Sprintf("outbox table %s has no column %q for %s: set tables[].columns.%s to an existing column", t.FullName(), col, field, field))
+			}
+		}
+		check("id", t.Columns.ID)
+		check("aggregate_type", t.Columns.AggregateType)
+		check("aggregate_id", t.Columns.AggregateID)
+		check("type", t.Columns.Type)
+		check("payload", t.Columns.Payload)
+		for _, h := range t.Headers {
+			if !have[strings.ToLower(h)] {
+				problems = append(problems, fmt.Sprintf("outbox table %s has no column %q listed in headers: remove it from tables[].headers or add the column", t.FullName(), h))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}

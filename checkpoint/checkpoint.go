@@ -1,0 +1,44 @@
+// Package checkpoint stores, durably and atomically, how far each sink has
+// been delivered: the binlog position after the last transaction whose events
+// the sink acknowledged.
+//
+// Two stores are provided: File (the default: one JSON file per relay, written
+// to a temporary file, fsynced, renamed over the old one, and the directory
+// fsynced, so a crash leaves the old or the new checkpoint, never a torn one)
+// and MySQL (a table in a database of its own, each save one transaction).
+//
+// A Store is safe for concurrent use by several sinks' pipelines.
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Checkpoint is a sink's saved position, with what identifies the server it
+// belongs to, so a relay pointed at another server does not silently resume
+// from a foreign position.
+type Checkpoint struct {
+	Flavor     string         `json:"flavor"`
+	ServerUUID string         `json:"server_uuid,omitempty"`
+	ServerID   uint32         `json:"server_id,omitempty"`
+	Position   event.Position `json:"position"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+}
+
+// ErrNotFound is returned by Load when the key has no checkpoint yet.
+var ErrNotFound = errors.New("no checkpoint")
+
+// Store keeps one checkpoint per key (a sink, or a sink's endpoint).
+type Store interface {
+	// Load returns the checkpoint saved under key, or ErrNotFound.
+	Load(ctx context.Context, key string) (Checkpoint, error)
+	// Save replaces key's checkpoint. When it returns nil the checkpoint is
+	// durable; when it returns an error the previous one is intact.
+	Save(ctx context.Context, key string, cp Checkpoint) error
+	// Close releases the store.
+	Close() error
+}

@@ -1,0 +1,122 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// File keeps every key's checkpoint in one JSON document at Path.
+type File struct {
+	path string
+	mu   sync.Mutex
+	all  map[string]Checkpoint
+}
+
+// fileFormat is the document on disk; Version lets later formats be told apart.
+type fileFormat struct {
+	Version     int                   `json:"version"`
+	Checkpoints map[string]Checkpoint `json:"checkpoints"`
+}
+
+// OpenFile opens (or prepares to create) the checkpoint file at path. Its
+// directory is created if missing. A file that exists but cannot be parsed is
+// an error, never silently replaced.
+func OpenFile(path string) (*File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create checkpoint directory: %w", err)
+	}
+	f := &File{path: path, all: map[string]Checkpoint{}}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, nil
+	case err != nil:
+		return nil, fmt.Errorf("read checkpoint file %q: %w", path, err)
+	}
+	var doc fileFormat
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("checkpoint file %q is not valid JSON (%v): restore it from a backup or move it away to start from checkpoint.start", path, err)
+	}
+	if doc.Version != 1 {
+		return nil, fmt.Errorf("checkpoint file %q has version %d; this relay reads version 1", path, doc.Version)
+	}
+	for k, v := range doc.Checkpoints {
+		f.all[k] = v
+	}
+	return f, nil
+}
+
+// Load implements Store.
+func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cp, ok := f.all[key]
+	if !ok {
+		return Checkpoint{}, ErrNotFound
+	}
+	return cp, nil
+}
+
+// Save implements Store: the whole document is rewritten atomically.
+func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := make(map[string]Checkpoint, len(f.all)+1)
+	for k, v := range f.all {
+		next[k] = v
+	}
+	next[key] = cp
+	b, err := json.MarshalIndent(fileFormat{Version: 1, Checkpoints: next}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(f.path, append(b, '\n')); err != nil {
+		return fmt.Errorf("save checkpoint %q: %w", f.path, err)
+	}
+	f.all = next
+	return nil
+}
+
+// Close implements Store.
+func (f *File) Close() error { return nil }
+
+// WriteFileAtomic replaces path with data so that a crash at any moment leaves
+// either the old content or the new one: write a temporary file in the same
+// directory, fsync it, rename it over path, fsync the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	cleanup := func() { tmp.Close(); os.Remove(name) }
+	if _, err := tmp.Write(data); err != nil {
+		cleanup()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		cleanup()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		os.Remove(name)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

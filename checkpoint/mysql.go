@@ -1,0 +1,82 @@
+package checkpoint
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// MySQL keeps checkpoints in a table (default outbox_relay_checkpoints) of a
+// database reached through its own connection. The table is created on first
+// use. The relay never treats writes to this table as outbox events: only the
+// configured outbox tables produce events.
+type MySQL struct {
+	db    *sql.DB
+	table string
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
+
+// OpenMySQL opens the store on db, creating table if it does not exist.
+func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
+	if table == "" {
+		table = "outbox_relay_checkpoints"
+	}
+	if !identRe.MatchString(table) {
+		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)
+	}
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
+		"name VARCHAR(255) NOT NULL PRIMARY KEY,"+
+		"flavor VARCHAR(16) NOT NULL,"+
+		"server_uuid VARCHAR(64) NOT NULL DEFAULT '',"+
+		"server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
+		"gtid_set TEXT NOT NULL,"+
+		"binlog_file VARCHAR(512) NOT NULL DEFAULT '',"+
+		"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
+		"updated_at DATETIME(6) NOT NULL"+
+		") ENGINE=InnoDB")
+	if err != nil {
+		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
+	}
+	return &MySQL{db: db, table: table}, nil
+}
+
+// Load implements Store.
+func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
+		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, &cp.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Checkpoint{}, ErrNotFound
+	}
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("load checkpoint %q: %w", key, err)
+	}
+	cp.UpdatedAt = cp.UpdatedAt.UTC()
+	return cp, nil
+}
+
+// Save implements Store: one statement, committed as one transaction.
+func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
+	_, err := m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at) "+
+		"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), "+
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at)",
+		key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond))
+	if err != nil {
+		return fmt.Errorf("save checkpoint %q: %w", key, err)
+	}
+	return nil
+}
+
+// Close implements Store; the caller owns db and closes it.
+func (m *MySQL) Close() error { return nil }
+
+// MarshalJSON renders a checkpoint for `outbox-relay` status output.
+func (cp Checkpoint) String() string {
+	b, _ := json.Marshal(cp)
+	return string(b)
+}

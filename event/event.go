@@ -1,0 +1,102 @@
+// Package event defines the outbox event and the binlog position that the
+// reader, the pipeline, the sinks and the checkpoint stores share.
+//
+// It is a leaf package: it imports nothing of outbox-relay's, so every other
+// package can depend on it without cycles. Values are plain data; an Event is
+// not modified after the reader hands it to the pipeline, so it may be read
+// from several goroutines at once.
+package event
+
+import (
+	"fmt"
+	"time"
+)
+
+// Event is one outbox row, committed in the source database.
+type Event struct {
+	// ID is the outbox row's event id (a BINARY(16) id is rendered as a UUID
+	// string). Sinks use it as the idempotency key receivers deduplicate on.
+	ID string
+	// AggregateType routes the event (Kafka topic suffix, webhook filter).
+	AggregateType string
+	// AggregateID orders the event: events of one aggregate are delivered in
+	// commit order. It is the Kafka message key.
+	AggregateID string
+	// Type is the event type, e.g. "order.created".
+	Type string
+	// Payload is the payload column's bytes exactly as the server stored them:
+	// never decoded and re-encoded.
+	Payload []byte
+	// Headers are the extra columns configured as headers, in config order.
+	Headers []Header
+
+	// Table is the source table as "schema.table".
+	Table string
+	// CommitTime is the commit timestamp of the source transaction (second
+	// precision: the binlog's own).
+	CommitTime time.Time
+	// Source is where the event was read: its transaction's GTID and the
+	// binlog position just after that transaction.
+	Source Source
+}
+
+// Header is an extra column delivered beside the payload.
+type Header struct {
+	Key   string
+	Value string
+}
+
+// Source locates an event's transaction in the binlog.
+type Source struct {
+	// GTID is the transaction's own GTID ("" when GTIDs are off).
+	GTID string
+	// File and Pos are the binlog coordinates of the end of the transaction.
+	File string
+	Pos  uint32
+}
+
+// Size is an estimate of the event's memory in bytes, used for in-flight limits.
+func (e *Event) Size() int {
+	n := 160 + len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.Type) +
+		len(e.Payload) + len(e.Table) + len(e.Source.GTID) + len(e.Source.File)
+	for _, h := range e.Headers {
+		n += 32 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Position is a resumable point in the binlog: the end of a transaction.
+//
+// GTIDSet is the full executed GTID set (MySQL) or GTID position (MariaDB,
+// one GTID per domain) including that transaction, never a single GTID. File
+// and Pos are the binlog coordinates of the same point; they are used to resume
+// when the server has GTIDs off.
+type Position struct {
+	GTIDSet string `json:"gtid_set,omitempty"`
+	File    string `json:"file,omitempty"`
+	Pos     uint32 `json:"pos,omitempty"`
+}
+
+// IsZero reports whether p names no position at all.
+func (p Position) IsZero() bool { return p.GTIDSet == "" && p.File == "" }
+
+func (p Position) String() string {
+	switch {
+	case p.GTIDSet != "" && p.File != "":
+		return fmt.Sprintf("gtid %q (%s:%d)", p.GTIDSet, p.File, p.Pos)
+	case p.GTIDSet != "":
+		return fmt.Sprintf("gtid %q", p.GTIDSet)
+	case p.File != "":
+		return fmt.Sprintf("%s:%d", p.File, p.Pos)
+	}
+	return "(none)"
+}
+
+// Txn is one committed source transaction as the reader hands it on: the
+// outbox events it inserted (possibly none) and the position just after it.
+// A transaction with no outbox events still moves the position forward.
+type Txn struct {
+	Events     []*Event
+	Position   Position
+	CommitTime time.Time
+}

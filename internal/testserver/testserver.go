@@ -1,0 +1,249 @@
+// Package testserver starts private MariaDB servers for tests.
+//
+// Each Server is a mariadbd process of its own: a fresh data directory under a
+// temporary folder, a free loopback port, and the binlog options outbox-relay
+// needs (ROW format, FULL row image, FULL row metadata). Nothing outside the
+// temporary folder is touched, so tests never depend on, or disturb, a server
+// that happens to run on the machine.
+//
+// A Server is safe for concurrent use; Stop waits for the process to exit.
+package testserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // database/sql driver for the tests' own connections
+)
+
+// Options change how the server starts. The zero value gives the defaults.
+type Options struct {
+	// ServerID is the server's --server-id. Default 1.
+	ServerID uint32
+	// ExtraArgs are appended to mariadbd's command line, after the defaults,
+	// so they can override them (for example "--binlog-format=STATEMENT").
+	ExtraArgs []string
+	// NoBinlog starts the server without --log-bin.
+	NoBinlog bool
+}
+
+// Server is a running private mariadbd.
+type Server struct {
+	Host    string
+	Port    int
+	Dir     string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped atomic.Bool
+	logPath string
+}
+
+var counter atomic.Int64
+
+// Binary returns the path of mariadbd, or an error that says how to install it.
+func Binary() (string, error) {
+	for _, name := range []string{"mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("mariadbd not found: install it with `apt-get install mariadb-server` (the tests start their own private server)")
+}
+
+// Start starts a server and registers its Stop with t.Cleanup. It fails the
+// test when the server cannot start: a missing server never passes silently.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := StartServer(opts)
+	if err != nil {
+		t.Fatalf("start private mariadbd: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartServer starts a server; the caller must call Stop. Use it from TestMain.
+func StartServer(opts Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "outbox-relay-mariadb-")
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	install, err := exec.LookPath("mariadb-install-db")
+	if err != nil {
+		install, err = exec.LookPath("mysql_install_db")
+		if err != nil {
+			return nil, errors.New("mariadb-install-db not found: install `mariadb-server`")
+		}
+	}
+	out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	}
+	if opts.ServerID == 0 {
+		opts.ServerID = 1
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Host: "127.0.0.1", Port: port, Dir: dir, exited: make(chan struct{}),
+		logPath: filepath.Join(dir, "error.log")}
+	args := []string{
+		"--no-defaults",
+		"--user=root",
+		"--datadir=" + data,
+		"--bind-address=127.0.0.1",
+		"--port=" + strconv.Itoa(port),
+		"--socket=" + filepath.Join(dir, "mysqld.sock"),
+		"--pid-file=" + filepath.Join(dir, "mysqld.pid"),
+		"--log-error=" + s.logPath,
+		"--skip-name-resolve",
+		"--server-id=" + strconv.FormatUint(uint64(opts.ServerID), 10),
+		"--innodb-buffer-pool-size=64M",
+		"--innodb-log-file-size=48M",
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+		"--max-connections=200",
+	}
+	if !opts.NoBinlog {
+		args = append(args,
+			"--log-bin="+filepath.Join(data, "binlog"),
+			"--binlog-format=ROW",
+			"--binlog-row-image=FULL",
+			"--binlog-row-metadata=FULL",
+		)
+	}
+	args = append(args, opts.ExtraArgs...)
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = nil, nil
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	if err := s.waitReady(60 * time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	db, err := sql.Open("mysql", s.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(s.logPath)
+			return fmt.Errorf("mariadbd exited during start:\n%s", tail(log, 3000))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(s.logPath)
+			return fmt.Errorf("mariadbd not ready after %s: %v\n%s", limit, err, tail(log, 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// DSN returns a go-sql-driver DSN for root on database db ("" for none).
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("root@tcp(%s:%d)/%s?multiStatements=true&parseTime=true", s.Host, s.Port, db)
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// DB opens a connection pool to database db and closes it when the test ends.
+func (s *Server) DB(t testing.TB, db string) *sql.DB {
+	t.Helper()
+	conn, err := sql.Open("mysql", s.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// Exec runs statements as root and fails the test on error.
+func (s *Server) Exec(t testing.TB, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("mysql", s.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("exec %q: %v", q, err)
+		}
+	}
+}
+
+// NewDatabase creates a database with a unique name and returns the name.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), counter.Add(1))
+	s.Exec(t, "CREATE DATABASE "+name)
+	return name
+}
+
+// Stop kills the server and removes its directory. It is safe to call twice.
+func (s *Server) Stop() {
+	if !s.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-s.exited:
+		case <-time.After(15 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	}
+	os.RemoveAll(s.Dir)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

@@ -1,0 +1,136 @@
+// Package sink defines the contract between the pipeline and the systems
+// outbox-relay delivers to (Kafka, webhooks, stdout), and the typed errors a
+// sink uses to say what kind of failure it saw.
+//
+// The contract, in the order the pipeline calls it:
+//
+//   - Connect is called once before the first Write. An error from it is
+//     retried by the pipeline with capped backoff, forever.
+//   - Write delivers a batch of events in the order given. It returns only
+//     when every event of the batch is acknowledged or has failed: nil means
+//     every event is acknowledged (durably accepted by the destination: a
+//     Kafka broker with acks=all, a 2xx from a webhook, a flushed write). A
+//     *BatchError reports each failed event by index; any other error applies
+//     to every event of the batch. The class of a failure is read with
+//     IsPermanent and RetryAfter: permanent failures go to the dead-letter
+//     store, every other failure is retried by the pipeline.
+//   - Close is called once, after the last Write has returned.
+//
+// Write is never called concurrently on one sink unless the sink implements
+// Concurrent. Retry, backoff and checkpointing live in the pipeline, not in
+// sinks: a sink reports and the pipeline decides.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Sink delivers outbox events to one destination.
+type Sink interface {
+	// Connect prepares the sink (dial, authenticate, check the topic).
+	Connect(ctx context.Context) error
+	// Write delivers batch and returns when every event is acknowledged or
+	// failed; see the package doc for how errors are reported.
+	Write(ctx context.Context, batch []*event.Event) error
+	// Close releases the sink's resources. It is called once.
+	Close(ctx context.Context) error
+}
+
+// Concurrent is implemented by sinks that accept up to MaxInFlight concurrent
+// Write calls and keep per-aggregate order across them themselves.
+type Concurrent interface {
+	MaxInFlight() int
+}
+
+// BatchError reports the events of a batch that failed, by index into the
+// batch. Events whose index is absent were acknowledged.
+type BatchError struct {
+	Errs map[int]error
+}
+
+func (e *BatchError) Error() string {
+	for i, err := range e.Errs {
+		return fmt.Sprintf("%d of the batch's events failed (event %d: %v)", len(e.Errs), i, err)
+	}
+	return "batch failed"
+}
+
+// Failed returns the error of event i, or nil when it was acknowledged.
+func (e *BatchError) Failed(i int) error { return e.Errs[i] }
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as a failure that retrying cannot fix (message too
+// large, rejected by the destination): the event goes to the dead-letter store.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// BackOff marks err as retriable no sooner than after d (a destination's
+// Retry-After, a broker's throttle time).
+func BackOff(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return retryAfterError{err, d}
+}
+
+// RetryAfter returns the wait a failure asked for, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var r retryAfterError
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
+}
+
+// ErrorFor returns the error of event i of a batch given the error Write returned.
+func ErrorFor(err error, i int) error {
+	var be *BatchError
+	if errors.As(err, &be) {
+		return be.Failed(i)
+	}
+	return err
+}
+
+// DeadLetter is one event the pipeline gave up on, with why.
+type DeadLetter struct {
+	Event    *event.Event
+	Sink     string
+	Reason   string
+	Attempts int
+	First    time.Time
+	Last     time.Time
+}
+
+// DeadLetterStore durably keeps events that could not be delivered. Put must
+// return only after the record is durable: the pipeline moves the checkpoint
+// past the event only then.
+type DeadLetterStore interface {
+	Put(ctx context.Context, dl DeadLetter) error
+}
