@@ -138,7 +138,7 @@ func New(cfg Config) (*Reader, error) {
 // Handler receives each committed transaction in binlog order. It may block
 // (that is the backpressure: the binlog is the buffer). An error from it ends
 // Run with that error.
-type Handler func(ctx context.Context, txn *event.Txn) error
+type Handler = func(ctx context.Context, txn *event.Txn) error
 
 // Run streams from the position after from and calls handle for every
 // transaction, until ctx ends (then it returns ctx.Err()), handle fails, or

@@ -16,9 +16,10 @@
 //     store, every other failure is retried by the pipeline.
 //   - Close is called once, after the last Write has returned.
 //
-// Write is never called concurrently on one sink unless the sink implements
-// Concurrent. Retry, backoff and checkpointing live in the pipeline, not in
-// sinks: a sink reports and the pipeline decides.
+// Write is never called concurrently on one sink. A sink that delivers several
+// batches at once implements Submitter instead, and then keeps per-aggregate
+// order and runs its own retries. For every other sink, retry, backoff and
+// checkpointing live in the pipeline: a sink reports and the pipeline decides.
 package sink
 
 import (
@@ -41,10 +42,18 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
-// Concurrent is implemented by sinks that accept up to MaxInFlight concurrent
-// Write calls and keep per-aggregate order across them themselves.
-type Concurrent interface {
-	MaxInFlight() int
+// Submitter is implemented by sinks that deliver several batches at once (a
+// webhook endpoint retrying one aggregate for hours while the others go on).
+//
+// The pipeline calls Submit from one goroutine, in binlog order, instead of
+// Write. Submit must take the batch's place in the sink's per-aggregate order
+// before it returns (so later events of an aggregate queue behind earlier
+// ones), may block while the sink has no room, and must call done exactly
+// once, from any goroutine, with what Write would have returned. A Submitter
+// owns its retries: done reports only acknowledgements and permanent
+// failures, or ctx's error when ctx ends first.
+type Submitter interface {
+	Submit(ctx context.Context, batch []*event.Event, done func(error))
 }
 
 // BatchError reports the events of a batch that failed, by index into the

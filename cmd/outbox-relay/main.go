@@ -1,0 +1,126 @@
+// Command outbox-relay reads a MySQL or MariaDB binlog and delivers the rows
+// inserted into outbox tables to Kafka, webhooks or stdout, at least once.
+//
+// It only wires the packages together: config parses, canal reads, pipeline
+// joins, sink delivers, checkpoint remembers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "read the binlog and deliver outbox events to the configured sinks", runCmd},
+		{"version", "print the version", versionCmd},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(mainCode(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "outbox-relay delivers rows inserted into outbox tables, read from the MySQL/MariaDB binlog, to sinks, at least once.\n\nUsage:\n  outbox-relay <command> [flags]\n\nCommands:\n")
+		for _, c := range commands() {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
+		fmt.Fprintf(w, "\nRun 'outbox-relay <command> --help' for a command's flags.\n")
+	}
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout, stderr)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			default:
+				fmt.Fprintf(stderr, "outbox-relay %s: %v\n", c.name, err)
+				var ec exitCoder
+				if errors.As(err, &ec) {
+					return ec.ExitCode()
+				}
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "outbox-relay: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+var errUsage = errors.New("usage")
+
+type exitCoder interface{ ExitCode() int }
+
+// newFlags returns a FlagSet whose --help prints the command's usage.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: outbox-relay %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; a bad flag is errUsage (already printed).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", "version", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	fmt.Fprintf(stdout, "outbox-relay %s\n", v)
+	return nil
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "run --config FILE", stderr)
+	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.Log, stderr)
+	logger.Info("outbox-relay starting", slog.String("version", version), slog.String("config", *path))
+	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).Run(ctx)
+	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
+		logger.Info("outbox-relay stopped")
+		return nil
+	}
+	return err
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	opts := &slog.HandlerOptions{Level: c.SlogLevel()}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,453 @@
+// Package config reads outbox-relay's YAML configuration.
+//
+// Load expands ${NAME} (and ${NAME:-default}) references to environment
+// variables inside values, so passwords stay out of the file; rejects unknown
+// keys with their line; applies every default in one place (Defaults); and
+// Validate names the field and the bad value in each error. Secrets are of
+// type Secret, which never prints its value.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/outbox-relay/outbox-relay/sink/stdout"
+)
+
+// Config is the whole file.
+type Config struct {
+	Source     Source     `yaml:"source"`
+	Tables     []Table    `yaml:"tables"`
+	Checkpoint Checkpoint `yaml:"checkpoint"`
+	DeadLetter DeadLetter `yaml:"dead_letter"`
+	Delivery   Delivery   `yaml:"delivery"`
+	Sinks      []Sink     `yaml:"sinks"`
+	Log        Log        `yaml:"log"`
+	HTTP       HTTP       `yaml:"http"`
+}
+
+// Source is the MySQL or MariaDB server whose binlog is read.
+type Source struct {
+	// Host of the server. Default 127.0.0.1.
+	Host string `yaml:"host"`
+	// Port of the server. Default 3306.
+	Port int `yaml:"port"`
+	// User needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT on the
+	// outbox tables. Default root.
+	User string `yaml:"user"`
+	// Password; write ${ENV_VAR} to take it from the environment.
+	Password Secret `yaml:"password"`
+	// Flavor is auto (detected from the server), mysql or mariadb. Default auto.
+	Flavor string `yaml:"flavor"`
+	// ServerID is the replica id of the first sink's stream; sink i (webhook
+	// endpoints count one each) uses ServerID+i. It must not collide with the
+	// server's own id or any replica's. Default 4041.
+	ServerID uint32 `yaml:"server_id"`
+	// Heartbeat is the server heartbeat period on an idle binlog. Default 5s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// ReadTimeout ends a connection that is silent this long. Default 3 × heartbeat.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// MaxReconnectBackoff caps the wait between reconnects. Default 30s.
+	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff"`
+	// TLS to the server. Default off.
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS settings for a client connection.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Table is one outbox table.
+type Table struct {
+	// Name is "schema.table". Required.
+	Name string `yaml:"name"`
+	// Columns map event fields to columns. Defaults follow Debezium's outbox
+	// event router: id, aggregatetype, aggregateid, type, payload. Write "-"
+	// for aggregate_type or type when the table has no such column.
+	Columns Columns `yaml:"columns"`
+	// Headers are extra columns delivered as headers. Default none.
+	Headers []string `yaml:"headers"`
+}
+
+// Columns maps event fields to column names.
+type Columns struct {
+	ID            string `yaml:"id"`
+	AggregateType string `yaml:"aggregate_type"`
+	AggregateID   string `yaml:"aggregate_id"`
+	Type          string `yaml:"type"`
+	Payload       string `yaml:"payload"`
+}
+
+// Checkpoint says where positions are kept and where to start without one.
+type Checkpoint struct {
+	// Store is file or mysql. Default file.
+	Store string `yaml:"store"`
+	// Path of the checkpoint file (store: file). Default ./outbox-relay-data/checkpoints.json.
+	Path string `yaml:"path"`
+	// DSN of the database holding the checkpoint table (store: mysql), in
+	// go-sql-driver form: user:pass@tcp(host:3306)/dbname. Use ${ENV} for the password.
+	DSN Secret `yaml:"dsn"`
+	// Table name (store: mysql). Default outbox_relay_checkpoints.
+	Table string `yaml:"table"`
+	// Interval between saves of a moved checkpoint. Default 1s.
+	Interval time.Duration `yaml:"interval"`
+	// Start is where a sink with no checkpoint begins: current (the server's
+	// position now), earliest (the oldest binlog on the server), or an
+	// explicit GTID set written "gtid:<set>". Default current.
+	Start string `yaml:"start"`
+}
+
+// DeadLetter configures where permanently failed events are kept.
+type DeadLetter struct {
+	// Store is file, mysql or none. Default: the checkpoint store's kind.
+	// With none, a permanent failure stops the relay (nothing is dropped).
+	Store string `yaml:"store"`
+	// Path of the dead-letter directory (store: file). Default beside the
+	// checkpoint file: <dir>/dead-letters.
+	Path string `yaml:"path"`
+	// Table (store: mysql, in the checkpoint database). Default outbox_relay_dead_letters.
+	Table string `yaml:"table"`
+}
+
+// Delivery tunes every pipeline.
+type Delivery struct {
+	// BatchSize caps events per sink write. Default 500.
+	BatchSize int `yaml:"batch_size"`
+	// BatchBytes caps payload bytes per sink write. Default 1048576.
+	BatchBytes int `yaml:"batch_bytes"`
+	// Linger waits this long for a batch to fill. Default 5ms.
+	Linger time.Duration `yaml:"linger"`
+	// MaxInFlight caps unacknowledged events per sink. Default 10000.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
+	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
+	// RetryBackoff is the first retry wait. Default 100ms.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// MaxRetryBackoff caps retry waits. Default 30s.
+	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
+	// DrainTimeout bounds delivery of in-flight events at shutdown. Default 10s.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+}
+
+// Sink is one destination. Exactly the section named by Type is read.
+type Sink struct {
+	// Name is unique; it keys the sink's checkpoint. Required.
+	Name string `yaml:"name"`
+	// Type is stdout, kafka or webhook. Required.
+	Type   string         `yaml:"type"`
+	Stdout *stdout.Config `yaml:"stdout"`
+	// Kafka and Webhook are kept as raw YAML here and decoded, strictly, by
+	// their own packages' configs (see cmd/outbox-relay).
+	Kafka   *yaml.Node `yaml:"kafka"`
+	Webhook *yaml.Node `yaml:"webhook"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// HTTP is the metrics and health listener.
+type HTTP struct {
+	// Listen address for /metrics, /healthz and /readyz. Default "" (off).
+	Listen string `yaml:"listen"`
+}
+
+// Secret is a string that never appears in logs or printed configs.
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "******"
+}
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// Reveal returns the secret's value, for the code that needs it.
+func (s Secret) Reveal() string { return string(s) }
+
+// Load reads, expands, decodes (rejecting unknown keys), defaults and
+// validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse is Load on bytes.
+func Parse(b []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("the file is empty: see deploy/config.example.yaml")
+	}
+	if err := expandNode(&root); err != nil {
+		return nil, err
+	}
+	expanded, err := yaml.Marshal(&root)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("%w (check the key's spelling against deploy/config.example.yaml)", err)
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandNode replaces ${NAME} and ${NAME:-default} in every scalar value.
+func expandNode(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		var missing []string
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			if v, ok := os.LookupEnv(m[1]); ok {
+				return v
+			}
+			if m[2] != "" {
+				return m[3]
+			}
+			missing = append(missing, m[1])
+			return ref
+		})
+		if len(missing) > 0 {
+			return fmt.Errorf("line %d: environment variable %s is not set: export it, or write ${%s:-default}", n.Line, missing[0], missing[0])
+		}
+		if n.Tag == "!!str" || n.Style != 0 {
+			return nil
+		}
+		// A value that came from the environment is a string unless the
+		// target field says otherwise; keep YAML from reading "0123" as a number.
+		n.Tag = ""
+	}
+	for _, c := range n.Content {
+		if err := expandNode(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Defaults fills every unset field with its default.
+func (c *Config) Defaults() {
+	s := &c.Source
+	setS(&s.Host, "127.0.0.1")
+	setI(&s.Port, 3306)
+	setS(&s.User, "root")
+	setS(&s.Flavor, "auto")
+	if s.ServerID == 0 {
+		s.ServerID = 4041
+	}
+	setD(&s.Heartbeat, 5*time.Second)
+	setD(&s.ReadTimeout, 3*s.Heartbeat)
+	setD(&s.MaxReconnectBackoff, 30*time.Second)
+	for i := range c.Tables {
+		col := &c.Tables[i].Columns
+		setS(&col.ID, "id")
+		setS(&col.AggregateType, "aggregatetype")
+		setS(&col.AggregateID, "aggregateid")
+		setS(&col.Type, "type")
+		setS(&col.Payload, "payload")
+	}
+	cp := &c.Checkpoint
+	setS(&cp.Store, "file")
+	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
+	setS(&cp.Table, "outbox_relay_checkpoints")
+	setD(&cp.Interval, time.Second)
+	setS(&cp.Start, "current")
+	setS(&c.DeadLetter.Store, cp.Store)
+	setS(&c.DeadLetter.Table, "outbox_relay_dead_letters")
+	d := &c.Delivery
+	setI(&d.BatchSize, 500)
+	setI(&d.BatchBytes, 1<<20)
+	setD(&d.Linger, 5*time.Millisecond)
+	setI(&d.MaxInFlight, 10000)
+	setI(&d.MaxInFlightBytes, 64<<20)
+	setD(&d.RetryBackoff, 100*time.Millisecond)
+	setD(&d.MaxRetryBackoff, 30*time.Second)
+	setD(&d.DrainTimeout, 10*time.Second)
+	setS(&c.Log.Level, "info")
+	setS(&c.Log.Format, "text")
+}
+
+// Validate reports the first problems found, each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Source.Port <= 0 || c.Source.Port > 65535 {
+		bad("source.port: %d is not a TCP port", c.Source.Port)
+	}
+	if !oneOf(c.Source.Flavor, "auto", "mysql", "mariadb") {
+		bad("source.flavor: %q is not one of auto, mysql, mariadb", c.Source.Flavor)
+	}
+	if c.Source.ReadTimeout <= c.Source.Heartbeat {
+		bad("source.read_timeout: %s must be longer than source.heartbeat (%s), or a quiet server looks dead", c.Source.ReadTimeout, c.Source.Heartbeat)
+	}
+	if len(c.Tables) == 0 {
+		bad("tables: no outbox table configured: add one, e.g. `tables: [{name: shop.outbox}]`")
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Tables {
+		parts := strings.Split(t.Name, ".")
+		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+			bad("tables[%d].name: %q must be schema.table", i, t.Name)
+		}
+		if seen[t.Name] {
+			bad("tables[%d].name: %q is listed twice", i, t.Name)
+		}
+		seen[t.Name] = true
+		for field, v := range map[string]string{"id": t.Columns.ID, "aggregate_id": t.Columns.AggregateID, "payload": t.Columns.Payload} {
+			if v == "-" {
+				bad("tables[%d].columns.%s: this field is required and cannot be \"-\"", i, field)
+			}
+		}
+	}
+	if !oneOf(c.Checkpoint.Store, "file", "mysql") {
+		bad("checkpoint.store: %q is not one of file, mysql", c.Checkpoint.Store)
+	}
+	if c.Checkpoint.Store == "mysql" && c.Checkpoint.DSN == "" {
+		bad("checkpoint.dsn: required with checkpoint.store: mysql (user:${PASSWORD}@tcp(host:3306)/db)")
+	}
+	if _, err := c.StartGTID(); err != nil {
+		bad("checkpoint.start: %v", err)
+	}
+	if !oneOf(c.DeadLetter.Store, "file", "mysql", "none") {
+		bad("dead_letter.store: %q is not one of file, mysql, none", c.DeadLetter.Store)
+	}
+	if c.DeadLetter.Store == "mysql" && c.Checkpoint.DSN == "" {
+		bad("dead_letter.store: mysql keeps dead letters in the checkpoint database: set checkpoint.dsn")
+	}
+	if c.Delivery.BatchSize > c.Delivery.MaxInFlight {
+		bad("delivery.batch_size: %d is larger than delivery.max_in_flight (%d)", c.Delivery.BatchSize, c.Delivery.MaxInFlight)
+	}
+	if len(c.Sinks) == 0 {
+		bad("sinks: no sink configured: add one, e.g. `sinks: [{name: out, type: stdout}]`")
+	}
+	names := map[string]bool{}
+	for i, s := range c.Sinks {
+		if s.Name == "" || strings.ContainsAny(s.Name, "/ \t") {
+			bad("sinks[%d].name: %q must be set and have no '/' or spaces", i, s.Name)
+		}
+		if names[s.Name] {
+			bad("sinks[%d].name: %q is used twice; each sink needs its own name (it keys its checkpoint)", i, s.Name)
+		}
+		names[s.Name] = true
+		switch s.Type {
+		case "stdout":
+		case "kafka":
+			if s.Kafka == nil {
+				bad("sinks[%d].kafka: the kafka section is required for type kafka", i)
+			}
+		case "webhook":
+			if s.Webhook == nil {
+				bad("sinks[%d].webhook: the webhook section is required for type webhook", i)
+			}
+		default:
+			bad("sinks[%d].type: %q is not one of stdout, kafka, webhook", i, s.Type)
+		}
+	}
+	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
+		bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if !oneOf(c.Log.Format, "text", "json") {
+		bad("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// StartGTID returns the explicit GTID set of checkpoint.start, or "" for
+// current and earliest.
+func (c *Config) StartGTID() (string, error) {
+	switch s := c.Checkpoint.Start; {
+	case s == "current" || s == "earliest":
+		return "", nil
+	case strings.HasPrefix(s, "gtid:") && len(s) > len("gtid:"):
+		return strings.TrimPrefix(s, "gtid:"), nil
+	default:
+		return "", fmt.Errorf("%q is not current, earliest or gtid:<set>", s)
+	}
+}
+
+// SchemaTable splits a table name.
+func (t Table) SchemaTable() (string, string) {
+	schema, name, _ := strings.Cut(t.Name, ".")
+	return schema, name
+}
+
+// Column returns a mapped column name, with "-" meaning not mapped.
+func Column(v string) string {
+	if v == "-" {
+		return ""
+	}
+	return v
+}
+
+// SlogLevel returns the configured level.
+func (l Log) SlogLevel() slog.Level {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(l.Level))
+	return lv
+}
+
+func oneOf(v string, options ...string) bool {
+	for _, o := range options {
+		if v == o {
+			return true
+		}
+	}
+	return false
+}
+
+func setS(p *string, d string) {
+	if *p == "" {
+		*p = d
+	}
+}
+
+func setI(p *int, d int) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setD(p *time.Duration, d time.Duration) {
+	if *p == 0 {
+		*p = d
+	}
+}

@@ -1,0 +1,270 @@
+// Package outboxtest drives workloads against a private test server and checks
+// what a sink received: the shared part of the end-to-end tests.
+package outboxtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Schema creates the Debezium-style outbox table and a business table.
+const Schema = `CREATE TABLE outbox (
+  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  id VARCHAR(64) NOT NULL UNIQUE,
+  aggregatetype VARCHAR(64) NOT NULL,
+  aggregateid VARCHAR(64) NOT NULL,
+  type VARCHAR(64) NOT NULL,
+  payload JSON NOT NULL
+);
+CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, total INT NOT NULL, note TEXT)`
+
+// Committed is one committed transaction as its producer saw it.
+type Committed struct {
+	GTID   string   // @@last_gtid after commit (MariaDB)
+	IDs    []string // event ids in insert order
+	AggIDs []string
+}
+
+// Workload is what producers committed and rolled back.
+type Workload struct {
+	mu         sync.Mutex
+	Txns       []Committed
+	RolledBack map[string]bool
+}
+
+// Events returns the number of committed events.
+func (w *Workload) Events() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.Txns {
+		n += len(t.IDs)
+	}
+	return n
+}
+
+// Produce runs producers goroutines, each committing txns transactions of
+// varied shape: multi-row inserts, single-row inserts, insert-then-delete,
+// writes to another table, and extra rolled-back transactions. sizes cycles
+// through the events per committed transaction. It returns when all are done
+// or ctx ends.
+func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, producers, txns int, sizes []int, aggregates int) {
+	t.Helper()
+	if w.RolledBack == nil {
+		w.RolledBack = map[string]bool{}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(p), 42))
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			for i := 0; i < txns && ctx.Err() == nil; i++ {
+				n := sizes[(p+i)%len(sizes)]
+				prefix := fmt.Sprintf("p%d-t%d", p, i)
+				if i%7 == 3 { // a transaction that rolls back
+					ids, _, err := insertTxn(ctx, conn, r, prefix+"-rb", n, aggregates, false, true)
+					if err != nil {
+						errs <- err
+						return
+					}
+					w.mu.Lock()
+					for _, id := range ids {
+						w.RolledBack[id] = true
+					}
+					w.mu.Unlock()
+				}
+				ids, aggs, err := insertTxn(ctx, conn, r, prefix, n, aggregates, i%5 == 2, false)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var gtid string
+				if err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid); err != nil {
+					errs <- err
+					return
+				}
+				w.mu.Lock()
+				w.Txns = append(w.Txns, Committed{GTID: gtid, IDs: ids, AggIDs: aggs})
+				w.mu.Unlock()
+				if i%3 == 0 { // a transaction with no outbox rows
+					if _, err := conn.ExecContext(ctx, "INSERT INTO orders VALUES (?, 1, 'plain')", prefix+"-plain"); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("producer: %v", err)
+		}
+	}
+}
+
+func insertTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
+	for attempt := 0; ; attempt++ {
+		ids, aggs, err := tryTxn(ctx, conn, r, prefix, n, aggregates, deleteAfter, rollback)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 20 {
+			continue // deadlock or lock wait timeout: the application retries
+		}
+		return ids, aggs, err
+	}
+}
+
+func tryTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders VALUES (?, ?, 'order')", prefix, n); err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, n)
+	aggs := make([]string, n)
+	var vals []string
+	var args []any
+	multi := r.IntN(2) == 0
+	for k := range n {
+		ids[k] = fmt.Sprintf("%s-r%d", prefix, k)
+		aggs[k] = "agg-" + strconv.Itoa(r.IntN(aggregates))
+		payload := fmt.Sprintf(`{"id": %q, "n": %d, "nested": {"b": 1.50, "a": [true, null]}}`, ids[k], k)
+		if multi {
+			vals = append(vals, "(?, 'order', ?, 'created', ?)")
+			args = append(args, ids[k], aggs[k], payload)
+		} else if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'order', ?, 'created', ?)", ids[k], aggs[k], payload); err != nil {
+			return nil, nil, err
+		}
+	}
+	if multi {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "+strings.Join(vals, ","), args...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if deleteAfter {
+		in := make([]any, n)
+		for k := range n {
+			in[k] = ids[k]
+		}
+		q := "DELETE FROM outbox WHERE id IN (?" + strings.Repeat(",?", n-1) + ")"
+		if _, err := tx.ExecContext(ctx, q, in...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if rollback {
+		return ids, aggs, tx.Rollback()
+	}
+	return ids, aggs, tx.Commit()
+}
+
+// Payload returns the payload the workload wrote for event id n.
+func Payload(id string, n int) string {
+	return fmt.Sprintf(`{"id": %q, "n": %d, "nested": {"b": 1.50, "a": [true, null]}}`, id, n)
+}
+
+// Delivered is one event as a sink received it.
+type Delivered struct {
+	ID, AggregateID, GTID string
+}
+
+// Report is what Check found.
+type Report struct {
+	Committed, Delivered, Unique, Duplicates int
+}
+
+// Check verifies deliveries against the workload: every committed event
+// delivered (at least once, or exactly once when exactlyOnce), nothing rolled
+// back delivered, and first deliveries in commit order (by MariaDB GTID
+// sequence, and row order within each transaction).
+func Check(t testing.TB, w *Workload, got []Delivered, exactlyOnce bool) Report {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// commit rank of each event: (gtid seq, row index)
+	type rank struct{ seq, row int }
+	ranks := map[string]rank{}
+	for _, txn := range w.Txns {
+		seq := gtidSeq(t, txn.GTID)
+		for k, id := range txn.IDs {
+			ranks[id] = rank{seq, k}
+		}
+	}
+	seen := map[string]int{}
+	var last rank
+	rep := Report{Committed: len(ranks), Delivered: len(got)}
+	lastByAgg := map[string]rank{}
+	orderErrs := 0
+	for _, d := range got {
+		if w.RolledBack[d.ID] {
+			t.Errorf("rolled-back event %s was delivered", d.ID)
+			continue
+		}
+		rk, ok := ranks[d.ID]
+		if !ok {
+			t.Errorf("delivered event %s was never committed by the workload", d.ID)
+			continue
+		}
+		seen[d.ID]++
+		if seen[d.ID] > 1 {
+			rep.Duplicates++
+			continue
+		}
+		if exactlyOnce && (rk.seq < last.seq || (rk.seq == last.seq && rk.row < last.row)) && orderErrs < 5 {
+			t.Errorf("event %s (gtid seq %d row %d) delivered after seq %d row %d: not commit order", d.ID, rk.seq, rk.row, last.seq, last.row)
+			orderErrs++
+		}
+		last = rk
+		if prev, ok := lastByAgg[d.AggregateID]; ok && (rk.seq < prev.seq || (rk.seq == prev.seq && rk.row < prev.row)) && orderErrs < 5 {
+			t.Errorf("aggregate %s: first delivery of %s out of commit order", d.AggregateID, d.ID)
+			orderErrs++
+		}
+		lastByAgg[d.AggregateID] = rk
+	}
+	rep.Unique = len(seen)
+	missing := 0
+	for id := range ranks {
+		if seen[id] == 0 {
+			if missing < 5 {
+				t.Errorf("committed event %s was never delivered", id)
+			}
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d committed events were never delivered", missing, len(ranks))
+	}
+	if exactlyOnce && rep.Duplicates > 0 {
+		t.Errorf("%d duplicate deliveries in a run that should deliver exactly once", rep.Duplicates)
+	}
+	return rep
+}
+
+func gtidSeq(t testing.TB, gtid string) int {
+	i := strings.LastIndexByte(gtid, '-')
+	n, err := strconv.Atoi(gtid[i+1:])
+	if err != nil {
+		t.Fatalf("bad MariaDB GTID %q", gtid)
+	}
+	return n
+}

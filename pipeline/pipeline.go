@@ -1,0 +1,540 @@
+// Package pipeline joins a binlog source, one sink and a checkpoint store.
+//
+// A Pipeline delivers every event the source hands it to its sink and saves,
+// under its own checkpoint key, the position after the last transaction whose
+// events (and all events before them) the sink acknowledged. It promises:
+//
+//   - at-least-once: the checkpoint never passes an unacknowledged event, so a
+//     crash at any moment resumes at or before the first undelivered event;
+//   - order: batches go to a plain Sink one at a time, in binlog order, and a
+//     failed event is retried before any later batch is sent, so events of one
+//     aggregate arrive in commit order (a Submitter sink keeps that order
+//     itself);
+//   - bounded memory: events in flight are limited by count and bytes; when
+//     full, the source waits (the binlog is the buffer);
+//   - failure classes: retriable failures are retried with capped exponential
+//     backoff and jitter, forever; permanent ones are written to the
+//     dead-letter store before the checkpoint may pass them, or, with no
+//     store, stop the pipeline with an error (nothing is dropped);
+//   - isolation: each pipeline has its own source stream, sink and checkpoint,
+//     so a sink that is down only holds back its own pipeline.
+//
+// Run is called once; it returns when ctx ends (after draining in-flight
+// events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// Source hands committed transactions to handle, in binlog order, starting
+// after from, until ctx ends or handle fails. canal.Reader is one.
+type Source interface {
+	Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
+}
+
+// Config wires one pipeline.
+type Config struct {
+	// Name is the checkpoint key and the name in logs and metrics.
+	Name  string
+	Sink  sink.Sink
+	Store checkpoint.Store
+	// Identity is stored with every checkpoint (flavor, server id/uuid).
+	Identity checkpoint.Checkpoint
+	// Start is where to begin when Store has no checkpoint for Name.
+	Start event.Position
+	// DeadLetters receives permanently failed events. Nil: a permanent
+	// failure stops the pipeline.
+	DeadLetters sink.DeadLetterStore
+
+	// BatchSize caps the events per Write. Default 500.
+	BatchSize int
+	// BatchBytes caps the payload bytes per Write. Default 1 MiB.
+	BatchBytes int
+	// Linger is how long a batch waits to fill once it has one event. Default 5ms.
+	Linger time.Duration
+	// MaxInFlight caps the unacknowledged events. Default 10000.
+	MaxInFlight int
+	// MaxInFlightBytes caps their bytes. Default 64 MiB.
+	MaxInFlightBytes int
+	// CheckpointInterval is how often a moved watermark is saved. Default 1s.
+	CheckpointInterval time.Duration
+	// RetryBackoff is the first retry wait, doubled up to MaxRetryBackoff.
+	// Defaults 100ms and 30s.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// DrainTimeout bounds the delivery of in-flight events at shutdown. Default 10s.
+	DrainTimeout time.Duration
+
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Observer receives what the pipeline does, for metrics. Methods are called
+// from several goroutines and must not block. A nil Observer is allowed.
+type Observer interface {
+	// Delivered is called once per acknowledged event.
+	Delivered(e *event.Event, at time.Time)
+	// Failed is called for each failed attempt of an event; permanent says
+	// whether it goes to the dead-letter store.
+	Failed(e *event.Event, err error, permanent bool)
+	// DeadLettered is called when an event was stored as a dead letter.
+	DeadLettered(e *event.Event, reason string)
+	// InFlight reports the unacknowledged events and bytes, and the commit
+	// time of the oldest (zero when none).
+	InFlight(events, bytes int, oldest time.Time)
+	// CheckpointSaved is called after each successful save.
+	CheckpointSaved(pos event.Position, at time.Time)
+	// SinkUp reports whether the sink's last attempt succeeded.
+	SinkUp(up bool)
+}
+
+// Pipeline delivers one source's events to one sink.
+type Pipeline struct {
+	cfg     Config
+	log     *slog.Logger
+	tracker *tracker
+	obs     Observer
+}
+
+// item is one event in flight and the transaction it belongs to.
+type item struct {
+	ev    *event.Event
+	txn   *txnEntry
+	size  int
+	first time.Time // first failure, for dead letters
+	tries int
+	err   error // last failure, while being retried
+}
+
+// New checks cfg, applies defaults and returns a Pipeline.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Name == "" || cfg.Sink == nil || cfg.Store == nil {
+		return nil, errors.New("pipeline: Name, Sink and Store are required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.BatchSize, 500)
+	def(&cfg.BatchBytes, 1<<20)
+	def(&cfg.MaxInFlight, 10000)
+	def(&cfg.MaxInFlightBytes, 64<<20)
+	defd(&cfg.Linger, 5*time.Millisecond)
+	defd(&cfg.CheckpointInterval, time.Second)
+	defd(&cfg.RetryBackoff, 100*time.Millisecond)
+	defd(&cfg.MaxRetryBackoff, 30*time.Second)
+	defd(&cfg.DrainTimeout, 10*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs}, nil
+}
+
+// Resume returns the position the pipeline starts from: its checkpoint, or
+// cfg.Start when it has none. A checkpoint of another server is an error.
+func (p *Pipeline) Resume(ctx context.Context) (event.Position, bool, error) {
+	cp, err := p.cfg.Store.Load(ctx, p.cfg.Name)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return p.cfg.Start, false, nil
+	}
+	if err != nil {
+		return event.Position{}, false, err
+	}
+	id := p.cfg.Identity
+	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
+		return event.Position{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
+	}
+	if id.ServerUUID != "" && cp.ServerUUID != "" && cp.ServerUUID != id.ServerUUID {
+		return event.Position{}, false, fmt.Errorf("checkpoint %q belongs to server %s, but the source is server %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.ServerUUID, id.ServerUUID)
+	}
+	return cp.Position, true, nil
+}
+
+// Run delivers from the checkpoint (or Start) until ctx ends or a fatal error.
+func (p *Pipeline) Run(ctx context.Context, src Source) error {
+	from, resumed, err := p.Resume(ctx)
+	if err != nil {
+		return err
+	}
+	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed))
+	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
+	if !resumed {
+		// Save the resolved start at once: a restart before the first
+		// transaction must resume here, not at a later "current" position,
+		// or the events committed in between would be skipped.
+		p.tracker.markUnsaved()
+		if err := p.save(ctx, false); err != nil {
+			return fmt.Errorf("save start checkpoint: %w", err)
+		}
+	}
+
+	// deliverCtx outlives ctx by DrainTimeout so in-flight events can drain.
+	deliverCtx, stopDelivery := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDelivery()
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+
+	items := make(chan *item, p.cfg.BatchSize)
+	var fatalOnce sync.Once
+	var fatal error
+	fail := func(err error) {
+		fatalOnce.Do(func() { fatal = err })
+		stopReading()
+		stopDelivery()
+	}
+
+	if err := p.connect(deliverCtx, readCtx); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	deliveryDone := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(deliveryDone)
+		if err := p.deliver(deliverCtx, items); err != nil && !errors.Is(err, context.Canceled) {
+			fail(err)
+		}
+	}()
+	saverDone := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		p.saveLoop(readCtx)
+	}()
+
+	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+		size := 0
+		for _, e := range txn.Events {
+			size += e.Size()
+		}
+		entry := p.tracker.add(txn.Position, txn.CommitTime, len(txn.Events), size)
+		if entry == nil {
+			return ctx.Err()
+		}
+		for _, e := range txn.Events {
+			it := &item{ev: e, txn: entry, size: e.Size()}
+			select {
+			case items <- it:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	if readErr != nil && ctx.Err() == nil && !errors.Is(readErr, context.Canceled) {
+		fail(fmt.Errorf("read binlog: %w", readErr))
+	}
+	stopReading()
+	p.tracker.close()
+	close(items)
+
+	// Drain what is in flight, for at most DrainTimeout.
+	select {
+	case <-deliveryDone:
+	case <-time.After(p.cfg.DrainTimeout):
+		ev, _, _ := p.tracker.inFlight()
+		p.log.Warn("drain timeout: stopping with events unacknowledged (they are delivered again after restart)", slog.Int("unacked", ev))
+		stopDelivery()
+	}
+	wg.Wait()
+	<-saverDone
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.save(saveCtx, true); err != nil {
+		p.log.Error("final checkpoint save failed", slog.Any("err", err))
+		if fatal == nil {
+			fatal = err
+		}
+	}
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelClose()
+	if err := p.cfg.Sink.Close(closeCtx); err != nil {
+		p.log.Warn("sink close", slog.Any("err", err))
+	}
+	if fatal != nil {
+		return fatal
+	}
+	return ctx.Err()
+}
+
+// connect calls the sink's Connect until it succeeds or reading stops.
+func (p *Pipeline) connect(deliverCtx, readCtx context.Context) error {
+	backoff := p.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := p.cfg.Sink.Connect(deliverCtx)
+		if err == nil {
+			p.obs.SinkUp(true)
+			return nil
+		}
+		p.obs.SinkUp(false)
+		p.log.Warn("sink connect failed; retrying", slog.Int("attempt", attempt), slog.Duration("wait", backoff), slog.Any("err", err))
+		select {
+		case <-readCtx.Done():
+			return readCtx.Err()
+		case <-time.After(jitter(backoff)):
+		}
+		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+	}
+}
+
+// deliver batches items and hands them to the sink until items is closed.
+func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
+	submitter, async := p.cfg.Sink.(sink.Submitter)
+	var pending sync.WaitGroup
+	asyncErr := make(chan error, 1)
+	defer pending.Wait()
+	for {
+		batch, ok := p.nextBatch(ctx, items)
+		if len(batch) > 0 {
+			if async {
+				pending.Add(1)
+				b := batch
+				submitter.Submit(ctx, events(b), func(err error) {
+					defer pending.Done()
+					if err := p.settle(ctx, b, err); err != nil {
+						select {
+						case asyncErr <- err:
+						default:
+						}
+					}
+				})
+			} else if err := p.writeUntilSettled(ctx, batch); err != nil {
+				return err
+			}
+		}
+		select {
+		case err := <-asyncErr:
+			return err
+		default:
+		}
+		if !ok {
+			return nil
+		}
+	}
+}
+
+// nextBatch collects up to BatchSize events / BatchBytes, waiting at most
+// Linger after the first. ok is false when items is closed.
+func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*item, ok bool) {
+	var first *item
+	select {
+	case first, ok = <-items:
+		if !ok {
+			return nil, false
+		}
+	case <-ctx.Done():
+		return nil, false
+	}
+	batch = append(batch, first)
+	bytes := len(first.ev.Payload)
+	timer := time.NewTimer(p.cfg.Linger)
+	defer timer.Stop()
+	for len(batch) < p.cfg.BatchSize && bytes < p.cfg.BatchBytes {
+		select {
+		case it, ok := <-items:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, it)
+			bytes += len(it.ev.Payload)
+		case <-timer.C:
+			return batch, true
+		case <-ctx.Done():
+			return batch, false
+		}
+	}
+	return batch, true
+}
+
+// writeUntilSettled writes batch, retrying the failed events (in order) until
+// each is acknowledged or dead-lettered.
+func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
+	backoff := p.cfg.RetryBackoff
+	for len(batch) > 0 {
+		err := p.cfg.Sink.Write(ctx, events(batch))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		retry, wait, err := p.settleSome(ctx, batch, err)
+		if err != nil {
+			return err
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		d := max(jitter(backoff), wait)
+		p.log.Warn("sink write failed; retrying", slog.Int("events", len(retry)), slog.Duration("wait", d),
+			slog.Any("err", retry[0].err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+		batch = retry
+	}
+	return nil
+}
+
+// settle handles a Submitter's result: there is no retry in the pipeline for
+// it, so a retriable failure (a contract breach) is resubmitted through Write.
+func (p *Pipeline) settle(ctx context.Context, batch []*item, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	retry, _, err := p.settleSome(ctx, batch, err)
+	if err != nil {
+		return err
+	}
+	if len(retry) > 0 {
+		return p.writeUntilSettled(ctx, retry)
+	}
+	return nil
+}
+
+// settleSome acks what was acknowledged, dead-letters what failed for good,
+// and returns what must be retried and the longest wait a failure asked for.
+func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (retry []*item, wait time.Duration, err error) {
+	now := time.Now()
+	up := werr == nil
+	for i, it := range batch {
+		e := sink.ErrorFor(werr, i)
+		if e == nil {
+			up = true
+			p.ack(it, now)
+			continue
+		}
+		it.tries++
+		if it.first.IsZero() {
+			it.first = now
+		}
+		if sink.IsPermanent(e) {
+			p.obs.Failed(it.ev, e, true)
+			if err := p.deadLetter(ctx, it, e); err != nil {
+				return nil, 0, err
+			}
+			p.ack(it, now)
+			continue
+		}
+		p.obs.Failed(it.ev, e, false)
+		it.err = e
+		if d, ok := sink.RetryAfter(e); ok {
+			wait = max(wait, min(d, p.cfg.MaxRetryBackoff))
+		}
+		retry = append(retry, it)
+	}
+	p.obs.SinkUp(up)
+	return retry, wait, nil
+}
+
+func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error {
+	if p.cfg.DeadLetters == nil {
+		return fmt.Errorf("event %s (%s) failed permanently and no dead-letter store is configured: %w; "+
+			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
+	}
+	dl := sink.DeadLetter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
+	backoff := p.cfg.RetryBackoff
+	for {
+		err := p.cfg.DeadLetters.Put(ctx, dl)
+		if err == nil {
+			p.log.Error("event dead-lettered", slog.String("event_id", it.ev.ID), slog.String("aggregate_id", it.ev.AggregateID), slog.String("reason", dl.Reason))
+			p.obs.DeadLettered(it.ev, dl.Reason)
+			return nil
+		}
+		p.log.Error("dead-letter store write failed; retrying (the checkpoint waits)", slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(jitter(backoff)):
+		}
+		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+	}
+}
+
+func (p *Pipeline) ack(it *item, now time.Time) {
+	p.obs.Delivered(it.ev, now)
+	p.tracker.ack(it.txn, it.size)
+}
+
+// saveLoop saves the watermark every CheckpointInterval while ctx lives.
+func (p *Pipeline) saveLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.save(ctx, false); err != nil && ctx.Err() == nil {
+				p.log.Error("checkpoint save failed; will retry", slog.Any("err", err))
+			}
+			ev, b, oldest := p.tracker.inFlight()
+			p.obs.InFlight(ev, b, oldest)
+		}
+	}
+}
+
+func (p *Pipeline) save(ctx context.Context, final bool) error {
+	pos, moved := p.tracker.takeWatermark()
+	if !moved || pos.IsZero() {
+		return nil
+	}
+	cp := p.cfg.Identity
+	cp.Position = pos
+	cp.UpdatedAt = time.Now().UTC()
+	if err := p.cfg.Store.Save(ctx, p.cfg.Name, cp); err != nil {
+		p.tracker.markUnsaved() // the next tick tries again
+		return err
+	}
+	p.obs.CheckpointSaved(pos, cp.UpdatedAt)
+	if final {
+		p.log.Info("checkpoint saved", slog.String("position", pos.String()))
+	}
+	return nil
+}
+
+func events(items []*item) []*event.Event {
+	out := make([]*event.Event, len(items))
+	for i, it := range items {
+		out[i] = it.ev
+	}
+	return out
+}
+
+// jitter returns a duration in [d/2, d].
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(*event.Event, time.Time)         {}
+func (nopObserver) Failed(*event.Event, error, bool)          {}
+func (nopObserver) DeadLettered(*event.Event, string)         {}
+func (nopObserver) InFlight(int, int, time.Time)              {}
+func (nopObserver) CheckpointSaved(event.Position, time.Time) {}
+func (nopObserver) SinkUp(bool)                               {}

@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+func pos(i int) event.Position { return event.Position{File: "binlog.000001", Pos: uint32(100 + i)} }
+
+func TestTrackerNeverPassesAGap(t *testing.T) {
+	tests := []struct {
+		name     string
+		events   []int // events per transaction
+		ackOrder [][2]int
+		want     []int // watermark txn index after each ack (-1: start)
+	}{
+		{
+			name:     "in-order acks advance one transaction at a time",
+			events:   []int{1, 1, 1},
+			ackOrder: [][2]int{{0, 0}, {1, 0}, {2, 0}},
+			want:     []int{0, 1, 2},
+		},
+		{
+			name:     "a later ack does not move the watermark past an earlier unacked event",
+			events:   []int{1, 1, 1},
+			ackOrder: [][2]int{{2, 0}, {1, 0}, {0, 0}},
+			want:     []int{-1, -1, 2},
+		},
+		{
+			name:     "a transaction counts only when all its events are acked",
+			events:   []int{3, 1},
+			ackOrder: [][2]int{{0, 0}, {1, 0}, {0, 2}, {0, 1}},
+			want:     []int{-1, -1, -1, 1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := event.Position{File: "binlog.000001", Pos: 4}
+			tr := newTracker(start, 1000, 1<<20)
+			entries := make([]*txnEntry, len(tc.events))
+			for i, n := range tc.events {
+				entries[i] = tr.add(pos(i), time.Time{}, n, n)
+			}
+			for k, a := range tc.ackOrder {
+				tr.ack(entries[a[0]], 1)
+				got, _ := tr.takeWatermark()
+				want := start
+				if tc.want[k] >= 0 {
+					want = pos(tc.want[k])
+				}
+				if got != want {
+					t.Fatalf("after ack %d (%v): watermark %v, want %v", k, a, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestTrackerEmptyTransactionsAdvanceWhenAtTheHead(t *testing.T) {
+	tr := newTracker(pos(-1), 10, 100)
+	e0 := tr.add(pos(0), time.Time{}, 1, 1)
+	tr.add(pos(1), time.Time{}, 0, 0) // a transaction with no outbox events
+	if got, _ := tr.takeWatermark(); got != pos(-1) {
+		t.Fatalf("empty txn behind an unacked one moved the watermark to %v", got)
+	}
+	tr.ack(e0, 1)
+	if got, moved := tr.takeWatermark(); got != pos(1) || !moved {
+		t.Fatalf("watermark %v moved=%v, want %v", got, moved, pos(1))
+	}
+	tr.add(pos(2), time.Time{}, 0, 0)
+	if got, _ := tr.takeWatermark(); got != pos(2) {
+		t.Fatalf("empty txn at the head: watermark %v, want %v", got, pos(2))
+	}
+}
+
+// A random interleaving of acks: the watermark is always the last
+// transaction of the longest fully-acked prefix.
+func TestTrackerRandomAckOrder(t *testing.T) {
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		tr := newTracker(pos(-1), 1<<30, 1<<30)
+		type ev struct{ txn int }
+		var all []ev
+		var entries []*txnEntry
+		var sizes []int
+		for i := range 40 {
+			n := r.IntN(4)
+			entries = append(entries, tr.add(pos(i), time.Time{}, n, n))
+			sizes = append(sizes, n)
+			for range n {
+				all = append(all, ev{i})
+			}
+		}
+		acked := make([]int, 40)
+		r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		for _, e := range all {
+			tr.ack(entries[e.txn], 1)
+			acked[e.txn]++
+			want := -1
+			for i := range 40 {
+				if acked[i] != sizes[i] {
+					break
+				}
+				want = i
+			}
+			got, _ := tr.takeWatermark()
+			if got != pos(want) {
+				t.Fatalf("seed %d: watermark %v, want %v", seed, got, pos(want))
+			}
+		}
+	}
+}
+
+func TestTrackerBlocksWhenFullAndLetsAnOversizeTxnInAlone(t *testing.T) {
+	tr := newTracker(pos(-1), 2, 1<<20)
+	e0 := tr.add(pos(0), time.Time{}, 2, 2)
+	added := make(chan *txnEntry)
+	go func() { added <- tr.add(pos(1), time.Time{}, 5, 5) }() // larger than the limit
+	select {
+	case <-added:
+		t.Fatal("add did not wait while the tracker was full")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tr.ack(e0, 1)
+	tr.ack(e0, 1)
+	select {
+	case e := <-added:
+		if e == nil {
+			t.Fatal("oversize transaction was refused")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(fmt.Sprint("oversize transaction never admitted while nothing was in flight"))
+	}
+}

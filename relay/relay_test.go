@@ -1,0 +1,180 @@
+package relay_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/stdout"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	s, err := testserver.StartServer(testserver.Options{ServerID: 1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// lines is a concurrency-safe writer that splits JSON lines.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) events(t *testing.T) []stdout.Line {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []stdout.Line
+	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e stdout.Line
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("stdout sink wrote a line that is not JSON: %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func testConfig(t *testing.T, dbname string) *config.Config {
+	t.Helper()
+	yaml := fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 500, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms, start: current}
+delivery: {batch_size: 200}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The clean run of the core issue: 4 producers, 10,000 events in 1,000
+// committed transactions (multi-row, single-row, insert-then-delete), with
+// rolled-back transactions and other tables' writes between them. Every
+// committed event arrives exactly once, in commit order.
+func TestCleanRunDeliversEveryCommittedEventExactlyOnceInCommitOrder(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, dbname)
+	out := &lines{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+
+	w := &outboxtest.Workload{}
+	// sizes average 10 events: 250 transactions per producer × 4 = 1,000.
+	outboxtest.Produce(ctx, t, db, w, 4, 250, []int{1, 19, 5, 15, 10}, 50)
+	if got := w.Events(); got != 10000 {
+		t.Fatalf("workload committed %d events, want 10000", got)
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out.events(t)) < 10000 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+	got := out.events(t)
+	var delivered []outboxtest.Delivered
+	for _, e := range got {
+		delivered = append(delivered, outboxtest.Delivered{ID: e.ID, AggregateID: e.AggregateID, GTID: e.GTID})
+	}
+	rep := outboxtest.Check(t, w, delivered, true)
+	t.Logf("committed %d, delivered %d, duplicates %d", rep.Committed, rep.Delivered, rep.Duplicates)
+
+	// Payloads are the bytes the application wrote.
+	for _, e := range got[:50] {
+		var p struct {
+			ID string `json:"id"`
+			N  int    `json:"n"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil || p.ID != e.ID {
+			t.Fatalf("payload of %s = %s", e.ID, e.Payload)
+		}
+		if want := outboxtest.Payload(e.ID, p.N); compact(t, want) != string(e.Payload) {
+			t.Fatalf("payload of %s = %s, want %s", e.ID, e.Payload, want)
+		}
+	}
+
+	// The saved checkpoint is at or past the last event's transaction.
+	st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Flavor != "mariadb" || cp.Position.GTIDSet == "" || cp.Position.File == "" {
+		t.Fatalf("checkpoint %+v lacks flavor, GTID set or file", cp)
+	}
+	var lastSeq, cpSeq int
+	fmt.Sscanf(got[len(got)-1].GTID, "0-1-%d", &lastSeq)
+	fmt.Sscanf(cp.Position.GTIDSet, "0-1-%d", &cpSeq)
+	if cpSeq < lastSeq {
+		t.Fatalf("checkpoint %s is before the last delivered transaction %s", cp.Position.GTIDSet, got[len(got)-1].GTID)
+	}
+}
+
+func compact(t *testing.T, s string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func waitForCheckpoint(t *testing.T, path string) {
+	t.Helper()
+	// The relay saves its first checkpoint once the heartbeat or a
+	// transaction moves it; until the reader is connected, writes would be
+	// before its start position. Wait until the file exists.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("relay wrote no checkpoint to %s", path)
+}
