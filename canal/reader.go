@@ -209,7 +209,7 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 		FillZeroLogPos:        r.cfg.Flavor == mysql.MariaDBFlavor,
 		EventCacheCount:       r.cfg.EventCacheCount,
 		RowsEventDecodeFunc:   r.decodeRows,
-		Logger:                r.log.With(slog.String("component", "go-mysql")),
+		Logger:                slog.New(demoteInfo{r.log.Handler()}).With(slog.String("component", "go-mysql")),
 	})
 	defer syncer.Close()
 
@@ -547,3 +547,26 @@ func asString(v any) string {
 		return fmt.Sprint(x)
 	}
 }
+
+// demoteInfo logs go-mysql's chatty Info records (every connect, every
+// binlog rotation) at Debug; its warnings and errors pass unchanged.
+type demoteInfo struct{ slog.Handler }
+
+func (d demoteInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return d.Handler.Enabled(ctx, l)
+}
+
+func (d demoteInfo) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler {
+	return demoteInfo{d.Handler.WithAttrs(as)}
+}
+func (d demoteInfo) WithGroup(n string) slog.Handler { return demoteInfo{d.Handler.WithGroup(n)} }

@@ -220,7 +220,23 @@ func Parse(b []byte) (*Config, error) {
 	dec.KnownFields(true)
 	var cfg Config
 	if err := dec.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("%w (check the key's spelling against deploy/config.example.yaml)", err)
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var expandedRoot yaml.Node
+			_ = yaml.Unmarshal(expanded, &expandedRoot)
+			paths := map[int]string{}
+			keyPaths(&expandedRoot, "", paths)
+			var msgs []string
+			for _, m := range te.Errors {
+				var line int
+				if _, err := fmt.Sscanf(m, "line %d:", &line); err == nil && paths[line] != "" {
+					m = paths[line] + ": " + m
+				}
+				msgs = append(msgs, m)
+			}
+			return nil, fmt.Errorf("%s (see deploy/config.example.yaml for every key and its type)", strings.Join(msgs, "; "))
+		}
+		return nil, err
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -249,12 +265,13 @@ func expandNode(n *yaml.Node) error {
 		if len(missing) > 0 {
 			return fmt.Errorf("line %d: environment variable %s is not set: export it, or write ${%s:-default}", n.Line, missing[0], missing[0])
 		}
-		if n.Tag == "!!str" || n.Style != 0 {
-			return nil
+		// Let the target field decide the type ("${PORT}" fills an int), but
+		// never let a value from the environment turn into null.
+		n.Tag, n.Style = "", 0
+		switch n.Value {
+		case "", "~", "null", "Null", "NULL":
+			n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
 		}
-		// A value that came from the environment is a string unless the
-		// target field says otherwise; keep YAML from reading "0123" as a number.
-		n.Tag = ""
 	}
 	for _, c := range n.Content {
 		if err := expandNode(c); err != nil {
@@ -262,6 +279,36 @@ func expandNode(n *yaml.Node) error {
 		}
 	}
 	return nil
+}
+
+// keyPaths records, for each line holding a mapping value, its key path
+// (e.g. "delivery.linger", "sinks[1].type").
+func keyPaths(n *yaml.Node, path string, out map[int]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			keyPaths(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			if _, ok := out[n.Content[i].Line]; !ok || n.Content[i+1].Kind == yaml.ScalarNode {
+				out[n.Content[i].Line] = p
+			}
+			keyPaths(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if _, ok := out[c.Line]; !ok {
+				out[c.Line] = p
+			}
+			keyPaths(c, p, out)
+		}
+	}
 }
 
 // Defaults fills every unset field with its default.

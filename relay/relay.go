@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -29,7 +28,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 // Target is one pipeline's sink under its checkpoint name.
@@ -175,17 +173,6 @@ func (r *Relay) Targets() ([]Target, error) {
 	return out, nil
 }
 
-// builders make a sink type's targets from its config section.
-var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
-	"stdout": func(s config.Sink, r *Relay) ([]Target, error) {
-		var c stdout.Config
-		if s.Stdout != nil {
-			c = *s.Stdout
-		}
-		return []Target{{Name: s.Name, Sink: stdout.New(c, r.opts.Stdout)}}, nil
-	},
-}
-
 // Run runs every pipeline until ctx ends or one fails for good.
 func (r *Relay) Run(ctx context.Context) error {
 	cfg := r.cfg
@@ -260,11 +247,4 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// openDeadLetters opens the dead-letter store, if one is configured.
-func (r *Relay) openDeadLetters(ctx context.Context) (sink.DeadLetterStore, func(), error) {
-	_ = ctx
-	_ = filepath.Dir
-	return nil, func() {}, nil
 }

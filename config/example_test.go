@@ -1,0 +1,69 @@
+package config_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/config"
+)
+
+func TestTheExampleConfigLoads(t *testing.T) {
+	t.Setenv("RELAY_DB_PASSWORD", "s3cret")
+	cfg, err := config.Load("../deploy/config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Source.Password.Reveal() != "s3cret" {
+		t.Errorf("password not taken from the environment")
+	}
+	if cfg.Source.Password.String() == "s3cret" {
+		t.Errorf("a Secret printed its value")
+	}
+}
+
+func TestParseRejectsBadInputNamingTheField(t *testing.T) {
+	base := "tables: [{name: shop.outbox}]\nsinks: [{name: out, type: stdout}]\n"
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"an unknown key is named", base + "source: {hots: x}\n", "hots"},
+		{"a bad flavor names the field", base + "source: {flavor: postgres}\n", "source.flavor"},
+		{"a table without schema", "tables: [{name: outbox}]\nsinks: [{name: out, type: stdout}]\n", "tables[0].name"},
+		{"an unknown sink type", "tables: [{name: a.b}]\nsinks: [{name: out, type: kafak}]\n", "sinks[0].type"},
+		{"two sinks with one name", "tables: [{name: a.b}]\nsinks: [{name: out, type: stdout}, {name: out, type: stdout}]\n", "used twice"},
+		{"no sinks", "tables: [{name: a.b}]\n", "sinks"},
+		{"a bad start", base + "checkpoint: {start: yesterday}\n", "checkpoint.start"},
+		{"an unset variable", base + "source:\n  password: ${OUTBOX_TEST_UNSET_VAR}\n", "OUTBOX_TEST_UNSET_VAR is not set"},
+		{"mysql store without dsn", base + "checkpoint: {store: mysql}\n", "checkpoint.dsn"},
+		{"a read timeout shorter than the heartbeat", base + "source: {heartbeat: 10s, read_timeout: 5s}\n", "source.read_timeout"},
+		{"not YAML", "{{{", "not valid YAML"},
+		{"a bad duration", base + "delivery:\n  linger: soon\n", "delivery.linger"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvFallbackAndDefaults(t *testing.T) {
+	os.Unsetenv("OUTBOX_TEST_PORT")
+	cfg, err := config.Parse([]byte("source: {port: '${OUTBOX_TEST_PORT:-3307}'}\ntables: [{name: a.b}]\nsinks: [{name: out, type: stdout}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Source.Port != 3307 || cfg.Tables[0].Columns.AggregateID != "aggregateid" || cfg.Checkpoint.Start != "current" {
+		t.Fatalf("defaults/env not applied: %+v", cfg)
+	}
+}
+
+func TestMissingFileIsAClearError(t *testing.T) {
+	_, err := config.Load("/nonexistent/relay.yaml")
+	if err == nil || !strings.Contains(err.Error(), "read config") {
+		t.Fatalf("Load = %v", err)
+	}
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Quickstart: a private MariaDB with the binlog settings outbox-relay needs,
+# under ./.quickstart (nothing else on the machine is touched), an outbox
+# table, the relay with the stdout sink, and a few events inserted so you see
+# them flow. Ctrl-C (or the end of the demo) stops everything.
+#
+#   ./deploy/quickstart.sh            # run the demo and stop
+#   KEEP=1 ./deploy/quickstart.sh     # keep the relay and MariaDB running; insert more rows yourself
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD/.quickstart
+port=${PORT:-33306}
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need mariadbd && [ ! -x /usr/sbin/mariadbd ]; then
+  if [ "$(id -u)" = 0 ] && need apt-get; then
+    echo "== installing mariadb-server (Debian package)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null
+  else
+    echo "mariadbd not found: install MariaDB (Debian/Ubuntu: sudo apt-get install mariadb-server) and run this again" >&2
+    exit 1
+  fi
+fi
+mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
+need go || { echo "go not found: install Go 1.26 or newer" >&2; exit 1; }
+
+mkdir -p "$root"
+echo "== building outbox-relay"
+go build -o "$root/outbox-relay" ./cmd/outbox-relay
+
+if [ ! -d "$root/data/mysql" ]; then
+  echo "== creating a MariaDB data directory in $root/data"
+  mariadb-install-db --no-defaults --datadir="$root/data" --user="$(id -un)" \
+    --auth-root-authentication-method=normal --skip-test-db >/dev/null
+fi
+
+echo "== starting MariaDB on 127.0.0.1:$port with log-bin, ROW format, FULL row image and metadata"
+"$mariadbd" --no-defaults --user="$(id -un)" --datadir="$root/data" --bind-address=127.0.0.1 --port="$port" \
+  --socket="$root/mysqld.sock" --pid-file="$root/mysqld.pid" --log-error="$root/mariadb.log" \
+  --server-id=1 --log-bin="$root/data/binlog" --binlog-format=ROW --binlog-row-image=FULL \
+  --binlog-row-metadata=FULL --innodb-buffer-pool-size=64M &
+db_pid=$!
+relay_pid=
+cleanup() {
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null || true
+  kill "$db_pid" 2>/dev/null && wait "$db_pid" 2>/dev/null || true
+}
+if [ -z "${KEEP:-}" ]; then trap cleanup EXIT; fi
+
+sql() { mariadb --no-defaults -h127.0.0.1 -P"$port" -uroot "$@"; }
+for _ in $(seq 1 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
+sql -e 'SELECT 1' >/dev/null
+
+echo "== creating shop.outbox (Debezium's outbox columns)"
+sql <<'SQL'
+CREATE DATABASE IF NOT EXISTS shop;
+CREATE TABLE IF NOT EXISTS shop.orders (id VARCHAR(36) PRIMARY KEY, total_cents INT NOT NULL);
+CREATE TABLE IF NOT EXISTS shop.outbox (
+  id            CHAR(36)     NOT NULL PRIMARY KEY,
+  aggregatetype VARCHAR(64)  NOT NULL,
+  aggregateid   VARCHAR(64)  NOT NULL,
+  type          VARCHAR(64)  NOT NULL,
+  payload       JSON         NOT NULL,
+  created_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+);
+SQL
+
+cat > "$root/config.yaml" <<YAML
+# Written by deploy/quickstart.sh; the commented reference is deploy/config.example.yaml.
+source: {host: 127.0.0.1, port: $port, user: root}
+tables:
+  - name: shop.outbox
+checkpoint:
+  path: $root/checkpoints.json
+sinks:
+  - name: console
+    type: stdout
+YAML
+
+echo "== starting the relay (events appear below as JSON lines)"
+"$root/outbox-relay" run --config "$root/config.yaml" &
+relay_pid=$!
+for _ in $(seq 1 100); do [ -f "$root/checkpoints.json" ] && break; sleep 0.1; done
+
+echo "== inserting 3 orders, each with its outbox event in the same transaction"
+for n in 1 2 3; do
+  sql shop -e "START TRANSACTION;
+    SET @id = UUID();
+    INSERT INTO orders VALUES (@id, $n * 1000);
+    INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+      VALUES (UUID(), 'order', @id, 'order.created', JSON_OBJECT('order_id', @id, 'total_cents', $n * 1000));
+    COMMIT;"
+done
+sleep 2
+
+if [ -n "${KEEP:-}" ]; then
+  echo "== running: relay pid $relay_pid, MariaDB pid $db_pid on port $port"
+  echo "   insert more:  mariadb --no-defaults -h127.0.0.1 -P$port -uroot shop"
+  echo "   stop:         kill $relay_pid $db_pid"
+  wait "$relay_pid"
+else
+  echo "== done: checkpoint saved in $root/checkpoints.json; run again and the relay resumes there"
+fi
