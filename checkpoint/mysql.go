@@ -75,7 +75,7 @@ func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
 // Close implements Store; the caller owns db and closes it.
 func (m *MySQL) Close() error { return nil }
 
-// MarshalJSON renders a checkpoint for `outbox-relay` status output.
+// String renders the checkpoint as JSON, for logs and messages.
 func (cp Checkpoint) String() string {
 	b, _ := json.Marshal(cp)
 	return string(b)

@@ -2,12 +2,53 @@ package relay
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
 
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// openDeadLetters opens the dead-letter store, if one is configured.
+// OpenDeadLetters opens the configured dead-letter store; nil when
+// dead_letter.store is none.
+func OpenDeadLetters(ctx context.Context, cfg *config.Config) (deadletter.Store, func(), error) {
+	switch cfg.DeadLetter.Store {
+	case "none":
+		return nil, func() {}, nil
+	case "mysql":
+		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := deadletter.OpenMySQL(ctx, db, cfg.DeadLetter.Table)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		return st, func() { db.Close() }, nil
+	default:
+		st, err := deadletter.OpenFile(DeadLetterDir(cfg))
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() {}, nil
+	}
+}
+
+// DeadLetterDir is the file store's directory: dead_letter.path, or
+// "dead-letters" beside the checkpoint file.
+func DeadLetterDir(cfg *config.Config) string {
+	if cfg.DeadLetter.Path != "" {
+		return cfg.DeadLetter.Path
+	}
+	return filepath.Join(filepath.Dir(cfg.Checkpoint.Path), "dead-letters")
+}
+
 func (r *Relay) openDeadLetters(ctx context.Context) (sink.DeadLetterStore, func(), error) {
-	_ = ctx
-	return nil, func() {}, nil
+	st, closeFn, err := OpenDeadLetters(ctx, r.cfg)
+	if err != nil || st == nil {
+		return nil, closeFn, err
+	}
+	return st, closeFn, nil
 }

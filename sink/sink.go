@@ -143,3 +143,20 @@ type DeadLetter struct {
 type DeadLetterStore interface {
 	Put(ctx context.Context, dl DeadLetter) error
 }
+
+// Deliver sends batch through s once, by Submit when s is a Submitter and by
+// Write otherwise, and returns what Write would have returned.
+func Deliver(ctx context.Context, s Sink, batch []*event.Event) error {
+	sub, ok := s.(Submitter)
+	if !ok {
+		return s.Write(ctx, batch)
+	}
+	done := make(chan error, 1)
+	sub.Submit(ctx, batch, func(err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,148 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
+
+func cp(n int) checkpoint.Checkpoint {
+	return checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1,
+		Position:  event.Position{GTIDSet: fmt.Sprintf("0-1-%d", n), File: "binlog.000001", Pos: uint32(n)},
+		UpdatedAt: time.Unix(int64(n), 0).UTC()}
+}
+
+func TestFileStoreRoundTripAndReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "cp.json")
+	st, err := checkpoint.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := st.Load(ctx, "a"); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("Load of a new store = %v, want ErrNotFound", err)
+	}
+	if err := st.Save(ctx, "a", cp(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(ctx, "b", cp(2)); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := checkpoint.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]checkpoint.Checkpoint{"a": cp(1), "b": cp(2)} {
+		got, err := st2.Load(ctx, k)
+		if err != nil || got != want {
+			t.Fatalf("reopened %s = %+v, %v; want %+v", k, got, err, want)
+		}
+	}
+}
+
+func TestFileStoreRefusesACorruptFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp.json")
+	os.WriteFile(path, []byte(`{"version":1,"checkpoints":{"a":`), 0o644)
+	if _, err := checkpoint.OpenFile(path); err == nil {
+		t.Fatal("a torn file was accepted")
+	}
+}
+
+// A process saving checkpoints in a loop is SIGKILLed at many moments; the
+// file left behind always parses and holds one of the saved checkpoints.
+func TestFileStoreSurvivesSIGKILLDuringSave(t *testing.T) {
+	if os.Getenv("CHECKPOINT_SAVER") != "" {
+		saver(os.Getenv("CHECKPOINT_SAVER"))
+		return
+	}
+	path := filepath.Join(t.TempDir(), "cp.json")
+	last := 0
+	for round := range 20 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFileStoreSurvivesSIGKILLDuringSave$")
+		cmd.Env = append(os.Environ(), "CHECKPOINT_SAVER="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1)
+		out.Read(buf) // the saver is running
+		time.Sleep(time.Duration(1+round%7) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		st, err := checkpoint.OpenFile(path)
+		if err != nil {
+			t.Fatalf("round %d: after SIGKILL the checkpoint file is unreadable: %v", round, err)
+		}
+		got, err := st.Load(context.Background(), "sink")
+		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			t.Fatal(err)
+		}
+		n := int(got.Position.Pos)
+		if err == nil && got != cp(n) {
+			t.Fatalf("round %d: checkpoint %+v is not one that was saved", round, got)
+		}
+		if n < last {
+			t.Fatalf("round %d: checkpoint went back from %d to %d", round, last, n)
+		}
+		last = n
+	}
+	if last == 0 {
+		t.Fatal("no save completed in any round")
+	}
+}
+
+func saver(path string) {
+	st, err := checkpoint.OpenFile(path)
+	if err != nil {
+		os.Exit(3)
+	}
+	start := 0
+	if c, err := st.Load(context.Background(), "sink"); err == nil {
+		start = int(c.Position.Pos)
+	}
+	os.Stdout.Write([]byte("x"))
+	for n := start + 1; ; n++ {
+		if err := st.Save(context.Background(), "sink", cp(n)); err != nil {
+			os.Stderr.WriteString(err.Error())
+			os.Exit(4)
+		}
+	}
+}
+
+func TestMySQLStore(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	st, err := checkpoint.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(ctx, "a"); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("Load = %v", err)
+	}
+	for _, n := range []int{1, 2} {
+		if err := st.Save(ctx, "a", cp(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Load(ctx, "a")
+	if err != nil || got != cp(2) {
+		t.Fatalf("Load = %+v, %v; want %+v", got, err, cp(2))
+	}
+	if _, err := checkpoint.OpenMySQL(ctx, db, "bad name; DROP"); err == nil {
+		t.Fatal("an unsafe table name was accepted")
+	}
+}

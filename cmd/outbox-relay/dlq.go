@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, `Usage: outbox-relay dlq <list|replay|purge> --config FILE [selectors]
+
+Dead letters are events a sink could not deliver for good. Selectors:
+  --id ID        a record id (repeatable)
+  --sink NAME    records of one sink (a webhook endpoint is "sink/endpoint")
+  --since TIME   stored at or after TIME (RFC 3339, or a duration ago like 2h)
+  --until TIME   stored before TIME
+  --all          every record (replay and purge need a selector or --all)
+
+  list    print the records
+  replay  deliver them again; a record leaves the store only once its sink acknowledged it
+  purge   delete them
+`)
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 0 {
+			usage(stderr)
+			return errUsage
+		}
+		usage(stdout)
+		return nil
+	}
+	verb := args[0]
+	if verb != "list" && verb != "replay" && verb != "purge" {
+		fmt.Fprintf(stderr, "unknown dlq command %q\n", verb)
+		usage(stderr)
+		return errUsage
+	}
+	fs := newFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--since TIME] [--until TIME] [--all]", stderr)
+	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	var ids multiFlag
+	fs.Var(&ids, "id", "record id (repeatable)")
+	sinkName := fs.String("sink", "", "only records of this sink")
+	since := fs.String("since", "", "stored at or after (RFC 3339 or duration ago)")
+	until := fs.String("until", "", "stored before (RFC 3339 or duration ago)")
+	all := fs.Bool("all", false, "select every record")
+	asJSON := fs.Bool("json", false, "list: print records as JSON lines")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	f := deadletter.Filter{IDs: ids, Sink: *sinkName}
+	var err error
+	if f.Since, err = parseWhen(*since); err != nil {
+		return fmt.Errorf("--since: %w", err)
+	}
+	if f.Until, err = parseWhen(*until); err != nil {
+		return fmt.Errorf("--until: %w", err)
+	}
+	selected := len(ids) > 0 || *sinkName != "" || *since != "" || *until != "" || *all
+	if verb != "list" && !selected {
+		fmt.Fprintf(stderr, "dlq %s needs a selector (--id, --sink, --since, --until) or --all\n", verb)
+		return errUsage
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := relay.OpenDeadLetters(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if store == nil {
+		return errors.New("dead_letter.store is none: there is no dead-letter store to read")
+	}
+	defer closeStore()
+	recs, err := store.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "list":
+		return printRecords(stdout, recs, *asJSON)
+	case "purge":
+		rids := make([]string, len(recs))
+		for i, r := range recs {
+			rids[i] = r.ID
+		}
+		if err := store.Delete(ctx, rids...); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "purged %d dead letters\n", len(recs))
+		return nil
+	default:
+		return replay(ctx, cfg, store, recs, stdout, newLogger(cfg.Log, stderr))
+	}
+}
+
+// replay delivers each record's event to its sink again, in stored order per
+// sink, and deletes the record once the sink acknowledged it.
+func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, recs []deadletter.Record, stdout io.Writer, logger *slog.Logger) error {
+	targets, err := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).Targets()
+	if err != nil {
+		return err
+	}
+	byName := map[string]sink.Sink{}
+	for _, t := range targets {
+		byName[t.Name] = t.Sink
+	}
+	connected := map[string]bool{}
+	var ok, failed int
+	var errs []error
+	for _, r := range recs {
+		s := byName[r.Sink]
+		if s == nil {
+			errs = append(errs, fmt.Errorf("record %s: sink %q is not in the config (kept)", r.ID, r.Sink))
+			failed++
+			continue
+		}
+		if !connected[r.Sink] {
+			if err := s.Connect(ctx); err != nil {
+				return fmt.Errorf("connect sink %s: %w", r.Sink, err)
+			}
+			connected[r.Sink] = true
+			defer s.Close(context.WithoutCancel(ctx))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := sink.ErrorFor(sink.Deliver(wctx, s, []*event.Event{r.Event}), 0)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("record %s (event %s) to %s: %w (kept)", r.ID, r.Event.ID, r.Sink, err))
+			failed++
+			continue
+		}
+		if err := store.Delete(ctx, r.ID); err != nil {
+			return fmt.Errorf("event %s was delivered but its record %s could not be deleted: %w", r.Event.ID, r.ID, err)
+		}
+		ok++
+	}
+	fmt.Fprintf(stdout, "replayed %d dead letters, %d failed\n", ok, failed)
+	return errors.Join(errs...)
+}
+
+func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range recs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSINK\tEVENT\tAGGREGATE\tATTEMPTS\tSTORED\tREASON")
+	for _, r := range recs {
+		reason := r.Reason
+		if len(reason) > 100 {
+			reason = reason[:100] + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Sink, r.Event.ID, r.Event.AggregateID, r.Attempts, r.Stored.Format(time.RFC3339), reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d dead letters\n", len(recs))
+	return nil
+}
+
+func parseWhen(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-01-02T15:04:05Z) nor a duration (2h)", s)
+	}
+	return t, nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+var _ flag.Value = (*multiFlag)(nil)

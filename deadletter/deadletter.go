@@ -1,0 +1,90 @@
+// Package deadletter keeps the events a sink could not deliver (a message the
+// destination rejects for good, a webhook endpoint that answered 410 Gone, a
+// retry budget spent), durably, with why, so an operator can inspect, replay
+// or purge them.
+//
+// Put returns only once the record is durable: the pipeline lets the
+// checkpoint pass an event only after that, so a dead-lettered event is
+// never lost. Two stores: File (one JSON file per record in a directory,
+// written atomically) and MySQL (a table in the checkpoint database). Both
+// are safe for concurrent use.
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// Record is one stored dead letter.
+type Record struct {
+	// ID is assigned by the store; it orders records by the time stored.
+	ID       string       `json:"id"`
+	Sink     string       `json:"sink"`
+	Event    *event.Event `json:"event"`
+	Reason   string       `json:"reason"`
+	Attempts int          `json:"attempts"`
+	First    time.Time    `json:"first_failed"`
+	Last     time.Time    `json:"last_failed"`
+	Stored   time.Time    `json:"stored"`
+}
+
+// Filter selects records; zero fields select everything.
+type Filter struct {
+	IDs   []string
+	Sink  string
+	Since time.Time // stored at or after
+	Until time.Time // stored before
+}
+
+// Match reports whether r passes f.
+func (f Filter) Match(r Record) bool {
+	if len(f.IDs) > 0 {
+		found := false
+		for _, id := range f.IDs {
+			if id == r.ID {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if f.Sink != "" && f.Sink != r.Sink {
+		return false
+	}
+	if !f.Since.IsZero() && r.Stored.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !r.Stored.Before(f.Until) {
+		return false
+	}
+	return true
+}
+
+// Store is a dead-letter store.
+type Store interface {
+	sink.DeadLetterStore
+	// List returns the records matching f, oldest first.
+	List(ctx context.Context, f Filter) ([]Record, error)
+	// Delete removes the records with these ids (unknown ids are ignored).
+	Delete(ctx context.Context, ids ...string) error
+	Close() error
+}
+
+func recordOf(dl sink.DeadLetter, id string, now time.Time) Record {
+	return Record{ID: id, Sink: dl.Sink, Event: dl.Event, Reason: dl.Reason, Attempts: dl.Attempts,
+		First: dl.First.UTC(), Last: dl.Last.UTC(), Stored: now.UTC()}
+}
+
+var seq atomic.Uint64
+
+// newID returns a sortable id: the time stored, then a process-local counter.
+func newID(now time.Time) string {
+	return fmt.Sprintf("%s-%06d", now.UTC().Format("20060102T150405.000000000Z"), seq.Add(1)%1000000)
+}

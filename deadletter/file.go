@@ -1,0 +1,97 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// File keeps one JSON file per record in a directory.
+type File struct {
+	dir string
+}
+
+// OpenFile opens (creating if needed) the directory dir.
+func OpenFile(dir string) (*File, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create dead-letter directory %q: %w", dir, err)
+	}
+	return &File{dir: dir}, nil
+}
+
+// Put implements sink.DeadLetterStore: the record's file is written and
+// fsynced, and so is the directory, before it returns.
+func (f *File) Put(_ context.Context, dl sink.DeadLetter) error {
+	now := time.Now()
+	r := recordOf(dl, newID(now), now)
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := checkpoint.WriteFileAtomic(filepath.Join(f.dir, r.ID+".json"), b); err != nil {
+		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
+	}
+	return nil
+}
+
+// List implements Store.
+func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
+	entries, err := os.ReadDir(f.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		if err != nil {
+			return nil, err
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("dead letter %s is not valid JSON: %w", name, err)
+		}
+		if flt.Match(r) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Delete implements Store.
+func (f *File) Delete(_ context.Context, ids ...string) error {
+	for _, id := range ids {
+		if strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
+			return fmt.Errorf("bad dead-letter id %q", id)
+		}
+		if err := os.Remove(filepath.Join(f.dir, id+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	d, err := os.Open(f.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Close implements Store.
+func (f *File) Close() error { return nil }

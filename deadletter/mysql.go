@@ -1,0 +1,130 @@
+package deadletter
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// MySQL keeps records in a table (default outbox_relay_dead_letters), created
+// on first use, in the checkpoint database.
+type MySQL struct {
+	db    *sql.DB
+	table string
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
+
+// OpenMySQL opens the store on db.
+func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
+	if table == "" {
+		table = "outbox_relay_dead_letters"
+	}
+	if !identRe.MatchString(table) {
+		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
+	}
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
+		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
+		"sink VARCHAR(255) NOT NULL,"+
+		"event_id VARCHAR(255) NOT NULL,"+
+		"aggregate_id VARCHAR(255) NOT NULL,"+
+		"reason TEXT NOT NULL,"+
+		"attempts INT NOT NULL,"+
+		"first_failed DATETIME(6) NOT NULL,"+
+		"last_failed DATETIME(6) NOT NULL,"+
+		"stored DATETIME(6) NOT NULL,"+
+		"record LONGBLOB NOT NULL,"+
+		"KEY ix_sink_stored (sink, stored)"+
+		") ENGINE=InnoDB")
+	if err != nil {
+		return nil, fmt.Errorf("create dead-letter table %q: %w", table, err)
+	}
+	return &MySQL{db: db, table: table}, nil
+}
+
+// Put implements sink.DeadLetterStore (one autocommitted INSERT).
+func (m *MySQL) Put(ctx context.Context, dl sink.DeadLetter) error {
+	now := time.Now()
+	r := recordOf(dl, newID(now), now)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (id, sink, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES (?,?,?,?,?,?,?,?,?,?)",
+		r.ID, r.Sink, r.Event.ID, r.Event.AggregateID, r.Reason, r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
+	if err != nil {
+		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
+	}
+	return nil
+}
+
+func nz(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return t
+}
+
+// List implements Store.
+func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
+	q := "SELECT record FROM `" + m.table + "` WHERE 1=1"
+	var args []any
+	if len(f.IDs) > 0 {
+		q += " AND id IN (?" + strings.Repeat(",?", len(f.IDs)-1) + ")"
+		for _, id := range f.IDs {
+			args = append(args, id)
+		}
+	}
+	if f.Sink != "" {
+		q += " AND sink = ?"
+		args = append(args, f.Sink)
+	}
+	if !f.Since.IsZero() {
+		q += " AND stored >= ?"
+		args = append(args, f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q += " AND stored < ?"
+		args = append(args, f.Until.UTC())
+	}
+	rows, err := m.db.QueryContext(ctx, q+" ORDER BY id", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Delete implements Store.
+func (m *MySQL) Delete(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	_, err := m.db.ExecContext(ctx, "DELETE FROM `"+m.table+"` WHERE id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+	return err
+}
+
+// Close implements Store; the caller owns db.
+func (m *MySQL) Close() error { return nil }

@@ -1,0 +1,240 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// fakeSource hands out txns, then blocks until ctx ends.
+type fakeSource struct{ txns []*event.Txn }
+
+func (f *fakeSource) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	for _, t := range f.txns {
+		if from.Pos >= t.Position.Pos {
+			continue // resume after from
+		}
+		if err := handle(ctx, t); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func txns(n, perTxn int) []*event.Txn {
+	var out []*event.Txn
+	k := 0
+	for i := range n {
+		t := &event.Txn{Position: event.Position{File: "b.1", Pos: uint32(10 + i)}, CommitTime: time.Unix(1, 0)}
+		for range perTxn {
+			t.Events = append(t.Events, &event.Event{ID: fmt.Sprintf("e%d", k), AggregateID: fmt.Sprintf("a%d", k%3), Payload: []byte("{}")})
+			k++
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// scriptSink fails events by id according to fail, then records deliveries.
+type scriptSink struct {
+	mu        sync.Mutex
+	fail      func(id string, attempt int) error
+	attempts  map[string]int
+	delivered []string
+}
+
+func (s *scriptSink) Connect(context.Context) error { return nil }
+func (s *scriptSink) Close(context.Context) error   { return nil }
+func (s *scriptSink) Write(_ context.Context, batch []*event.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attempts == nil {
+		s.attempts = map[string]int{}
+	}
+	errs := map[int]error{}
+	for i, e := range batch {
+		s.attempts[e.ID]++
+		if s.fail != nil {
+			if err := s.fail(e.ID, s.attempts[e.ID]); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
+		s.delivered = append(s.delivered, e.ID)
+	}
+	if len(errs) > 0 {
+		return &sink.BatchError{Errs: errs}
+	}
+	return nil
+}
+
+func (s *scriptSink) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.delivered...)
+}
+
+type memStore struct {
+	mu  sync.Mutex
+	cps map[string]checkpoint.Checkpoint
+}
+
+func (m *memStore) Load(_ context.Context, k string) (checkpoint.Checkpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cp, ok := m.cps[k]
+	if !ok {
+		return cp, checkpoint.ErrNotFound
+	}
+	return cp, nil
+}
+func (m *memStore) Save(_ context.Context, k string, cp checkpoint.Checkpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cps == nil {
+		m.cps = map[string]checkpoint.Checkpoint{}
+	}
+	m.cps[k] = cp
+	return nil
+}
+func (m *memStore) Close() error { return nil }
+
+type memDLQ struct {
+	mu  sync.Mutex
+	dls []sink.DeadLetter
+}
+
+func (m *memDLQ) Put(_ context.Context, dl sink.DeadLetter) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dls = append(m.dls, dl)
+	return nil
+}
+
+func run(t *testing.T, cfg Config, src Source, until func() bool) error {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !until() && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	return <-done
+}
+
+func TestRetriableFailuresAreRetriedInOrderUntilDelivered(t *testing.T) {
+	s := &scriptSink{fail: func(id string, attempt int) error {
+		if (id == "e4" || id == "e7") && attempt < 3 {
+			return errors.New("broker unavailable")
+		}
+		return nil
+	}}
+	store := &memStore{}
+	src := &fakeSource{txns: txns(10, 2)}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4},
+		RetryBackoff: time.Millisecond, BatchSize: 3, Linger: time.Millisecond}, src, func() bool { return len(s.got()) == 20 })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	got := s.got()
+	// Per aggregate, deliveries are in input order.
+	last := map[string]int{}
+	for _, id := range got {
+		var n int
+		fmt.Sscanf(id, "e%d", &n)
+		agg := fmt.Sprintf("a%d", n%3)
+		if prev, ok := last[agg]; ok && n < prev {
+			t.Fatalf("aggregate %s: e%d delivered after e%d: %v", agg, n, prev, got)
+		}
+		last[agg] = n
+	}
+	if len(got) != 20 {
+		t.Fatalf("delivered %d of 20: %v", len(got), got)
+	}
+	cp, _ := store.Load(context.Background(), "s")
+	if cp.Position.Pos != 19 {
+		t.Fatalf("final checkpoint %v, want the last transaction (pos 19)", cp.Position)
+	}
+}
+
+func TestPermanentFailureGoesToTheDeadLetterStoreAndTheStreamGoesOn(t *testing.T) {
+	s := &scriptSink{fail: func(id string, _ int) error {
+		if id == "e3" {
+			return sink.Permanent(errors.New("message too large"))
+		}
+		return nil
+	}}
+	dlq := &memDLQ{}
+	store := &memStore{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}},
+		&fakeSource{txns: txns(5, 2)}, func() bool { return len(s.got()) == 9 })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(dlq.dls) != 1 || dlq.dls[0].Event.ID != "e3" || !strings.Contains(dlq.dls[0].Reason, "too large") || dlq.dls[0].Sink != "s" {
+		t.Fatalf("dead letters = %+v", dlq.dls)
+	}
+	if cp, _ := store.Load(context.Background(), "s"); cp.Position.Pos != 14 {
+		t.Fatalf("checkpoint %v did not pass the dead-lettered event", cp.Position)
+	}
+}
+
+func TestPermanentFailureWithoutAStoreStopsBeforeTheCheckpointPassesIt(t *testing.T) {
+	s := &scriptSink{fail: func(id string, _ int) error {
+		if id == "e3" {
+			return sink.Permanent(errors.New("rejected"))
+		}
+		return nil
+	}}
+	store := &memStore{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1},
+		&fakeSource{txns: txns(5, 2)}, func() bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "no dead-letter store") {
+		t.Fatalf("Run = %v, want an error about the missing dead-letter store", err)
+	}
+	cp, _ := store.Load(context.Background(), "s")
+	if cp.Position.Pos >= 11 {
+		t.Fatalf("checkpoint %v passed the transaction of the failed event (pos 11)", cp.Position)
+	}
+}
+
+func TestResumeFromTheSavedCheckpoint(t *testing.T) {
+	store := &memStore{}
+	store.Save(context.Background(), "s", checkpoint.Checkpoint{Flavor: "mariadb", Position: event.Position{File: "b.1", Pos: 12}})
+	s := &scriptSink{}
+	run(t, Config{Name: "s", Sink: s, Store: store, Identity: checkpoint.Checkpoint{Flavor: "mariadb"}},
+		&fakeSource{txns: txns(5, 1)}, func() bool { return len(s.got()) == 2 })
+	if got := s.got(); len(got) != 2 || got[0] != "e3" {
+		t.Fatalf("resumed deliveries %v, want [e3 e4]", got)
+	}
+}
+
+func TestACheckpointOfAnotherServerIsRefused(t *testing.T) {
+	store := &memStore{}
+	store.Save(context.Background(), "s", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: "aaa", Position: event.Position{GTIDSet: "aaa:1-5"}})
+	p, _ := New(Config{Name: "s", Sink: &scriptSink{}, Store: store, Identity: checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: "bbb"}})
+	_, _, err := p.Resume(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "belongs to server aaa") {
+		t.Fatalf("Resume = %v", err)
+	}
+}

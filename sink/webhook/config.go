@@ -1,0 +1,307 @@
+package webhook
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+)
+
+// Defaults applied by WithDefaults to fields left at their zero value.
+const (
+	DefaultTimeout        = 10 * time.Second
+	DefaultMaxConcurrency = 16
+	DefaultMaxAttempts    = 30
+	DefaultMaxAge         = 24 * time.Hour
+	DefaultInitialBackoff = time.Second
+	DefaultMaxBackoff     = 10 * time.Minute
+)
+
+// Body modes.
+const (
+	// BodyRaw sends the payload column's bytes exactly as stored.
+	BodyRaw = "raw"
+	// BodyEnvelope wraps the payload in a JSON object with the event's
+	// metadata; see EndpointConfig.Body.
+	BodyEnvelope = "envelope"
+)
+
+// minSecretBytes is the shortest decoded secret accepted (Standard Webhooks
+// secrets are 24 to 64 random bytes).
+const minSecretBytes = 24
+
+// EndpointConfig configures one webhook endpoint. Each endpoint is its own
+// sink with its own pipeline and checkpoint.
+//
+// Zero values mean "use the default"; the defaults are applied in one place,
+// WithDefaults, which NewEndpoint and Validate both call.
+type EndpointConfig struct {
+	// Name identifies the endpoint in logs, metrics and dead letters.
+	// Required.
+	Name string `yaml:"name"`
+	// URL receives the POST requests; http or https. Required. Redirects are
+	// not followed, so it must be the final address.
+	URL string `yaml:"url"`
+	// Secrets sign every request (Standard Webhooks v1): each is "whsec_"
+	// followed by the base64 of at least 24 random bytes. Several secrets
+	// mean key rotation: every request carries one signature per secret.
+	// Default none: requests are sent unsigned (a warning is logged).
+	// The values must reach the config from the environment or a file; they
+	// are never logged.
+	Secrets []string `yaml:"secrets"`
+	// Filter selects the events delivered to this endpoint; the others are
+	// acknowledged without a request. Default: every event.
+	Filter Filter `yaml:"filter"`
+	// Timeout bounds one attempt: connect, send, and read the response.
+	// Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxConcurrency caps the requests in flight to this endpoint (and the
+	// TCP connections to it). Default 16.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// RateLimit caps the attempts per second (retries included). Default 0:
+	// unlimited.
+	RateLimit float64 `yaml:"rate_limit"`
+	// Headers are extra static headers sent with every request (for example
+	// an Authorization header). They cannot replace the protocol's headers
+	// (Content-Type, User-Agent, webhook-*). Their values are never logged.
+	// Default none.
+	Headers map[string]string `yaml:"headers"`
+	// Body is "raw" (the payload bytes exactly as stored) or "envelope"
+	// ({"id","type","aggregate_type","aggregate_id","timestamp","data"},
+	// where data is the payload's JSON as stored, or a JSON string when the
+	// payload is not valid JSON, and timestamp is the commit time in RFC
+	// 3339). Default "raw".
+	Body string `yaml:"body"`
+	// Retry bounds the retries of one event; see RetryConfig.
+	Retry RetryConfig `yaml:"retry"`
+
+	// Observer, if set, is told about every attempt and outcome (for
+	// metrics). It is not part of the YAML configuration.
+	Observer Observer `yaml:"-"`
+}
+
+// Filter selects events by glob patterns (path.Match syntax: *, ?, [a-z]).
+// An event is delivered when its type matches one of EventTypes and its
+// aggregate type matches one of AggregateTypes; an empty list matches all.
+type Filter struct {
+	// EventTypes are patterns on the event type, e.g. "order.*".
+	// Default: all.
+	EventTypes []string `yaml:"event_types"`
+	// AggregateTypes are patterns on the aggregate type, e.g. "order".
+	// Default: all.
+	AggregateTypes []string `yaml:"aggregate_types"`
+}
+
+// RetryConfig bounds the retries of one event. An event is retried on
+// network errors, timeouts, 408, 429 and 5xx until it is delivered or either
+// bound is reached; it then fails permanently and goes to the dead-letter
+// store. Waits grow exponentially from InitialBackoff, capped at MaxBackoff,
+// with full jitter; a Retry-After on 429 or 503 replaces the wait, capped at
+// MaxBackoff too.
+type RetryConfig struct {
+	// MaxAttempts is the most attempts of one event, the first included.
+	// Default 30 (about 1.7 hours of retrying on average, 3.5 at most, with
+	// the default backoff).
+	MaxAttempts int `yaml:"max_attempts"`
+	// MaxAge is the longest time from an event's first attempt to its last.
+	// Default 24h.
+	MaxAge time.Duration `yaml:"max_age"`
+	// InitialBackoff caps the first wait. Default 1s.
+	InitialBackoff time.Duration `yaml:"initial_backoff"`
+	// MaxBackoff caps every wait, Retry-After included. Default 10m.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c EndpointConfig) WithDefaults() EndpointConfig {
+	setDefault(&c.Timeout, DefaultTimeout)
+	setDefault(&c.MaxConcurrency, DefaultMaxConcurrency)
+	setDefault(&c.Body, BodyRaw)
+	setDefault(&c.Retry.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.Retry.MaxAge, DefaultMaxAge)
+	setDefault(&c.Retry.InitialBackoff, DefaultInitialBackoff)
+	setDefault(&c.Retry.MaxBackoff, DefaultMaxBackoff)
+	return c
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// reservedHeaders are set by the sink on every request.
+var reservedHeaders = map[string]bool{
+	"Content-Type":      true,
+	"Content-Length":    true,
+	"Host":              true,
+	"User-Agent":        true,
+	"Webhook-Id":        true,
+	"Webhook-Timestamp": true,
+	"Webhook-Signature": true,
+}
+
+// Validate checks the configuration with its defaults applied. Each error
+// names the field and the bad value (never a secret's value) and says how to
+// fix it.
+func (c EndpointConfig) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("webhook endpoint %q: "+format, append([]any{c.Name}, args...)...))
+	}
+	if c.Name == "" {
+		bad("name is empty; give every endpoint a unique name")
+	}
+	if c.URL == "" {
+		bad("url is empty; set it to the endpoint's https address")
+	} else if u, err := url.Parse(c.URL); err != nil {
+		bad("url %q does not parse: %v", redact(c.URL), err)
+	} else if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		bad("url %q is not an absolute http or https address; write it as https://host/path", u.Redacted())
+	}
+	for i, s := range c.Secrets {
+		if _, err := parseSecret(s); err != nil {
+			bad("secrets[%d]: %v", i, err)
+		}
+	}
+	for i, p := range c.Filter.EventTypes {
+		if _, err := path.Match(p, ""); err != nil {
+			bad("filter.event_types[%d] %q is not a valid glob pattern (path.Match syntax): %v", i, p, err)
+		}
+	}
+	for i, p := range c.Filter.AggregateTypes {
+		if _, err := path.Match(p, ""); err != nil {
+			bad("filter.aggregate_types[%d] %q is not a valid glob pattern (path.Match syntax): %v", i, p, err)
+		}
+	}
+	if c.Timeout < 0 {
+		bad("timeout %s is negative; leave it out for the default %s", c.Timeout, DefaultTimeout)
+	}
+	if c.MaxConcurrency < 0 {
+		bad("max_concurrency %d is negative; leave it out for the default %d", c.MaxConcurrency, DefaultMaxConcurrency)
+	}
+	if c.RateLimit < 0 {
+		bad("rate_limit %g is negative; use 0 for unlimited", c.RateLimit)
+	}
+	for k, v := range c.Headers {
+		switch {
+		case !validHeaderName(k):
+			bad("headers: %q is not a valid HTTP header name", k)
+		case reservedHeaders[http.CanonicalHeaderKey(k)]:
+			bad("headers: %q is set by the sink itself; remove it", k)
+		case strings.ContainsAny(v, "\r\n\x00"):
+			bad("headers: the value of %q contains a line break or NUL; remove it", k)
+		}
+	}
+	if c.Body != BodyRaw && c.Body != BodyEnvelope {
+		bad("body %q is not %q or %q", c.Body, BodyRaw, BodyEnvelope)
+	}
+	r := c.Retry
+	if r.MaxAttempts < 0 {
+		bad("retry.max_attempts %d is negative; it counts every attempt, the first included (default %d)", r.MaxAttempts, DefaultMaxAttempts)
+	}
+	if r.MaxAge < 0 {
+		bad("retry.max_age %s is negative; leave it out for the default %s", r.MaxAge, DefaultMaxAge)
+	}
+	if r.InitialBackoff < 0 {
+		bad("retry.initial_backoff %s is negative; leave it out for the default %s", r.InitialBackoff, DefaultInitialBackoff)
+	}
+	if r.MaxBackoff < 0 {
+		bad("retry.max_backoff %s is negative; leave it out for the default %s", r.MaxBackoff, DefaultMaxBackoff)
+	} else if r.MaxBackoff < r.InitialBackoff {
+		bad("retry.max_backoff %s is less than retry.initial_backoff %s; raise max_backoff", r.MaxBackoff, r.InitialBackoff)
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue renders the configuration without secrets or header values.
+func (c EndpointConfig) LogValue() slog.Value {
+	hdrs := make([]string, 0, len(c.Headers))
+	for k := range c.Headers {
+		hdrs = append(hdrs, k)
+	}
+	return slog.GroupValue(
+		slog.String("name", c.Name),
+		slog.String("url", redact(c.URL)),
+		slog.Int("secrets", len(c.Secrets)),
+		slog.Any("filter", c.Filter),
+		slog.Duration("timeout", c.Timeout),
+		slog.Int("max_concurrency", c.MaxConcurrency),
+		slog.Float64("rate_limit", c.RateLimit),
+		slog.Any("header_names", hdrs),
+		slog.String("body", c.Body),
+		slog.Any("retry", c.Retry),
+	)
+}
+
+// redact hides a URL's password; a URL that does not parse is hidden whole.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
+
+// parseSecret decodes a Standard Webhooks secret: "whsec_" + base64.
+// Errors never contain the secret.
+func parseSecret(s string) ([]byte, error) {
+	const prefix = "whsec_"
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		return nil, fmt.Errorf(`secret does not start with %q; write it as "whsec_" followed by the base64 of the key`, prefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil {
+		// Accept unpadded base64 too; report the padded decoder's error.
+		var err2 error
+		if key, err2 = base64.RawStdEncoding.DecodeString(rest); err2 != nil {
+			return nil, fmt.Errorf("secret after %q is not valid base64: %v", prefix, err)
+		}
+	}
+	if len(key) < minSecretBytes {
+		return nil, fmt.Errorf("secret decodes to %d bytes, fewer than %d; generate one with: echo whsec_$(head -c 32 /dev/urandom | base64)", len(key), minSecretBytes)
+	}
+	return key, nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether f selects e's type and aggregate type.
+func (f Filter) matches(eventType, aggregateType string) bool {
+	return matchAny(f.EventTypes, eventType) && matchAny(f.AggregateTypes, aggregateType)
+}
+
+func matchAny(patterns []string, s string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, s); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+// Package webhook delivers outbox events to HTTP endpoints as signed POST
+// requests (Standard Webhooks v1).
+//
+// Each configured endpoint is its own sink, an *Endpoint made by NewEndpoint,
+// run by its own pipeline with its own checkpoint: a slow or failing endpoint
+// holds back only itself.
+//
+// # Requests
+//
+// Every event that passes the endpoint's filter is sent as one POST to url
+// with Content-Type application/json, User-Agent outbox-relay, the
+// configured static headers, and the Standard Webhooks headers:
+//
+//   - webhook-id: the outbox event id, the same on every attempt and after a
+//     restart, for the receiver to deduplicate on;
+//   - webhook-timestamp: the Unix time of this attempt (each attempt is
+//     signed anew);
+//   - webhook-signature: "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>",
+//     one per configured secret, space-separated (several secrets: rotation).
+//
+// The body is the payload bytes exactly as stored (body: raw), or a JSON
+// envelope {"id","type","aggregate_type","aggregate_id","timestamp","data"}
+// (body: envelope). Events the filter rejects are acknowledged at once,
+// without a request.
+//
+// # Outcomes
+//
+//   - 2xx: delivered.
+//   - 408, 429, 5xx, network errors and timeouts: retried.
+//   - 410 Gone: the endpoint is disabled. That event and every later one fail
+//     permanently with ErrEndpointDisabled (to the dead-letter store) until
+//     outbox-relay is restarted; it is logged once, at error level.
+//   - 3xx: permanent; redirects are not followed, url must be the final
+//     address.
+//   - Any other status: permanent.
+//
+// # Retries
+//
+// The endpoint owns its retries (it is a sink.Submitter) and never returns a
+// retriable error for a failed attempt. The wait before attempt n+1 is drawn
+// uniformly from [0, min(max_backoff, initial_backoff*2^(n-1))] (capped
+// exponential backoff with full jitter); a Retry-After on a 429 or 503, in
+// seconds or as an HTTP date, replaces it, capped at max_backoff. Once an
+// event has had max_attempts attempts, or max_age has passed since its first,
+// it fails permanently: "retry budget exhausted after N attempts over D: last
+// status ...". Waiting events hold no goroutine: a timer readies them.
+//
+// # Defaults
+//
+//	timeout:          10s   per attempt
+//	max_concurrency:  16    requests in flight, and connections
+//	rate_limit:       0     attempts per second; 0 is unlimited
+//	body:             raw
+//	filter:           every event
+//	secrets:          none  (requests unsigned; a warning is logged)
+//	retry.max_attempts:    30
+//	retry.max_age:         24h
+//	retry.initial_backoff: 1s
+//	retry.max_backoff:     10m
+//
+// With these, an event that keeps failing is retried for about 1.7 hours on
+// average (3.5 hours at most) before it goes to the dead-letter store.
+//
+// # Concurrency and order
+//
+// The endpoint is a sink.Submitter: the pipeline calls Submit from one
+// goroutine in binlog order, and Submit queues the batch's events and
+// returns at once. Write is Submit and a wait; it may be called concurrently.
+// Events of one aggregate (same AggregateID) form a FIFO lane, created when
+// needed and removed when empty: an event is sent only once every earlier
+// event of its aggregate is delivered or has failed permanently, so while one
+// is retrying the later ones wait, and other aggregates go on. At most
+// max_concurrency requests are in flight, on as many workers, each attempt
+// after the rate limiter allowed it.
+//
+// A batch's done is called once, in a goroutine of its own, when each of its
+// events is delivered or has failed: nil when all were delivered, else a
+// *sink.BatchError whose entries are sink.Permanent, wrapping a
+// *DeliveryError. When the Submit ctx ends first, done gets ctx.Err() at
+// once: the batch's undone events are dropped (their requests cancelled) and
+// stay unacknowledged, to be read again after a restart. Later events of the
+// same aggregates, from other batches, are dropped with them and reported to
+// those batches as ErrPredecessorAbandoned, a retriable error, so that no
+// event overtakes one that will be written again. At shutdown, when every
+// batch's ctx ends, this changes nothing.
+//
+// Close cancels requests in flight, fails what is left with a retriable error,
+// and waits for the endpoint's goroutines.
+package webhook

@@ -1,0 +1,572 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"golang.org/x/time/rate"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// ErrEndpointDisabled is the permanent failure of every event of an endpoint
+// that answered 410 Gone, the event it answered to and every later one.
+var ErrEndpointDisabled = errors.New("endpoint disabled: 410 Gone")
+
+// ErrPredecessorAbandoned is the (retriable) failure of an event whose
+// aggregate had an earlier event abandoned by a cancelled Write: sending it
+// would overtake that event, so it is handed back to be written again after
+// it.
+var ErrPredecessorAbandoned = errors.New("an earlier event of the same aggregate was abandoned by a cancelled write; write this event again after it")
+
+// errClosed is returned by Write after Close.
+var errClosed = errors.New("webhook endpoint is closed")
+
+// DeliveryError describes the permanent failure of one event. Write reports
+// it wrapped in sink.Permanent, inside a *sink.BatchError; read it with
+// errors.As to fill a dead letter.
+type DeliveryError struct {
+	// Attempts is the number of HTTP attempts made (0 when none was).
+	Attempts int
+	// First and Last are the starts of the first and last attempts.
+	First, Last time.Time
+	// Status is the last response's status, 0 when none arrived.
+	Status int
+	// Err says why.
+	Err error
+}
+
+func (e *DeliveryError) Error() string { return e.Err.Error() }
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// Endpoint is the sink for one webhook endpoint. It implements sink.Sink and
+// sink.Submitter; see the package doc for its guarantees.
+type Endpoint struct {
+	cfg       EndpointConfig
+	keys      [][]byte
+	log       *slog.Logger
+	obs       Observer
+	client    *retryablehttp.Client
+	transport *http.Transport
+	limiter   *rate.Limiter // nil: unlimited
+
+	workers   sync.WaitGroup
+	callbacks sync.WaitGroup // goroutines calling Submit's done
+
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when ready grows or the endpoint closes
+	lanes    map[string]*lane
+	ready    []*delivery // lane heads due for an attempt, in FIFO order
+	started  bool
+	closed   bool
+	disabled bool
+}
+
+// lane is the FIFO of one aggregate's undone events; only its head is ever
+// attempted.
+type lane struct {
+	key string
+	q   []*delivery
+}
+
+// writeCall is one submitted batch waiting for its events.
+type writeCall struct {
+	deliveries []*delivery
+	done       func(error)
+	stop       func() bool // stops watching the Submit ctx
+	// Guarded by Endpoint.mu until pending reaches 0, then read by the
+	// goroutine that calls done.
+	pending int
+	errs    map[int]error
+	ctxErr  error // the Submit ctx ended first
+}
+
+// delivery is one event on its way to the endpoint.
+type delivery struct {
+	ev       *event.Event
+	body     []byte
+	call     *writeCall
+	idx      int
+	lane     *lane
+	enqueued time.Time
+
+	// Used only by the worker running the current attempt.
+	attempts    int
+	first, last time.Time
+	lastStatus  int
+	lastOutcome string
+
+	// Guarded by Endpoint.mu.
+	done   bool
+	cancel context.CancelFunc // set while an attempt runs
+	timer  *time.Timer        // set while waiting for a retry
+}
+
+// NewEndpoint validates cfg, applies its defaults and returns the endpoint's
+// sink. A nil logger discards logs. No request is made until Write.
+func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	cfg.Secrets = slices.Clone(cfg.Secrets)
+	cfg.Headers = maps.Clone(cfg.Headers)
+	cfg.Filter.EventTypes = slices.Clone(cfg.Filter.EventTypes)
+	cfg.Filter.AggregateTypes = slices.Clone(cfg.Filter.AggregateTypes)
+
+	keys := make([][]byte, len(cfg.Secrets))
+	for i, s := range cfg.Secrets {
+		k, err := parseSecret(s)
+		if err != nil { // Validate has checked; kept for safety
+			return nil, fmt.Errorf("webhook endpoint %q: secrets[%d]: %w", cfg.Name, i, err)
+		}
+		keys[i] = k
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With(slog.String("sink", "webhook"), slog.String("endpoint", cfg.Name))
+	if len(keys) == 0 {
+		logger.Warn("webhook endpoint has no secrets: requests are sent unsigned; set secrets")
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = cfg.MaxConcurrency
+	tr.MaxIdleConnsPerHost = cfg.MaxConcurrency
+	tr.MaxIdleConns = cfg.MaxConcurrency
+	tr.IdleConnTimeout = 90 * time.Second
+	client := &retryablehttp.Client{
+		HTTPClient: &http.Client{
+			Transport: tr,
+			Timeout:   cfg.Timeout, // per attempt: each attempt is one Do
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		// The endpoint schedules retries itself, per lane, with timers:
+		// retryablehttp only sends, once, and hands back what it got.
+		RetryMax:     0,
+		CheckRetry:   func(context.Context, *http.Response, error) (bool, error) { return false, nil },
+		Backoff:      retryablehttp.DefaultBackoff,
+		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
+	}
+	var limiter *rate.Limiter
+	if cfg.RateLimit > 0 {
+		limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
+	}
+	e := &Endpoint{
+		cfg:       cfg,
+		keys:      keys,
+		log:       logger,
+		obs:       obs,
+		client:    client,
+		transport: tr,
+		limiter:   limiter,
+		lanes:     make(map[string]*lane),
+	}
+	e.cond = sync.NewCond(&e.mu)
+	return e, nil
+}
+
+// Name returns the endpoint's configured name.
+func (e *Endpoint) Name() string { return e.cfg.Name }
+
+// Connect starts the endpoint's workers. It makes no request: probing a
+// webhook receiver could have side effects.
+func (e *Endpoint) Connect(ctx context.Context) error {
+	if !e.start() {
+		return errClosed
+	}
+	return nil
+}
+
+// start starts the workers once; it reports false when the endpoint is closed.
+func (e *Endpoint) start() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	if !e.started {
+		e.started = true
+		e.workers.Add(e.cfg.MaxConcurrency)
+		for range e.cfg.MaxConcurrency {
+			go e.worker()
+		}
+	}
+	return true
+}
+
+// Submit implements sink.Submitter: it queues the batch's events behind the
+// earlier events of their aggregates and returns without waiting (it never
+// blocks: the pipeline bounds what is in flight). done is called once, from
+// another goroutine, when every event is delivered or has failed
+// permanently (nil or a *sink.BatchError of sink.Permanent errors), or with
+// ctx.Err() as soon as ctx ends first; see the package doc. Events that the
+// filter rejects are acknowledged without a request.
+func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, done func(error)) {
+	if err := ctx.Err(); err != nil {
+		done(err)
+		return
+	}
+	if !e.start() {
+		done(errClosed)
+		return
+	}
+	c := &writeCall{done: done}
+	now := time.Now()
+	for i, ev := range batch {
+		if ev == nil || !e.cfg.Filter.matches(ev.Type, ev.AggregateType) {
+			continue // filtered out: acknowledged without a request
+		}
+		c.deliveries = append(c.deliveries, &delivery{
+			ev: ev, body: requestBody(e.cfg.Body, ev), call: c, idx: i, enqueued: now,
+		})
+	}
+	if len(c.deliveries) == 0 {
+		done(nil)
+		return
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		e.mu.Unlock() // done may call Write
+		done(errClosed)
+		e.mu.Lock()
+		return
+	}
+	c.pending = len(c.deliveries)
+	c.stop = context.AfterFunc(ctx, func() { e.abandon(c, ctx) })
+	for _, d := range c.deliveries {
+		if e.disabled {
+			e.obs.Failed(ReasonDisabled)
+			e.finishLocked(d, sink.Permanent(&DeliveryError{Err: ErrEndpointDisabled}))
+			continue
+		}
+		l := e.lanes[d.ev.AggregateID]
+		if l == nil {
+			l = &lane{key: d.ev.AggregateID}
+			e.lanes[l.key] = l
+		}
+		d.lane = l
+		l.q = append(l.q, d)
+		if len(l.q) == 1 {
+			e.readyLocked(d)
+		}
+	}
+}
+
+// Write delivers batch and waits: it is Submit and a wait for done. Calls
+// may be concurrent; their events are queued in the order the calls take the
+// endpoint's lock.
+func (e *Endpoint) Write(ctx context.Context, batch []*event.Event) error {
+	result := make(chan error, 1)
+	e.Submit(ctx, batch, func(err error) { result <- err })
+	return <-result
+}
+
+// abandon drops c's undone events after its ctx ended, with every later
+// event of their lanes, and so completes c with ctx's error.
+func (e *Endpoint) abandon(c *writeCall, ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.pending == 0 {
+		return
+	}
+	c.ctxErr = ctx.Err()
+	for _, d := range c.deliveries {
+		if d.done {
+			continue
+		}
+		l := d.lane
+		e.dropLocked(l, slices.Index(l.q, d), func(x *delivery) error {
+			if x.call == c {
+				return c.ctxErr
+			}
+			return ErrPredecessorAbandoned
+		})
+	}
+}
+
+// completeCallLocked hands c's result to its done, in a goroutine of its
+// own: done may block (a dead-letter write) or call back into the endpoint.
+func (e *Endpoint) completeCallLocked(c *writeCall) {
+	e.callbacks.Add(1)
+	go func() {
+		defer e.callbacks.Done()
+		c.stop()
+		switch {
+		case c.ctxErr != nil:
+			c.done(c.ctxErr)
+		case len(c.errs) > 0:
+			c.done(&sink.BatchError{Errs: c.errs})
+		default:
+			c.done(nil)
+		}
+	}()
+}
+
+// Close stops the workers, cancels requests in flight and fails every
+// undone event with a retriable error, then waits for the workers and for
+// the done callbacks it started.
+func (e *Endpoint) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	for _, l := range e.lanes {
+		e.dropLocked(l, 0, func(*delivery) error { return errClosed })
+	}
+	e.ready = nil
+	e.cond.Broadcast()
+	e.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		e.workers.Wait()
+		e.callbacks.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("close webhook endpoint %q: %w", e.cfg.Name, ctx.Err())
+	}
+	e.transport.CloseIdleConnections()
+	return nil
+}
+
+// readyLocked queues d, a lane head, for an attempt.
+func (e *Endpoint) readyLocked(d *delivery) {
+	e.ready = append(e.ready, d)
+	e.cond.Signal()
+}
+
+// finishLocked marks d done with err (nil: delivered), stops its timer or
+// request, and completes its batch when d was the batch's last event.
+// It does not touch d's lane.
+func (e *Endpoint) finishLocked(d *delivery, err error) {
+	d.done = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if d.cancel != nil {
+		d.cancel()
+		d.cancel = nil
+	}
+	c := d.call
+	if err != nil {
+		if c.errs == nil {
+			c.errs = make(map[int]error)
+		}
+		c.errs[d.idx] = err
+	}
+	c.pending--
+	if c.pending == 0 {
+		e.completeCallLocked(c)
+	}
+}
+
+// completeLocked finishes d, the head of its lane, and readies the next event
+// of the lane or removes the empty lane.
+func (e *Endpoint) completeLocked(d *delivery, err error) {
+	e.finishLocked(d, err)
+	l := d.lane
+	l.q[0] = nil
+	l.q = l.q[1:]
+	if len(l.q) == 0 {
+		delete(e.lanes, l.key)
+		return
+	}
+	e.readyLocked(l.q[0])
+}
+
+// dropLocked finishes the events of l from index from on, each with
+// errFor's error, and removes l when it is left empty.
+func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
+	for i := from; i < len(l.q); i++ {
+		e.finishLocked(l.q[i], errFor(l.q[i]))
+		l.q[i] = nil
+	}
+	l.q = l.q[:from]
+	if from == 0 && e.lanes[l.key] == l {
+		delete(e.lanes, l.key)
+	}
+}
+
+// worker runs attempts until the endpoint closes.
+func (e *Endpoint) worker() {
+	defer e.workers.Done()
+	for {
+		d, ctx, ok := e.next()
+		if !ok {
+			return
+		}
+		e.attempt(ctx, d)
+	}
+}
+
+// next waits for a due lane head and gives it a context that is cancelled
+// when the event is dropped.
+func (e *Endpoint) next() (*delivery, context.Context, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		for len(e.ready) == 0 && !e.closed {
+			e.cond.Wait()
+		}
+		if e.closed {
+			return nil, nil, false
+		}
+		d := e.ready[0]
+		e.ready[0] = nil
+		e.ready = e.ready[1:]
+		if d.done {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		return d, ctx, true
+	}
+}
+
+// retryTimer readies d again when its wait is over.
+func (e *Endpoint) retryTimer(d *delivery) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d.done || e.closed {
+		return
+	}
+	d.timer = nil
+	e.readyLocked(d)
+}
+
+// attempt makes one attempt to deliver d and settles the outcome.
+func (e *Endpoint) attempt(ctx context.Context, d *delivery) {
+	if e.limiter != nil {
+		if err := e.limiter.Wait(ctx); err != nil {
+			e.settle(d, outcome{kind: cancelled})
+			return
+		}
+	}
+	e.mu.Lock()
+	disabled := e.disabled
+	e.mu.Unlock()
+	if disabled {
+		e.settle(d, outcome{kind: gone})
+		return
+	}
+	start := time.Now()
+	if d.attempts == 0 {
+		d.first = start
+	}
+	d.last = start
+	d.attempts++
+	o := e.send(ctx, d, start)
+	if o.kind != cancelled {
+		e.obs.Attempt(o.status, time.Since(start))
+	}
+	d.lastStatus = o.status
+	d.lastOutcome = o.desc
+	e.settle(d, o)
+}
+
+// settle applies the outcome of d's attempt.
+func (e *Endpoint) settle(d *delivery, o outcome) {
+	var after func() // logging, done without the lock
+	e.mu.Lock()
+	if d.cancel != nil {
+		d.cancel()
+		d.cancel = nil
+	}
+	if d.done { // dropped meanwhile (cancelled write, 410 elsewhere, Close)
+		e.mu.Unlock()
+		return
+	}
+	if o.kind == retry && e.disabled {
+		o.kind = gone
+	}
+	switch o.kind {
+	case delivered:
+		e.obs.Delivered(time.Since(d.enqueued))
+		e.completeLocked(d, nil)
+
+	case gone:
+		first := !e.disabled
+		e.disabled = true
+		n := 0
+		for _, l := range e.lanes {
+			n += len(l.q)
+			e.dropLocked(l, 0, func(x *delivery) error {
+				e.obs.Failed(ReasonDisabled)
+				return sink.Permanent(e.deliveryError(x, ErrEndpointDisabled))
+			})
+		}
+		if first {
+			after = func() {
+				e.log.Error("webhook endpoint answered 410 Gone: endpoint disabled; this and every later event go to the dead-letter store until the url is fixed and outbox-relay restarted",
+					slog.String("event_id", d.ev.ID), slog.Int("undone_events", n))
+			}
+		}
+
+	case permanent:
+		e.obs.Failed(o.reason)
+		err := e.deliveryError(d, o.err)
+		e.completeLocked(d, sink.Permanent(err))
+		after = func() { e.logFailed(d, err) }
+
+	case retry, cancelled:
+		if o.kind == cancelled { // cannot happen: a request is cancelled only when dropped
+			e.readyLocked(d)
+			break
+		}
+		now := time.Now()
+		wait, ok := e.retryWait(d, o, now)
+		if !ok {
+			e.obs.Failed(ReasonRetryBudget)
+			err := e.deliveryError(d, fmt.Errorf("retry budget exhausted after %d attempts over %s: last %s",
+				d.attempts, now.Sub(d.first).Round(time.Millisecond), o.desc))
+			e.completeLocked(d, sink.Permanent(err))
+			after = func() { e.logFailed(d, err) }
+			break
+		}
+		e.obs.Retry()
+		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d) })
+		after = func() {
+			e.log.Debug("webhook attempt failed; retrying", slog.String("event_id", d.ev.ID),
+				slog.String("aggregate_id", d.ev.AggregateID), slog.Int("attempt", d.attempts),
+				slog.String("outcome", o.desc), slog.Duration("wait", wait))
+		}
+	}
+	e.mu.Unlock()
+	if after != nil {
+		after()
+	}
+}
+
+func (e *Endpoint) deliveryError(d *delivery, err error) *DeliveryError {
+	return &DeliveryError{Attempts: d.attempts, First: d.first, Last: d.last, Status: d.lastStatus, Err: err}
+}
+
+func (e *Endpoint) logFailed(d *delivery, err *DeliveryError) {
+	e.log.Warn("webhook event failed permanently; it goes to the dead-letter store",
+		slog.String("event_id", d.ev.ID), slog.String("aggregate_id", d.ev.AggregateID),
+		slog.String("event_type", d.ev.Type), slog.Int("attempts", err.Attempts), slog.Any("err", err.Err))
+}
