@@ -19,7 +19,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // Config is the whole file.
@@ -148,12 +150,18 @@ type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
 	// Type is stdout, kafka or webhook. Required.
-	Type   string         `yaml:"type"`
-	Stdout *stdout.Config `yaml:"stdout"`
-	// Kafka and Webhook are kept as raw YAML here and decoded, strictly, by
-	// their own packages' configs (see cmd/outbox-relay).
-	Kafka   *yaml.Node `yaml:"kafka"`
-	Webhook *yaml.Node `yaml:"webhook"`
+	Type    string         `yaml:"type"`
+	Stdout  *stdout.Config `yaml:"stdout"`
+	Kafka   *kafka.Config  `yaml:"kafka"`
+	Webhook *Webhook       `yaml:"webhook"`
+}
+
+// Webhook is a webhook sink: a fan-out to several endpoints. Each endpoint
+// is delivered by a pipeline of its own, with its own checkpoint named
+// "<sink name>/<endpoint name>", so a dead endpoint only falls behind itself.
+type Webhook struct {
+	// Endpoints, at least one. See sink/webhook for every field and default.
+	Endpoints []webhook.EndpointConfig `yaml:"endpoints"`
 }
 
 // Log configures logging.
@@ -419,11 +427,31 @@ func (c *Config) Validate() error {
 		case "stdout":
 		case "kafka":
 			if s.Kafka == nil {
-				bad("sinks[%d].kafka: the kafka section is required for type kafka", i)
+				bad("sinks[%d].kafka: the kafka section is required for type kafka (at least kafka.brokers)", i)
+				break
+			}
+			k := *s.Kafka
+			k.Defaults()
+			if err := k.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
 			}
 		case "webhook":
-			if s.Webhook == nil {
-				bad("sinks[%d].webhook: the webhook section is required for type webhook", i)
+			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 {
+				bad("sinks[%d].webhook.endpoints: a webhook sink needs at least one endpoint", i)
+				break
+			}
+			seenEP := map[string]bool{}
+			for j, ep := range s.Webhook.Endpoints {
+				if err := ep.Validate(); err != nil {
+					bad("sinks[%d].webhook.endpoints[%d]: %v", i, j, err)
+				}
+				if seenEP[ep.Name] {
+					bad("sinks[%d].webhook.endpoints[%d].name: %q is used twice; it keys the endpoint's checkpoint", i, j, ep.Name)
+				}
+				if strings.ContainsAny(ep.Name, "/ \t") {
+					bad("sinks[%d].webhook.endpoints[%d].name: %q must have no '/' or spaces", i, j, ep.Name)
+				}
+				seenEP[ep.Name] = true
 			}
 		default:
 			bad("sinks[%d].type: %q is not one of stdout, kafka, webhook", i, s.Type)
@@ -449,6 +477,20 @@ func (c *Config) StartGTID() (string, error) {
 	default:
 		return "", fmt.Errorf("%q is not current, earliest or gtid:<set>", s)
 	}
+}
+
+// Pipelines counts the pipelines (binlog streams, replica ids) the sinks
+// need: one per sink, one per endpoint for webhook sinks.
+func (c *Config) Pipelines() int {
+	n := 0
+	for _, s := range c.Sinks {
+		if s.Type == "webhook" && s.Webhook != nil {
+			n += len(s.Webhook.Endpoints)
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // SchemaTable splits a table name.

@@ -1,8 +1,13 @@
 package relay
 
 import (
+	"fmt"
+	"log/slog"
+
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // builders make a sink type's targets from its config section.
@@ -13,5 +18,24 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 			c = *s.Stdout
 		}
 		return []Target{{Name: s.Name, Sink: stdout.New(c, r.opts.Stdout)}}, nil
+	},
+	"kafka": func(s config.Sink, r *Relay) ([]Target, error) {
+		k, err := kafka.New(*s.Kafka, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: k}}, nil
+	},
+	"webhook": func(s config.Sink, r *Relay) ([]Target, error) {
+		var out []Target
+		for j, ep := range s.Webhook.Endpoints {
+			name := s.Name + "/" + ep.Name
+			e, err := webhook.NewEndpoint(ep, r.log.With(slog.String("sink", name)))
+			if err != nil {
+				return nil, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
+			}
+			out = append(out, Target{Name: name, Sink: e})
+		}
+		return out, nil
 	},
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -29,8 +30,9 @@ CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, total INT NOT NULL, note TEXT)`
 
 // Committed is one committed transaction as its producer saw it.
 type Committed struct {
-	GTID   string   // @@last_gtid after commit (MariaDB)
-	IDs    []string // event ids in insert order
+	GTID   string    // @@last_gtid after commit (MariaDB)
+	At     time.Time // when COMMIT returned
+	IDs    []string  // event ids in insert order
 	AggIDs []string
 }
 
@@ -101,7 +103,7 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 					return
 				}
 				w.mu.Lock()
-				w.Txns = append(w.Txns, Committed{GTID: gtid, IDs: ids, AggIDs: aggs})
+				w.Txns = append(w.Txns, Committed{GTID: gtid, At: time.Now(), IDs: ids, AggIDs: aggs})
 				w.mu.Unlock()
 				if i%3 == 0 { // a transaction with no outbox rows
 					if _, err := conn.ExecContext(ctx, "INSERT INTO orders VALUES (?, 1, 'plain')", prefix+"-plain"); err != nil {

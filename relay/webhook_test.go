@@ -1,0 +1,251 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// receiver is a webhook endpoint on loopback that records what it accepted.
+type receiver struct {
+	mu       sync.Mutex
+	srv      *httptest.Server
+	behave   func(r *http.Request, since time.Duration) (status int, header http.Header, hang time.Duration)
+	start    time.Time
+	accepted []delivery
+	requests int
+}
+
+type delivery struct {
+	webhookID, eventID, aggregateID string
+	at                              time.Time
+}
+
+func newReceiver(t *testing.T, behave func(r *http.Request, since time.Duration) (int, http.Header, time.Duration)) *receiver {
+	rc := &receiver{behave: behave, start: time.Now()}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.requests++
+		since := time.Since(rc.start)
+		rc.mu.Unlock()
+		status, hdr, hang := http.StatusOK, http.Header(nil), time.Duration(0)
+		if rc.behave != nil {
+			status, hdr, hang = rc.behave(r, since)
+		}
+		if hang > 0 {
+			select {
+			case <-time.After(hang):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		for k, v := range hdr {
+			w.Header()[k] = v
+		}
+		if status/100 == 2 {
+			var env struct {
+				ID          string `json:"id"`
+				AggregateID string `json:"aggregate_id"`
+			}
+			if err := json.Unmarshal(body, &env); err != nil {
+				t.Errorf("endpoint got a body that is not the JSON envelope: %q", body)
+			}
+			rc.mu.Lock()
+			rc.accepted = append(rc.accepted, delivery{r.Header.Get("webhook-id"), env.ID, env.AggregateID, time.Now()})
+			rc.mu.Unlock()
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) got() []delivery {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.accepted)
+}
+
+func (rc *receiver) unique() int {
+	seen := map[string]bool{}
+	for _, d := range rc.got() {
+		seen[d.eventID] = true
+	}
+	return len(seen)
+}
+
+// Isolation: 20 endpoints on one webhook sink; one answers 503 for 10 s, one
+// hangs past its timeout for a while, one answers 429 with Retry-After, one
+// answers 410 Gone; the other 16 are healthy. The healthy ones get
+// everything in per-aggregate order without waiting for the bad ones; the
+// recovering ones catch up; the 410 endpoint's events are dead letters;
+// nothing is lost anywhere.
+func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	receivers := map[string]*receiver{}
+	var eps []string
+	for i := range 20 {
+		name := fmt.Sprintf("ep%02d", i)
+		var behave func(*http.Request, time.Duration) (int, http.Header, time.Duration)
+		switch i {
+		case 0: // down for 10 s, then recovers
+			behave = func(_ *http.Request, since time.Duration) (int, http.Header, time.Duration) {
+				if since < 10*time.Second {
+					return 503, nil, 0
+				}
+				return 200, nil, 0
+			}
+		case 1: // hangs past the 500ms timeout for the first 4 s
+			behave = func(_ *http.Request, since time.Duration) (int, http.Header, time.Duration) {
+				if since < 4*time.Second {
+					return 200, nil, 3 * time.Second
+				}
+				return 200, nil, 0
+			}
+		case 2: // rate limited: every other request is a 429 with Retry-After
+			var n int
+			var mu sync.Mutex
+			behave = func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				if n%2 == 1 {
+					return 429, http.Header{"Retry-After": {"1"}}, 0
+				}
+				return 200, nil, 0
+			}
+		case 3: // gone
+			behave = func(*http.Request, time.Duration) (int, http.Header, time.Duration) { return 410, nil, 0 }
+		}
+		rc := newReceiver(t, behave)
+		receivers[name] = rc
+		eps = append(eps, fmt.Sprintf(`{name: %s, url: "%s/hook", secrets: ["%s"], body: envelope, timeout: 500ms,
+      retry: {initial_backoff: 100ms, max_backoff: 1s, max_attempts: 1000}}`, name, rc.srv.URL, secret))
+	}
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 600, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      endpoints:
+        - %s
+`, srv.Port, dbname, filepath.Join(dir, "cp.json"), strings.Join(eps, "\n        - "))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))}).Run(ctx)
+	}()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+	// every endpoint's pipeline must have saved its start before producing
+	time.Sleep(500 * time.Millisecond)
+
+	w := &outboxtest.Workload{}
+	outboxtest.Produce(ctx, t, db, w, 2, 60, []int{1, 2, 4, 3}, 25)
+	total := w.Events()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ok := true
+		for name, rc := range receivers {
+			if name != "ep03" && rc.unique() < total {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+
+	commitAt := map[string]time.Time{}
+	for _, txn := range w.Txns {
+		for _, id := range txn.IDs {
+			commitAt[id] = txn.At
+		}
+	}
+	var healthyLatency []time.Duration
+	for name, rc := range receivers {
+		got := rc.got()
+		if name == "ep03" {
+			if len(got) != 0 {
+				t.Errorf("410 endpoint accepted %d events", len(got))
+			}
+			continue
+		}
+		var d []outboxtest.Delivered
+		for _, g := range got {
+			if g.webhookID != g.eventID {
+				t.Fatalf("%s: webhook-id %q is not the event id %q", name, g.webhookID, g.eventID)
+			}
+			d = append(d, outboxtest.Delivered{ID: g.eventID, AggregateID: g.aggregateID})
+			if name >= "ep04" {
+				healthyLatency = append(healthyLatency, g.at.Sub(commitAt[g.eventID]))
+			}
+		}
+		t.Run(name, func(t *testing.T) { outboxtest.Check(t, w, d, false) })
+	}
+	sort.Slice(healthyLatency, func(i, j int) bool { return healthyLatency[i] < healthyLatency[j] })
+	p99 := healthyLatency[len(healthyLatency)*99/100]
+	t.Logf("healthy endpoints: %d deliveries, p50 %v, p99 %v from commit to receipt", len(healthyLatency), healthyLatency[len(healthyLatency)/2], p99)
+	if p99 > time.Second {
+		t.Errorf("healthy endpoints' p99 delivery latency %v is over 1s: the bad endpoints slowed them down", p99)
+	}
+	if first := receivers["ep00"].got(); len(first) > 0 && first[0].at.Sub(receivers["ep00"].start) < 10*time.Second {
+		t.Errorf("the 503 endpoint accepted an event before it recovered")
+	}
+
+	// The 410 endpoint's events are all in the dead-letter store.
+	store, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.List(context.Background(), deadletter.Filter{Sink: "hooks/ep03"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]bool{}
+	for _, r := range recs {
+		dead[r.Event.ID] = true
+		if !strings.Contains(r.Reason, "410") {
+			t.Fatalf("dead letter reason %q does not say 410", r.Reason)
+		}
+	}
+	if len(dead) != total {
+		t.Errorf("dead-letter store holds %d of the 410 endpoint's %d events", len(dead), total)
+	}
+}

@@ -1,0 +1,358 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// Defaults applied by Defaults to fields left at their zero value.
+const (
+	DefaultTopic          = "outbox.event.{{.AggregateType}}"
+	DefaultKey            = "{{.AggregateID}}"
+	DefaultBatchSize      = 1000
+	DefaultBatchBytes     = 1 << 20 // 1 MiB: fits a broker's default message.max.bytes (1048588)
+	DefaultLinger         = time.Millisecond
+	DefaultCompression    = "none"
+	DefaultClientID       = "outbox-relay"
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultPartitions     = 3
+	DefaultReplication    = 1
+)
+
+// Config configures a Kafka sink. It is decoded from the sink's `kafka:`
+// section; call Defaults, then Validate (New does both).
+type Config struct {
+	// Brokers are the bootstrap brokers, "host:port". Required.
+	Brokers []string `yaml:"brokers"`
+	// Topic is a fixed topic name or a Go text/template over the event's
+	// fields (.ID, .AggregateType, .AggregateID, .Type, .Table, .Source.GTID)
+	// plus {{.Header "name"}} and the functions lower and upper. Default
+	// "outbox.event.{{.AggregateType}}", the topic Debezium's outbox event
+	// router uses.
+	Topic string `yaml:"topic"`
+	// Key is a template, like Topic, for the message key. Default
+	// "{{.AggregateID}}". Order is kept per key: a key that does not
+	// identify the aggregate weakens the per-aggregate order guarantee.
+	Key string `yaml:"key"`
+	// Envelope wraps the payload and the event's metadata in one JSON
+	// document (see the package doc). Default false: the value is the payload
+	// bytes exactly as committed.
+	Envelope bool `yaml:"envelope"`
+	// BatchSize is the most messages sent in one round of produce requests;
+	// a larger Write is sent in several rounds, one after another. Default
+	// 1000.
+	BatchSize int `yaml:"batch_size"`
+	// BatchBytes is the most bytes (kafka-go's per-message estimate) sent in
+	// one round, and so in one partition's record batch. It must not exceed
+	// the brokers' message.max.bytes (and the topics' max.message.bytes),
+	// whose default is 1048588. A message larger than this fails permanently.
+	// Default 1048576 (1 MiB).
+	BatchBytes int `yaml:"batch_bytes"`
+	// Linger is how long kafka-go's writer waits for a partition's record
+	// batch to fill before sending it. Write hands every message of a round
+	// to the writer at once and nothing else writes meanwhile, so linger only
+	// delays the send: keep it small. Default 1ms.
+	Linger time.Duration `yaml:"linger"`
+	// Compression is none, gzip, snappy, lz4 or zstd. Default none.
+	Compression string `yaml:"compression"`
+	// TLS configures encryption to the brokers. Default off.
+	TLS TLSConfig `yaml:"tls"`
+	// SASL configures authentication. Default none.
+	SASL SASLConfig `yaml:"sasl"`
+	// ClientID is sent to the brokers with every request. Default
+	// "outbox-relay".
+	ClientID string `yaml:"client_id"`
+	// RequestTimeout bounds each produce, metadata and create-topics request
+	// and each dial. Default 10s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// DeadLetterTopic, when set, receives the messages the brokers reject
+	// permanently (too large, invalid), which then count as delivered.
+	// Default "" (permanent failures are returned to the pipeline).
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// CreateTopics lets the sink create missing topics. Default off.
+	CreateTopics CreateTopicsConfig `yaml:"create_topics"`
+}
+
+// TLSConfig configures TLS to the brokers.
+type TLSConfig struct {
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and key, for mutual
+	// TLS. Default "" (no client certificate); both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify disables verification of the brokers'
+	// certificates. Default false; never in production.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// ServerName overrides the name verified in the brokers' certificates.
+	// Default "" (the broker's host).
+	ServerName string `yaml:"server_name"`
+}
+
+// SASLConfig configures SASL authentication.
+type SASLConfig struct {
+	// Mechanism is "" (none), plain, scram-sha-256 or scram-sha-512.
+	// Default "".
+	Mechanism string `yaml:"mechanism"`
+	// Username is required with a mechanism.
+	Username string `yaml:"username"`
+	// Password, PasswordFile (a file holding it; one trailing newline is
+	// dropped) or PasswordEnv (the name of an environment variable holding
+	// it): exactly one is required with a mechanism. Default "".
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
+}
+
+// LogValue keeps the password out of logs.
+func (c SASLConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("mechanism", c.Mechanism),
+		slog.String("username", c.Username),
+		slog.String("password", "[redacted]"),
+	)
+}
+
+// CreateTopicsConfig configures creating missing topics.
+type CreateTopicsConfig struct {
+	// Enabled creates missing topics: a fixed topic and the dead-letter topic
+	// on Connect, a templated topic the first time an event is routed to it.
+	// Default false: a missing topic is an error naming it.
+	Enabled bool `yaml:"enabled"`
+	// Partitions of a created topic; -1 takes the broker's num.partitions
+	// (Kafka 2.4+). Default 3.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor of a created topic; -1 takes the broker's
+	// default.replication.factor (Kafka 2.4+). Default 1: set 3 (or -1) for
+	// a production cluster, or acks=all protects nothing.
+	ReplicationFactor int `yaml:"replication_factor"`
+}
+
+var compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+var mechanisms = []string{"", "plain", "scram-sha-256", "scram-sha-512"}
+
+// Defaults sets every zero field to its default.
+func (c *Config) Defaults() {
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.Key == "" {
+		c.Key = DefaultKey
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.Compression == "" {
+		c.Compression = DefaultCompression
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.CreateTopics.Partitions == 0 {
+		c.CreateTopics.Partitions = DefaultPartitions
+	}
+	if c.CreateTopics.ReplicationFactor == 0 {
+		c.CreateTopics.ReplicationFactor = DefaultReplication
+	}
+}
+
+// Validate checks a configuration with its defaults applied. Each problem
+// names the field and the bad value; all problems are returned, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kafka."+format, args...))
+	}
+	if len(c.Brokers) == 0 {
+		bad("brokers: at least one broker is required, e.g. [\"localhost:9092\"]")
+	}
+	for i, b := range c.Brokers {
+		if colon := strings.LastIndexByte(b, ':'); colon <= 0 || colon == len(b)-1 {
+			bad("brokers[%d]: %q is not host:port", i, b)
+		}
+	}
+	if t, err := parseFieldTemplate("topic", c.Topic); err != nil {
+		errs = append(errs, err)
+	} else if t.fixed != nil {
+		if err := validTopicName(*t.fixed); err != nil {
+			bad("topic: %q: %v", c.Topic, err)
+		}
+	}
+	if _, err := parseFieldTemplate("key", c.Key); err != nil {
+		errs = append(errs, err)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 100000 {
+		bad("batch_size: %d is not between 1 and 100000", c.BatchSize)
+	}
+	if c.BatchBytes < 1024 || c.BatchBytes > 256<<20 {
+		bad("batch_bytes: %d is not between 1024 and 268435456", c.BatchBytes)
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		bad("linger: %s is not between 0 and 1s", c.Linger)
+	}
+	if !slices.Contains(compressions, c.Compression) {
+		bad("compression: %q is not one of %s", c.Compression, strings.Join(compressions, ", "))
+	}
+	if c.RequestTimeout < 0 {
+		bad("request_timeout: %s is negative", c.RequestTimeout)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := validTopicName(c.DeadLetterTopic); err != nil {
+			bad("dead_letter_topic: %q: %v", c.DeadLetterTopic, err)
+		}
+	}
+	if p := c.CreateTopics.Partitions; p < -1 || p == 0 || p > 100000 {
+		bad("create_topics.partitions: %d is not -1 (broker default) or between 1 and 100000", p)
+	}
+	if r := c.CreateTopics.ReplicationFactor; r < -1 || r == 0 || r > 32767 {
+		bad("create_topics.replication_factor: %d is not -1 (broker default) or between 1 and 32767", r)
+	}
+	t := c.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
+		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
+	}
+	s := c.SASL
+	if !slices.Contains(mechanisms, s.Mechanism) {
+		bad("sasl.mechanism: %q is not one of plain, scram-sha-256, scram-sha-512 (or empty for none)", s.Mechanism)
+	}
+	if s.Mechanism != "" {
+		if s.Username == "" {
+			bad("sasl.username: required with sasl.mechanism %q", s.Mechanism)
+		}
+		n := 0
+		for _, v := range []string{s.Password, s.PasswordFile, s.PasswordEnv} {
+			if v != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			bad("sasl: set exactly one of password, password_file, password_env (%d are set)", n)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) compression() kafkago.Compression {
+	switch c.Compression {
+	case "gzip":
+		return kafkago.Gzip
+	case "snappy":
+		return kafkago.Snappy
+	case "lz4":
+		return kafkago.Lz4
+	case "zstd":
+		return kafkago.Zstd
+	}
+	return 0
+}
+
+func (c *TLSConfig) build() (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // the operator's explicit choice
+		ServerName:         c.ServerName,
+	}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %q holds no PEM certificate", c.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls: load cert_file %q and key_file %q: %w", c.CertFile, c.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func (c *SASLConfig) password() (string, error) {
+	switch {
+	case c.PasswordFile != "":
+		b, err := os.ReadFile(c.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("kafka.sasl.password_file: %w", err)
+		}
+		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+	case c.PasswordEnv != "":
+		v, ok := os.LookupEnv(c.PasswordEnv)
+		if !ok {
+			return "", fmt.Errorf("kafka.sasl.password_env: environment variable %q is not set", c.PasswordEnv)
+		}
+		return v, nil
+	}
+	return c.Password, nil
+}
+
+func (c *SASLConfig) build() (sasl.Mechanism, error) {
+	if c.Mechanism == "" {
+		return nil, nil
+	}
+	pw, err := c.password()
+	if err != nil {
+		return nil, err
+	}
+	switch c.Mechanism {
+	case "plain":
+		return plain.Mechanism{Username: c.Username, Password: pw}, nil
+	case "scram-sha-256":
+		return scram.Mechanism(scram.SHA256, c.Username, pw)
+	case "scram-sha-512":
+		return scram.Mechanism(scram.SHA512, c.Username, pw)
+	}
+	return nil, fmt.Errorf("kafka.sasl.mechanism: %q is not supported", c.Mechanism)
+}
+
+// validTopicName applies Kafka's rules for topic names.
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a topic name cannot be empty")
+	case name == "." || name == "..":
+		return errors.New("a topic name cannot be \".\" or \"..\"")
+	case len(name) > 249:
+		return fmt.Errorf("a topic name is at most 249 characters, this one has %d", len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q is not allowed in a topic name (only ASCII letters, digits, '.', '_' and '-')", r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+func TestDefaults(t *testing.T) {
+	var c Config
+	c.Defaults()
+	want := Config{
+		Topic: "outbox.event.{{.AggregateType}}", Key: "{{.AggregateID}}",
+		BatchSize: 1000, BatchBytes: 1 << 20, Linger: time.Millisecond, Compression: "none",
+		ClientID: "outbox-relay", RequestTimeout: 10 * time.Second,
+		CreateTopics: CreateTopicsConfig{Partitions: 3, ReplicationFactor: 1},
+	}
+	if c.Topic != want.Topic || c.Key != want.Key || c.BatchSize != want.BatchSize ||
+		c.BatchBytes != want.BatchBytes || c.Linger != want.Linger || c.Compression != want.Compression ||
+		c.ClientID != want.ClientID || c.RequestTimeout != want.RequestTimeout || c.CreateTopics != want.CreateTopics {
+		t.Errorf("Defaults() = %+v, want %+v", c, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string // "" for valid
+	}{
+		{"defaults with a broker are valid", func(c *Config) {}, ""},
+		{"no brokers is an error", func(c *Config) { c.Brokers = nil }, "kafka.brokers: at least one broker"},
+		{"a broker without a port is an error", func(c *Config) { c.Brokers = []string{"kafka1"} }, `kafka.brokers[0]: "kafka1" is not host:port`},
+		{"an unknown compression names the field and value", func(c *Config) { c.Compression = "zip" },
+			`kafka.compression: "zip" is not one of none, gzip, snappy, lz4, zstd`},
+		{"every compression codec is accepted", func(c *Config) { c.Compression = "zstd" }, ""},
+		{"a fixed topic is accepted", func(c *Config) { c.Topic = "orders" }, ""},
+		{"a fixed topic with a space is an error", func(c *Config) { c.Topic = "my orders" }, `kafka.topic: "my orders"`},
+		{"a template that does not parse is an error", func(c *Config) { c.Topic = "orders.{{.AggregateType" }, "kafka.topic:"},
+		{"a template naming an unknown field is an error", func(c *Config) { c.Topic = "orders.{{.Aggregate}}" }, "kafka.topic:"},
+		{"a template with functions and headers is accepted", func(c *Config) { c.Topic = `{{lower .AggregateType}}.{{.Header "tenant"}}` }, ""},
+		{"a key template naming an unknown field is an error", func(c *Config) { c.Key = "{{.Nope}}" }, "kafka.key:"},
+		{"a zero batch size after defaults is an error", func(c *Config) { c.BatchSize = -1 }, "kafka.batch_size: -1"},
+		{"tiny batch bytes are an error", func(c *Config) { c.BatchBytes = 10 }, "kafka.batch_bytes: 10"},
+		{"a negative linger is an error", func(c *Config) { c.Linger = -time.Second }, "kafka.linger: -1s"},
+		{"an invalid dead-letter topic is an error", func(c *Config) { c.DeadLetterTopic = "dl/q" }, `kafka.dead_letter_topic: "dl/q"`},
+		{"zero-less partitions below -1 are an error", func(c *Config) { c.CreateTopics.Partitions = -2 }, "kafka.create_topics.partitions: -2"},
+		{"broker-default partitions and replication are accepted", func(c *Config) {
+			c.CreateTopics.Partitions, c.CreateTopics.ReplicationFactor = -1, -1
+		}, ""},
+		{"tls fields without tls.enabled are an error", func(c *Config) { c.TLS.CAFile = "ca.pem" }, "kafka.tls.enabled: false"},
+		{"a cert without its key is an error", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "c.pem"} }, "kafka.tls: cert_file"},
+		{"an unknown sasl mechanism is an error", func(c *Config) { c.SASL.Mechanism = "gssapi" }, `kafka.sasl.mechanism: "gssapi"`},
+		{"sasl without a username is an error", func(c *Config) { c.SASL = SASLConfig{Mechanism: "plain", Password: "x"} }, "kafka.sasl.username"},
+		{"sasl with two password sources is an error", func(c *Config) {
+			c.SASL = SASLConfig{Mechanism: "scram-sha-512", Username: "u", Password: "x", PasswordEnv: "X"}
+		}, "kafka.sasl: set exactly one of password, password_file, password_env (2 are set)"},
+		{"sasl with a password file is accepted", func(c *Config) {
+			c.SASL = SASLConfig{Mechanism: "scram-sha-256", Username: "u", PasswordFile: "/run/secrets/kafka"}
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Brokers: []string{"127.0.0.1:9092"}}
+			c.Defaults()
+			tt.edit(&c)
+			err := c.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("Validate() = nil, want an error containing %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("Validate() = %q, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSASLConfigLogValueHidesThePassword(t *testing.T) {
+	v := SASLConfig{Mechanism: "plain", Username: "u", Password: "hunter2"}.LogValue()
+	if strings.Contains(v.String(), "hunter2") {
+		t.Fatalf("LogValue() = %s, shows the password", v)
+	}
+}
+
+func TestTopicTemplate(t *testing.T) {
+	e := &event.Event{
+		ID: "e1", AggregateType: "Order", AggregateID: "o-17", Type: "order.created", Table: "shop.outbox",
+		Headers: []event.Header{{Key: "tenant", Value: "acme"}},
+	}
+	tests := []struct {
+		name, template, want string
+	}{
+		{"the default routes like Debezium's outbox router", DefaultTopic, "outbox.event.Order"},
+		{"a fixed topic is used as is", "orders", "orders"},
+		{"a single field is rendered", "{{.AggregateID}}", "o-17"},
+		{"fields and text combine", "orders.{{.AggregateType}}", "orders.Order"},
+		{"lower and upper are available", "{{lower .AggregateType}}.{{upper .Type}}", "order.ORDER.CREATED"},
+		{"a header is looked up by name", `{{.Header "tenant"}}.{{.AggregateType}}`, "acme.Order"},
+		{"a missing header renders empty", `x{{.Header "nope"}}`, "x"},
+		{"source fields are reachable", "{{.Table}}", "shop.outbox"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ft, err := parseFieldTemplate("topic", tt.template)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ft.render(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("render(%q) = %q, want %q", tt.template, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	base := event.Event{
+		ID: "e1", AggregateType: "Order", AggregateID: "o-1", Type: "order.created", Table: "shop.outbox",
+		CommitTime: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC),
+		Headers:    []event.Header{{Key: "tenant", Value: "a<b"}, {Key: "trace", Value: "t1"}},
+		Source:     event.Source{GTID: "u:5", File: "bin.000002", Pos: 1234},
+	}
+	tests := []struct {
+		name        string
+		payload     []byte
+		wantRaw     bool // payload embedded byte for byte
+		wantPayload string
+	}{
+		{"a JSON object is embedded byte for byte", []byte(`{ "total" : 1.0, "note": "<b>" }`), true, ""},
+		{"a JSON string is embedded byte for byte", []byte(`"hello"`), true, ""},
+		{"bytes that are not JSON are base64", []byte{0xff, 0x00, 'x'}, false, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 'x'})},
+		{"an empty payload is base64", []byte{}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := base
+			e.Payload = tt.payload
+			got := envelope(&e)
+			if !json.Valid(got) {
+				t.Fatalf("envelope is not valid JSON: %s", got)
+			}
+			var doc struct {
+				ID, Type, Timestamp, Table string
+				AggregateID                string `json:"aggregate_id"`
+				Source                     struct {
+					GTID, File string
+					Pos        uint32
+				}
+				Headers         map[string]string
+				PayloadEncoding string          `json:"payload_encoding"`
+				Payload         json.RawMessage `json:"payload"`
+			}
+			if err := json.Unmarshal(got, &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.ID != "e1" || doc.AggregateID != "o-1" || doc.Timestamp != "2024-05-06T07:08:09Z" ||
+				doc.Source.GTID != "u:5" || doc.Source.File != "bin.000002" || doc.Source.Pos != 1234 ||
+				doc.Headers["tenant"] != "a<b" || doc.Headers["trace"] != "t1" {
+				t.Errorf("envelope metadata wrong: %s", got)
+			}
+			if !bytes.Contains(got, []byte(`"aggregate_type":"Order"`)) {
+				t.Errorf("envelope lacks aggregate_type: %s", got)
+			}
+			if tt.wantRaw {
+				if !bytes.HasSuffix(got, append(append([]byte(`"payload":`), tt.payload...), '}')) {
+					t.Errorf("payload not embedded byte for byte: %s", got)
+				}
+				if doc.PayloadEncoding != "" {
+					t.Errorf("payload_encoding = %q, want none", doc.PayloadEncoding)
+				}
+				return
+			}
+			var s string
+			if err := json.Unmarshal(doc.Payload, &s); err != nil || s != tt.wantPayload || doc.PayloadEncoding != "base64" {
+				t.Errorf("payload = %s (encoding %q), want base64 %q", doc.Payload, doc.PayloadEncoding, tt.wantPayload)
+			}
+		})
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	e := &event.Event{
+		ID: "e1", AggregateType: "Order", Type: "order.created", Table: "shop.outbox",
+		Headers: []event.Header{{Key: "tenant", Value: "acme"}},
+		Source:  event.Source{GTID: "u:5", File: "bin.000002", Pos: 1234},
+	}
+	var got []string
+	for _, h := range headers(e) {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	want := "id=e1 type=order.created aggregate_type=Order gtid=u:5 binlog_file=bin.000002 binlog_pos=1234 table=shop.outbox tenant=acme"
+	if strings.Join(got, " ") != want {
+		t.Errorf("headers = %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+func TestMessageSizeCountsEveryPart(t *testing.T) {
+	small := kafkago.Message{Key: []byte("k"), Value: []byte("v")}
+	big := kafkago.Message{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 300),
+		Headers: []kafkago.Header{{Key: "id", Value: []byte("e1")}}}
+	if got, want := messageSize(&small), 4+1+1+4+1+4+1+8+1; got != want {
+		t.Errorf("messageSize(small) = %d, want %d", got, want)
+	}
+	if got, want := messageSize(&big), 4+1+1+4+1+4+300+8+1+1+2+1+2; got != want {
+		t.Errorf("messageSize(big) = %d, want %d", got, want)
+	}
+}

@@ -1,0 +1,128 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Header names set on every message, before the event's own headers.
+const (
+	HeaderID            = "id"
+	HeaderType          = "type"
+	HeaderAggregateType = "aggregate_type"
+	HeaderGTID          = "gtid"
+	HeaderBinlogFile    = "binlog_file"
+	HeaderBinlogPos     = "binlog_pos"
+	HeaderTable         = "table"
+	// Set on dead-letter messages only.
+	HeaderDLQReason        = "dlq_reason"
+	HeaderDLQOriginalTopic = "dlq_original_topic"
+)
+
+// headers returns the message headers of e.
+func headers(e *event.Event) []kafkago.Header {
+	hs := make([]kafkago.Header, 0, 7+len(e.Headers))
+	hs = append(hs,
+		kafkago.Header{Key: HeaderID, Value: []byte(e.ID)},
+		kafkago.Header{Key: HeaderType, Value: []byte(e.Type)},
+		kafkago.Header{Key: HeaderAggregateType, Value: []byte(e.AggregateType)},
+		kafkago.Header{Key: HeaderGTID, Value: []byte(e.Source.GTID)},
+		kafkago.Header{Key: HeaderBinlogFile, Value: []byte(e.Source.File)},
+		kafkago.Header{Key: HeaderBinlogPos, Value: strconv.AppendUint(nil, uint64(e.Source.Pos), 10)},
+		kafkago.Header{Key: HeaderTable, Value: []byte(e.Table)},
+	)
+	for _, h := range e.Headers {
+		hs = append(hs, kafkago.Header{Key: h.Key, Value: []byte(h.Value)})
+	}
+	return hs
+}
+
+// envelopeHead is the envelope's fields before "headers" and "payload",
+// in their order on the wire.
+type envelopeHead struct {
+	ID            string         `json:"id"`
+	Type          string         `json:"type"`
+	AggregateType string         `json:"aggregate_type"`
+	AggregateID   string         `json:"aggregate_id"`
+	Timestamp     string         `json:"timestamp"`
+	Table         string         `json:"table"`
+	Source        envelopeSource `json:"source"`
+}
+
+type envelopeSource struct {
+	GTID string `json:"gtid"`
+	File string `json:"file"`
+	Pos  uint32 `json:"pos"`
+}
+
+// envelope returns e as one JSON document. A payload that is valid JSON is
+// embedded byte for byte; any other payload is embedded as a base64 string
+// and "payload_encoding" is "base64".
+func envelope(e *event.Event) []byte {
+	var b bytes.Buffer
+	b.Grow(256 + len(e.Payload))
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	ts := ""
+	if !e.CommitTime.IsZero() {
+		ts = e.CommitTime.UTC().Format(time.RFC3339)
+	}
+	// Encoding these plain strings and numbers cannot fail.
+	_ = enc.Encode(envelopeHead{
+		ID: e.ID, Type: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+		Timestamp: ts, Table: e.Table,
+		Source: envelopeSource{GTID: e.Source.GTID, File: e.Source.File, Pos: e.Source.Pos},
+	})
+	b.Truncate(b.Len() - 2) // "}\n"
+	b.WriteString(`,"headers":{`)
+	for i, h := range e.Headers {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		_ = enc.Encode(h.Key)
+		b.Truncate(b.Len() - 1)
+		b.WriteByte(':')
+		_ = enc.Encode(h.Value)
+		b.Truncate(b.Len() - 1)
+	}
+	b.WriteByte('}')
+	if json.Valid(e.Payload) {
+		b.WriteString(`,"payload":`)
+		b.Write(e.Payload)
+	} else {
+		b.WriteString(`,"payload_encoding":"base64","payload":"`)
+		b.WriteString(base64.StdEncoding.EncodeToString(e.Payload))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// messageSize is kafka-go's estimate of a message's size (Message.totalSize,
+// unexported), which its writer compares with BatchBytes.
+func messageSize(m *kafkago.Message) int {
+	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
+	n += varIntLen(int64(len(m.Headers)))
+	for _, h := range m.Headers {
+		n += varIntLen(int64(len(h.Key))) + len(h.Key) + varIntLen(int64(len(h.Value))) + len(h.Value)
+	}
+	return n
+}
+
+// varIntLen is the length of i as a zig-zag varint.
+func varIntLen(i int64) int {
+	u := uint64((i << 1) ^ (i >> 63))
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
