@@ -454,6 +454,12 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
 	}
 	dl := sink.DeadLetter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
+	var ar sink.AttemptReporter
+	if errors.As(cause, &ar) {
+		if n, first, last := ar.AttemptReport(); n > 0 {
+			dl.Attempts, dl.First, dl.Last = n, first, last
+		}
+	}
 	backoff := p.cfg.RetryBackoff
 	for {
 		err := p.cfg.DeadLetters.Put(ctx, dl)

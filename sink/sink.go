@@ -127,6 +127,13 @@ func ErrorFor(err error, i int) error {
 	return err
 }
 
+// AttemptReporter is implemented by errors that know how often, and over what
+// time, an event was tried (a Submitter that ran its own retries). The
+// pipeline copies it into the dead letter.
+type AttemptReporter interface {
+	AttemptReport() (attempts int, first, last time.Time)
+}
+
 // DeadLetter is one event the pipeline gave up on, with why.
 type DeadLetter struct {
 	Event    *event.Event

@@ -29,6 +29,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "read the binlog and deliver outbox events to the configured sinks", runCmd},
+		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
 		{"version", "print the version", versionCmd},
 	}

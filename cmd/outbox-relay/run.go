@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -14,6 +16,9 @@ import (
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "run --config FILE", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
+	retentionMin := fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
+	var allowFail stringList
+	fs.Var(&allowFail, "allow-fail", "start even though the named startup check FAILs (logged as a warning); repeatable, e.g. --allow-fail gtid_mode --allow-fail server_id")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -23,6 +28,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay starting", slog.String("version", version), slog.String("config", *path))
+	opts := check.Options{RetentionMin: *retentionMin, AllowFail: allowFail}
+	if err := startupChecks(ctx, cfg, opts, logger, stderr); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).Run(ctx)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")

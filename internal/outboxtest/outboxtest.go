@@ -38,6 +38,8 @@ type Committed struct {
 
 // Workload is what producers committed and rolled back.
 type Workload struct {
+	// Prefix starts every id, so that several workloads can share a table.
+	Prefix     string
 	mu         sync.Mutex
 	Txns       []Committed
 	RolledBack map[string]bool
@@ -79,7 +81,7 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 			defer conn.Close()
 			for i := 0; i < txns && ctx.Err() == nil; i++ {
 				n := sizes[(p+i)%len(sizes)]
-				prefix := fmt.Sprintf("p%d-t%d", p, i)
+				prefix := fmt.Sprintf("%sp%d-t%d", w.Prefix, p, i)
 				if i%7 == 3 { // a transaction that rolls back
 					ids, _, err := insertTxn(ctx, conn, r, prefix+"-rb", n, aggregates, false, true)
 					if err != nil {

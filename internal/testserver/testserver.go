@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func (s *Server) Stop() {
 		return
 	}
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(os.Interrupt)
+		_ = s.cmd.Process.Signal(syscall.SIGTERM) // mariadbd ignores SIGINT
 		select {
 		case <-s.exited:
 		case <-time.After(15 * time.Second):

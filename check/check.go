@@ -1,0 +1,257 @@
+package check
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// Status is a check's verdict.
+type Status int
+
+const (
+	Pass Status = iota
+	Warn
+	Fail
+)
+
+func (s Status) String() string {
+	switch s {
+	case Pass:
+		return "PASS"
+	case Warn:
+		return "WARN"
+	default:
+		return "FAIL"
+	}
+}
+
+// The checks' stable names.
+const (
+	NameServer                 = "server"
+	NameLogBin                 = "log_bin"
+	NameBinlogFormat           = "binlog_format"
+	NameBinlogRowImage         = "binlog_row_image"
+	NameBinlogRowMetadata      = "binlog_row_metadata"
+	NameGTIDMode               = "gtid_mode"
+	NameEnforceGTIDConsistency = "enforce_gtid_consistency"
+	NameGTIDStrictMode         = "gtid_strict_mode"
+	NameLogBinCompress         = "log_bin_compress"
+	NameBinlogRowValueOptions  = "binlog_row_value_options"
+	NamePrivileges             = "privileges"
+	NameServerID               = "server_id"
+	NameTables                 = "tables"
+	NameCheckpointAvailable    = "checkpoint_available"
+	NameCheckpointServer       = "checkpoint_server"
+	NameBinlogRetention        = "binlog_retention"
+)
+
+// Names lists every check, in the order Run reports them.
+func Names() []string {
+	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
+		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
+		NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
+}
+
+// Result is one reported line. A check may report several lines (one per
+// table, one per sink's checkpoint), all under its name.
+type Result struct {
+	Name   string
+	Status Status
+	// Detail says what was found.
+	Detail string
+	// Fix is the statement or setting that fixes a WARN or FAIL.
+	Fix string
+	// Downgraded is set when the check FAILed and Options.AllowFail made it
+	// a WARN.
+	Downgraded bool
+}
+
+// Report is every result of one Run, in order.
+type Report struct {
+	Results []Result
+}
+
+// Failed returns the results that FAILed.
+func (r Report) Failed() []Result {
+	var out []Result
+	for _, x := range r.Results {
+		if x.Status == Fail {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Get returns the results named name.
+func (r Report) Get(name string) []Result {
+	var out []Result
+	for _, x := range r.Results {
+		if x.Name == name {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Print writes one line per result, "STATUS  name  detail", and under each
+// WARN and FAIL an indented "fix:" line.
+func (r Report) Print(w io.Writer) {
+	for _, x := range r.Results {
+		PrintResult(w, x)
+	}
+}
+
+// PrintResult writes one result as Print does.
+func PrintResult(w io.Writer, x Result) {
+	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, x.Name, x.Detail)
+	if x.Status != Pass && x.Fix != "" {
+		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", x.Fix)
+	}
+}
+
+// Options tune Run.
+type Options struct {
+	// RetentionMin is the binlog retention below which binlog_retention
+	// WARNs. Default 24h.
+	RetentionMin time.Duration
+	// AllowFail names checks whose FAIL is reported as a WARN, with
+	// Result.Downgraded set. Unknown names are an error.
+	AllowFail []string
+}
+
+// Pipelines returns the checkpoint key of every pipeline the relay runs for
+// cfg, in order: pipeline i reads the binlog as replica source.server_id+i.
+// Today each sink is one pipeline keyed by its name; webhook sinks will count
+// one per endpoint, and this is the one place to change when they do.
+func Pipelines(cfg *config.Config) []string {
+	var keys []string
+	for _, s := range cfg.Sinks {
+		keys = append(keys, s.Name)
+	}
+	return keys
+}
+
+// Run connects to the source with the configured credentials and runs every
+// check that applies to its flavor. It returns an error only when it cannot
+// check at all (the server cannot be reached); everything else is a Result.
+func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) {
+	if opts.RetentionMin <= 0 {
+		opts.RetentionMin = 24 * time.Hour
+	}
+	for _, n := range opts.AllowFail {
+		if !slices.Contains(Names(), n) {
+			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
+		}
+	}
+	db, err := relay.OpenSource(ctx, cfg.Source)
+	if err != nil {
+		return Report{}, err
+	}
+	defer db.Close()
+	s, err := inspect(ctx, db)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
+
+	srv := serverResult(s, cfg.Source.Flavor)
+	add(srv)
+	if s.flavor == "" {
+		return finish(rep, opts), nil
+	}
+	cps, cpErr := loadCheckpoints(ctx, cfg)
+
+	add(logBinResult(s.vars))
+	add(binlogFormatResult(s.vars))
+	add(rowImageResult(s.vars))
+	add(rowMetadataResult(s))
+	if s.flavor == flavorMySQL {
+		add(gtidModeResult(s.vars, hasGTIDCheckpoint(cps)))
+		add(enforceGTIDResult(s.vars))
+		add(rowValueOptionsResult(s.vars))
+	} else {
+		add(gtidStrictResult(s.vars))
+		add(logBinCompressResult(s.vars))
+	}
+	add(privilegesResult(ctx, db, s, cfg))
+	add(serverIDResult(ctx, db, s, cfg))
+	add(tablesResults(ctx, db, cfg)...)
+	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
+	add(retentionResult(s.vars, opts.RetentionMin))
+	return finish(rep, opts), nil
+}
+
+func finish(rep Report, opts Options) Report {
+	for i := range rep.Results {
+		x := &rep.Results[i]
+		if x.Status == Fail && slices.Contains(opts.AllowFail, x.Name) {
+			x.Status, x.Downgraded = Warn, true
+		}
+	}
+	return rep
+}
+
+const (
+	flavorMySQL   = "mysql"
+	flavorMariaDB = "mariadb"
+)
+
+// server is what was read once from the server and shared by the checks.
+type server struct {
+	version string // VERSION()
+	comment string // @@version_comment
+	flavor  string // flavorMySQL, flavorMariaDB, or "" when neither
+	major   int
+	minor   int
+	patch   int
+	vars    map[string]string // SHOW GLOBAL VARIABLES, lower-case names
+	user    string            // CURRENT_USER() as 'user'@'host'
+}
+
+func (s server) atLeast(major, minor, patch int) bool {
+	return versionAtLeast(s.major, s.minor, s.patch, major, minor, patch)
+}
+
+func inspect(ctx context.Context, db *sql.DB) (server, error) {
+	var s server
+	var user string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment, CURRENT_USER()").Scan(&s.version, &s.comment, &user); err != nil {
+		return s, fmt.Errorf("read server version: %w", err)
+	}
+	name, host, _ := strings.Cut(user, "@")
+	s.user = quoteAccount(name, host)
+	s.flavor, s.major, s.minor, s.patch = parseVersion(s.version, s.comment)
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL VARIABLES")
+	if err != nil {
+		return s, fmt.Errorf("read server variables (SHOW GLOBAL VARIABLES): %w", err)
+	}
+	defer rows.Close()
+	s.vars = map[string]string{}
+	for rows.Next() {
+		var k string
+		var v sql.NullString
+		if err := rows.Scan(&k, &v); err != nil {
+			return s, fmt.Errorf("read server variables: %w", err)
+		}
+		s.vars[strings.ToLower(k)] = v.String
+	}
+	return s, rows.Err()
+}
+
+func quoteAccount(name, host string) string {
+	return "'" + strings.ReplaceAll(name, "'", "''") + "'@'" + strings.ReplaceAll(host, "'", "''") + "'"
+}
+
+// sqlString quotes s as an SQL string literal.
+func sqlString(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}

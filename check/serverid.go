@@ -1,0 +1,137 @@
+package check
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/outbox-relay/outbox-relay/config"
+)
+
+// replica is one row of SHOW REPLICAS / SHOW SLAVE HOSTS.
+type replica struct {
+	ID   uint32
+	Host string
+}
+
+func serverIDResult(ctx context.Context, db *sql.DB, s server, cfg *config.Config) Result {
+	own, _ := strconv.ParseUint(s.vars["server_id"], 10, 32)
+	reps, err := replicas(ctx, db, s)
+	hostname, _ := os.Hostname()
+	return serverIDDecision(idRange{cfg.Source.ServerID, len(Pipelines(cfg))}, uint32(own), reps, err, hostname, s)
+}
+
+// idRange is the relay's replica ids: first .. first+n-1.
+type idRange struct {
+	first uint32
+	n     int
+}
+
+func (r idRange) last() uint32 { return r.first + uint32(max(r.n, 1)) - 1 }
+
+func (r idRange) contains(id uint32) bool { return id >= r.first && id <= r.last() }
+
+func (r idRange) String() string {
+	if r.last() == r.first {
+		return strconv.FormatUint(uint64(r.first), 10)
+	}
+	return fmt.Sprintf("%d..%d", r.first, r.last())
+}
+
+// serverIDDecision judges the relay's replica ids against the server's own
+// id and the connected replicas'. A colliding replica registered from this
+// very host is most likely an earlier run of this relay whose connection the
+// server has not dropped yet (a new connection with the same id replaces it),
+// so it is a WARN; any other collision is a FAIL.
+func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, hostname string, s server) Result {
+	r := Result{Name: NameServerID}
+	free := max(ids.last(), own)
+	for _, x := range reps {
+		free = max(free, x.ID)
+	}
+	suggest := fmt.Sprintf("set source.server_id to %d in the config (the relay uses source.server_id to source.server_id+%d, one id per pipeline)", free+1, max(ids.n, 1)-1)
+	var fails, warns []string
+	if ids.contains(own) {
+		fails = append(fails, fmt.Sprintf("the server's own server_id is %d", own))
+	}
+	for _, x := range reps {
+		if !ids.contains(x.ID) {
+			continue
+		}
+		if hostname != "" && x.Host == hostname {
+			warns = append(warns, fmt.Sprintf("a replica with server_id %d is registered from this host (%s): most likely an earlier outbox-relay whose connection is closing; any other replica with that id would be kicked off", x.ID, x.Host))
+			continue
+		}
+		fails = append(fails, fmt.Sprintf("connected replica %s uses server_id %d", orUnset(x.Host), x.ID))
+	}
+	switch {
+	case len(fails) > 0:
+		r.Status = Fail
+		r.Detail = fmt.Sprintf("the relay's replica ids %s collide: %s; two replicas with one id kick each other off", ids, strings.Join(fails, ", "))
+		r.Fix = suggest
+	case len(warns) > 0:
+		r.Status = Warn
+		r.Detail = strings.Join(warns, "; ")
+		r.Fix = "if that is not an outbox-relay of this host, " + suggest
+	case listErr != nil:
+		r.Status = Warn
+		r.Detail = fmt.Sprintf("the relay's replica ids %s differ from the server's %d, but connected replicas could not be listed: %v", ids, own, listErr)
+		grant := "REPLICATION SLAVE"
+		if s.flavor == flavorMariaDB {
+			grant = "REPLICATION MASTER ADMIN"
+		}
+		r.Fix = fmt.Sprintf("make sure no replica uses server_id %s, or let check see them: GRANT %s ON *.* TO %s;", ids, grant, s.user)
+	default:
+		r.Detail = fmt.Sprintf("the relay's replica ids %s differ from the server's %d and from %d connected replica(s)", ids, own, len(reps))
+	}
+	return r
+}
+
+func replicas(ctx context.Context, db *sql.DB, s server) ([]replica, error) {
+	q := "SHOW SLAVE HOSTS"
+	if s.flavor == flavorMySQL && s.atLeast(8, 0, 22) {
+		q = "SHOW REPLICAS"
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	idCol, hostCol := -1, -1
+	for i, c := range cols {
+		switch strings.ToLower(c) {
+		case "server_id":
+			idCol = i
+		case "host":
+			hostCol = i
+		}
+	}
+	if idCol < 0 {
+		return nil, fmt.Errorf("%s has no Server_id column", q)
+	}
+	var out []replica
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		id, _ := strconv.ParseUint(vals[idCol].String, 10, 32)
+		x := replica{ID: uint32(id)}
+		if hostCol >= 0 {
+			x.Host = vals[hostCol].String
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}

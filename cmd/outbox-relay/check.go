@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/check"
+	"github.com/outbox-relay/outbox-relay/config"
+)
+
+func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "check --config FILE", stderr)
+	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
+	retentionMin := fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin})
+	if err != nil {
+		return err
+	}
+	rep.Print(stdout)
+	return failedError(rep)
+}
+
+// failedError is nil when nothing FAILed, else an error naming the checks.
+func failedError(rep check.Report) error {
+	failed := rep.Failed()
+	if len(failed) == 0 {
+		return nil
+	}
+	var names []string
+	for _, f := range failed {
+		if !containsString(names, f.Name) {
+			names = append(names, f.Name)
+		}
+	}
+	return fmt.Errorf("%d check(s) FAILED: %s", len(failed), strings.Join(names, ", "))
+}
+
+func containsString(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// startupChecks runs the checks before the relay starts: warnings (and
+// downgraded failures) are logged, failures printed and returned.
+func startupChecks(ctx context.Context, cfg *config.Config, opts check.Options, logger *slog.Logger, stderr io.Writer) error {
+	rep, err := check.Run(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	warnings := 0
+	for _, x := range rep.Results {
+		if x.Status == check.Warn {
+			warnings++
+		}
+		switch {
+		case x.Downgraded:
+			logger.Warn(fmt.Sprintf("check %s FAILED but was downgraded by --allow-fail", x.Name),
+				slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
+		case x.Status == check.Warn:
+			logger.Warn("check warning", slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
+		}
+	}
+	failed := rep.Failed()
+	if len(failed) == 0 {
+		logger.Info("startup checks done: nothing FAILed", slog.Int("checks", len(rep.Results)), slog.Int("warnings", warnings))
+		return nil
+	}
+	for _, x := range failed {
+		check.PrintResult(stderr, x)
+	}
+	return fmt.Errorf("refusing to start: %w (fix them, or start anyway with --allow-fail NAME)", failedError(rep))
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
