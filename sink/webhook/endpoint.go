@@ -48,7 +48,9 @@ type DeliveryError struct {
 func (e *DeliveryError) Error() string { return e.Err.Error() }
 
 // AttemptReport implements sink.AttemptReporter.
-func (e *DeliveryError) AttemptReport() (int, time.Time, time.Time) { return e.Attempts, e.First, e.Last }
+func (e *DeliveryError) AttemptReport() (int, time.Time, time.Time) {
+	return e.Attempts, e.First, e.Last
+}
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
 // Endpoint is the sink for one webhook endpoint. It implements sink.Sink and
