@@ -128,16 +128,9 @@ type Options struct {
 }
 
 // Pipelines returns the checkpoint key of every pipeline the relay runs for
-// cfg, in order: pipeline i reads the binlog as replica source.server_id+i.
-// Today each sink is one pipeline keyed by its name; webhook sinks will count
-// one per endpoint, and this is the one place to change when they do.
-func Pipelines(cfg *config.Config) []string {
-	var keys []string
-	for _, s := range cfg.Sinks {
-		keys = append(keys, s.Name)
-	}
-	return keys
-}
+// cfg, in order: pipeline i reads the binlog as replica source.server_id+i
+// (see config.PipelineNames).
+func Pipelines(cfg *config.Config) []string { return cfg.PipelineNames() }
 
 // Run connects to the source with the configured credentials and runs every
 // check that applies to its flavor. It returns an error only when it cannot

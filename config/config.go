@@ -479,18 +479,22 @@ func (c *Config) StartGTID() (string, error) {
 	}
 }
 
-// Pipelines counts the pipelines (binlog streams, replica ids) the sinks
-// need: one per sink, one per endpoint for webhook sinks.
-func (c *Config) Pipelines() int {
-	n := 0
+// PipelineNames lists the pipelines the sinks need, in the order the relay
+// runs them (pipeline i registers with replica id source.server_id+i): one
+// per sink, named after it, and one per endpoint for webhook sinks, named
+// "<sink>/<endpoint>". Each name keys a checkpoint.
+func (c *Config) PipelineNames() []string {
+	var out []string
 	for _, s := range c.Sinks {
 		if s.Type == "webhook" && s.Webhook != nil {
-			n += len(s.Webhook.Endpoints)
+			for _, ep := range s.Webhook.Endpoints {
+				out = append(out, s.Name+"/"+ep.Name)
+			}
 			continue
 		}
-		n++
+		out = append(out, s.Name)
 	}
-	return n
+	return out
 }
 
 // SchemaTable splits a table name.

@@ -31,6 +31,7 @@ func commands() []command {
 		{"run", "read the binlog and deliver outbox events to the configured sinks", runCmd},
 		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
+		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},
 	}
 }
@@ -45,7 +46,7 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, "outbox-relay delivers rows inserted into outbox tables, read from the MySQL/MariaDB binlog, to sinks, at least once.\n\nUsage:\n  outbox-relay <command> [flags]\n\nCommands:\n")
 		for _, c := range commands() {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 		}
 		fmt.Fprintf(w, "\nRun 'outbox-relay <command> --help' for a command's flags.\n")
 	}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := mainCode(context.Background(), []string{c.name, "--help"}, &out, &errOut)
+			if code != 0 {
+				t.Fatalf("%s --help exited %d", c.name, code)
+			}
+			if !strings.Contains(out.String()+errOut.String(), "Usage: outbox-relay "+c.name) {
+				t.Fatalf("%s --help printed no usage:\n%s%s", c.name, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+func TestUnknownCommandAndBadFlagAreUsageErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"frobnicate"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command exited %d", code)
+	}
+	if code := mainCode(context.Background(), []string{"run", "--nope"}, &out, &errOut); code != 2 {
+		t.Fatalf("bad flag exited %d", code)
+	}
+	if code := mainCode(context.Background(), nil, &out, &errOut); code != 2 {
+		t.Fatalf("no command exited %d", code)
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"healthcheck", "--url", srv.URL}, &out, &errOut); code != 0 {
+		t.Fatalf("healthy: exit %d: %s", code, errOut.String())
+	}
+	status = http.StatusServiceUnavailable
+	if code := mainCode(context.Background(), []string{"healthcheck", "--url", srv.URL}, &out, &errOut); code != 1 {
+		t.Fatalf("unhealthy: exit %d", code)
+	}
+}
