@@ -62,6 +62,11 @@ type Observer interface {
 	Heartbeat()
 	// Reconnect is called before each reconnect attempt.
 	Reconnect()
+	// Connected is called when a new stream delivered its first event.
+	Connected()
+	// Transaction is called for each committed transaction read, before it
+	// is handed on, with its commit time (binlog header, 1 s resolution).
+	Transaction(commit time.Time)
 }
 
 // Table is one outbox table and how its columns map to an event.
@@ -239,12 +244,15 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 	if err != nil {
 		return classify(err)
 	}
-	for {
+	for first := true; ; first = false {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
 			return classify(err)
 		}
 		if r.cfg.Observer != nil {
+			if first {
+				r.cfg.Observer.Connected()
+			}
 			r.cfg.Observer.BinlogEvent()
 		}
 		if err := r.onEvent(ctx, st, ev, handle); err != nil {
@@ -383,6 +391,10 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 				return err
 			}
 		}
+	case *replication.HeartbeatEvent:
+		if r.cfg.Observer != nil {
+			r.cfg.Observer.Heartbeat()
+		}
 	case *replication.GenericEvent:
 		if ev.Header.EventType == replication.HEARTBEAT_EVENT || ev.Header.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
 			if r.cfg.Observer != nil {
@@ -415,6 +427,9 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	}
 	txn := &event.Txn{Events: st.events, Position: pos, CommitTime: commitTime}
 	st.begin()
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Transaction(commitTime)
+	}
 	return handle(ctx, txn)
 }
 

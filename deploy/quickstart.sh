@@ -75,6 +75,8 @@ checkpoint:
 sinks:
   - name: console
     type: stdout
+http:
+  listen: 127.0.0.1:${METRICS_PORT:-9108}   # /metrics, /healthz, /readyz
 YAML
 
 echo "== starting the relay (events appear below as JSON lines)"
@@ -92,10 +94,13 @@ for n in 1 2 3; do
     COMMIT;"
 done
 sleep 2
+echo "== a few of the relay's metrics (http://127.0.0.1:${METRICS_PORT:-9108}/metrics)"
+curl -s "127.0.0.1:${METRICS_PORT:-9108}/metrics" 2>/dev/null | grep -E '^outbox_relay_(events_delivered_total|replication_lag_seconds|delivery_latency_seconds_count|checkpoint_saves_total)' || true
 
 if [ -n "${KEEP:-}" ]; then
   echo "== running: relay pid $relay_pid, MariaDB pid $db_pid on port $port"
   echo "   insert more:  mariadb --no-defaults -h127.0.0.1 -P$port -uroot shop"
+  echo "   metrics:      curl -s 127.0.0.1:${METRICS_PORT:-9108}/metrics | grep outbox_relay_"
   echo "   stop:         kill $relay_pid $db_pid"
   wait "$relay_pid"
 else

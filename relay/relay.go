@@ -16,16 +16,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -41,13 +46,23 @@ type Options struct {
 	Logger *slog.Logger
 	// Stdout is where stdout sinks write. Default os.Stdout.
 	Stdout interface{ Write([]byte) (int, error) }
+	// Registerer receives the relay's metrics. Default: a registry of the
+	// relay's own, with the Go and process collectors.
+	Registerer prometheus.Registerer
+	// Gatherer is what http.listen serves on /metrics. Default: Registerer,
+	// when it is also a Gatherer (a *prometheus.Registry is).
+	Gatherer prometheus.Gatherer
+	// Version is reported by outbox_relay_build_info. Default: the main
+	// module's version from the build info, or "dev".
+	Version string
 }
 
 // Relay is a configured relay, ready to Run.
 type Relay struct {
-	cfg  *config.Config
-	opts Options
-	log  *slog.Logger
+	cfg     *config.Config
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics.Metrics // set by Run; nil for Targets used alone (dlq replay)
 }
 
 // New returns a relay for cfg. It does not connect yet.
@@ -176,6 +191,12 @@ func (r *Relay) Targets() ([]Target, error) {
 // Run runs every pipeline until ctx ends or one fails for good.
 func (r *Relay) Run(ctx context.Context) error {
 	cfg := r.cfg
+	m, stopMetrics, err := r.startMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	r.metrics = m
 	targets, err := r.Targets()
 	if err != nil {
 		return err
@@ -185,6 +206,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, m) })
+	defer polling.Wait()
+	defer stopPolling()
 	info, err := Server(ctx, db, cfg)
 	if err != nil {
 		return err
@@ -192,6 +218,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	tables := Tables(cfg)
 	if err := canal.CheckTables(ctx, db, tables); err != nil {
 		return err
+	}
+	var tableNames []string
+	for _, t := range tables {
+		tableNames = append(tableNames, t.FullName())
 	}
 	store, closeStore, err := OpenStore(ctx, cfg)
 	if err != nil {
@@ -218,7 +248,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, Tables: tables,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
-			Logger: r.log.With(slog.String("sink", t.Name)),
+			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
 		})
 		if err != nil {
 			return err
@@ -229,7 +259,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, RetryBackoff: d.RetryBackoff, MaxRetryBackoff: d.MaxRetryBackoff,
-			DrainTimeout: d.DrainTimeout, Logger: r.log,
+			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: m.Pipeline(t.Name),
 		})
 		if err != nil {
 			return err
@@ -247,4 +277,77 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// startMetrics registers the relay's metrics and, when http.listen is set,
+// serves /metrics, /healthz and /readyz until the returned stop is called.
+func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
+	reg, gather := r.opts.Registerer, r.opts.Gatherer
+	if reg == nil {
+		own := prometheus.NewRegistry()
+		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg, gather = own, own
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok && gather == nil {
+		gather = g
+	}
+	version := r.opts.Version
+	if bi, ok := debug.ReadBuildInfo(); ok && version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
+	}
+	if version == "" {
+		version = "dev"
+	}
+	m, err := metrics.New(reg, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.cfg.HTTP.Listen == "" {
+		return m, m.Unregister, nil
+	}
+	if gather == nil {
+		m.Unregister()
+		return nil, nil, errors.New("relay: Options.Gatherer is required when Options.Registerer is not a prometheus.Gatherer")
+	}
+	srv, err := metrics.Listen(r.cfg.HTTP.Listen, metrics.Handler(m, gather, 0), r.log)
+	if err != nil {
+		m.Unregister()
+		return nil, nil, err
+	}
+	r.log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", srv.Addr().String()))
+	return m, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			r.log.Warn("http listener shutdown", slog.Any("err", err))
+		}
+		m.Unregister()
+	}, nil
+}
+
+// binaryLogsPoll is how often SHOW BINARY LOGS is read for the checkpoint
+// purge-margin gauges: one cheap statement per relay, not per sink.
+const binaryLogsPoll = 30 * time.Second
+
+// pollBinaryLogs keeps m's view of the source's binary logs fresh until ctx ends.
+func (r *Relay) pollBinaryLogs(ctx context.Context, db *sql.DB, m *metrics.Metrics) {
+	failing := false
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		files, err := canal.BinaryLogs(qctx, db)
+		cancel()
+		switch {
+		case err == nil:
+			m.SetBinaryLogs(files)
+			failing = false
+		case ctx.Err() == nil && !failing:
+			r.log.Warn("list binary logs for metrics (retried)", slog.Any("err", err))
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(binaryLogsPoll):
+		}
+	}
 }

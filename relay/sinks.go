@@ -30,6 +30,9 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 		var out []Target
 		for j, ep := range s.Webhook.Endpoints {
 			name := s.Name + "/" + ep.Name
+			if r.metrics != nil {
+				ep.Observer = r.metrics.Endpoint(name)
+			}
 			e, err := webhook.NewEndpoint(ep, r.log.With(slog.String("sink", name)))
 			if err != nil {
 				return nil, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)

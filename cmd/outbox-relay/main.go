@@ -120,10 +120,15 @@ func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
-	fmt.Fprintf(stdout, "outbox-relay %s\n", v)
+	fmt.Fprintf(stdout, "outbox-relay %s\n", buildVersion())
 	return nil
+}
+
+// buildVersion is the -X main.version value, else the module version from
+// the build info, else "dev".
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
 }

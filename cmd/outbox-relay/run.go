@@ -27,7 +27,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)
-	logger.Info("outbox-relay starting", slog.String("version", version), slog.String("config", *path))
+	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *path))
 	opts := check.Options{RetentionMin: *retentionMin, AllowFail: allowFail}
 	if err := startupChecks(ctx, cfg, opts, logger, stderr); err != nil {
 		if ctx.Err() != nil {
@@ -35,7 +35,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return err
 	}
-	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).Run(ctx)
+	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).Run(ctx)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")
 		return nil

@@ -1,0 +1,348 @@
+package metrics_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/metrics"
+)
+
+const deployDir = "../deploy"
+
+var metricName = regexp.MustCompile(`outbox_relay_[a-z_]+`)
+
+// referenced returns the metric names in s, with the _bucket, _sum and
+// _count suffixes of histogram series removed.
+func referenced(s string) []string {
+	var out []string
+	for _, n := range metricName.FindAllString(s, -1) {
+		if !slices.Contains(metrics.Names, n) {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if t, ok := strings.CutSuffix(n, suffix); ok {
+					n = t
+					break
+				}
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// checkNames fails for every name in exprs that the relay does not expose,
+// and returns the set of names used.
+func checkNames(t *testing.T, file string, exprs []string) map[string]bool {
+	t.Helper()
+	used := map[string]bool{}
+	for _, e := range exprs {
+		for _, n := range referenced(e) {
+			if !slices.Contains(metrics.Names, n) {
+				t.Errorf("%s: %q uses %s, which the relay does not expose", file, e, n)
+			}
+			used[n] = true
+		}
+	}
+	return used
+}
+
+func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(deployDir, "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		exprs = append(exprs, v.Definition)
+	}
+	// Every name in the raw text too, so no query hides in another field.
+	exprs = append(exprs, string(b))
+	used := checkNames(t, "grafana-dashboard.json", exprs)
+	for _, must := range []string{
+		"outbox_relay_replication_lag_seconds", "outbox_relay_events_delivered_total",
+		"outbox_relay_delivery_latency_seconds", "outbox_relay_oldest_unacked_age_seconds",
+		"outbox_relay_events_dead_lettered_total", "outbox_relay_source_reconnects_total",
+		"outbox_relay_in_flight_events", "outbox_relay_sink_up",
+	} {
+		if !used[must] {
+			t.Errorf("the dashboard has no panel on %s", must)
+		}
+	}
+	if !strings.Contains(string(b), "histogram_quantile(0.99") {
+		t.Error("the dashboard shows no p99 latency")
+	}
+}
+
+func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(deployDir, "prometheus-alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Expr        string            `yaml:"expr"`
+				For         string            `yaml:"for"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		t.Fatalf("prometheus-alerts.yaml: %v", err)
+	}
+	alerts := map[string]string{}
+	var exprs []string
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || strings.TrimSpace(r.Expr) == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("rule %q lacks alert, expr, severity, summary or description", r.Alert)
+			}
+			if strings.Count(r.Expr, "(") != strings.Count(r.Expr, ")") {
+				t.Errorf("rule %s: unbalanced parentheses in %q", r.Alert, r.Expr)
+			}
+			alerts[r.Alert] = r.Expr
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	checkNames(t, "prometheus-alerts.yaml", exprs)
+	for alert, metric := range map[string]string{
+		"OutboxRelayDown":                      "outbox_relay_build_info",
+		"OutboxRelayReplicationLagHigh":        "outbox_relay_replication_lag_seconds",
+		"OutboxRelayOldestUnackedEventOld":     "outbox_relay_oldest_unacked_age_seconds",
+		"OutboxRelayDeadLettersGrowing":        "outbox_relay_events_dead_lettered_total",
+		"OutboxRelaySinkDown":                  "outbox_relay_sink_up",
+		"OutboxRelayCheckpointNotSaved":        "outbox_relay_checkpoint_last_save_timestamp_seconds",
+		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",
+	} {
+		if !strings.Contains(alerts[alert], metric) {
+			t.Errorf("alert %s is missing or does not use %s", alert, metric)
+		}
+	}
+}
+
+// documents decodes every YAML document of a file.
+func documents(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var out []map[string]any
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if doc != nil {
+			out = append(out, doc)
+		}
+	}
+}
+
+// dig follows keys (string) and indexes (int) into decoded YAML.
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// parseConfig checks a relay config with every ${NAME} it uses set.
+func parseConfig(t *testing.T, what, text string) *config.Config {
+	t.Helper()
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+)\}`).FindAllStringSubmatch(text, -1) {
+		t.Setenv(m[1], "test-secret")
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("%s is not a valid relay config: %v", what, err)
+	}
+	return cfg
+}
+
+func TestDockerComposeParsesAndWiresMySQLKafkaAndRelay(t *testing.T) {
+	docs := documents(t, filepath.Join(deployDir, "docker-compose.yml"))
+	if len(docs) != 1 {
+		t.Fatalf("docker-compose.yml has %d documents, want 1", len(docs))
+	}
+	c := docs[0]
+	mysqlCmd := strings.Join(toStrings(dig(c, "services", "mysql", "command")), " ")
+	if img := dig(c, "services", "mysql", "image"); img != "mysql:8.4" {
+		t.Errorf("mysql image = %v, want mysql:8.4", img)
+	}
+	for _, flag := range []string{"--binlog-format=ROW", "--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--server-id=", "--log-bin"} {
+		if !strings.Contains(mysqlCmd, flag) {
+			t.Errorf("mysql command lacks %s", flag)
+		}
+	}
+	if img, _ := dig(c, "services", "kafka", "image").(string); !strings.HasPrefix(img, "apache/kafka:") {
+		t.Errorf("kafka image = %q, want apache/kafka", img)
+	}
+	if roles := dig(c, "services", "kafka", "environment", "KAFKA_PROCESS_ROLES"); roles != "broker,controller" {
+		t.Errorf("kafka is not in KRaft combined mode: KAFKA_PROCESS_ROLES = %v", roles)
+	}
+	if df := dig(c, "services", "relay", "build", "dockerfile"); df != "Dockerfile" {
+		t.Errorf("relay is not built from the Dockerfile: %v", df)
+	}
+	vols := strings.Join(toStrings(dig(c, "services", "relay", "volumes")), " ")
+	if !strings.Contains(vols, "./compose-config.yaml:/etc/outbox-relay/config.yaml") {
+		t.Errorf("relay volumes %q do not mount compose-config.yaml", vols)
+	}
+	b, err := os.ReadFile(filepath.Join(deployDir, "compose-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, "compose-config.yaml", string(b))
+	if cfg.HTTP.Listen == "" || cfg.Source.Host != "mysql" {
+		t.Errorf("compose-config.yaml: http.listen %q, source.host %q", cfg.HTTP.Listen, cfg.Source.Host)
+	}
+	if env := dig(c, "services", "relay", "environment", "RELAY_DB_PASSWORD"); env == nil {
+		t.Error("the relay service does not set RELAY_DB_PASSWORD, which compose-config.yaml uses")
+	}
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestKubernetesManifestsParseAndProbeHealthAndReadiness(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(deployDir, "k8s", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in deploy/k8s: %v", err)
+	}
+	byKind := map[string]map[string]any{}
+	for _, f := range files {
+		for _, d := range documents(t, f) {
+			kind, _ := d["kind"].(string)
+			if kind == "" || d["apiVersion"] == nil {
+				t.Errorf("%s: a document without kind or apiVersion", f)
+				continue
+			}
+			byKind[kind] = d
+		}
+	}
+	for _, k := range []string{"Deployment", "ConfigMap", "Secret", "Service", "ServiceMonitor"} {
+		if byKind[k] == nil {
+			t.Errorf("deploy/k8s has no %s", k)
+		}
+	}
+	dep := byKind["Deployment"]
+	ctr := dig(dep, "spec", "template", "spec", "containers", 0)
+	if p := dig(ctr, "livenessProbe", "httpGet", "path"); p != "/healthz" {
+		t.Errorf("liveness probe path = %v, want /healthz", p)
+	}
+	if p := dig(ctr, "readinessProbe", "httpGet", "path"); p != "/readyz" {
+		t.Errorf("readiness probe path = %v, want /readyz", p)
+	}
+	if dig(dep, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+		t.Error("the pod does not require a non-root user")
+	}
+	text, _ := dig(byKind["ConfigMap"], "data", "config.yaml").(string)
+	cfg := parseConfig(t, "the ConfigMap's config.yaml", text)
+	if !strings.HasSuffix(cfg.HTTP.Listen, ":9108") {
+		t.Errorf("the ConfigMap's http.listen = %q, want the probes' port 9108", cfg.HTTP.Listen)
+	}
+	secret, _ := dig(byKind["Secret"], "stringData").(map[string]any)
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+)\}`).FindAllStringSubmatch(text, -1) {
+		if _, ok := secret[m[1]]; !ok {
+			t.Errorf("the config uses ${%s}, which the Secret does not hold", m[1])
+		}
+	}
+	if p := dig(byKind["ServiceMonitor"], "spec", "endpoints", 0, "port"); p != "metrics" {
+		t.Errorf("ServiceMonitor endpoint port = %v, want metrics", p)
+	}
+}
+
+func TestDockerfileIsMultiStageStaticNonRootWithHealthcheck(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{
+		"FROM golang:1.26 AS build", "CGO_ENABLED=0", "-trimpath", "-X main.version=",
+		"FROM gcr.io/distroless/static-debian12:nonroot", "USER 65532",
+		`HEALTHCHECK`, `["/outbox-relay", "healthcheck", "--url", "http://127.0.0.1:9108/healthz"]`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+func TestReadmeDocumentsEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range metrics.Names {
+		if !bytes.Contains(b, []byte("`"+n+"`")) {
+			t.Errorf("README.md does not document %s", n)
+		}
+	}
+	// Every metric-like name the README writes must exist; the relay's
+	// tables share the prefix and are not metrics.
+	text := strings.NewReplacer("outbox_relay_dead_letters", "", "outbox_relay_checkpoints", "").Replace(string(b))
+	checkNames(t, "README.md", []string{text})
+}

@@ -1,0 +1,561 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+const namespace = "outbox_relay"
+
+// LatencyBuckets are the delivery latency histogram's upper bounds, in
+// seconds: 1 ms to 10 minutes. The commit timestamp has 1 s resolution, so the
+// buckets below 1 s only fill when the relay is fast and the commit happened
+// late in its second; they are kept so that sub-second sinks are visible at
+// all.
+var LatencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Reason classes, the values of the reason label. A small fixed set: the
+// error text itself never becomes a label.
+const (
+	// ReasonPermanent: the sink marked the failure permanent (the event goes
+	// to the dead-letter store).
+	ReasonPermanent = "permanent"
+	// ReasonBackoff: the destination asked to be retried later (429,
+	// Retry-After, broker throttling).
+	ReasonBackoff = "backoff"
+	// ReasonTimeout: the attempt timed out.
+	ReasonTimeout = "timeout"
+	// ReasonConnection: the destination could not be reached (refused,
+	// reset, DNS).
+	ReasonConnection = "connection"
+	// ReasonRetriable: any other retriable failure.
+	ReasonRetriable = "retriable"
+)
+
+var retriableReasons = []string{ReasonBackoff, ReasonTimeout, ReasonConnection, ReasonRetriable}
+
+// Reason returns the reason class of a sink failure.
+func Reason(err error, permanent bool) string {
+	var ne net.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	switch {
+	case permanent || sink.IsPermanent(err):
+		return ReasonPermanent
+	case func() bool { _, ok := sink.RetryAfter(err); return ok }():
+		return ReasonBackoff
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return ReasonTimeout
+	case errors.As(err, &oe), errors.As(err, &de):
+		return ReasonConnection
+	}
+	return ReasonRetriable
+}
+
+// Names lists every metric family the relay exposes (besides the Go and
+// process collectors of its default registry). The README's operations
+// section, the Grafana dashboard and the alert rules use exactly these.
+var Names = []string{
+	"outbox_relay_build_info",
+	"outbox_relay_binlog_events_total",
+	"outbox_relay_source_heartbeats_total",
+	"outbox_relay_outbox_events_total",
+	"outbox_relay_source_reconnects_total",
+	"outbox_relay_source_connected",
+	"outbox_relay_replication_lag_seconds",
+	"outbox_relay_events_delivered_total",
+	"outbox_relay_events_failed_total",
+	"outbox_relay_events_retried_total",
+	"outbox_relay_events_dead_lettered_total",
+	"outbox_relay_delivery_latency_seconds",
+	"outbox_relay_oldest_unacked_age_seconds",
+	"outbox_relay_in_flight_events",
+	"outbox_relay_in_flight_bytes",
+	"outbox_relay_checkpoint_saves_total",
+	"outbox_relay_checkpoint_last_save_timestamp_seconds",
+	"outbox_relay_sink_up",
+	"outbox_relay_checkpoint_binlog_purge_margin_files",
+	"outbox_relay_checkpoint_binlog_behind_files",
+	"outbox_relay_source_binary_logs",
+}
+
+// Metrics holds every outbox-relay metric of one relay. Create it with New.
+type Metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+	now        func() time.Time
+	started    time.Time
+
+	binlogEvents  *prometheus.CounterVec
+	heartbeats    *prometheus.CounterVec
+	outboxEvents  *prometheus.CounterVec
+	reconnects    *prometheus.CounterVec
+	connected     *prometheus.GaugeVec
+	delivered     *prometheus.CounterVec
+	failed        *prometheus.CounterVec
+	retried       *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	inFlight      *prometheus.GaugeVec
+	inFlightBytes *prometheus.GaugeVec
+	saves         *prometheus.CounterVec
+	lastSave      *prometheus.GaugeVec
+	sinkUp        *prometheus.GaugeVec
+	buildInfo     *prometheus.GaugeVec
+
+	lagDesc, oldestDesc, marginDesc, behindDesc, filesDesc *prometheus.Desc
+
+	mu      sync.Mutex
+	sinks   map[string]*sinkState
+	order   []string
+	binlogs []string // the server's binary logs, oldest first; nil until polled
+}
+
+// sinkState is what the time-dependent gauges and readiness are computed from.
+type sinkState struct {
+	mu sync.Mutex
+	facts
+}
+
+// facts are a sink's last reported facts, copied out under sinkState.mu.
+type facts struct {
+	connected     bool
+	lastCommit    time.Time // commit time of the last transaction read
+	lastHeartbeat time.Time // when the last heartbeat arrived
+	caughtUp      bool      // a heartbeat arrived after the last transaction
+	inFlight      int
+	oldest        time.Time
+	lastSave      time.Time
+	checkpointLog string // binlog file of the last saved checkpoint
+}
+
+// New creates the metrics and registers them on reg. version is reported by
+// outbox_relay_build_info.
+func New(reg prometheus.Registerer, version string) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: a prometheus.Registerer is required")
+	}
+	m := &Metrics{reg: reg, now: time.Now, sinks: map[string]*sinkState{}}
+	m.started = m.now()
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+		m.collectors = append(m.collectors, c)
+		return c
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+		m.collectors = append(m.collectors, g)
+		return g
+	}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+	}
+
+	m.binlogEvents = counter("binlog_events_total", "Binlog events read from the source, per sink stream (each sink reads its own stream).", "sink")
+	m.heartbeats = counter("source_heartbeats_total", "Heartbeats the source sent on an idle binlog, per sink stream.", "sink")
+	m.outboxEvents = counter("outbox_events_total", "Outbox events extracted from committed INSERTs, per sink stream and outbox table.", "sink", "table")
+	m.reconnects = counter("source_reconnects_total", "Reconnect attempts of the binlog stream after an error.", "sink")
+	m.connected = gauge("source_connected", "1 while the sink's binlog stream is connected and receiving, 0 otherwise.", "sink")
+	m.delivered = counter("events_delivered_total", "Events acknowledged by the sink.", "sink")
+	m.failed = counter("events_failed_total", "Failed delivery attempts of an event, by reason class (permanent, backoff, timeout, connection, retriable).", "sink", "reason")
+	m.retried = counter("events_retried_total", "Failed delivery attempts that will be retried, by reason class.", "sink", "reason")
+	m.deadLettered = counter("events_dead_lettered_total", "Events written to the dead-letter store, by reason class (always permanent).", "sink", "reason")
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "delivery_latency_seconds",
+		Help: "Time from the source transaction's commit to the sink's acknowledgement. The commit timestamp has 1 s resolution " +
+			"(binlog header), so each observation is up to 1 s above the true latency.",
+		Buckets: LatencyBuckets,
+	}, []string{"sink"})
+	m.collectors = append(m.collectors, m.latency)
+	m.inFlight = gauge("in_flight_events", "Events read but not yet acknowledged (or dead-lettered) by the sink.", "sink")
+	m.inFlightBytes = gauge("in_flight_bytes", "Estimated memory of the events in flight, in bytes.", "sink")
+	m.saves = counter("checkpoint_saves_total", "Successful saves of the sink's checkpoint.", "sink")
+	m.lastSave = gauge("checkpoint_last_save_timestamp_seconds", "Unix time of the sink's last successful checkpoint save (absent until the first).", "sink")
+	m.sinkUp = gauge("sink_up", "1 when the sink's last connect or write attempt succeeded, 0 when it failed.", "sink")
+	m.buildInfo = gauge("build_info", "Always 1; the labels say which build is running.", "version", "goversion")
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+
+	m.lagDesc = desc("replication_lag_seconds", "Now minus the commit time (1 s resolution) of the last transaction read from the sink's binlog stream; "+
+		"0 after a heartbeat (the stream was idle, so caught up) until the next transaction.", "sink")
+	m.oldestDesc = desc("oldest_unacked_age_seconds", "Age of the commit time of the oldest event not yet acknowledged by the sink; 0 when none is in flight.", "sink")
+	m.marginDesc = desc("checkpoint_binlog_purge_margin_files", "Binary logs on the source older than the one holding the sink's checkpoint: "+
+		"how many can be purged before the checkpoint's is. 0: the checkpoint's file is the oldest; -1: it was purged.", "sink")
+	m.behindDesc = desc("checkpoint_binlog_behind_files", "Binary logs on the source newer than the one holding the sink's checkpoint (0: the checkpoint is in the newest).", "sink")
+	m.filesDesc = desc("source_binary_logs", "Binary log files the source still has (SHOW BINARY LOGS, polled).")
+	m.collectors = append(m.collectors, dynamic{m})
+
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Unregister removes every metric from the Registerer given to New.
+func (m *Metrics) Unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+func (m *Metrics) state(name string) *sinkState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sinks[name]
+	if s == nil {
+		s = &sinkState{}
+		m.sinks[name] = s
+		m.order = append(m.order, name)
+	}
+	return s
+}
+
+// SetBinaryLogs records the source's binary logs, oldest first (the result of
+// SHOW BINARY LOGS), for the checkpoint purge-margin gauges.
+func (m *Metrics) SetBinaryLogs(files []string) {
+	m.mu.Lock()
+	m.binlogs = slices.Clone(files)
+	m.mu.Unlock()
+}
+
+// Source returns the observer of one sink's binlog stream (a canal.Observer).
+// tables, if given, are the outbox tables whose counters start at 0.
+func (m *Metrics) Source(sinkName string, tables ...string) *SourceObserver {
+	o := &SourceObserver{
+		m: m, name: sinkName, s: m.state(sinkName),
+		binlog:     m.binlogEvents.WithLabelValues(sinkName),
+		heartbeats: m.heartbeats.WithLabelValues(sinkName),
+		reconnects: m.reconnects.WithLabelValues(sinkName),
+		connected:  m.connected.WithLabelValues(sinkName),
+	}
+	o.connected.Set(0)
+	for _, t := range tables {
+		m.outboxEvents.WithLabelValues(sinkName, t)
+	}
+	return o
+}
+
+// SourceObserver counts what one binlog stream reads. It satisfies
+// canal.Observer.
+type SourceObserver struct {
+	m                              *Metrics
+	name                           string
+	s                              *sinkState
+	binlog, heartbeats, reconnects prometheus.Counter
+	connected                      prometheus.Gauge
+}
+
+// BinlogEvent counts one binlog event.
+func (o *SourceObserver) BinlogEvent() { o.binlog.Inc() }
+
+// OutboxEvents counts n events extracted from table.
+func (o *SourceObserver) OutboxEvents(table string, n int) {
+	o.m.outboxEvents.WithLabelValues(o.name, table).Add(float64(n))
+}
+
+// Heartbeat records that the stream was idle: it is caught up.
+func (o *SourceObserver) Heartbeat() {
+	o.heartbeats.Inc()
+	o.s.mu.Lock()
+	o.s.caughtUp = true
+	o.s.lastHeartbeat = o.m.now()
+	o.s.mu.Unlock()
+}
+
+// Reconnect records a reconnect attempt: the stream is down until Connected.
+func (o *SourceObserver) Reconnect() {
+	o.reconnects.Inc()
+	o.connected.Set(0)
+	o.s.mu.Lock()
+	o.s.connected = false
+	o.s.caughtUp = false
+	o.s.mu.Unlock()
+}
+
+// Connected records that the stream delivers events.
+func (o *SourceObserver) Connected() {
+	o.connected.Set(1)
+	o.s.mu.Lock()
+	o.s.connected = true
+	o.s.mu.Unlock()
+}
+
+// Transaction records the commit time of a transaction read, for the lag.
+func (o *SourceObserver) Transaction(commit time.Time) {
+	o.s.mu.Lock()
+	o.s.lastCommit = commit
+	o.s.caughtUp = false
+	o.s.mu.Unlock()
+}
+
+// Pipeline returns the observer of one sink's pipeline (a pipeline.Observer).
+func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
+	o := &PipelineObserver{
+		m: m, name: sinkName, s: m.state(sinkName),
+		delivered:     m.delivered.WithLabelValues(sinkName),
+		latency:       m.latency.WithLabelValues(sinkName),
+		inFlight:      m.inFlight.WithLabelValues(sinkName),
+		inFlightBytes: m.inFlightBytes.WithLabelValues(sinkName),
+		saves:         m.saves.WithLabelValues(sinkName),
+		sinkUp:        m.sinkUp.WithLabelValues(sinkName),
+	}
+	// Every series exists from the start, so increase() sees the first one.
+	m.failed.WithLabelValues(sinkName, ReasonPermanent)
+	for _, r := range retriableReasons {
+		m.failed.WithLabelValues(sinkName, r)
+		m.retried.WithLabelValues(sinkName, r)
+	}
+	m.deadLettered.WithLabelValues(sinkName, ReasonPermanent)
+	o.inFlight.Set(0)
+	o.inFlightBytes.Set(0)
+	o.sinkUp.Set(0)
+	return o
+}
+
+// PipelineObserver records what one pipeline delivers. It satisfies
+// pipeline.Observer.
+type PipelineObserver struct {
+	m                       *Metrics
+	name                    string
+	s                       *sinkState
+	delivered, saves        prometheus.Counter
+	latency                 prometheus.Observer
+	inFlight, inFlightBytes prometheus.Gauge
+	sinkUp                  prometheus.Gauge
+}
+
+// Delivered counts an acknowledged event and its commit-to-ack latency.
+func (o *PipelineObserver) Delivered(e *event.Event, at time.Time) {
+	o.delivered.Inc()
+	if !e.CommitTime.IsZero() {
+		o.latency.Observe(max(at.Sub(e.CommitTime).Seconds(), 0))
+	}
+}
+
+// Failed counts a failed attempt by its reason class; a retriable one is
+// also counted as retried.
+func (o *PipelineObserver) Failed(_ *event.Event, err error, permanent bool) {
+	r := Reason(err, permanent)
+	o.m.failed.WithLabelValues(o.name, r).Inc()
+	if r != ReasonPermanent {
+		o.m.retried.WithLabelValues(o.name, r).Inc()
+	}
+}
+
+// DeadLettered counts an event stored as a dead letter. Only permanent
+// failures are dead-lettered; reason (free text) is not a label.
+func (o *PipelineObserver) DeadLettered(_ *event.Event, _ string) {
+	o.m.deadLettered.WithLabelValues(o.name, ReasonPermanent).Inc()
+}
+
+// InFlight records the unacknowledged events, their bytes and the commit
+// time of the oldest.
+func (o *PipelineObserver) InFlight(events, bytes int, oldest time.Time) {
+	o.inFlight.Set(float64(events))
+	o.inFlightBytes.Set(float64(bytes))
+	o.s.mu.Lock()
+	o.s.inFlight = events
+	o.s.oldest = oldest
+	o.s.mu.Unlock()
+}
+
+// CheckpointSaved counts a save and remembers when and in which binlog file.
+func (o *PipelineObserver) CheckpointSaved(pos event.Position, at time.Time) {
+	o.saves.Inc()
+	o.m.lastSave.WithLabelValues(o.name).Set(float64(at.UnixNano()) / 1e9)
+	o.s.mu.Lock()
+	o.s.lastSave = at
+	if pos.File != "" {
+		o.s.checkpointLog = pos.File
+	}
+	o.s.mu.Unlock()
+}
+
+// SinkUp records whether the sink's last attempt succeeded.
+func (o *PipelineObserver) SinkUp(up bool) {
+	if up {
+		o.sinkUp.Set(1)
+	} else {
+		o.sinkUp.Set(0)
+	}
+}
+
+// dynamic collects the gauges computed at scrape time.
+type dynamic struct{ m *Metrics }
+
+func (d dynamic) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.m.lagDesc
+	ch <- d.m.oldestDesc
+	ch <- d.m.marginDesc
+	ch <- d.m.behindDesc
+	ch <- d.m.filesDesc
+}
+
+func (d dynamic) Collect(ch chan<- prometheus.Metric) {
+	m := d.m
+	now := m.now()
+	m.mu.Lock()
+	names := slices.Clone(m.order)
+	states := make([]*sinkState, len(names))
+	for i, n := range names {
+		states[i] = m.sinks[n]
+	}
+	binlogs := m.binlogs
+	m.mu.Unlock()
+
+	if binlogs != nil {
+		ch <- prometheus.MustNewConstMetric(m.filesDesc, prometheus.GaugeValue, float64(len(binlogs)))
+	}
+	for i, name := range names {
+		s := states[i]
+		s.mu.Lock()
+		st := s.facts
+		s.mu.Unlock()
+		if lag, ok := replicationLag(&st, now); ok {
+			ch <- prometheus.MustNewConstMetric(m.lagDesc, prometheus.GaugeValue, lag, name)
+		}
+		age := 0.0
+		if st.inFlight > 0 && !st.oldest.IsZero() {
+			age = max(now.Sub(st.oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, age, name)
+		if binlogs != nil && st.checkpointLog != "" {
+			margin, behind := purgeMargin(binlogs, st.checkpointLog)
+			ch <- prometheus.MustNewConstMetric(m.marginDesc, prometheus.GaugeValue, float64(margin), name)
+			ch <- prometheus.MustNewConstMetric(m.behindDesc, prometheus.GaugeValue, float64(behind), name)
+		}
+	}
+}
+
+// replicationLag is now minus the last commit read, 0 when a heartbeat came
+// after it; ok is false before the stream read anything.
+func replicationLag(s *facts, now time.Time) (float64, bool) {
+	switch {
+	case s.caughtUp:
+		return 0, true
+	case s.lastCommit.IsZero() && s.lastHeartbeat.IsZero():
+		return 0, false
+	}
+	// Disconnected after only heartbeats: behind since the last heartbeat.
+	since := s.lastCommit
+	if s.lastHeartbeat.After(since) {
+		since = s.lastHeartbeat
+	}
+	return max(now.Sub(since).Seconds(), 0), true
+}
+
+// purgeMargin counts the binary logs older and newer than file. margin is -1
+// when file is older than every log the server has (purged).
+func purgeMargin(logs []string, file string) (margin, behind int) {
+	for _, l := range logs {
+		switch c := compareLogs(l, file); {
+		case c < 0:
+			margin++
+		case c > 0:
+			behind++
+		}
+	}
+	if len(logs) > 0 && compareLogs(file, logs[0]) < 0 {
+		return -1, behind
+	}
+	return margin, behind
+}
+
+// compareLogs orders binlog file names: same base name, a numeric suffix that
+// may grow past six digits.
+func compareLogs(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Ready reports whether every sink is ready: its binlog stream is connected,
+// and its checkpoint was saved within maxAge or nothing is in flight. Each
+// reason names a sink that is not. With no sinks yet it is not ready.
+func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
+	now := m.now()
+	m.mu.Lock()
+	names := slices.Clone(m.order)
+	states := make([]*sinkState, len(names))
+	for i, n := range names {
+		states[i] = m.sinks[n]
+	}
+	m.mu.Unlock()
+	if len(names) == 0 {
+		return false, []string{"no pipeline is running yet"}
+	}
+	var reasons []string
+	for i, name := range names {
+		s := states[i]
+		s.mu.Lock()
+		st := s.facts
+		s.mu.Unlock()
+		if !st.connected {
+			reasons = append(reasons, fmt.Sprintf("sink %s: binlog stream not connected to the source", name))
+			continue
+		}
+		since := st.lastSave
+		if since.IsZero() || m.started.After(since) {
+			since = m.started
+		}
+		if st.inFlight > 0 && now.Sub(since) > maxAge {
+			reasons = append(reasons, fmt.Sprintf("sink %s: %d events in flight and the checkpoint has not advanced for %s",
+				name, st.inFlight, now.Sub(since).Round(time.Second)))
+		}
+	}
+	return len(reasons) == 0, reasons
+}
+
+// Endpoint returns an observer for a sink that runs its own retries (a
+// webhook endpoint, a sink.Submitter), which the pipeline never sees: each
+// scheduled retry counts as a failed and a retried attempt of class
+// retriable. Acknowledgements and permanent failures are not counted here;
+// the pipeline reports those. It satisfies webhook.Observer.
+func (m *Metrics) Endpoint(sinkName string) *EndpointObserver {
+	return &EndpointObserver{
+		failed:  m.failed.WithLabelValues(sinkName, ReasonRetriable),
+		retried: m.retried.WithLabelValues(sinkName, ReasonRetriable),
+	}
+}
+
+// EndpointObserver counts the retries of a sink that retries by itself.
+type EndpointObserver struct {
+	failed, retried prometheus.Counter
+}
+
+// Attempt is not counted: outcomes are counted by Retry and the pipeline.
+func (o *EndpointObserver) Attempt(status int, dur time.Duration) {}
+
+// Retry counts a failed attempt that will be retried.
+func (o *EndpointObserver) Retry() {
+	o.failed.Inc()
+	o.retried.Inc()
+}
+
+// Delivered is counted by the pipeline.
+func (o *EndpointObserver) Delivered(latency time.Duration) {}
+
+// Failed is counted by the pipeline.
+func (o *EndpointObserver) Failed(reason string) {}

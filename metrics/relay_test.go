@@ -1,0 +1,256 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	s, err := testserver.StartServer(testserver.Options{ServerID: 1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape reads /metrics into metric families by name.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics = %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return mfs
+}
+
+// value is the value of the series of name whose labels include want.
+func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, m := range mf.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A relay with http.listen serves every documented metric once events flow,
+// counts exactly the events it delivered, reports 0 lag once a heartbeat
+// says it is caught up, and is live and ready; the listener is gone after
+// the relay stops.
+func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms, start: current}
+sinks: [{name: out, type: stdout}]
+http: {listen: %q}
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	base := "http://" + addr
+
+	// Ready once the stream is connected (nothing in flight yet).
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+		code, _ := getQuiet(base + "/readyz")
+		return code == http.StatusOK
+	})
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+
+	const txns, perTxn = 5, 4
+	for i := range txns {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTxn {
+			id := fmt.Sprintf("m-%d-%d", i, j)
+			if _, err := tx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'order', ?, 'created', ?)",
+				id, fmt.Sprintf("a%d", j), outboxtest.Payload(id, j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = txns * perTxn
+	sinkLabel := map[string]string{"sink": "out"}
+	var mfs map[string]*dto.MetricFamily
+	waitFor(t, 30*time.Second, "20 deliveries, a checkpoint save and a heartbeat after them", func() bool {
+		mfs = scrape(t, base)
+		d, _ := value(mfs, "outbox_relay_events_delivered_total", sinkLabel)
+		lag, _ := value(mfs, "outbox_relay_replication_lag_seconds", sinkLabel)
+		_, saved := value(mfs, "outbox_relay_checkpoint_binlog_purge_margin_files", sinkLabel)
+		inflight, _ := value(mfs, "outbox_relay_in_flight_events", sinkLabel)
+		return d == want && saved && lag == 0 && inflight == 0
+	})
+
+	for _, name := range metrics.Names {
+		if mfs[name] == nil {
+			t.Errorf("%s is documented but the running relay does not expose it", name)
+		}
+	}
+	for name := range mfs {
+		if strings.HasPrefix(name, "outbox_relay_") && !contains(metrics.Names, name) {
+			t.Errorf("the relay exposes %s, which is not in metrics.Names (document it)", name)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		ok     func(float64) bool
+		want   string
+	}{
+		{"outbox_relay_outbox_events_total", map[string]string{"sink": "out", "table": dbname + ".outbox"}, eq(want), "20"},
+		{"outbox_relay_delivery_latency_seconds", sinkLabel, eq(want), "20 observations"},
+		{"outbox_relay_binlog_events_total", sinkLabel, func(v float64) bool { return v >= txns*3 }, ">= 15 (GTID, rows, XID per transaction)"},
+		{"outbox_relay_source_heartbeats_total", sinkLabel, func(v float64) bool { return v >= 1 }, ">= 1"},
+		{"outbox_relay_source_connected", sinkLabel, eq(1), "1"},
+		{"outbox_relay_sink_up", sinkLabel, eq(1), "1"},
+		{"outbox_relay_checkpoint_saves_total", sinkLabel, func(v float64) bool { return v >= 1 }, ">= 1"},
+		{"outbox_relay_checkpoint_binlog_purge_margin_files", sinkLabel, func(v float64) bool { return v >= 0 }, ">= 0"},
+		{"outbox_relay_events_failed_total", map[string]string{"sink": "out", "reason": "retriable"}, eq(0), "0"},
+		{"outbox_relay_events_dead_lettered_total", map[string]string{"sink": "out", "reason": "permanent"}, eq(0), "0"},
+		{"outbox_relay_oldest_unacked_age_seconds", sinkLabel, eq(0), "0"},
+		{"outbox_relay_build_info", map[string]string{"version": "v9.9.9-test"}, eq(1), "1"},
+	} {
+		got, ok := value(mfs, c.name, c.labels)
+		if !ok || !c.ok(got) {
+			t.Errorf("%s%v = %v (present %v), want %s", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz when caught up = %d %q", code, body)
+	}
+
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("the HTTP listener still answers after the relay stopped")
+	}
+}
+
+func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func getQuiet(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
