@@ -38,7 +38,8 @@ echo "== starting MariaDB on 127.0.0.1:$port with log-bin, ROW format, FULL row 
 "$mariadbd" --no-defaults --user="$(id -un)" --datadir="$root/data" --bind-address=127.0.0.1 --port="$port" \
   --socket="$root/mysqld.sock" --pid-file="$root/mysqld.pid" --log-error="$root/mariadb.log" \
   --server-id=1 --log-bin="$root/data/binlog" --binlog-format=ROW --binlog-row-image=FULL \
-  --binlog-row-metadata=FULL --innodb-buffer-pool-size=64M &
+  --binlog-row-metadata=FULL --gtid-strict-mode=ON --binlog-expire-logs-seconds=604800 \
+  --innodb-buffer-pool-size=64M &
 db_pid=$!
 relay_pid=
 cleanup() {
