@@ -79,8 +79,10 @@ func (s *Sink) Write(_ context.Context, batch []*event.Event) error {
 // Close implements sink.Sink.
 func (s *Sink) Close(context.Context) error { return s.w.Flush() }
 
-// ToLine renders e. A payload that is valid JSON is embedded as is; any other
-// payload is a base64 string with payload_encoding "base64".
+// ToLine renders e. A payload that is valid JSON is embedded as JSON (the
+// encoder compacts its white space so each event stays one line; Kafka and
+// webhook sinks send the stored bytes untouched); any other payload is a
+// base64 string with payload_encoding "base64".
 func ToLine(e *event.Event) Line {
 	l := Line{ID: e.ID, Type: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 		Table: e.Table, CommitTime: e.CommitTime, GTID: e.Source.GTID, BinlogFile: e.Source.File, BinlogPos: e.Source.Pos}
