@@ -267,7 +267,7 @@ func classify(err error) error {
 	if errors.As(err, &me) {
 		switch me.Code {
 		case 1236: // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or unknown GTID
-			return fmt.Errorf("%w: %s (error %d)", ErrPositionLost, me.Message, me.Code)
+			return fmt.Errorf("%w: %s (error %d); `outbox-relay check` shows the gap and the recovery choices (remove the sink's checkpoint and start from checkpoint.start: earliest or current)", ErrPositionLost, me.Message, me.Code)
 		case 1045, 1227, 1044: // access denied, missing privilege
 			return fmt.Errorf("%w: %s (error %d): grant REPLICATION SLAVE and REPLICATION CLIENT to the relay's user", errFatal, me.Message, me.Code)
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +17,7 @@ import (
 
 var srv *testserver.Server
 
-func TestMain(m *testing.M) {
-	s, err := testserver.StartServer(testserver.Options{ServerID: 1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Options{ServerID: 1}, &srv) }
 
 const outboxDDL = `CREATE TABLE outbox (
   id BINARY(16) NOT NULL PRIMARY KEY,
@@ -237,5 +226,109 @@ func TestCheckTablesNamesTheMissingColumn(t *testing.T) {
 	err = canal.CheckTables(context.Background(), db, tables)
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("CheckTables on a missing table = %v", err)
+	}
+}
+
+// The server drops the replication connection mid-stream (KILL of the
+// binlog dump thread): the reader reconnects from the end of the last
+// transaction it handed on, so nothing is lost and nothing repeats.
+func TestReaderReconnectsAfterTheConnectionIsKilled(t *testing.T) {
+	_, db, cfg := setup(t)
+	cfg.MaxBackoff = 200 * time.Millisecond
+	start := position(t, db, false)
+	insert := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := db.Exec(fmt.Sprintf(`INSERT INTO outbox VALUES (UNHEX(LPAD('%x', 32, '0')), 'a', 'agg', 't', '{"n":%d}', NULL)`, i, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert(0, 20)
+	r, err := canal.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	killed := false
+	done := errors.New("done")
+	err = r.Run(ctx, start, func(ctx context.Context, txn *event.Txn) error {
+		for _, e := range txn.Events {
+			ids = append(ids, e.ID)
+		}
+		if len(ids) == 10 && !killed {
+			killed = true
+			var id int64
+			if err := db.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%' LIMIT 1").Scan(&id); err != nil {
+				t.Errorf("find the binlog dump thread: %v", err)
+				return err
+			}
+			if _, err := db.Exec(fmt.Sprintf("KILL %d", id)); err != nil {
+				t.Errorf("kill: %v", err)
+				return err
+			}
+			insertDone := make(chan struct{})
+			go func() {
+				defer close(insertDone)
+				for i := 20; i < 30; i++ {
+					if _, err := db.Exec(fmt.Sprintf(`INSERT INTO outbox VALUES (UNHEX(LPAD('%x', 32, '0')), 'a', 'agg', 't', '{"n":%d}', NULL)`, i, i)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			t.Cleanup(func() { <-insertDone })
+		}
+		if len(ids) == 30 {
+			return done
+		}
+		return nil
+	})
+	if !errors.Is(err, done) {
+		t.Fatalf("reader stopped with %v after %d events", err, len(ids))
+	}
+	for i, id := range ids {
+		if want := fmt.Sprintf("00000000-0000-0000-0000-%012x", i); id != want {
+			t.Fatalf("event %d is %s, want %s: lost or repeated across the reconnect", i, id, want)
+		}
+	}
+}
+
+// A checkpoint whose binlog was purged is not silently skipped: Run returns
+// ErrPositionLost.
+func TestReaderReportsAPurgedPosition(t *testing.T) {
+	_, db, cfg := setup(t)
+	old := position(t, db, false)
+	old.GTIDSet = "" // resume by file/pos, like a server without GTIDs
+	if _, err := db.Exec("INSERT INTO outbox VALUES (UNHEX('01'), 'a', 'b', 't', '{}', NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	files, err := canal.BinaryLogs(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MariaDB keeps a file until InnoDB's binlog checkpoint has left it:
+	// purge until the oldest file is gone.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := db.Exec(fmt.Sprintf("PURGE BINARY LOGS TO '%s'", files[len(files)-1])); err != nil {
+			t.Fatal(err)
+		}
+		if now, _ := canal.BinaryLogs(context.Background(), db); len(now) > 0 && now[0] != old.File {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never purged", old.File)
+		}
+	}
+	r, _ := canal.New(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = r.Run(ctx, old, func(context.Context, *event.Txn) error { return nil })
+	if !errors.Is(err, canal.ErrPositionLost) {
+		t.Fatalf("Run from a purged file = %v, want ErrPositionLost", err)
 	}
 }

@@ -23,17 +23,7 @@ import (
 
 var srv *testserver.Server
 
-func TestMain(m *testing.M) {
-	s, err := testserver.StartServer(testserver.Options{ServerID: 1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Options{ServerID: 1}, &srv) }
 
 // lines is a concurrency-safe writer that splits JSON lines.
 type lines struct {

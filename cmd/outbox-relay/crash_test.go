@@ -68,24 +68,9 @@ log: {level: warn}
 	defer out.Close()
 	logf, _ := os.Create(filepath.Join(dir, "relay.log"))
 	defer logf.Close()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Stdout, cmd.Stderr = out, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startRelay(t, bin, cfgPath, out, logf) }
 	cmd := start()
-	// Wait for the first checkpoint: the start position is then fixed.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(cpPath); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("relay saved no start checkpoint")
-		}
-	}
+	waitForFile(t, cpPath, 30*time.Second) // the first checkpoint fixes the start position
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

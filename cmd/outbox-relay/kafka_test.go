@@ -57,23 +57,9 @@ log: {level: warn}
 `, srv.Port, dbname, cpPath, k.ListenAddrs()[0])), 0o600)
 	logf, _ := os.Create(filepath.Join(dir, "relay.log"))
 	defer logf.Close()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startRelay(t, bin, cfgPath, logf, logf) }
 	cmd := start()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(cpPath); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("relay saved no start checkpoint")
-		}
-	}
+	waitForFile(t, cpPath, 30*time.Second)
 	w := &outboxtest.Workload{}
 	produced := make(chan struct{})
 	go func() {

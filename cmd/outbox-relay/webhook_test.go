@@ -266,14 +266,7 @@ log: {level: warn}
 		b, _ := os.ReadFile(logPath)
 		t.Logf("relay log:\n%s", tail(b))
 	}
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	start := func() *exec.Cmd { return startRelay(t, bin, cfgPath, logf, logf) }
 	kills := 0
 	kill := func(cmd *exec.Cmd) {
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

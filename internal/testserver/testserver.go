@@ -91,8 +91,21 @@ func StartServer(opts Options) (*Server, error) {
 			return nil, errors.New("mariadb-install-db not found: install `mariadb-server`")
 		}
 	}
-	out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	// Each server has its own tmpdir: servers bootstrapping side by side
+	// (test packages run in parallel) must not share /tmp's temporary tables.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	var out []byte
+	for attempt := 0; attempt < 2; attempt++ {
+		os.RemoveAll(data)
+		out, err = exec.Command(install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
+			"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		if err == nil {
+			break
+		}
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
@@ -110,6 +123,7 @@ func StartServer(opts Options) (*Server, error) {
 		"--no-defaults",
 		"--user=root",
 		"--datadir=" + data,
+		"--tmpdir=" + tmp,
 		"--bind-address=127.0.0.1",
 		"--port=" + strconv.Itoa(port),
 		"--socket=" + filepath.Join(dir, "mysqld.sock"),
@@ -247,4 +261,19 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// Main is a package's TestMain: it starts a server, stores it in *srv, runs
+// the tests, stops the server and exits. A server that cannot start fails the
+// whole package loudly.
+func Main(m *testing.M, opts Options, srv **Server) {
+	s, err := StartServer(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start private mariadbd: %v\n", err)
+		os.Exit(1)
+	}
+	*srv = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
 }
