@@ -14,7 +14,6 @@ require (
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
 )
 

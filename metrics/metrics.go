@@ -138,6 +138,7 @@ type facts struct {
 	oldest        time.Time
 	lastSave      time.Time
 	checkpointLog string // binlog file of the last saved checkpoint
+	stopped       string // why the pipeline stopped for good; "" while it runs
 }
 
 // New creates the metrics and registers them on reg. version is reported by
@@ -386,6 +387,17 @@ func (o *PipelineObserver) CheckpointSaved(pos event.Position, at time.Time) {
 	o.s.mu.Unlock()
 }
 
+// Stopped records that the pipeline stopped for good with err (the other
+// sinks go on): its stream and sink read as down, and /readyz says why.
+func (o *PipelineObserver) Stopped(err error) {
+	o.sinkUp.Set(0)
+	o.m.connected.WithLabelValues(o.name).Set(0)
+	o.s.mu.Lock()
+	o.s.stopped = err.Error()
+	o.s.connected = false
+	o.s.mu.Unlock()
+}
+
 // SinkUp records whether the sink's last attempt succeeded.
 func (o *PipelineObserver) SinkUp(up bool) {
 	if up {
@@ -512,6 +524,10 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 		s.mu.Lock()
 		st := s.facts
 		s.mu.Unlock()
+		if st.stopped != "" {
+			reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", name, st.stopped))
+			continue
+		}
 		if !st.connected {
 			reasons = append(reasons, fmt.Sprintf("sink %s: binlog stream not connected to the source", name))
 			continue

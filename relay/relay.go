@@ -4,9 +4,11 @@
 // per sink — per endpoint for webhook sinks — until the context ends.
 //
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
-// permanent failure with no dead-letter store) stops the whole relay with that
-// error, after every pipeline has drained and saved its checkpoint. Failures
-// that can be retried (a sink down, the server restarting) never stop it.
+// permanent failure with no dead-letter store) stops that pipeline only, after
+// it saved its checkpoint: the other sinks go on, and /readyz and the logs name
+// the stopped one. Run returns, with every such error, once all pipelines have
+// ended. Failures that can be retried (a sink down, the server restarting)
+// never stop a pipeline.
 package relay
 
 import (
@@ -24,7 +26,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -242,7 +243,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		slog.Uint64("server_id", uint64(info.ServerID)), slog.Int("pipelines", len(targets)))
 
 	identity := checkpoint.Checkpoint{Flavor: info.Flavor, ServerUUID: info.ServerUUID, ServerID: info.ServerID}
-	g, gctx := errgroup.WithContext(ctx)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []error
+	)
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
 			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
@@ -254,29 +259,36 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 		d := cfg.Delivery
+		obs := m.Pipeline(t.Name)
 		p, err := pipeline.New(pipeline.Config{
 			Name: t.Name, Sink: t.Sink, Store: store, Identity: identity, Start: start, DeadLetters: dl,
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, RetryBackoff: d.RetryBackoff, MaxRetryBackoff: d.MaxRetryBackoff,
-			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: m.Pipeline(t.Name),
+			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs,
 		})
 		if err != nil {
 			return err
 		}
-		g.Go(func() error {
-			err := p.Run(gctx, reader)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("sink %s: %w", t.Name, err)
+		wg.Go(func() {
+			err := p.Run(ctx, reader)
+			if err == nil || errors.Is(err, context.Canceled) {
+				return
 			}
-			return nil
+			// One sink's fatal error (a purged position, a permanent
+			// failure with no dead-letter store) stops that sink only: the
+			// others go on. /readyz and the logs say which stopped and why.
+			err = fmt.Errorf("sink %s: %w", t.Name, err)
+			r.log.Error("sink stopped; the other sinks go on", slog.String("sink", t.Name), slog.Any("err", err))
+			obs.Stopped(err)
+			mu.Lock()
+			failures = append(failures, err)
+			mu.Unlock()
 		})
 	}
-	err = g.Wait()
-	if err != nil {
-		return err
-	}
-	return nil
+	wg.Wait()
+	// Every pipeline has ended: by shutdown, or each by its own error.
+	return errors.Join(failures...)
 }
 
 // startMetrics registers the relay's metrics and, when http.listen is set,

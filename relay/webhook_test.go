@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -247,5 +248,82 @@ sinks:
 	}
 	if len(dead) != total {
 		t.Errorf("dead-letter store holds %d of the 410 endpoint's %d events", len(dead), total)
+	}
+}
+
+// A sink that fails for good (here: a permanent failure with no dead-letter
+// store) stops alone: the other endpoint keeps receiving, /readyz names the
+// stopped one, and Run ends with its error only at shutdown.
+func TestAFailedSinkStopsAloneAndTheOthersGoOn(t *testing.T) {
+	dbname, w := newOutbox(t)
+	db := srv.DB(t, dbname)
+	bad := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) { return 400, nil, 0 })
+	good := newReceiver(t, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := l.Addr().String()
+	l.Close()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 650, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 100ms}
+dead_letter: {store: none}
+http: {listen: "%s"}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      endpoints:
+        - {name: bad, url: "%s", body: envelope}
+        - {name: good, url: "%s", body: envelope}
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), httpAddr, bad.srv.URL, good.srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+	time.Sleep(300 * time.Millisecond)
+	outboxtest.Produce(ctx, t, db, w, 1, 10, []int{1}, 3)
+	// Wait until the bad endpoint's pipeline has stopped...
+	var readyz string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			readyz = string(b)
+			if resp.StatusCode == 503 && strings.Contains(readyz, "hooks/bad: stopped") {
+				break
+			}
+		}
+	}
+	if !strings.Contains(readyz, "hooks/bad: stopped") || !strings.Contains(readyz, "no dead-letter store") {
+		t.Fatalf("/readyz does not name the stopped sink: %q", readyz)
+	}
+	// ...then commit more: the good endpoint still gets everything.
+	w2 := &outboxtest.Workload{Prefix: "later"}
+	outboxtest.Produce(ctx, t, db, w2, 1, 10, []int{1}, 3)
+	for deadline := time.Now().Add(20 * time.Second); good.unique() < w.Events()+w2.Events() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got, want := good.unique(), w.Events()+w2.Events(); got != want {
+		t.Fatalf("the healthy endpoint got %d of %d events after the other one stopped", got, want)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the relay ended while a sink was still running: %v", err)
+	default:
+	}
+	cancel()
+	err = <-done
+	if err == nil || !strings.Contains(err.Error(), "sink hooks/bad") {
+		t.Fatalf("Run = %v, want the stopped sink's error", err)
 	}
 }
