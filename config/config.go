@@ -9,6 +9,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,14 +65,51 @@ type Source struct {
 	TLS TLS `yaml:"tls"`
 }
 
-// TLS settings for a client connection.
+// TLS settings for the connections to the source server: the queries and
+// the binlog stream alike.
 type TLS struct {
-	Enabled            bool   `yaml:"enabled"`
-	CAFile             string `yaml:"ca_file"`
-	CertFile           string `yaml:"cert_file"`
-	KeyFile            string `yaml:"key_file"`
-	ServerName         string `yaml:"server_name"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs that sign the server's certificate.
+	// Default: the system's roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate and its key, both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name checked in the server's certificate. Default: source.host.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify accepts any server certificate. Default false; for tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// Build returns the tls.Config for host, or nil when TLS is off.
+func (t TLS) Build(host string) (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("source.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("source.tls.ca_file: %q holds no PEM certificate", t.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("source.tls: load cert_file %q and key_file %q: %w", t.CertFile, t.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // Table is one outbox table.
@@ -370,6 +409,12 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.Source.Flavor, "auto", "mysql", "mariadb") {
 		bad("source.flavor: %q is not one of auto, mysql, mariadb", c.Source.Flavor)
+	}
+	if t := c.Source.TLS; !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
+		bad("source.tls.enabled: false, but other source.tls fields are set; set source.tls.enabled: true to use them")
+	}
+	if t := c.Source.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		bad("source.tls: cert_file and key_file must be set together")
 	}
 	if c.Source.ReadTimeout <= c.Source.Heartbeat {
 		bad("source.read_timeout: %s must be longer than source.heartbeat (%s), or a quiet server looks dead", c.Source.ReadTimeout, c.Source.Heartbeat)

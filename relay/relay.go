@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -74,8 +75,9 @@ func New(cfg *config.Config, opts Options) *Relay {
 	return &Relay{cfg: cfg, opts: opts, log: opts.Logger}
 }
 
-// SourceDSN is the go-sql-driver DSN of the source server.
-func SourceDSN(c config.Source) string {
+// SourceDSN is the go-sql-driver DSN of the source server. With TLS on, the
+// tls.Config is registered with the driver under a name of its own.
+func SourceDSN(c config.Source) (string, error) {
 	mc := mysql.NewConfig()
 	mc.User = c.User
 	mc.Passwd = c.Password.Reveal()
@@ -83,20 +85,29 @@ func SourceDSN(c config.Source) string {
 	mc.Addr = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 	mc.Timeout = 10 * time.Second
 	mc.ParseTime = true
-	if c.TLS.Enabled {
-		mc.TLSConfig = "preferred"
-		if c.TLS.InsecureSkipVerify {
-			mc.TLSConfig = "skip-verify"
-		} else {
-			mc.TLSConfig = "true"
-		}
+	tc, err := c.TLS.Build(c.Host)
+	if err != nil {
+		return "", err
 	}
-	return mc.FormatDSN()
+	if tc != nil {
+		name := fmt.Sprintf("outbox-relay-%d", tlsConfigs.Add(1))
+		if err := mysql.RegisterTLSConfig(name, tc); err != nil {
+			return "", err
+		}
+		mc.TLSConfig = name
+	}
+	return mc.FormatDSN(), nil
 }
+
+var tlsConfigs atomic.Int64
 
 // OpenSource connects to the source server and checks the connection.
 func OpenSource(ctx context.Context, c config.Source) (*sql.DB, error) {
-	db, err := sql.Open("mysql", SourceDSN(c))
+	dsn, err := SourceDSN(c)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +254,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		slog.Uint64("server_id", uint64(info.ServerID)), slog.Int("pipelines", len(targets)))
 
 	identity := checkpoint.Checkpoint{Flavor: info.Flavor, ServerUUID: info.ServerUUID, ServerID: info.ServerID}
+	tlsConfig, err := cfg.Source.TLS.Build(cfg.Source.Host)
+	if err != nil {
+		return err
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -251,7 +266,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
 			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, Tables: tables,
+			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
 			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
 		})
