@@ -93,7 +93,9 @@ sinks: [{name: out, type: stdout}]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	if _, err := tlsSrv.DB(t, dbname).Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ('tls-1', 'order', 'a', 'created', '{}')"); err != nil {
 		t.Fatal(err)
