@@ -308,11 +308,11 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
 		batch, ok := p.nextBatch(ctx, items)
 		if len(batch) > 0 {
 			if async {
-				pending.Add(1)
+				pending.Add(len(batch))
 				b := batch
-				submitter.Submit(ctx, events(b), func(err error) {
+				submitter.Submit(ctx, events(b), func(i int, err error) {
 					defer pending.Done()
-					if err := p.settle(ctx, b, err); err != nil {
+					if err := p.settle(ctx, b[i:i+1], err); err != nil {
 						select {
 						case asyncErr <- err:
 						default:
@@ -397,8 +397,9 @@ func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
 	return nil
 }
 
-// settle handles a Submitter's result: there is no retry in the pipeline for
-// it, so a retriable failure (a contract breach) is resubmitted through Write.
+// settle handles a Submitter's result for one event (batch holds just it):
+// there is no retry in the pipeline for it, so a retriable failure (a
+// contract breach) is retried through Write.
 func (p *Pipeline) settle(ctx context.Context, batch []*item, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -238,3 +238,47 @@ func TestACheckpointOfAnotherServerIsRefused(t *testing.T) {
 		t.Fatalf("Resume = %v", err)
 	}
 }
+
+// asyncSink is a Submitter that acknowledges each event from its own
+// goroutine, in reverse order, failing "e5" for good.
+type asyncSink struct {
+	scriptSink
+}
+
+func (a *asyncSink) Submit(_ context.Context, batch []*event.Event, ack func(int, error)) {
+	for i := len(batch) - 1; i >= 0; i-- {
+		go func() {
+			if batch[i].ID == "e5" {
+				ack(i, sink.Permanent(errors.New("gone")))
+				return
+			}
+			a.mu.Lock()
+			a.delivered = append(a.delivered, batch[i].ID)
+			a.mu.Unlock()
+			ack(i, nil)
+		}()
+	}
+}
+
+func TestSubmitterAcksPerEventMoveTheCheckpoint(t *testing.T) {
+	s := &asyncSink{}
+	dlq := &memDLQ{}
+	store := &memStore{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 4},
+		&fakeSource{txns: txns(10, 2)}, func() bool {
+			cp, _ := store.Load(context.Background(), "s")
+			return cp.Position.Pos == 19
+		})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := len(s.got()); got != 19 {
+		t.Fatalf("delivered %d, want 19 (20 less the dead letter)", got)
+	}
+	if len(dlq.dls) != 1 || dlq.dls[0].Event.ID != "e5" {
+		t.Fatalf("dead letters %+v", dlq.dls)
+	}
+	if cp, _ := store.Load(context.Background(), "s"); cp.Position.Pos != 19 {
+		t.Fatalf("checkpoint %v, want the last transaction", cp.Position)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
@@ -48,12 +49,49 @@ type Sink interface {
 // The pipeline calls Submit from one goroutine, in binlog order, instead of
 // Write. Submit must take the batch's place in the sink's per-aggregate order
 // before it returns (so later events of an aggregate queue behind earlier
-// ones), may block while the sink has no room, and must call done exactly
-// once, from any goroutine, with what Write would have returned. A Submitter
-// owns its retries: done reports only acknowledgements and permanent
-// failures, or ctx's error when ctx ends first.
+// ones) and may block while the sink has no room. ack is called exactly once
+// per event of the batch, with its index, as soon as that event is done:
+// nil when acknowledged, a Permanent error when it failed for good, or ctx's
+// error when ctx ended first. Calls come from any goroutine, possibly at the
+// same time, in any order. A Submitter owns its retries: it reports no other
+// failure.
 type Submitter interface {
-	Submit(ctx context.Context, batch []*event.Event, done func(error))
+	Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error))
+}
+
+// Collect returns an ack function for Submit that gathers n events' results
+// and then calls done once with what Write would return: nil, or a
+// *BatchError of the failed events.
+func Collect(n int, done func(error)) func(i int, err error) {
+	if n == 0 {
+		done(nil)
+		return func(int, error) {}
+	}
+	var (
+		mu   sync.Mutex
+		left = n
+		errs map[int]error
+	)
+	return func(i int, err error) {
+		mu.Lock()
+		if err != nil {
+			if errs == nil {
+				errs = map[int]error{}
+			}
+			errs[i] = err
+		}
+		left--
+		last := left == 0
+		mu.Unlock()
+		if !last {
+			return
+		}
+		if len(errs) > 0 {
+			done(&BatchError{Errs: errs})
+		} else {
+			done(nil)
+		}
+	}
 }
 
 // BatchError reports the events of a batch that failed, by index into the
@@ -71,6 +109,16 @@ func (e *BatchError) Error() string {
 
 // Failed returns the error of event i, or nil when it was acknowledged.
 func (e *BatchError) Failed(i int) error { return e.Errs[i] }
+
+// Unwrap returns every event's error, so errors.Is(err, context.Canceled)
+// reports whether any event failed that way.
+func (e *BatchError) Unwrap() []error {
+	out := make([]error, 0, len(e.Errs))
+	for _, err := range e.Errs {
+		out = append(out, err)
+	}
+	return out
+}
 
 type permanentError struct{ err error }
 
@@ -159,7 +207,7 @@ func Deliver(ctx context.Context, s Sink, batch []*event.Event) error {
 		return s.Write(ctx, batch)
 	}
 	done := make(chan error, 1)
-	sub.Submit(ctx, batch, func(err error) { done <- err })
+	sub.Submit(ctx, batch, Collect(len(batch), func(err error) { done <- err }))
 	select {
 	case err := <-done:
 		return err

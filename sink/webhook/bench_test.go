@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // latencies collects Delivered latencies.
@@ -68,13 +69,13 @@ func benchmarkDeliver(b *testing.B, batchesInFlight int) {
 			for batch := range slices.Chunk(events, batchSize) {
 				room <- struct{}{}
 				pending.Add(1)
-				e.Submit(context.Background(), batch, func(err error) {
+				e.Submit(context.Background(), batch, sink.Collect(len(batch), func(err error) {
 					if err != nil {
 						b.Error(err)
 					}
 					<-room
 					pending.Done()
-				})
+				}))
 			}
 			pending.Wait()
 		})

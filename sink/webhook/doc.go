@@ -73,16 +73,17 @@
 // max_concurrency requests are in flight, on as many workers, each attempt
 // after the rate limiter allowed it.
 //
-// A batch's done is called once, in a goroutine of its own, when each of its
-// events is delivered or has failed: nil when all were delivered, else a
-// *sink.BatchError whose entries are sink.Permanent, wrapping a
-// *DeliveryError. When the Submit ctx ends first, done gets ctx.Err() at
-// once: the batch's undone events are dropped (their requests cancelled) and
-// stay unacknowledged, to be read again after a restart. Later events of the
-// same aggregates, from other batches, are dropped with them and reported to
-// those batches as ErrPredecessorAbandoned, a retriable error, so that no
-// event overtakes one that will be written again. At shutdown, when every
-// batch's ctx ends, this changes nothing.
+// Submit's ack is called once per event, in a goroutine of its own, as soon
+// as that event is delivered (nil) or has failed permanently (a
+// sink.Permanent error wrapping a *DeliveryError), so the pipeline releases
+// each event as it finishes, not a whole batch. When the Submit ctx ends
+// first, the batch's undone events are dropped (their requests cancelled) and
+// acknowledged with ctx.Err(): they stay unacknowledged for the pipeline, to
+// be read again after a restart. Later events of the same aggregates, from
+// other batches, are dropped with them and reported as
+// ErrPredecessorAbandoned, a retriable error, so that no event overtakes one
+// that will be written again. At shutdown, when every batch's ctx ends, this
+// changes nothing.
 //
 // Close cancels requests in flight, fails what is left with a retriable error,
 // and waits for the endpoint's goroutines.

@@ -65,7 +65,7 @@ type Endpoint struct {
 	limiter   *rate.Limiter // nil: unlimited
 
 	workers   sync.WaitGroup
-	callbacks sync.WaitGroup // goroutines calling Submit's done
+	callbacks sync.WaitGroup // goroutines calling Submit's ack
 
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when ready grows or the endpoint closes
@@ -86,12 +86,10 @@ type lane struct {
 // writeCall is one submitted batch waiting for its events.
 type writeCall struct {
 	deliveries []*delivery
-	done       func(error)
+	ack        func(i int, err error)
 	stop       func() bool // stops watching the Submit ctx
-	// Guarded by Endpoint.mu until pending reaches 0, then read by the
-	// goroutine that calls done.
-	pending int
-	errs    map[int]error
+	// Guarded by Endpoint.mu.
+	pending int   // events not yet done
 	ctxErr  error // the Submit ctx ended first
 }
 
@@ -217,40 +215,47 @@ func (e *Endpoint) start() bool {
 
 // Submit implements sink.Submitter: it queues the batch's events behind the
 // earlier events of their aggregates and returns without waiting (it never
-// blocks: the pipeline bounds what is in flight). done is called once, from
-// another goroutine, when every event is delivered or has failed
-// permanently (nil or a *sink.BatchError of sink.Permanent errors), or with
-// ctx.Err() as soon as ctx ends first; see the package doc. Events that the
-// filter rejects are acknowledged without a request.
-func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, done func(error)) {
+// blocks: the pipeline bounds what is in flight). ack is called once per
+// event, from another goroutine, as soon as it is delivered (nil) or has
+// failed permanently (a sink.Permanent error), or with ctx.Err() once ctx
+// ends first; see the package doc. Events that the filter rejects are
+// acknowledged at once, without a request.
+func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error)) {
+	failAll := func(err error) {
+		for i := range batch {
+			ack(i, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
-		done(err)
+		failAll(err)
 		return
 	}
 	if !e.start() {
-		done(errClosed)
+		failAll(errClosed)
 		return
 	}
-	c := &writeCall{done: done}
+	c := &writeCall{ack: ack}
 	now := time.Now()
 	for i, ev := range batch {
 		if ev == nil || !e.cfg.Filter.matches(ev.Type, ev.AggregateType) {
-			continue // filtered out: acknowledged without a request
+			ack(i, nil) // filtered out: acknowledged without a request
+			continue
 		}
 		c.deliveries = append(c.deliveries, &delivery{
 			ev: ev, body: requestBody(e.cfg.Body, ev), call: c, idx: i, enqueued: now,
 		})
 	}
 	if len(c.deliveries) == 0 {
-		done(nil)
 		return
 	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		e.mu.Unlock() // done may call Write
-		done(errClosed)
+		e.mu.Unlock() // ack may call Write
+		for _, d := range c.deliveries {
+			ack(d.idx, errClosed)
+		}
 		e.mu.Lock()
 		return
 	}
@@ -275,12 +280,12 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, done func(e
 	}
 }
 
-// Write delivers batch and waits: it is Submit and a wait for done. Calls
-// may be concurrent; their events are queued in the order the calls take the
-// endpoint's lock.
+// Write delivers batch and waits: it is Submit and a wait for every ack.
+// Calls may be concurrent; their events are queued in the order the calls
+// take the endpoint's lock.
 func (e *Endpoint) Write(ctx context.Context, batch []*event.Event) error {
 	result := make(chan error, 1)
-	e.Submit(ctx, batch, func(err error) { result <- err })
+	e.Submit(ctx, batch, sink.Collect(len(batch), func(err error) { result <- err }))
 	return <-result
 }
 
@@ -307,27 +312,9 @@ func (e *Endpoint) abandon(c *writeCall, ctx context.Context) {
 	}
 }
 
-// completeCallLocked hands c's result to its done, in a goroutine of its
-// own: done may block (a dead-letter write) or call back into the endpoint.
-func (e *Endpoint) completeCallLocked(c *writeCall) {
-	e.callbacks.Add(1)
-	go func() {
-		defer e.callbacks.Done()
-		c.stop()
-		switch {
-		case c.ctxErr != nil:
-			c.done(c.ctxErr)
-		case len(c.errs) > 0:
-			c.done(&sink.BatchError{Errs: c.errs})
-		default:
-			c.done(nil)
-		}
-	}()
-}
-
 // Close stops the workers, cancels requests in flight and fails every
 // undone event with a retriable error, then waits for the workers and for
-// the done callbacks it started.
+// the ack callbacks it started.
 func (e *Endpoint) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -364,7 +351,7 @@ func (e *Endpoint) readyLocked(d *delivery) {
 }
 
 // finishLocked marks d done with err (nil: delivered), stops its timer or
-// request, and completes its batch when d was the batch's last event.
+// request, and hands the result to its batch's ack.
 // It does not touch d's lane.
 func (e *Endpoint) finishLocked(d *delivery, err error) {
 	d.done = true
@@ -377,16 +364,17 @@ func (e *Endpoint) finishLocked(d *delivery, err error) {
 		d.cancel = nil
 	}
 	c := d.call
-	if err != nil {
-		if c.errs == nil {
-			c.errs = make(map[int]error)
-		}
-		c.errs[d.idx] = err
-	}
 	c.pending--
 	if c.pending == 0 {
-		e.completeCallLocked(c)
+		c.stop() // stop watching the Submit ctx (never waits)
 	}
+	// ack may block (a dead-letter write) or call back into the endpoint:
+	// never under the lock.
+	e.callbacks.Add(1)
+	go func() {
+		defer e.callbacks.Done()
+		c.ack(d.idx, err)
+	}()
 }
 
 // completeLocked finishes d, the head of its lane, and readies the next event

@@ -309,7 +309,7 @@ func TestPerAggregateOrderUnderConcurrentBatches(t *testing.T) {
 		if w == writes-1 {
 			batch = events[w*size:]
 		}
-		e.Submit(ctx, batch, func(err error) { errs <- err })
+		e.Submit(ctx, batch, sink.Collect(len(batch), func(err error) { errs <- err }))
 	}
 	for range writes {
 		if err := <-errs; err != nil {
@@ -674,11 +674,11 @@ func TestCancelledWriteReturnsAndDropsItsEvents(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			errA := make(chan error, 1)
-			e.Submit(ctx, []*event.Event{ev("e1", "x"), ev("e2", "y")}, func(err error) { errA <- err })
+			e.Submit(ctx, []*event.Event{ev("e1", "x"), ev("e2", "y")}, sink.Collect(2, func(err error) { errA <- err }))
 			<-arrived
 			// A second batch, with its own ctx, queues behind e1 on aggregate x.
 			errB := make(chan error, 1)
-			e.Submit(context.Background(), []*event.Event{ev("e3", "x")}, func(err error) { errB <- err })
+			e.Submit(context.Background(), []*event.Event{ev("e3", "x")}, sink.Collect(1, func(err error) { errB <- err }))
 			cancel()
 			select {
 			case err := <-errA:
