@@ -74,16 +74,17 @@ log: {level: warn}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := &outboxtest.Workload{}
+	stopProducing := make(chan struct{})
+	w := &outboxtest.Workload{Until: stopProducing}
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		outboxtest.Produce(ctx, t, db, w, 4, 1000, []int{1, 3, 8, 2, 6}, 40)
+		outboxtest.Produce(ctx, t, db, w, 4, 100000, []int{1, 3, 8, 2, 6}, 40)
 	}()
 
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	kills, killsWhileProducing := 0, 0
-	for kills < 6 || !closed(produced) && kills < 30 {
+	for kills < 6 { // producers commit until the last kill
 		time.Sleep(time.Duration(200+r.IntN(700)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -95,6 +96,7 @@ log: {level: warn}
 		}
 		cmd = start()
 	}
+	close(stopProducing)
 	<-produced
 	total := w.Events()
 

@@ -60,16 +60,17 @@ log: {level: warn}
 	start := func() *exec.Cmd { return startRelay(t, bin, cfgPath, logf, logf) }
 	cmd := start()
 	waitForFile(t, cpPath, 30*time.Second)
-	w := &outboxtest.Workload{}
+	stopProducing := make(chan struct{})
+	w := &outboxtest.Workload{Until: stopProducing}
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		outboxtest.Produce(context.Background(), t, db, w, 4, 500, []int{1, 4, 7, 2}, 40)
+		outboxtest.Produce(context.Background(), t, db, w, 4, 100000, []int{1, 4, 7, 2}, 40)
 	}()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	var resumeSeqs []int // the checkpoint each restart resumed from
 	kills := 0
-	for kills < 5 || !closed(produced) && kills < 30 {
+	for kills < 5 { // producers commit until the last kill
 		time.Sleep(time.Duration(150+r.IntN(500)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -77,6 +78,7 @@ log: {level: warn}
 		resumeSeqs = append(resumeSeqs, checkpointSeq(t, cpPath))
 		cmd = start()
 	}
+	close(stopProducing)
 	<-produced
 	total := w.Events()
 

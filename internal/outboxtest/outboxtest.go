@@ -39,7 +39,10 @@ type Committed struct {
 // Workload is what producers committed and rolled back.
 type Workload struct {
 	// Prefix starts every id, so that several workloads can share a table.
-	Prefix     string
+	Prefix string
+	// Until, when set, stops the producers once closed, between transactions
+	// (txns is then an upper bound).
+	Until      <-chan struct{}
 	mu         sync.Mutex
 	Txns       []Committed
 	RolledBack map[string]bool
@@ -79,7 +82,7 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 				return
 			}
 			defer conn.Close()
-			for i := 0; i < txns && ctx.Err() == nil; i++ {
+			for i := 0; i < txns && ctx.Err() == nil && !closed(w.Until); i++ {
 				n := sizes[(p+i)%len(sizes)]
 				prefix := fmt.Sprintf("%sp%d-t%d", w.Prefix, p, i)
 				if i%7 == 3 { // a transaction that rolls back
@@ -122,6 +125,15 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("producer: %v", err)
 		}
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
