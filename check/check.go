@@ -51,13 +51,14 @@ const (
 	NameCheckpointAvailable    = "checkpoint_available"
 	NameCheckpointServer       = "checkpoint_server"
 	NameBinlogRetention        = "binlog_retention"
+	NameReplicaUpdates         = "log_slave_updates"
 )
 
 // Names lists every check, in the order Run reports them.
 func Names() []string {
 	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
-		NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
+		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
 }
 
 // Result is one reported line. A check may report several lines (one per
@@ -175,6 +176,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 		add(gtidStrictResult(s.vars))
 		add(logBinCompressResult(s.vars))
 	}
+	add(replicaUpdatesResult(ctx, db, s))
 	add(privilegesResult(ctx, db, s, cfg))
 	add(serverIDResult(ctx, db, s, cfg))
 	add(tablesResults(ctx, db, cfg)...)
