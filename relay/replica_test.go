@@ -88,7 +88,9 @@ sinks: [{name: out, type: stdout}]
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(rctx) }()
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(rctx)
+	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	w := &outboxtest.Workload{}
 	outboxtest.Produce(ctx, t, primary.DB(t, "shop"), w, 2, 20, []int{1, 3}, 10)
