@@ -258,11 +258,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		failures []error
-	)
+	// Build every pipeline before starting any, so a bad one leaves none running.
+	type run struct {
+		name   string
+		p      *pipeline.Pipeline
+		reader *canal.Reader
+		obs    *metrics.PipelineObserver
+	}
+	var runs []run
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
 			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
@@ -285,17 +288,25 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		runs = append(runs, run{t.Name, p, reader, obs})
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []error
+	)
+	for _, t := range runs {
 		wg.Go(func() {
-			err := p.Run(ctx, reader)
+			err := t.p.Run(ctx, t.reader)
 			if err == nil || errors.Is(err, context.Canceled) {
 				return
 			}
 			// One sink's fatal error (a purged position, a permanent
 			// failure with no dead-letter store) stops that sink only: the
 			// others go on. /readyz and the logs say which stopped and why.
-			err = fmt.Errorf("sink %s: %w", t.Name, err)
-			r.log.Error("sink stopped; the other sinks go on", slog.String("sink", t.Name), slog.Any("err", err))
-			obs.Stopped(err)
+			err = fmt.Errorf("sink %s: %w", t.name, err)
+			r.log.Error("sink stopped; the other sinks go on", slog.String("sink", t.name), slog.Any("err", err))
+			t.obs.Stopped(err)
 			mu.Lock()
 			failures = append(failures, err)
 			mu.Unlock()
