@@ -10,7 +10,6 @@ package config
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -87,29 +87,12 @@ func (t TLS) Build(host string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	if c.ServerName == "" {
-		c.ServerName = host
+	name := t.ServerName
+	if name == "" {
+		name = host
 	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("source.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("source.tls.ca_file: %q holds no PEM certificate", t.CAFile)
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("source.tls: load cert_file %q and key_file %q: %w", t.CertFile, t.KeyFile, err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
+	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ServerName: name, InsecureSkipVerify: t.InsecureSkipVerify}.Config("source.tls")
 }
 
 // Table is one outbox table.
