@@ -193,6 +193,9 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	defer stopDelivery()
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
+	// A reader waiting for room (sink down, pipeline full) must wake when
+	// reading stops, or shutdown would hang: closing the tracker frees it.
+	defer context.AfterFunc(readCtx, p.tracker.close)()
 
 	items := make(chan *item, p.cfg.BatchSize)
 	var fatalOnce sync.Once

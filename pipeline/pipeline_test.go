@@ -282,3 +282,32 @@ func TestSubmitterAcksPerEventMoveTheCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint %v, want the last transaction", cp.Position)
 	}
 }
+
+// With the sink down and the in-flight limit reached, the reader waits for
+// room; a shutdown must still end Run (after DrainTimeout), not hang.
+func TestShutdownWithTheSinkDownAndThePipelineFull(t *testing.T) {
+	s := &scriptSink{fail: func(string, int) error { return errors.New("sink down") }}
+	p, err := New(Config{Name: "s", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
+		MaxInFlight: 10, BatchSize: 5, RetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond, DrainTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, &fakeSource{txns: txns(50, 2)}) }()
+	for {
+		s.mu.Lock()
+		n := len(s.attempts)
+		s.mu.Unlock()
+		if n >= 5 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after shutdown with the sink down and the pipeline full")
+	}
+}
