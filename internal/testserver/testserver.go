@@ -43,6 +43,8 @@ type Server struct {
 	Host    string
 	Port    int
 	Dir     string
+	bin     string
+	args    []string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped atomic.Bool
@@ -117,8 +119,7 @@ func StartServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", Port: port, Dir: dir, exited: make(chan struct{}),
-		logPath: filepath.Join(dir, "error.log")}
+	s := &Server{Host: "127.0.0.1", Port: port, Dir: dir, logPath: filepath.Join(dir, "error.log")}
 	args := []string{
 		"--no-defaults",
 		"--user=root",
@@ -146,18 +147,47 @@ func StartServer(opts Options) (*Server, error) {
 		)
 	}
 	args = append(args, opts.ExtraArgs...)
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil
-	if err := s.cmd.Start(); err != nil {
+	s.bin, s.args = bin, args
+	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, err
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	if err := s.waitReady(60 * time.Second); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+func (s *Server) launch() error {
+	s.cmd = exec.Command(s.bin, s.args...)
+	s.exited = make(chan struct{})
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	exited := s.exited
+	cmd := s.cmd
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return nil
+}
+
+// Restart stops the server (SIGTERM, as an operator would) and starts it
+// again on the same data directory and port: its binlog survives, and every
+// client connection, replication streams included, is cut.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("mariadbd did not stop within 30s")
+	}
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitReady(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *Server) waitReady(limit time.Duration) error {
