@@ -39,7 +39,9 @@ sinks: [{name: out, type: stdout}]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
 	w := &outboxtest.Workload{}
