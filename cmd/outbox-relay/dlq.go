@@ -136,6 +136,12 @@ func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, rec
 			connected[r.Sink] = true
 			defer s.Close(context.WithoutCancel(ctx))
 		}
+		if f, ok := s.(interface{ Selects(*event.Event) bool }); ok && !f.Selects(r.Event) {
+			// The sink would acknowledge it without sending it: keep it.
+			errs = append(errs, fmt.Errorf("record %s (event %s): the filter of %s no longer selects it; change the filter or purge it (kept)", r.ID, r.Event.ID, r.Sink))
+			failed++
+			continue
+		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err := sink.ErrorFor(sink.Deliver(wctx, s, []*event.Event{r.Event}), 0)
 		cancel()

@@ -280,6 +280,12 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 	}
 }
 
+// Selects reports whether the endpoint's filter selects ev: events it does
+// not select are acknowledged without a request.
+func (e *Endpoint) Selects(ev *event.Event) bool {
+	return e.cfg.Filter.matches(ev.Type, ev.AggregateType)
+}
+
 // Write delivers batch and waits: it is Submit and a wait for every ack.
 // Calls may be concurrent; their events are queued in the order the calls
 // take the endpoint's lock.
