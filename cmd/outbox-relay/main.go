@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		{"run", "read the binlog and deliver outbox events to the configured sinks", runCmd},
 		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
+		{"status", "show each sink's checkpoint next to the server's position", statusCmd},
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// statusCmd prints where every sink's checkpoint is, next to the server's
+// current position: a quick answer to "how far behind is each sink?".
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", "status --config FILE", stderr)
+	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := relay.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	defer store.Close()
+
+	var server, logs string
+	var files []string
+	if db, err := relay.OpenSource(ctx, cfg.Source); err != nil {
+		server = "unreachable: " + err.Error()
+	} else {
+		defer db.Close()
+		info, err := relay.Server(ctx, db, cfg)
+		if err == nil {
+			var pos = mustPosition(canal.CurrentPosition(ctx, db, info))
+			server = pos
+			files, _ = canal.BinaryLogs(ctx, db)
+			if len(files) > 0 {
+				logs = fmt.Sprintf("%s … %s (%d files)", files[0], files[len(files)-1], len(files))
+			}
+		} else {
+			server = err.Error()
+		}
+	}
+	fmt.Fprintf(stdout, "source %s:%d now at %s\n", cfg.Source.Host, cfg.Source.Port, server)
+	if logs != "" {
+		fmt.Fprintf(stdout, "binary logs on the server: %s\n", logs)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SINK\tCHECKPOINT\tSAVED\tBINLOG FILES AFTER IT")
+	now := time.Now()
+	for _, name := range cfg.PipelineNames() {
+		cp, err := store.Load(ctx, name)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", name, cfg.Checkpoint.Start)
+		case err != nil:
+			fmt.Fprintf(tw, "%s\t(error: %v)\t-\t-\n", name, err)
+		default:
+			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", name, cp.Position, now.Sub(cp.UpdatedAt).Round(time.Second), behind(files, cp.Position.File))
+		}
+	}
+	return tw.Flush()
+}
+
+func mustPosition(p interface{ String() string }, err error) string {
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return p.String()
+}
+
+// behind says how many binlog files are newer than file, or that file is gone.
+func behind(files []string, file string) string {
+	if len(files) == 0 || file == "" {
+		return "?"
+	}
+	for i, f := range files {
+		if f == file {
+			return fmt.Sprint(len(files) - 1 - i)
+		}
+	}
+	return "its file was purged: run outbox-relay check"
+}

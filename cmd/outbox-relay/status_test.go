@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
+
+func TestStatusShowsEachSinksCheckpoint(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{ServerID: 12})
+	srv.Exec(t, "CREATE DATABASE shop", "FLUSH BINARY LOGS")
+	dir := t.TempDir()
+	cpPath := filepath.Join(dir, "cp.json")
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root}
+tables: [{name: shop.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: console, type: stdout}, {name: fresh, type: stdout}]
+`, srv.Port, cpPath)), 0o600)
+	st, err := checkpoint.OpenFile(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Save(context.Background(), "console", checkpoint.Checkpoint{Flavor: "mariadb",
+		Position: event.Position{GTIDSet: "0-12-1", File: "binlog.000001", Pos: 400}, UpdatedAt: time.Now().Add(-time.Minute)})
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"status", "--config", cfgPath}, &out, &errOut); code != 0 {
+		t.Fatalf("status exited %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"now at gtid", "binlog.000001 … binlog.000002 (2 files)", "console", `gtid "0-12-1" (binlog.000001:400)`, "1m0s ago", "fresh", "(none: starts at checkpoint.start current)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("status output lacks %q:\n%s", want, s)
+		}
+	}
+	if !strings.Contains(s, "ago  1") && !strings.Contains(s, "ago   1") {
+		t.Errorf("status does not say the checkpoint is 1 binlog file behind:\n%s", s)
+	}
+}
