@@ -52,6 +52,19 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
+// reload rereads the file: another process may have written it (a relay
+// that held the lock before this one).
+func (f *File) reload() error {
+	g, err := OpenFile(f.path)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.all = g.all
+	f.mu.Unlock()
+	return nil
+}
+
 // Load implements Store.
 func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
 	f.mu.Lock()

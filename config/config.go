@@ -129,6 +129,11 @@ type Checkpoint struct {
 	Table string `yaml:"table"`
 	// Interval between saves of a moved checkpoint. Default 1s.
 	Interval time.Duration `yaml:"interval"`
+	// Lock makes the relay take the checkpoint store's lock before it starts
+	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
+	// that a second relay on the same store waits as a hot standby and takes
+	// over when the first stops or dies. Default true.
+	Lock *bool `yaml:"lock"`
 	// Start is where a sink with no checkpoint begins: current (the server's
 	// position now), earliest (the oldest binlog on the server), or an
 	// explicit GTID set written "gtid:<set>". Default current.
@@ -368,6 +373,10 @@ func (c *Config) Defaults() {
 	setS(&cp.Table, "outbox_relay_checkpoints")
 	setD(&cp.Interval, time.Second)
 	setS(&cp.Start, "current")
+	if cp.Lock == nil {
+		on := true
+		cp.Lock = &on
+	}
 	setS(&c.DeadLetter.Store, cp.Store)
 	setS(&c.DeadLetter.Table, "outbox_relay_dead_letters")
 	d := &c.Delivery

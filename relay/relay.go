@@ -241,6 +241,28 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer closeStore()
 	defer store.Close()
+	if locker, ok := store.(checkpoint.Locker); ok && *cfg.Checkpoint.Lock {
+		r.log.Info("taking the checkpoint lock (a relay that already holds it stays active; this one waits as a standby)")
+		release, lost, err := locker.Lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("take the checkpoint lock: %w (set checkpoint.lock: false to run without one)", err)
+		}
+		defer release()
+		r.log.Info("checkpoint lock taken: this relay is active")
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-lost:
+				cancel(errLockLost)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	start, err := StartPosition(ctx, db, cfg, info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", cfg.Checkpoint.Start, err)
@@ -313,9 +335,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if errors.Is(context.Cause(ctx), errLockLost) {
+		failures = append(failures, errLockLost)
+	}
 	// Every pipeline has ended: by shutdown, or each by its own error.
 	return errors.Join(failures...)
 }
+
+// errLockLost stops an active relay whose checkpoint lock went away (its
+// connection to the checkpoint database broke): a standby may be active now.
+var errLockLost = errors.New("lost the checkpoint lock: another relay may be active now; exiting so a supervisor restarts this one as a standby")
 
 // startMetrics registers the relay's metrics and, when http.listen is set,
 // serves /metrics, /healthz and /readyz until the returned stop is called.
