@@ -234,11 +234,14 @@ func TestMariaDBAvailabilityAcrossDomains(t *testing.T) {
 
 func TestServerIDDecisionWithReplicas(t *testing.T) {
 	s := server{flavor: flavorMySQL, user: "'relay'@'%'"}
-	r := serverIDDecision(idRange{100, 3}, 1, []replica{{ID: 102, Host: "db2"}}, nil, "relayhost", s)
+	r := serverIDDecision(idRange{100, 3}, 1, []replica{{ID: 102, Host: "db2"}}, nil, "relayhost", false, s)
 	if r.Status != Fail || !strings.Contains(r.Detail, "connected replica db2 uses server_id 102") || !strings.Contains(r.Fix, "set source.server_id to 103") {
 		t.Errorf("got %s %q fix %q", r.Status, r.Detail, r.Fix)
 	}
-	r = serverIDDecision(idRange{100, 3}, 1, []replica{{ID: 103, Host: "db2"}}, nil, "relayhost", s)
+	if r := serverIDDecision(idRange{100, 3}, 1, []replica{{ID: 102, Host: "db2"}}, nil, "relayhost", true, s); r.Status != Warn || !strings.Contains(r.Detail, "standby") {
+		t.Errorf("with checkpoint.lock, a collision from another host is the active relay's: %+v", r)
+	}
+	r = serverIDDecision(idRange{100, 3}, 1, []replica{{ID: 103, Host: "db2"}}, nil, "relayhost", false, s)
 	if r.Status != Pass {
 		t.Errorf("a replica just past the range: got %s %q", r.Status, r.Detail)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 )
 
@@ -21,7 +22,8 @@ func serverIDResult(ctx context.Context, db *sql.DB, s server, cfg *config.Confi
 	own, _ := strconv.ParseUint(s.vars["server_id"], 10, 32)
 	reps, err := replicas(ctx, db, s)
 	hostname, _ := os.Hostname()
-	return serverIDDecision(idRange{cfg.Source.ServerID, len(Pipelines(cfg))}, uint32(own), reps, err, hostname, s)
+	standby := cfg.Checkpoint.Lock != nil && *cfg.Checkpoint.Lock && lockHeld(ctx, cfg)
+	return serverIDDecision(idRange{cfg.Source.ServerID, len(Pipelines(cfg))}, uint32(own), reps, err, hostname, standby, s)
 }
 
 // idRange is the relay's replica ids: first .. first+n-1.
@@ -45,8 +47,10 @@ func (r idRange) String() string {
 // id and the connected replicas'. A colliding replica registered from this
 // very host is most likely an earlier run of this relay whose connection the
 // server has not dropped yet (a new connection with the same id replaces it),
-// so it is a WARN; any other collision is a FAIL.
-func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, hostname string, s server) Result {
+// so it is a WARN. When another relay holds the checkpoint store's lock, a
+// collision is that active relay, which this one will stand by for: also a
+// WARN. Any other collision is a FAIL.
+func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, hostname string, standby bool, s server) Result {
 	r := Result{Name: NameServerID}
 	free := max(ids.last(), own)
 	for _, x := range reps {
@@ -65,6 +69,10 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 			warns = append(warns, fmt.Sprintf("a replica with server_id %d is registered from this host (%s): most likely an earlier outbox-relay whose connection is closing; any other replica with that id would be kicked off", x.ID, x.Host))
 			continue
 		}
+		if standby {
+			warns = append(warns, fmt.Sprintf("a replica with server_id %d is connected from %s, and another relay holds the checkpoint lock: if that replica is it, this one waits as its standby; any other replica with that id would be kicked off", x.ID, orUnset(x.Host)))
+			continue
+		}
 		fails = append(fails, fmt.Sprintf("connected replica %s uses server_id %d", orUnset(x.Host), x.ID))
 	}
 	switch {
@@ -75,7 +83,7 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 	case len(warns) > 0:
 		r.Status = Warn
 		r.Detail = strings.Join(warns, "; ")
-		r.Fix = "if that is not an outbox-relay of this host, " + suggest
+		r.Fix = "if that is not an outbox-relay on this checkpoint store, " + suggest
 	case listErr != nil:
 		r.Status = Warn
 		r.Detail = fmt.Sprintf("the relay's replica ids %s differ from the server's %d, but connected replicas could not be listed: %v", ids, own, listErr)
@@ -88,6 +96,22 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 		r.Detail = fmt.Sprintf("the relay's replica ids %s differ from the server's %d and from %d connected replica(s)", ids, own, len(reps))
 	}
 	return r
+}
+
+// lockHeld reports whether another relay holds the checkpoint store's lock
+// now (this relay would wait as its standby). Errors count as not held.
+func lockHeld(ctx context.Context, cfg *config.Config) bool {
+	if cfg.Checkpoint.Store == "mysql" {
+		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		if err != nil {
+			return false
+		}
+		defer db.Close()
+		held, err := checkpoint.MySQLLockHeld(ctx, db, cfg.Checkpoint.Table)
+		return err == nil && held
+	}
+	held, err := checkpoint.FileLockHeld(cfg.Checkpoint.Path)
+	return err == nil && held
 }
 
 func replicas(ctx context.Context, db *sql.DB, s server) ([]replica, error) {

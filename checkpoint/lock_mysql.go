@@ -11,10 +11,7 @@ import (
 // server frees the lock when that connection ends, so a relay that dies
 // hands over to a standby within the time the server notices.
 func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
-	name := "outbox-relay:" + m.table
-	if len(name) > 64 {
-		name = name[:64]
-	}
+	name := MySQLLockName(m.table)
 	conn, err := m.db.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -62,4 +59,21 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 		conn.Close()
 	}
 	return release, lost, nil
+}
+
+// MySQLLockName is the GET_LOCK name of the MySQL store using table.
+func MySQLLockName(table string) string {
+	name := "outbox-relay:" + table
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+// MySQLLockHeld reports whether a relay holds the lock of the store using
+// table in db's server, without taking it.
+func MySQLLockHeld(ctx context.Context, db *sql.DB, table string) (bool, error) {
+	var holder sql.NullInt64
+	err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", MySQLLockName(table)).Scan(&holder)
+	return holder.Valid, err
 }

@@ -44,3 +44,25 @@ func (f *File) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 	// A local flock is not lost while the process lives.
 	return func() { fh.Close() }, make(chan struct{}), nil
 }
+
+// FileLockHeld reports whether a relay holds the lock of the file store at
+// path, without taking it.
+func FileLockHeld(path string) (bool, error) {
+	fh, err := os.Open(path + ".lock")
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer fh.Close()
+	switch err := syscall.Flock(int(fh.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err {
+	case nil:
+		_ = syscall.Flock(int(fh.Fd()), syscall.LOCK_UN)
+		return false, nil
+	case syscall.EWOULDBLOCK:
+		return true, nil
+	default:
+		return false, err
+	}
+}

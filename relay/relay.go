@@ -244,14 +244,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	if locker, ok := store.(checkpoint.Locker); ok && *cfg.Checkpoint.Lock {
 		r.log.Info("taking the checkpoint lock (a relay that already holds it stays active; this one waits as a standby)")
 		release, lost, err := locker.Lock(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case errors.Is(err, checkpoint.ErrLockUnsupported):
+			r.log.Warn("this platform cannot lock the checkpoint file: make sure only one relay runs on it")
+			release, lost = func() {}, nil
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
 			return fmt.Errorf("take the checkpoint lock: %w (set checkpoint.lock: false to run without one)", err)
+		default:
+			r.log.Info("checkpoint lock taken: this relay is active")
 		}
 		defer release()
-		r.log.Info("checkpoint lock taken: this relay is active")
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
