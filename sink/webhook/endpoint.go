@@ -102,7 +102,7 @@ type delivery struct {
 	lane     *lane
 	enqueued time.Time
 
-	// Used only by the worker running the current attempt.
+	// Written under Endpoint.mu by the worker running the current attempt.
 	attempts    int
 	first, last time.Time
 	lastStatus  int
@@ -465,25 +465,26 @@ func (e *Endpoint) attempt(ctx context.Context, d *delivery) {
 			return
 		}
 	}
+	start := time.Now()
 	e.mu.Lock()
 	disabled := e.disabled
+	if !disabled {
+		// Under the lock: a 410 on another lane reads them to dead-letter d.
+		if d.attempts == 0 {
+			d.first = start
+		}
+		d.last = start
+		d.attempts++
+	}
 	e.mu.Unlock()
 	if disabled {
 		e.settle(d, outcome{kind: gone})
 		return
 	}
-	start := time.Now()
-	if d.attempts == 0 {
-		d.first = start
-	}
-	d.last = start
-	d.attempts++
 	o := e.send(ctx, d, start)
 	if o.kind != cancelled {
 		e.obs.Attempt(o.status, time.Since(start))
 	}
-	d.lastStatus = o.status
-	d.lastOutcome = o.desc
 	e.settle(d, o)
 }
 
@@ -498,6 +499,9 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if d.done { // dropped meanwhile (cancelled write, 410 elsewhere, Close)
 		e.mu.Unlock()
 		return
+	}
+	if o.kind != cancelled {
+		d.lastStatus, d.lastOutcome = o.status, o.desc
 	}
 	if o.kind == retry && e.disabled {
 		o.kind = gone
@@ -548,9 +552,10 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 		e.obs.Retry()
 		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d) })
+		attempts := d.attempts
 		after = func() {
 			e.log.Debug("webhook attempt failed; retrying", slog.String("event_id", d.ev.ID),
-				slog.String("aggregate_id", d.ev.AggregateID), slog.Int("attempt", d.attempts),
+				slog.String("aggregate_id", d.ev.AggregateID), slog.Int("attempt", attempts),
 				slog.String("outcome", o.desc), slog.Duration("wait", wait))
 		}
 	}
