@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -133,6 +132,6 @@ func TestTrackerBlocksWhenFullAndLetsAnOversizeTxnInAlone(t *testing.T) {
 			t.Fatal("oversize transaction was refused")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal(fmt.Sprint("oversize transaction never admitted while nothing was in flight"))
+		t.Fatal("oversize transaction never admitted while nothing was in flight")
 	}
 }
