@@ -314,10 +314,10 @@ func TestReaderReportsAPurgedPosition(t *testing.T) {
 	// MariaDB keeps a file until InnoDB's binlog checkpoint has left it:
 	// purge until the oldest file is gone.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := db.Exec(fmt.Sprintf("PURGE BINARY LOGS TO '%s'", files[len(files)-1])); err != nil {
+		if _, err := db.Exec(fmt.Sprintf("PURGE BINARY LOGS TO '%s'", files[len(files)-1].Name)); err != nil {
 			t.Fatal(err)
 		}
-		if now, _ := canal.BinaryLogs(context.Background(), db); len(now) > 0 && now[0] != old.File {
+		if now, _ := canal.BinaryLogs(context.Background(), db); len(now) > 0 && now[0].Name != old.File {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -47,7 +48,7 @@ func Inspect(ctx context.Context, db *sql.DB) (ServerInfo, error) {
 // checkpoint and start=current begins.
 func CurrentPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.Position, error) {
 	var pos event.Position
-	file, off, err := binlogStatus(ctx, db, info)
+	file, off, err := binlogStatus(ctx, db)
 	if err != nil {
 		return pos, err
 	}
@@ -74,7 +75,7 @@ func EarliestPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.P
 	if len(files) == 0 {
 		return event.Position{}, errors.New("the server lists no binary logs: enable log_bin")
 	}
-	pos := event.Position{File: files[0], Pos: 4}
+	pos := event.Position{File: files[0].Name, Pos: 4}
 	if info.GTIDMode && info.Flavor == mysql.MySQLFlavor {
 		// Everything not purged: start from gtid_purged.
 		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_purged").Scan(&pos.GTIDSet); err != nil {
@@ -83,7 +84,7 @@ func EarliestPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.P
 		pos.GTIDSet = strings.ReplaceAll(pos.GTIDSet, "\n", "")
 		if pos.GTIDSet == "" {
 			// An empty set is not a usable start: file/pos it is.
-			return event.Position{File: files[0], Pos: 4}, nil
+			return event.Position{File: files[0].Name, Pos: 4}, nil
 		}
 	}
 	// MariaDB: file/pos; the reader takes the GTID position from the file's
@@ -91,30 +92,44 @@ func EarliestPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.P
 	return pos, nil
 }
 
+// BinlogFile is one row of SHOW BINARY LOGS.
+type BinlogFile struct {
+	Name string
+	Size int64
+}
+
 // BinaryLogs lists the binlog files the server still has, oldest first.
-func BinaryLogs(ctx context.Context, db *sql.DB) ([]string, error) {
+func BinaryLogs(ctx context.Context, db *sql.DB) ([]BinlogFile, error) {
 	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
 	if err != nil {
 		return nil, fmt.Errorf("SHOW BINARY LOGS: %w (the relay's user needs REPLICATION CLIENT, and log_bin must be on)", err)
 	}
 	defer rows.Close()
-	cols, _ := rows.Columns()
-	var files []string
+	var files []BinlogFile
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := ScanRow(rows)
+		if err != nil {
 			return nil, err
 		}
-		files = append(files, asString(vals[0]))
+		f := BinlogFile{Name: vals[0]}
+		if len(vals) > 1 {
+			f.Size, _ = strconv.ParseInt(vals[1], 10, 64)
+		}
+		files = append(files, f)
 	}
 	return files, rows.Err()
 }
 
-func binlogStatus(ctx context.Context, db *sql.DB, info ServerInfo) (string, uint32, error) {
+// FileNames returns the files' names, in order.
+func FileNames(files []BinlogFile) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Name
+	}
+	return out
+}
+
+func binlogStatus(ctx context.Context, db *sql.DB) (string, uint32, error) {
 	var lastErr error
 	for _, q := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
 		rows, err := db.QueryContext(ctx, q)
@@ -123,26 +138,42 @@ func binlogStatus(ctx context.Context, db *sql.DB, info ServerInfo) (string, uin
 			continue
 		}
 		defer rows.Close()
-		cols, _ := rows.Columns()
 		if !rows.Next() {
 			if err := rows.Err(); err != nil {
 				return "", 0, err
 			}
 			return "", 0, errors.New("the server reports no binlog status: binary logging is off; start the server with log_bin (--log-bin)")
 		}
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := ScanRow(rows)
+		if err != nil {
 			return "", 0, err
 		}
-		var pos uint32
-		fmt.Sscan(asString(vals[1]), &pos)
-		return asString(vals[0]), pos, nil
+		pos, _ := strconv.ParseUint(vals[1], 10, 32)
+		return vals[0], uint32(pos), nil
 	}
 	return "", 0, fmt.Errorf("read binlog status: %w (the relay's user needs REPLICATION CLIENT)", lastErr)
+}
+
+// ScanRow reads the current row as strings (NULL as ""), whatever its
+// columns: SHOW statements differ between servers and versions.
+func ScanRow(rows *sql.Rows) ([]string, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = v.String
+	}
+	return out, nil
 }
 
 // CheckTables verifies that every outbox table exists and has every mapped

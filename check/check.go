@@ -128,11 +128,6 @@ type Options struct {
 	AllowFail []string
 }
 
-// Pipelines returns the checkpoint key of every pipeline the relay runs for
-// cfg, in order: pipeline i reads the binlog as replica source.server_id+i
-// (see config.PipelineNames).
-func Pipelines(cfg *config.Config) []string { return cfg.PipelineNames() }
-
 // Run connects to the source with the configured credentials and runs every
 // check that applies to its flavor. It returns an error only when it cannot
 // check at all (the server cannot be reached); everything else is a Result.

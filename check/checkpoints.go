@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 )
@@ -55,7 +56,7 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 	}
 	defer store.Close()
 	out := map[string]checkpoint.Checkpoint{}
-	for _, key := range Pipelines(cfg) {
+	for _, key := range cfg.PipelineNames() {
 		cp, err := store.Load(ctx, key)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue
@@ -77,41 +78,6 @@ func hasGTIDCheckpoint(cps map[string]checkpoint.Checkpoint) bool {
 	return false
 }
 
-// binlogFile is one row of SHOW BINARY LOGS.
-type binlogFile struct {
-	Name string
-	Size int64
-}
-
-func binaryLogs(ctx context.Context, db *sql.DB) ([]binlogFile, error) {
-	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
-	if err != nil {
-		return nil, fmt.Errorf("SHOW BINARY LOGS: %w", err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out []binlogFile
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		f := binlogFile{Name: vals[0].String}
-		if len(vals) > 1 {
-			f.Size, _ = strconv.ParseInt(vals[1].String, 10, 64)
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
-}
-
 // oldestGTIDList is the MariaDB GTID position at the start of file: the
 // Gtid_list event that heads it, which BINLOG_GTID_POS reads for us; SHOW
 // BINLOG EVENTS is the fallback.
@@ -126,18 +92,13 @@ func oldestGTIDList(ctx context.Context, db *sql.DB, file string) (string, error
 		return "", fmt.Errorf("read the GTID list of %s: BINLOG_GTID_POS: %v; SHOW BINLOG EVENTS: %w", file, err, err2)
 	}
 	defer rows.Close()
-	cols, _ := rows.Columns()
 	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := canal.ScanRow(rows)
+		if err != nil {
 			return "", err
 		}
-		if len(vals) >= 6 && vals[2].String == "Gtid_list" {
-			return strings.Trim(vals[5].String, "[]"), nil
+		if len(vals) >= 6 && vals[2] == "Gtid_list" {
+			return strings.Trim(vals[5], "[]"), nil
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -158,14 +119,14 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 			{Name: NameCheckpointServer, Detail: "no checkpoint to compare"},
 		}
 	}
-	files, filesErr := binaryLogs(ctx, db)
+	files, filesErr := canal.BinaryLogs(ctx, db)
 	var oldestList string
 	var oldestErr error
 	if filesErr == nil && len(files) > 0 && s.flavor == flavorMariaDB {
 		oldestList, oldestErr = oldestGTIDList(ctx, db, files[0].Name)
 	}
 	var avail, owner []Result
-	for _, key := range Pipelines(cfg) {
+	for _, key := range cfg.PipelineNames() {
 		cp, ok := cps[key]
 		if !ok {
 			continue
@@ -195,7 +156,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 }
 
 // recoveryFix names the ways out when a sink's checkpoint cannot resume.
-func recoveryFix(cfg *config.Config, key string, files []binlogFile) string {
+func recoveryFix(cfg *config.Config, key string, files []canal.BinlogFile) string {
 	remove := fmt.Sprintf("with the relay stopped, delete the %q entry from \"checkpoints\" in %s", key, cfg.Checkpoint.Path)
 	if cfg.Checkpoint.Store == "mysql" {
 		remove = fmt.Sprintf("DELETE FROM `%s` WHERE name = %s in the checkpoint.dsn database", cfg.Checkpoint.Table, sqlString(key))
@@ -347,7 +308,7 @@ func mariadbAvailable(key string, cp checkpoint.Checkpoint, oldestFile, oldestLi
 }
 
 // fileAvailable: a file/position checkpoint resumes only if its file exists.
-func fileAvailable(key string, cp checkpoint.Checkpoint, files []binlogFile, recovery string) Result {
+func fileAvailable(key string, cp checkpoint.Checkpoint, files []canal.BinlogFile, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
 	if len(files) == 0 {
 		r.Status = Fail

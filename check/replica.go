@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+
+	"github.com/outbox-relay/outbox-relay/canal"
 )
 
 // replicaUpdatesResult checks that a replica writes what it replicates to
@@ -50,20 +52,16 @@ func replicaOf(ctx context.Context, db *sql.DB) (string, bool) {
 		found := false
 		for rows.Next() {
 			found = true
-			vals := make([]sql.NullString, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
+			vals, err := canal.ScanRow(rows)
+			if err != nil {
 				break
 			}
 			for i, c := range cols {
 				switch strings.ToLower(c) {
 				case "master_host", "source_host":
-					host = vals[i].String
+					host = vals[i]
 				case "master_port", "source_port":
-					port = vals[i].String
+					port = vals[i]
 				}
 			}
 		}

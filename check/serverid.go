@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 )
@@ -23,7 +24,7 @@ func serverIDResult(ctx context.Context, db *sql.DB, s server, cfg *config.Confi
 	reps, err := replicas(ctx, db, s)
 	hostname, _ := os.Hostname()
 	standby := cfg.Checkpoint.Lock != nil && *cfg.Checkpoint.Lock && lockHeld(ctx, cfg)
-	return serverIDDecision(idRange{cfg.Source.ServerID, len(Pipelines(cfg))}, uint32(own), reps, err, hostname, standby, s)
+	return serverIDDecision(idRange{cfg.Source.ServerID, len(cfg.PipelineNames())}, uint32(own), reps, err, hostname, standby, s)
 }
 
 // idRange is the relay's replica ids: first .. first+n-1.
@@ -142,18 +143,14 @@ func replicas(ctx context.Context, db *sql.DB, s server) ([]replica, error) {
 	}
 	var out []replica
 	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := canal.ScanRow(rows)
+		if err != nil {
 			return nil, err
 		}
-		id, _ := strconv.ParseUint(vals[idCol].String, 10, 32)
+		id, _ := strconv.ParseUint(vals[idCol], 10, 32)
 		x := replica{ID: uint32(id)}
 		if hostCol >= 0 {
-			x.Host = vals[hostCol].String
+			x.Host = vals[hostCol]
 		}
 		out = append(out, x)
 	}

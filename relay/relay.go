@@ -409,7 +409,7 @@ func (r *Relay) pollBinaryLogs(ctx context.Context, db *sql.DB, m *metrics.Metri
 		cancel()
 		switch {
 		case err == nil:
-			m.SetBinaryLogs(files)
+			m.SetBinaryLogs(canal.FileNames(files))
 			failing = false
 		case ctx.Err() == nil && !failing:
 			r.log.Warn("list binary logs for metrics (retried)", slog.Any("err", err))

@@ -43,7 +43,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err == nil {
 			var pos = mustPosition(canal.CurrentPosition(ctx, db, info))
 			server = pos
-			files, _ = canal.BinaryLogs(ctx, db)
+			all, _ := canal.BinaryLogs(ctx, db)
+			files = canal.FileNames(all)
 			if len(files) > 0 {
 				logs = fmt.Sprintf("%s … %s (%d files)", files[0], files[len(files)-1], len(files))
 			}

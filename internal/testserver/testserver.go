@@ -223,9 +223,6 @@ func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("root@tcp(%s:%d)/%s?multiStatements=true&parseTime=true", s.Host, s.Port, db)
 }
 
-// Addr is host:port.
-func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
-
 // DB opens a connection pool to database db and closes it when the test ends.
 func (s *Server) DB(t testing.TB, db string) *sql.DB {
 	t.Helper()
