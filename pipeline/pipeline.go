@@ -82,7 +82,7 @@ type Config struct {
 // Observer receives what the pipeline does, for metrics. Methods are called
 // from several goroutines and must not block. A nil Observer is allowed.
 type Observer interface {
-	// Delivered is called once per acknowledged event.
+	// Delivered is called once per acknowledged event (not for dead letters).
 	Delivered(e *event.Event, at time.Time)
 	// Failed is called for each failed attempt of an event; permanent says
 	// whether it goes to the dead-letter store.
@@ -417,16 +417,20 @@ func (p *Pipeline) settle(ctx context.Context, batch []*item, err error) error {
 	return nil
 }
 
-// settleSome acks what was acknowledged, dead-letters what failed for good,
-// and returns what must be retried and the longest wait a failure asked for.
+// settleSome releases what was acknowledged or dead-lettered (under one
+// tracker lock for the whole batch), and returns what must be retried and
+// the longest wait a failure asked for.
 func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (retry []*item, wait time.Duration, err error) {
 	now := time.Now()
 	up := werr == nil
+	done := make([]*item, 0, len(batch))
+	defer func() { p.tracker.release(done) }()
 	for i, it := range batch {
 		e := sink.ErrorFor(werr, i)
 		if e == nil {
 			up = true
-			p.ack(it, now)
+			p.obs.Delivered(it.ev, now)
+			done = append(done, it)
 			continue
 		}
 		it.tries++
@@ -438,7 +442,7 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 			if err := p.deadLetter(ctx, it, e); err != nil {
 				return nil, 0, err
 			}
-			p.ack(it, now)
+			done = append(done, it) // kept in the dead-letter store: not delivered, but settled
 			continue
 		}
 		p.obs.Failed(it.ev, e, false)
@@ -480,11 +484,6 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 		}
 		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
 	}
-}
-
-func (p *Pipeline) ack(it *item, now time.Time) {
-	p.obs.Delivered(it.ev, now)
-	p.tracker.ack(it.txn, it.size)
 }
 
 // saveLoop saves the watermark every CheckpointInterval while ctx lives.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,8 +187,12 @@ func TestPermanentFailureGoesToTheDeadLetterStoreAndTheStreamGoesOn(t *testing.T
 	}}
 	dlq := &memDLQ{}
 	store := &memStore{}
-	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}},
+	obs := &countingObserver{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}, Observer: obs},
 		&fakeSource{txns: txns(5, 2)}, func() bool { return len(s.got()) == 9 })
+	if d, dl := obs.delivered.Load(), obs.deadLettered.Load(); d != 9 || dl != 1 {
+		t.Fatalf("observer saw %d delivered and %d dead-lettered, want 9 and 1 (a dead letter is not a delivery)", d, dl)
+	}
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
@@ -311,3 +316,11 @@ func TestShutdownWithTheSinkDownAndThePipelineFull(t *testing.T) {
 		t.Fatal("Run did not return after shutdown with the sink down and the pipeline full")
 	}
 }
+
+type countingObserver struct {
+	nopObserver
+	delivered, deadLettered atomic.Int64
+}
+
+func (c *countingObserver) Delivered(*event.Event, time.Time) { c.delivered.Add(1) }
+func (c *countingObserver) DeadLettered(*event.Event, string) { c.deadLettered.Add(1) }

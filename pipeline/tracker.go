@@ -64,14 +64,32 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 func (t *tracker) ack(e *txnEntry, size int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.ackLocked(e, size)
+	t.advance()
+	t.room.Broadcast()
+}
+
+// release acks every item at once: one lock and one wake-up per batch.
+func (t *tracker) release(items []*item) {
+	if len(items) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, it := range items {
+		t.ackLocked(it.txn, it.size)
+	}
+	t.advance()
+	t.room.Broadcast()
+}
+
+func (t *tracker) ackLocked(e *txnEntry, size int) {
 	e.pending--
 	if e.pending < 0 {
 		panic("pipeline: event acknowledged twice")
 	}
 	t.events--
 	t.bytes -= size
-	t.advance()
-	t.room.Broadcast()
 }
 
 func (t *tracker) advance() {
