@@ -19,7 +19,11 @@ type MySQL struct {
 	table string
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
+var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
+
+// ValidTableName reports whether name can be used, unquoted of any risk, as
+// the table of a MySQL store (checkpoints or dead letters).
+func ValidTableName(name string) bool { return identRe.MatchString(name) }
 
 // OpenMySQL opens the store on db, creating table if it does not exist.
 func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
@@ -435,6 +436,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Checkpoint.Store == "mysql" && c.Checkpoint.DSN == "" {
 		bad("checkpoint.dsn: required with checkpoint.store: mysql (user:${PASSWORD}@tcp(host:3306)/db)")
+	}
+	for field, name := range map[string]string{"checkpoint.table": c.Checkpoint.Table, "dead_letter.table": c.DeadLetter.Table} {
+		if !checkpoint.ValidTableName(name) {
+			bad("%s: %q: use 1 to 64 letters, digits, _ and $", field, name)
+		}
 	}
 	if _, err := c.StartGTID(); err != nil {
 		bad("checkpoint.start: %v", err)

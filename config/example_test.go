@@ -38,6 +38,7 @@ func TestParseRejectsBadInputNamingTheField(t *testing.T) {
 		{"mysql store without dsn", base + "checkpoint: {store: mysql}\n", "checkpoint.dsn"},
 		{"a read timeout shorter than the heartbeat", base + "source: {heartbeat: 10s, read_timeout: 5s}\n", "source.read_timeout"},
 		{"not YAML", "{{{", "not valid YAML"},
+		{"an unsafe checkpoint table name", base + "checkpoint: {table: 'cp; DROP TABLE x'}\n", "checkpoint.table"},
 		{"a bad duration", base + "delivery:\n  linger: soon\n", "delivery.linger"},
 	}
 	for _, tc := range tests {

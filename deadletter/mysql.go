@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -19,14 +19,12 @@ type MySQL struct {
 	table string
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]+$`)
-
 // OpenMySQL opens the store on db.
 func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if table == "" {
 		table = "outbox_relay_dead_letters"
 	}
-	if !identRe.MatchString(table) {
+	if !checkpoint.ValidTableName(table) {
 		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
 	}
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
