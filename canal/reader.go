@@ -99,7 +99,7 @@ var ErrPositionLost = errors.New("binlog position is no longer available on the 
 // Reader reads outbox events from the binlog.
 type Reader struct {
 	cfg    Config
-	tables map[string]*Table // key: schema.table
+	tables map[string]map[string]*Table // schema -> table -> outbox table
 	log    *slog.Logger
 }
 
@@ -129,13 +129,16 @@ func New(cfg Config) (*Reader, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reader{cfg: cfg, tables: map[string]*Table{}, log: cfg.Logger}
+	r := &Reader{cfg: cfg, tables: map[string]map[string]*Table{}, log: cfg.Logger}
 	for i := range cfg.Tables {
 		t := &cfg.Tables[i]
 		if t.Columns.ID == "" || t.Columns.AggregateID == "" || t.Columns.Payload == "" {
 			return nil, fmt.Errorf("canal: table %s: the id, aggregate_id and payload columns must be mapped", t.FullName())
 		}
-		r.tables[t.FullName()] = t
+		if r.tables[t.Schema] == nil {
+			r.tables[t.Schema] = map[string]*Table{}
+		}
+		r.tables[t.Schema][t.Name] = t
 	}
 	return r, nil
 }
@@ -299,12 +302,18 @@ type tableMap struct {
 	ev      *replication.TableMapEvent
 }
 
+// outboxTable returns the outbox table a TABLE_MAP event names, or nil. It
+// runs for every rows event of every table, so it does not allocate.
+func (r *Reader) outboxTable(e *replication.TableMapEvent) *Table {
+	return r.tables[string(e.Schema)][string(e.Table)]
+}
+
 func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
 	pos, err := re.DecodeHeader(data)
 	if err != nil {
 		return err
 	}
-	if re.Table == nil || r.tables[string(re.Table.Schema)+"."+string(re.Table.Table)] == nil {
+	if re.Table == nil || r.outboxTable(re.Table) == nil {
 		return nil // not an outbox table: never decoded
 	}
 	if re.Type() != replication.EnumRowsEventTypeInsert {
@@ -336,8 +345,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			_ = st.ownGTID.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)
 		}
 	case *replication.TableMapEvent:
-		name := string(e.Schema) + "." + string(e.Table)
-		t := r.tables[name]
+		t := r.outboxTable(e)
 		if t == nil {
 			return nil
 		}
