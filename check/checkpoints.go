@@ -26,9 +26,9 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 	var store checkpoint.Store
 	switch cfg.Checkpoint.Store {
 	case "mysql":
-		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint.dsn: %w", err)
+			return nil, err
 		}
 		defer db.Close()
 		var n int

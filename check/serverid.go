@@ -103,7 +103,7 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 // now (this relay would wait as its standby). Errors count as not held.
 func lockHeld(ctx context.Context, cfg *config.Config) bool {
 	if cfg.Checkpoint.Store == "mysql" {
-		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 		if err != nil {
 			return false
 		}

@@ -2,11 +2,13 @@ package checkpoint_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,27 +124,42 @@ func saver(path string) {
 	}
 }
 
+// The store works on a caller's *sql.DB whatever its DSN options: with
+// parseTime (DATETIME as time.Time) and without (DATETIME as text).
 func TestMySQLStore(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
-	db := srv.DB(t, srv.NewDatabase(t))
-	ctx := context.Background()
-	st, err := checkpoint.OpenMySQL(ctx, db, "")
+	name := srv.NewDatabase(t)
+	plain, err := sql.Open("mysql", strings.Replace(srv.DSN(name), "&parseTime=true", "", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Load(ctx, "a"); !errors.Is(err, checkpoint.ErrNotFound) {
-		t.Fatalf("Load = %v", err)
-	}
-	for _, n := range []int{1, 2} {
-		if err := st.Save(ctx, "a", cp(n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := st.Load(ctx, "a")
-	if err != nil || got != cp(2) {
-		t.Fatalf("Load = %+v, %v; want %+v", got, err, cp(2))
-	}
-	if _, err := checkpoint.OpenMySQL(ctx, db, "bad name; DROP"); err == nil {
-		t.Fatal("an unsafe table name was accepted")
+	t.Cleanup(func() { plain.Close() })
+	for _, tc := range []struct {
+		name string
+		db   *sql.DB
+	}{{"a DSN with parseTime", srv.DB(t, name)}, {"a DSN without parseTime", plain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := tc.db
+			ctx := context.Background()
+			st, err := checkpoint.OpenMySQL(ctx, db, "cp_"+strings.ReplaceAll(tc.name, " ", "_"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Load(ctx, "a"); !errors.Is(err, checkpoint.ErrNotFound) {
+				t.Fatalf("Load = %v", err)
+			}
+			for _, n := range []int{1, 2} {
+				if err := st.Save(ctx, "a", cp(n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := st.Load(ctx, "a")
+			if err != nil || got != cp(2) {
+				t.Fatalf("Load = %+v, %v; want %+v", got, err, cp(2))
+			}
+			if _, err := checkpoint.OpenMySQL(ctx, db, "bad name; DROP"); err == nil {
+				t.Fatal("an unsafe table name was accepted")
+			}
+		})
 	}
 }

@@ -53,7 +53,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 	var cp Checkpoint
 	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
-		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, &cp.UpdatedAt)
+		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt})
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, ErrNotFound
 	}

@@ -2,9 +2,9 @@ package relay
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -17,7 +17,7 @@ func OpenDeadLetters(ctx context.Context, cfg *config.Config) (deadletter.Store,
 	case "none":
 		return nil, func() {}, nil
 	case "mysql":
-		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 		if err != nil {
 			return nil, nil, err
 		}

@@ -153,9 +153,9 @@ func Server(ctx context.Context, db *sql.DB, cfg *config.Config) (canal.ServerIn
 func OpenStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
 	switch cfg.Checkpoint.Store {
 	case "mysql":
-		db, err := sql.Open("mysql", cfg.Checkpoint.DSN.Reveal())
+		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint.dsn: %w", err)
+			return nil, nil, err
 		}
 		st, err := checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table)
 		if err != nil {

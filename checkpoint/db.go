@@ -1,0 +1,57 @@
+package checkpoint
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// OpenDB opens the database of a MySQL store (checkpoints, dead letters, the
+// store's lock) from a go-sql-driver DSN. It sets what the stores rely on
+// itself — DATETIME columns scanned as time.Time (parseTime), in UTC — so a
+// DSN written without those options, as operators write them, works the same.
+// The DSN is never part of an error: it may hold a password.
+func OpenDB(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint.dsn: %w (the form is user:${PASSWORD}@tcp(host:3306)/dbname)", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint.dsn: %w", err)
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// dbTime scans a DATETIME column whether the driver hands it over as a
+// time.Time (parseTime=true) or as text (the default), so a store opened on a
+// caller's *sql.DB does not depend on its DSN options.
+type dbTime struct{ t *time.Time }
+
+func (d dbTime) Scan(v any) error {
+	var s string
+	switch v := v.(type) {
+	case time.Time:
+		*d.t = v.UTC()
+		return nil
+	case []byte:
+		s = string(v)
+	case string:
+		s = v
+	case nil:
+		*d.t = time.Time{}
+		return nil
+	default:
+		return fmt.Errorf("scan DATETIME: unsupported type %T", v)
+	}
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC)
+	if err != nil {
+		return fmt.Errorf("scan DATETIME %q: %w", s, err)
+	}
+	*d.t = t
+	return nil
+}
