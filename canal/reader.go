@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
 
 	"github.com/outbox-relay/outbox-relay/event"
 )
@@ -30,6 +32,9 @@ type Config struct {
 	ServerID uint32
 	// Flavor is "mysql" or "mariadb". Required (see Inspect to detect it).
 	Flavor string
+	// GTIDMode says the server has GTIDs on (ServerInfo.GTIDMode): positions
+	// then always carry the executed GTID set, whatever the start.
+	GTIDMode bool
 
 	// Tables are the outbox tables. At least one.
 	Tables []Table
@@ -201,6 +206,11 @@ func (h handlerError) Error() string { return h.err.Error() }
 var errFatal = errors.New("fatal binlog error")
 
 // stream runs one syncer from pos until an error.
+//
+// The executed GTID set is tracked here, for both flavors and every kind of
+// start, from the start set (a GTID start), the first file's PREVIOUS_GTIDS
+// (MySQL) or GTID list (MariaDB) event (a file start), and each transaction's
+// GTID event; go-mysql's own tracking (GTID starts only) is not used.
 func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler) error {
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:              r.cfg.ServerID,
@@ -213,6 +223,7 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 		HeartbeatPeriod:       r.cfg.HeartbeatPeriod,
 		ReadTimeout:           r.cfg.ReadTimeout,
 		DisableRetrySync:      true, // a fresh syncer per attempt, from our own position
+		DiscardGTIDSet:        true, // tracked by txnState, for every kind of start
 		RenderJSONAsMySQLText: true,
 		FillZeroLogPos:        r.cfg.Flavor == mysql.MariaDBFlavor,
 		EventCacheCount:       r.cfg.EventCacheCount,
@@ -225,23 +236,28 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 		streamer *replication.BinlogStreamer
 		err      error
 	)
-	st := &txnState{file: pos.File}
-	if pos.GTIDSet != "" || (pos.File == "" && r.cfg.Flavor == mysql.MariaDBFlavor) {
-		var gset mysql.GTIDSet
-		gset, err = mysql.ParseGTIDSet(r.cfg.Flavor, pos.GTIDSet)
+	st := &txnState{file: pos.File, last: pos}
+	mode, err := r.startMode(pos)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case startGTID:
+		st.exec, err = mysql.ParseGTIDSet(r.cfg.Flavor, pos.GTIDSet)
 		if err != nil {
 			return fmt.Errorf("%w: parse GTID set %q: %v", errFatal, pos.GTIDSet, err)
 		}
-		streamer, err = syncer.StartSyncGTID(gset)
-	} else {
-		if pos.File == "" {
-			return fmt.Errorf("%w: no start position", errFatal)
+		streamer, err = syncer.StartSyncGTID(st.exec.Clone())
+	case startFileTracked:
+		// GTIDs are on but the position has none: read the file from its
+		// start, take the executed set from its PREVIOUS_GTIDS / GTID list
+		// event, and skip the transactions up to pos (handed on before).
+		st.track = true
+		if pos.Pos > 4 {
+			st.skipFile, st.skipTo = pos.File, pos.Pos
 		}
-		if r.cfg.Flavor == mysql.MariaDBFlavor {
-			// MariaDB always has GTIDs: track them ourselves from the
-			// GTID list event at the start of the file.
-			st.ownGTID, _ = mysql.ParseMariadbGTIDSet("")
-		}
+		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: 4})
+	default:
 		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: max(pos.Pos, 4)})
 	}
 	if err != nil {
@@ -264,7 +280,39 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 	}
 }
 
-// classify turns the server's refusal to serve a position into ErrPositionLost.
+type startMode int
+
+const (
+	startFile        startMode = iota // file/position; no GTIDs to track
+	startGTID                         // COM_BINLOG_DUMP_GTID from the position's set
+	startFileTracked                  // file start, GTIDs tracked from the file's header events
+)
+
+// startMode chooses how to ask the server for pos. With GTIDs on, a position
+// without a GTID set is either the start of a file before any GTID (an
+// empty set: a GTID start, which every MySQL-protocol server serves) or a
+// file/position saved before GTIDs were tracked (read that file from its
+// start, so the executed set is known from then on).
+func (r *Reader) startMode(pos event.Position) (startMode, error) {
+	switch {
+	case pos.GTIDSet != "":
+		return startGTID, nil
+	case r.cfg.Flavor == mysql.MariaDBFlavor && pos.File == "":
+		return startGTID, nil
+	case r.cfg.Flavor == mysql.MariaDBFlavor:
+		return startFileTracked, nil // MariaDB always has GTIDs
+	case r.cfg.GTIDMode && pos.Pos <= 4:
+		return startGTID, nil
+	case r.cfg.GTIDMode:
+		return startFileTracked, nil
+	case pos.File == "":
+		return 0, fmt.Errorf("%w: no start position (gtid_mode is OFF, so a file and position are needed)", errFatal)
+	}
+	return startFile, nil
+}
+
+// classify turns the server's refusal to serve a position into
+// ErrPositionLost, and refusals that no retry can cure into errFatal.
 func classify(err error) error {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
@@ -273,6 +321,8 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %s (error %d); `outbox-relay check` shows the gap and the recovery choices (remove the sink's checkpoint and start from checkpoint.start: earliest or current)", ErrPositionLost, me.Message, me.Code)
 		case 1045, 1227, 1044: // access denied, missing privilege
 			return fmt.Errorf("%w: %s (error %d): grant REPLICATION SLAVE and REPLICATION CLIENT to the relay's user", errFatal, me.Message, me.Code)
+		case 1047, 1235: // ER_UNKNOWN_COM_ERROR, ER_NOT_SUPPORTED_YET: no binlog dump here
+			return fmt.Errorf("%w: the server refused the binlog dump command: %s (error %d); point the relay at a MySQL or MariaDB server (or a replica) that serves replication, with log_bin on", errFatal, me.Message, me.Code)
 		}
 	}
 	return err
@@ -280,12 +330,28 @@ func classify(err error) error {
 
 // txnState is the reader's view of the transaction in progress.
 type txnState struct {
-	file    string
-	inTxn   bool // a BEGIN was read
-	gtid    string
-	events  []*event.Event
-	tables  map[uint64]*tableMap
-	ownGTID mysql.GTIDSet // MariaDB GTID position tracked locally (file/pos starts)
+	file   string
+	inTxn  bool // a BEGIN (or XA START) was read
+	gtid   string
+	events []*event.Event
+	tables map[uint64]*tableMap
+
+	// exec is the executed GTID set including the transaction in progress;
+	// nil when GTIDs are off, or until a file start's header event.
+	exec  mysql.GTIDSet
+	track bool // file start: take exec from the first PREVIOUS_GTIDS / GTID list
+	// skipFile/skipTo: a tracked file start resumes a position inside the
+	// file; transactions ending at or before it were handed on already.
+	skipFile string
+	skipTo   uint32
+
+	xa       string                    // the XA transaction in progress (its xid as logged), "" if none
+	prepared map[string][]*event.Event // XA PREPAREd outbox rows waiting for XA COMMIT / ROLLBACK
+	// hold is where a restart must resume while prepared holds rows: the
+	// position before the oldest of those transactions. Positions handed
+	// on stay there, so a checkpoint never skips a prepared transaction.
+	hold *event.Position
+	last event.Position // the position after the last transaction read
 }
 
 // tableMap is a TABLE_MAP event of an outbox table with column indexes resolved.
@@ -326,23 +392,51 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		st.file = string(e.NextLogName)
-	case *replication.MariadbGTIDListEvent:
-		if st.ownGTID != nil && st.ownGTID.IsEmpty() {
-			for i := range e.GTIDs {
-				_ = st.ownGTID.(*mysql.MariadbGTIDSet).AddSet(&e.GTIDs[i])
+	case *replication.PreviousGTIDsEvent:
+		if st.track && st.exec == nil {
+			set, err := mysql.ParseMysqlGTIDSet(e.GTIDSets)
+			if err != nil {
+				return fmt.Errorf("%w: PREVIOUS_GTIDS %q: %v", errFatal, e.GTIDSets, err)
 			}
+			st.exec = set
+		}
+	case *replication.MariadbGTIDListEvent:
+		if st.track && st.exec == nil {
+			set, _ := mysql.ParseMariadbGTIDSet("")
+			for i := range e.GTIDs {
+				_ = set.(*mysql.MariadbGTIDSet).AddSet(&e.GTIDs[i])
+			}
+			st.exec = set
+		}
+	case *replication.GtidTaggedLogEvent:
+		st.begin()
+		u, err := uuid.FromBytes(e.SID)
+		if err != nil {
+			return fmt.Errorf("%w: tagged GTID event: %v", errFatal, err)
+		}
+		st.gtid = fmt.Sprintf("%s:%s:%d", u, e.Tag, e.GNO)
+		if st.exec != nil {
+			st.exec.(*mysql.MysqlGTIDSet).AddGTIDWithTag(u, e.Tag, e.GNO)
 		}
 	case *replication.GTIDEvent:
 		st.begin()
-		if u, err := uuidString(e.SID); err == nil {
-			st.gtid = fmt.Sprintf("%s:%d", u, e.GNO)
+		if ev.Header.EventType == replication.ANONYMOUS_GTID_EVENT {
+			return nil // gtid_mode OFF (or a transaction from before it): no GTID
+		}
+		u, err := uuid.FromBytes(e.SID)
+		if err != nil {
+			return fmt.Errorf("%w: GTID event: %v", errFatal, err)
+		}
+		st.gtid = fmt.Sprintf("%s:%d", u, e.GNO)
+		if st.exec != nil {
+			st.exec.(*mysql.MysqlGTIDSet).AddGTID(u, e.GNO)
 		}
 	case *replication.MariadbGTIDEvent:
 		st.begin()
 		st.gtid = e.GTID.String()
 		st.inTxn = !e.IsStandalone()
-		if st.ownGTID != nil {
-			_ = st.ownGTID.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)
+		if st.exec != nil {
+			_ = st.exec.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)
 		}
 	case *replication.TableMapEvent:
 		t := r.outboxTable(e)
@@ -376,23 +470,9 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			r.cfg.Observer.OutboxEvents(tm.name, len(e.Rows))
 		}
 	case *replication.QueryEvent:
-		q := bytes.TrimSpace(e.Query)
-		switch {
-		case bytes.EqualFold(q, []byte("BEGIN")):
-			st.inTxn = true
-			return nil
-		case bytes.EqualFold(q, []byte("COMMIT")):
-			return r.commit(ctx, st, ev, e.GSet, handle)
-		case bytes.EqualFold(q, []byte("ROLLBACK")):
-			st.events = nil // only non-transactional changes survived; none are ours
-			return r.commit(ctx, st, ev, e.GSet, handle)
-		case st.inTxn:
-			return nil // a statement inside a transaction (SAVEPOINT, ...)
-		default:
-			return r.commit(ctx, st, ev, e.GSet, handle) // DDL: its own transaction
-		}
+		return r.onQuery(ctx, st, ev, bytes.TrimSpace(e.Query), handle)
 	case *replication.XIDEvent:
-		return r.commit(ctx, st, ev, e.GSet, handle)
+		return r.commit(ctx, st, ev, handle)
 	case *replication.TransactionPayloadEvent:
 		for _, inner := range e.Events {
 			if err := r.onEvent(ctx, st, inner, handle); err != nil {
@@ -404,13 +484,110 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			r.cfg.Observer.Heartbeat()
 		}
 	case *replication.GenericEvent:
-		if ev.Header.EventType == replication.HEARTBEAT_EVENT || ev.Header.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+		switch ev.Header.EventType {
+		case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
 			if r.cfg.Observer != nil {
 				r.cfg.Observer.Heartbeat()
 			}
+		case replication.XA_PREPARE_LOG_EVENT:
+			return r.xaPrepare(ctx, st, ev, e.Data, handle)
 		}
 	}
 	return nil
+}
+
+// onQuery handles a QUERY event: transaction boundaries, XA statements, and
+// statements that are transactions of their own (DDL).
+func (r *Reader) onQuery(ctx context.Context, st *txnState, ev *replication.BinlogEvent, q []byte, handle Handler) error {
+	switch {
+	case bytes.EqualFold(q, []byte("BEGIN")):
+		st.inTxn = true
+		return nil
+	case bytes.EqualFold(q, []byte("COMMIT")):
+		return r.commit(ctx, st, ev, handle)
+	case bytes.EqualFold(q, []byte("ROLLBACK")):
+		st.events = nil // only non-transactional changes survived; none are ours
+		return r.commit(ctx, st, ev, handle)
+	case hasPrefixFold(q, "XA START "), hasPrefixFold(q, "XA BEGIN "):
+		st.inTxn = true
+		st.xa = xid(q[len("XA START "):])
+		return nil
+	case hasPrefixFold(q, "XA END "):
+		return nil
+	case hasPrefixFold(q, "XA COMMIT "):
+		id := xid(q[len("XA COMMIT "):])
+		if st.inTxn && st.xa == id {
+			return r.commit(ctx, st, ev, handle) // XA COMMIT … ONE PHASE
+		}
+		// The second phase of a prepared transaction: its own GTID, its
+		// rows were read at XA PREPARE.
+		st.events = append(st.events, st.prepared[id]...)
+		st.release(id)
+		return r.commit(ctx, st, ev, handle)
+	case hasPrefixFold(q, "XA ROLLBACK "):
+		st.events = nil
+		st.release(xid(q[len("XA ROLLBACK "):]))
+		return r.commit(ctx, st, ev, handle)
+	case st.inTxn:
+		return nil // a statement inside a transaction (SAVEPOINT, ...)
+	default:
+		return r.commit(ctx, st, ev, handle) // DDL: its own transaction
+	}
+}
+
+// xaPrepare ends the first phase of an XA transaction: a one-phase commit
+// releases its rows now; otherwise they wait for the XA COMMIT that names the
+// same xid, and until then the positions handed on stay before this
+// transaction. data is the XA_PREPARE event's body: one_phase (1 byte),
+// formatID, gtrid_length, bqual_length (4 bytes each), then gtrid and bqual.
+func (r *Reader) xaPrepare(ctx context.Context, st *txnState, ev *replication.BinlogEvent, data []byte, handle Handler) error {
+	if len(data) < 13 {
+		return fmt.Errorf("%w: XA_PREPARE event of %d bytes", errFatal, len(data))
+	}
+	if data[0] != 0 {
+		return r.commit(ctx, st, ev, handle) // one_phase
+	}
+	format := binary.LittleEndian.Uint32(data[1:])
+	gl, bl := int(binary.LittleEndian.Uint32(data[5:])), int(binary.LittleEndian.Uint32(data[9:]))
+	if gl < 0 || bl < 0 || 13+gl+bl > len(data) {
+		return fmt.Errorf("%w: XA_PREPARE event: bad xid lengths %d, %d", errFatal, gl, bl)
+	}
+	// The form XA COMMIT / XA ROLLBACK are logged with: X'gtrid',X'bqual',formatID.
+	id := fmt.Sprintf("x'%x',x'%x',%d", data[13:13+gl], data[13+gl:13+gl+bl], format)
+	if len(st.events) > 0 {
+		if st.prepared == nil {
+			st.prepared = map[string][]*event.Event{}
+		}
+		st.prepared[id] = st.events
+		if st.hold == nil {
+			h := st.last
+			st.hold = &h
+		}
+	}
+	st.events = nil
+	return r.commit(ctx, st, ev, handle) // moves the executed set; no events
+}
+
+// release forgets a prepared transaction once it is committed or rolled back.
+func (st *txnState) release(id string) {
+	delete(st.prepared, id)
+	if len(st.prepared) == 0 {
+		st.hold = nil
+	}
+}
+
+// xid normalises the xid of an XA statement as logged (X'..',X'..',n),
+// dropping a trailing ONE PHASE, so XA START and XA COMMIT match.
+func xid(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.Index(strings.ToUpper(s), " ONE PHASE"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ToLower(strings.ReplaceAll(s, " ", ""))
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
 func (st *txnState) begin() {
@@ -418,20 +595,29 @@ func (st *txnState) begin() {
 	st.gtid = ""
 	st.events = nil
 	st.tables = nil
+	st.xa = ""
 }
 
-func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, gset mysql.GTIDSet, handle Handler) error {
+func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
 	pos := event.Position{File: st.file, Pos: ev.Header.LogPos}
-	switch {
-	case gset != nil:
-		pos.GTIDSet = gset.String()
-	case st.ownGTID != nil:
-		pos.GTIDSet = st.ownGTID.String()
+	if st.exec != nil {
+		pos.GTIDSet = st.exec.String()
+	}
+	if st.skipTo > 0 {
+		if st.file == st.skipFile && pos.Pos <= st.skipTo {
+			st.begin() // handed on before the restart
+			return nil
+		}
+		st.skipTo = 0
 	}
 	commitTime := time.Unix(int64(ev.Header.Timestamp), 0).UTC()
 	for _, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
+	}
+	st.last = pos
+	if st.hold != nil {
+		pos = *st.hold
 	}
 	txn := &event.Txn{Events: st.events, Position: pos, CommitTime: commitTime}
 	st.begin()
@@ -439,13 +625,6 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		r.cfg.Observer.Transaction(commitTime)
 	}
 	return handle(ctx, txn)
-}
-
-func uuidString(b []byte) (string, error) {
-	if len(b) != 16 {
-		return "", errors.New("bad sid")
-	}
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }
 
 // ColumnsMissingError is returned when the binlog carries no column names.

@@ -372,3 +372,90 @@ func TestReaderReadsMariaDBCompressedBinlog(t *testing.T) {
 		}
 	}
 }
+
+// XA transactions: rows are released at XA COMMIT (or a one-phase commit),
+// never at XA PREPARE and never after XA ROLLBACK; and every position handed
+// on while a transaction with outbox rows is prepared resumes before it, so a
+// restart in that window still delivers its rows.
+func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
+	_, db, cfg := setup(t)
+	start := position(t, db, false)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ins := func(c interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}, n int, agg string) {
+		t.Helper()
+		if _, err := c.ExecContext(ctx, fmt.Sprintf("INSERT INTO outbox VALUES (UNHEX('%032x'), 'order', '%s', 'e%d', '{}', NULL)", n, agg, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(qs ...string) {
+		t.Helper()
+		for _, q := range qs {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	exec("XA START 'a'")
+	ins(conn, 1, "xa")
+	exec("XA END 'a'", "XA PREPARE 'a'")
+	ins(db, 2, "plain") // committed while 'a' is prepared
+	exec("XA COMMIT 'a'")
+	exec("XA START 'b'")
+	ins(conn, 3, "xb")
+	exec("XA END 'b'", "XA PREPARE 'b'", "XA ROLLBACK 'b'")
+	exec("XA START 'c'")
+	ins(conn, 4, "xc")
+	exec("XA END 'c'", "XA COMMIT 'c' ONE PHASE")
+	ins(db, 5, "end")
+
+	r, err := canal.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	type txn struct {
+		ids []string
+		pos event.Position
+	}
+	var txns []txn
+	var ids []string
+	errDone := errors.New("done")
+	err = r.Run(rctx, start, func(ctx context.Context, t *event.Txn) error {
+		var x []string
+		for _, e := range t.Events {
+			x = append(x, e.Type)
+		}
+		txns = append(txns, txn{x, t.Position})
+		ids = append(ids, x...)
+		if len(x) > 0 && x[len(x)-1] == "e5" {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("reader: %v (events so far %v)", err, ids)
+	}
+	if got, want := strings.Join(ids, ","), "e2,e1,e4,e5"; got != want {
+		t.Fatalf("events in order %s, want %s (e1 at its XA COMMIT, e3 rolled back, e4 one-phase)", got, want)
+	}
+	// The transaction of e2 was read while 'a' was prepared: resuming from
+	// the position handed on with it must deliver e1 again.
+	var e2pos event.Position
+	for _, x := range txns {
+		if len(x.ids) == 1 && x.ids[0] == "e2" {
+			e2pos = x.pos
+		}
+	}
+	evs, _ := collect(t, cfg, e2pos, 2)
+	if evs[0].Type != "e1" && evs[1].Type != "e1" {
+		t.Fatalf("resumed from the position handed on during the prepared window (%s): got %s, %s; e1 is lost", e2pos, evs[0].Type, evs[1].Type)
+	}
+}

@@ -77,15 +77,14 @@ func EarliestPosition(ctx context.Context, db *sql.DB, info ServerInfo) (event.P
 	}
 	pos := event.Position{File: files[0].Name, Pos: 4}
 	if info.GTIDMode && info.Flavor == mysql.MySQLFlavor {
-		// Everything not purged: start from gtid_purged.
+		// Everything not purged: a GTID start from gtid_purged. When nothing
+		// was purged the set is empty, which is a valid GTID start too (the
+		// reader starts by GTID from a GTID-less position at a file's start),
+		// so every later position carries the executed set.
 		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_purged").Scan(&pos.GTIDSet); err != nil {
 			return pos, fmt.Errorf("read gtid_purged: %w", err)
 		}
 		pos.GTIDSet = strings.ReplaceAll(pos.GTIDSet, "\n", "")
-		if pos.GTIDSet == "" {
-			// An empty set is not a usable start: file/pos it is.
-			return event.Position{File: files[0].Name, Pos: 4}, nil
-		}
 	}
 	// MariaDB: file/pos; the reader takes the GTID position from the file's
 	// GTID list event.

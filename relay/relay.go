@@ -295,7 +295,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
 			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, Tables: tables, TLS: tlsConfig,
+			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
 			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
 		})
