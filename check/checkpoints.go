@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -78,35 +74,6 @@ func hasGTIDCheckpoint(cps map[string]checkpoint.Checkpoint) bool {
 	return false
 }
 
-// oldestGTIDList is the MariaDB GTID position at the start of file: the
-// Gtid_list event that heads it, which BINLOG_GTID_POS reads for us; SHOW
-// BINLOG EVENTS is the fallback.
-func oldestGTIDList(ctx context.Context, db *sql.DB, file string) (string, error) {
-	var pos sql.NullString
-	err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, 4)", file).Scan(&pos)
-	if err == nil && pos.Valid {
-		return pos.String, nil
-	}
-	rows, err2 := db.QueryContext(ctx, "SHOW BINLOG EVENTS IN "+sqlString(file)+" LIMIT 5")
-	if err2 != nil {
-		return "", fmt.Errorf("read the GTID list of %s: BINLOG_GTID_POS: %v; SHOW BINLOG EVENTS: %w", file, err, err2)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		vals, err := canal.ScanRow(rows)
-		if err != nil {
-			return "", err
-		}
-		if len(vals) >= 6 && vals[2] == "Gtid_list" {
-			return strings.Trim(vals[5], "[]"), nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("no Gtid_list event at the start of %s", file)
-}
-
 func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config, cps map[string]checkpoint.Checkpoint, cpErr error) []Result {
 	if cpErr != nil {
 		return []Result{{Name: NameCheckpointAvailable, Status: Fail,
@@ -123,7 +90,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 	var oldestList string
 	var oldestErr error
 	if filesErr == nil && len(files) > 0 && s.flavor == flavorMariaDB {
-		oldestList, oldestErr = oldestGTIDList(ctx, db, files[0].Name)
+		oldestList, oldestErr = canal.OldestGTIDList(ctx, db, files[0].Name)
 	}
 	var avail, owner []Result
 	for _, key := range cfg.PipelineNames() {
@@ -188,15 +155,15 @@ func bytesText(n int64) string {
 // is in it (the server would otherwise have to send what it no longer has).
 func mysqlAvailable(key string, cp checkpoint.Checkpoint, purged, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
-	missing, n, err := gtidMinus(purged, cp.Position.GTIDSet)
+	g, err := canal.MySQLGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, purged)
 	switch {
 	case err != nil:
 		r.Status = Fail
-		r.Detail = fmt.Sprintf("sink %q: cannot compare its GTID set with gtid_purged: %v", key, err)
+		r.Detail = fmt.Sprintf("sink %q: %v", key, err)
 		r.Fix = recovery
-	case n > 0:
+	case len(g.Purged) > 0:
 		r.Status = Fail
-		r.Detail = fmt.Sprintf("sink %q: its checkpoint is no longer on the server: %d transaction(s) it has not delivered were purged (%s)", key, n, missing)
+		r.Detail = fmt.Sprintf("sink %q: its checkpoint is no longer on the server: %s", key, strings.Join(g.Purged, "; "))
 		r.Fix = recovery
 	default:
 		r.Detail = fmt.Sprintf("sink %q: every transaction after its checkpoint is still in the binlog", key)
@@ -204,102 +171,21 @@ func mysqlAvailable(key string, cp checkpoint.Checkpoint, purged, recovery strin
 	return r
 }
 
-// gtidMinus returns a − b as a GTID set string and the number of
-// transactions in it.
-func gtidMinus(a, b string) (string, int64, error) {
-	ga, err := mysql.ParseMysqlGTIDSet(strings.ReplaceAll(a, "\n", ""))
-	if err != nil {
-		return "", 0, fmt.Errorf("parse %q: %w", a, err)
-	}
-	gb, err := mysql.ParseMysqlGTIDSet(strings.ReplaceAll(b, "\n", ""))
-	if err != nil {
-		return "", 0, fmt.Errorf("parse %q: %w", b, err)
-	}
-	sa, sb := ga.(*mysql.MysqlGTIDSet), gb.(*mysql.MysqlGTIDSet)
-	if sb.Contain(sa) {
-		return "", 0, nil
-	}
-	out := mysql.NewMysqlGTIDSet()
-	var n int64
-	for u, tags := range *sa {
-		for tag, ivs := range tags {
-			var sub mysql.IntervalSlice
-			if t, ok := (*sb)[u]; ok {
-				sub = t[tag]
-			}
-			diff := intervalsMinus(ivs, sub)
-			if len(diff) == 0 {
-				continue
-			}
-			if out[u] == nil {
-				out[u] = map[mysql.Tag]mysql.IntervalSlice{}
-			}
-			out[u][tag] = diff
-			for _, iv := range diff {
-				n += iv.Stop - iv.Start
-			}
-		}
-	}
-	return out.String(), n, nil
-}
-
-// intervalsMinus returns a − b; both are [start, stop) intervals.
-func intervalsMinus(a, b mysql.IntervalSlice) mysql.IntervalSlice {
-	b = slices.Clone(b)
-	sort.Slice(b, func(i, j int) bool { return b[i].Start < b[j].Start })
-	var out mysql.IntervalSlice
-	for _, iv := range a {
-		cur := iv
-		for _, x := range b {
-			if x.Stop <= cur.Start || x.Start >= cur.Stop {
-				continue
-			}
-			if x.Start > cur.Start {
-				out = append(out, mysql.Interval{Start: cur.Start, Stop: x.Start})
-			}
-			cur.Start = x.Stop
-			if cur.Start >= cur.Stop {
-				break
-			}
-		}
-		if cur.Start < cur.Stop {
-			out = append(out, cur)
-		}
-	}
-	return out
-}
-
 // mariadbAvailable: a MariaDB GTID position resumes only if, in every domain
 // the oldest binlog's GTID list names, it is at or past that list's seq_no.
 func mariadbAvailable(key string, cp checkpoint.Checkpoint, oldestFile, oldestList, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
-	have, err := mariadbPositions(cp.Position.GTIDSet)
+	// Only the purged side here: the server side is checkpoint_server's.
+	g, err := canal.MariaDBGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, "", oldestFile, oldestList)
 	if err != nil {
 		r.Status = Fail
-		r.Detail = fmt.Sprintf("sink %q: its GTID position %q cannot be read: %v", key, cp.Position.GTIDSet, err)
+		r.Detail = fmt.Sprintf("sink %q: %v", key, err)
 		r.Fix = recovery
 		return r
 	}
-	oldest, err := mariadbPositions(oldestList)
-	if err != nil {
+	if len(g.Purged) > 0 {
 		r.Status = Fail
-		r.Detail = fmt.Sprintf("sink %q: the GTID list %q of %s cannot be read: %v", key, oldestList, oldestFile, err)
-		return r
-	}
-	var gaps []string
-	for _, d := range sortedDomains(oldest) {
-		o := oldest[d]
-		c, ok := have[d]
-		switch {
-		case !ok:
-			gaps = append(gaps, fmt.Sprintf("domain %d: the checkpoint has no position, and its transactions up to %d-%d-%d were purged", d, d, o.ServerID, o.SequenceNumber))
-		case c.SequenceNumber < o.SequenceNumber:
-			gaps = append(gaps, fmt.Sprintf("domain %d: the checkpoint is at seq_no %d but %s starts after %d, so %d transaction(s) (seq_no %d to %d) were purged", d, c.SequenceNumber, oldestFile, o.SequenceNumber, o.SequenceNumber-c.SequenceNumber, c.SequenceNumber+1, o.SequenceNumber))
-		}
-	}
-	if len(gaps) > 0 {
-		r.Status = Fail
-		r.Detail = fmt.Sprintf("sink %q: its checkpoint %s is no longer on the server: %s", key, cp.Position.GTIDSet, strings.Join(gaps, "; "))
+		r.Detail = fmt.Sprintf("sink %q: its checkpoint %s is no longer on the server: %s", key, cp.Position.GTIDSet, strings.Join(g.Purged, "; "))
 		r.Fix = recovery
 		return r
 	}
@@ -343,124 +229,56 @@ func fileNumbers(a, b string) (int64, int64, bool) {
 	return x, y, err1 == nil && err2 == nil
 }
 
-// mariadbPositions parses a GTID position: one GTID per domain (the last
-// listed wins when a domain repeats, as in a GTID list).
-func mariadbPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
-	out := map[uint32]mysql.MariadbGTID{}
-	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		g, err := mysql.ParseMariadbGTID(part)
-		if err != nil {
-			return nil, err
-		}
-		if old, ok := out[g.DomainID]; !ok || g.SequenceNumber >= old.SequenceNumber {
-			out[g.DomainID] = *g
-		}
-	}
-	return out, nil
-}
-
-// mariadbState parses gtid_binlog_state: the last seq_no of every
-// (domain, server) pair in the binlog.
-func mariadbState(s string) (map[[2]uint32]uint64, error) {
-	out := map[[2]uint32]uint64{}
-	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		g, err := mysql.ParseMariadbGTID(part)
-		if err != nil {
-			return nil, err
-		}
-		out[[2]uint32{g.DomainID, g.ServerID}] = g.SequenceNumber
-	}
-	return out, nil
-}
-
-func sortedDomains(m map[uint32]mysql.MariadbGTID) []uint32 {
-	var ds []uint32
-	for d := range m {
-		ds = append(ds, d)
-	}
-	slices.Sort(ds)
-	return ds
-}
-
-// serverDecision judges whether a checkpoint was taken from this server.
+// serverDecision judges whether this server can serve a checkpoint by GTID
+// arithmetic alone: every GTID of the checkpoint executed here. The server's
+// identity decides nothing (after a failover the new primary serves the
+// checkpoints read from the old one); a changed identity is only reported.
 func serverDecision(key string, cp checkpoint.Checkpoint, s server, recovery string) Result {
 	r := Result{Name: NameCheckpointServer}
 	foreign := func(detail string) Result {
 		r.Status = Fail
 		r.Detail = fmt.Sprintf("sink %q: %s", key, detail)
-		r.Fix = "point source.host/source.port at the server the checkpoint was read from; or, to start afresh on this one, " + strings.TrimPrefix(recovery, "to resume accepting the gap, ")
+		r.Fix = "point source.host/source.port at a server that executed them (the one the checkpoint was read from, or a replica that caught up), or wait for this one to catch up; or, to start afresh on this one, " + strings.TrimPrefix(recovery, "to resume accepting the gap, ")
 		return r
 	}
 	if cp.Flavor != "" && cp.Flavor != s.flavor {
 		return foreign(fmt.Sprintf("the checkpoint was saved from a %s server, but this server is %s", cp.Flavor, s.flavor))
 	}
+	if cp.Position.GTIDSet == "" {
+		r.Detail = fmt.Sprintf("sink %q: a file/position checkpoint (%s): its file is checked by checkpoint_available", key, cp.Position)
+		return r
+	}
+	var (
+		g   canal.Gaps
+		err error
+	)
+	if s.flavor == flavorMySQL {
+		g, err = canal.MySQLGaps(cp.Position.GTIDSet, s.vars["gtid_executed"], "")
+	} else {
+		g, err = canal.MariaDBGaps(cp.Position.GTIDSet, s.vars["gtid_binlog_pos"], s.vars["gtid_binlog_state"], "", "")
+	}
+	if err != nil {
+		return foreign(err.Error())
+	}
+	if len(g.Missing) > 0 {
+		return foreign("this server has not executed every transaction of the checkpoint " + cp.Position.GTIDSet + ": " + strings.Join(g.Missing, "; "))
+	}
 	if s.flavor == flavorMySQL {
 		uuid := s.vars["server_uuid"]
 		if cp.ServerUUID != "" && uuid != "" && cp.ServerUUID != uuid {
-			return foreign(fmt.Sprintf("the checkpoint belongs to server %s, but this server is %s", cp.ServerUUID, uuid))
+			r.Detail = fmt.Sprintf("sink %q: saved from server %s; this server (%s) has executed every GTID of it, so it resumes here (a failover, or reading another replica)", key, cp.ServerUUID, uuid)
+			return r
 		}
-		if cp.Position.GTIDSet != "" {
-			ahead, n, err := gtidMinus(cp.Position.GTIDSet, s.vars["gtid_executed"])
-			if err != nil {
-				return foreign(fmt.Sprintf("cannot compare its GTID set with gtid_executed: %v", err))
-			}
-			if n > 0 {
-				return foreign(fmt.Sprintf("the checkpoint has %d transaction(s) this server never executed (%s): it comes from another server", n, ahead))
-			}
-		}
-		r.Detail = fmt.Sprintf("sink %q: saved from this server (%s)", key, orEmpty(uuid))
+		r.Detail = fmt.Sprintf("sink %q: every GTID of the checkpoint is executed on this server (%s)", key, orEmpty(uuid))
 		return r
 	}
-	return mariadbServerDecision(key, cp, s.vars["server_id"], s.vars["gtid_binlog_pos"], s.vars["gtid_binlog_state"], foreign)
-}
-
-// mariadbServerDecision: every GTID of the checkpoint must be one this
-// server's binlog has written: its domain known, its seq_no not ahead of
-// gtid_binlog_pos, and not ahead of what its (domain, server) pair wrote.
-func mariadbServerDecision(key string, cp checkpoint.Checkpoint, serverID, binlogPos, binlogState string, foreign func(string) Result) Result {
-	r := Result{Name: NameCheckpointServer}
-	have, err := mariadbPositions(cp.Position.GTIDSet)
-	if err != nil {
-		return foreign(fmt.Sprintf("its GTID position %q cannot be read: %v", cp.Position.GTIDSet, err))
-	}
-	pos, err1 := mariadbPositions(binlogPos)
-	state, err2 := mariadbState(binlogState)
-	if err := errors.Join(err1, err2); err != nil {
-		return foreign(fmt.Sprintf("cannot read the server's gtid_binlog_pos/gtid_binlog_state: %v", err))
-	}
-	var bad []string
-	for _, d := range sortedDomains(have) {
-		g := have[d]
-		p, ok := pos[d]
-		switch {
-		case !ok:
-			bad = append(bad, fmt.Sprintf("domain %d (of %s) is unknown to this server (gtid_binlog_pos %s)", d, g.String(), orEmpty(binlogPos)))
-		case g.SequenceNumber > p.SequenceNumber:
-			bad = append(bad, fmt.Sprintf("%s is ahead of this server's %s in domain %d", g.String(), p.String(), d))
-		default:
-			if last, ok := state[[2]uint32{d, g.ServerID}]; !ok || last < g.SequenceNumber {
-				bad = append(bad, fmt.Sprintf("%s was never written to this server's binlog (gtid_binlog_state %s)", g.String(), orEmpty(binlogState)))
-			}
-		}
-	}
-	if len(bad) > 0 {
-		return foreign("the checkpoint " + cp.Position.GTIDSet + " belongs to another server: " + strings.Join(bad, "; "))
-	}
-	id, _ := strconv.ParseUint(serverID, 10, 32)
+	id, _ := strconv.ParseUint(s.vars["server_id"], 10, 32)
 	if cp.ServerID != 0 && uint32(id) != cp.ServerID {
 		r.Status = Warn
 		r.Detail = fmt.Sprintf("sink %q: the checkpoint was saved from server_id %d, this server is %d; its GTIDs are in this server's binlog history, so this looks like a failover or a changed server_id", key, cp.ServerID, id)
 		r.Fix = "nothing, if this server took over from the one the checkpoint was read from; otherwise point source.host/source.port at that server"
 		return r
 	}
-	r.Detail = fmt.Sprintf("sink %q: %s is in this server's history (gtid_binlog_pos %s)", key, orEmpty(cp.Position.GTIDSet), orEmpty(binlogPos))
+	r.Detail = fmt.Sprintf("sink %q: %s is in this server's history (gtid_binlog_pos %s)", key, orEmpty(cp.Position.GTIDSet), orEmpty(s.vars["gtid_binlog_pos"]))
 	return r
 }

@@ -171,9 +171,9 @@ func TestMySQLCheckpointAvailability(t *testing.T) {
 	}{
 		{"nothing purged passes", u + ":1-100", "", Pass, "still in the binlog"},
 		{"purged GTIDs inside the checkpoint pass", u + ":1-100", u + ":1-50", Pass, "still in the binlog"},
-		{"purged GTIDs past the checkpoint fail and are counted", u + ":1-100", u + ":1-150", Fail, "50 transaction(s) it has not delivered were purged (" + u + ":101-150)"},
+		{"purged GTIDs past the checkpoint fail and are counted", u + ":1-100", u + ":1-150", Fail, "50 transaction(s) not yet delivered were purged: " + u + ":101-150"},
 		{"a purged server uuid the checkpoint lacks fails", u + ":1-100", u + ":1-100," + v + ":1-7", Fail, "7 transaction(s)"},
-		{"a gap in the middle is counted", u + ":1-10:20-30", u + ":1-30", Fail, "9 transaction(s) it has not delivered were purged (" + u + ":11-19)"},
+		{"a gap in the middle is counted", u + ":1-10:20-30", u + ":1-30", Fail, "9 transaction(s) not yet delivered were purged: " + u + ":11-19"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,9 +196,10 @@ func TestMySQLCheckpointServer(t *testing.T) {
 		status Status
 		detail string
 	}{
-		{"this server's checkpoint passes", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: u, Position: posOf(u+":1-90", "", 0)}, Pass, "saved from this server"},
-		{"another server uuid fails", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: other, Position: posOf(u+":1-90", "", 0)}, Fail, "belongs to server " + other},
-		{"GTIDs this server never executed fail", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: u, Position: posOf(u+":1-120", "", 0)}, Fail, "20 transaction(s) this server never executed"},
+		{"this server's checkpoint passes", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: u, Position: posOf(u+":1-90", "", 0)}, Pass, "every GTID of the checkpoint is executed on this server"},
+		{"another server whose history holds the checkpoint passes (a failover)", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: other, Position: posOf(u+":1-90", "", 0)}, Pass, "saved from server " + other},
+		{"another server that lacks the checkpoint's GTIDs fails and lists them", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: other, Position: posOf(u+":1-90,"+other+":1-3", "", 0)}, Fail, "3 transaction(s) never executed on this server: " + other + ":1-3"},
+		{"GTIDs this server never executed fail", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: u, Position: posOf(u+":1-120", "", 0)}, Fail, "20 transaction(s) never executed on this server: " + u + ":101-120"},
 		{"a MariaDB checkpoint fails", checkpoint.Checkpoint{Flavor: "mariadb", Position: posOf("0-1-5", "", 0)}, Fail, "saved from a mariadb server"},
 	}
 	for _, c := range cases {

@@ -49,8 +49,13 @@ type Config struct {
 	Name  string
 	Sink  sink.Sink
 	Store checkpoint.Store
-	// Identity is stored with every checkpoint (flavor, server id/uuid).
+	// Identity is stored with every checkpoint (flavor, server id/uuid), for
+	// humans: only its flavor is compared on resume.
 	Identity checkpoint.Checkpoint
+	// CanResume, if set, is asked whether the source can serve a loaded
+	// checkpoint's position (canal.CheckResume: GTID containment, not server
+	// identity); its error stops the pipeline before it reads anything.
+	CanResume func(ctx context.Context, pos event.Position) error
 	// Start is where to begin when Store has no checkpoint for Name.
 	Start event.Position
 	// DeadLetters receives permanently failed events. Nil: a permanent
@@ -151,7 +156,8 @@ func New(cfg Config) (*Pipeline, error) {
 }
 
 // Resume returns the position the pipeline starts from: its checkpoint, or
-// cfg.Start when it has none. A checkpoint of another server is an error.
+// cfg.Start when it has none. A checkpoint of another flavor, or one that
+// cfg.CanResume refuses, is an error.
 func (p *Pipeline) Resume(ctx context.Context) (event.Position, bool, error) {
 	cp, err := p.cfg.Store.Load(ctx, p.cfg.Name)
 	if errors.Is(err, checkpoint.ErrNotFound) {
@@ -164,8 +170,10 @@ func (p *Pipeline) Resume(ctx context.Context) (event.Position, bool, error) {
 	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
 		return event.Position{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
 	}
-	if id.ServerUUID != "" && cp.ServerUUID != "" && cp.ServerUUID != id.ServerUUID {
-		return event.Position{}, false, fmt.Errorf("checkpoint %q belongs to server %s, but the source is server %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.ServerUUID, id.ServerUUID)
+	if p.cfg.CanResume != nil {
+		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
+			return event.Position{}, false, fmt.Errorf("checkpoint %q: %w", p.cfg.Name, err)
+		}
 	}
 	return cp.Position, true, nil
 }

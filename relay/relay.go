@@ -306,6 +306,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		obs := m.Pipeline(t.Name)
 		p, err := pipeline.New(pipeline.Config{
 			Name: t.Name, Sink: t.Sink, Store: store, Identity: identity, Start: start, DeadLetters: dl,
+			CanResume: func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) },
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, RetryBackoff: d.RetryBackoff, MaxRetryBackoff: d.MaxRetryBackoff,

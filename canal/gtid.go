@@ -1,0 +1,158 @@
+package canal
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// OldestGTIDList is the MariaDB GTID position at the start of file: the
+// Gtid_list event that heads it, which BINLOG_GTID_POS reads for us; SHOW
+// BINLOG EVENTS is the fallback.
+func OldestGTIDList(ctx context.Context, db *sql.DB, file string) (string, error) {
+	var pos sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, 4)", file).Scan(&pos)
+	if err == nil && pos.Valid {
+		return pos.String, nil
+	}
+	rows, err2 := db.QueryContext(ctx, "SHOW BINLOG EVENTS IN "+quote(file)+" LIMIT 5")
+	if err2 != nil {
+		return "", fmt.Errorf("read the GTID list of %s: BINLOG_GTID_POS: %v; SHOW BINLOG EVENTS: %w", file, err, err2)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := ScanRow(rows)
+		if err != nil {
+			return "", err
+		}
+		if len(vals) >= 6 && vals[2] == "Gtid_list" {
+			return strings.Trim(vals[5], "[]"), nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("no Gtid_list event at the start of %s", file)
+}
+
+// GTIDMinus returns a − b as a GTID set string and the number of
+// transactions in it.
+func GTIDMinus(a, b string) (string, int64, error) {
+	ga, err := mysql.ParseMysqlGTIDSet(strings.ReplaceAll(a, "\n", ""))
+	if err != nil {
+		return "", 0, fmt.Errorf("parse %q: %w", a, err)
+	}
+	gb, err := mysql.ParseMysqlGTIDSet(strings.ReplaceAll(b, "\n", ""))
+	if err != nil {
+		return "", 0, fmt.Errorf("parse %q: %w", b, err)
+	}
+	sa, sb := ga.(*mysql.MysqlGTIDSet), gb.(*mysql.MysqlGTIDSet)
+	if sb.Contain(sa) {
+		return "", 0, nil
+	}
+	out := mysql.NewMysqlGTIDSet()
+	var n int64
+	for u, tags := range *sa {
+		for tag, ivs := range tags {
+			var sub mysql.IntervalSlice
+			if t, ok := (*sb)[u]; ok {
+				sub = t[tag]
+			}
+			diff := intervalsMinus(ivs, sub)
+			if len(diff) == 0 {
+				continue
+			}
+			if out[u] == nil {
+				out[u] = map[mysql.Tag]mysql.IntervalSlice{}
+			}
+			out[u][tag] = diff
+			for _, iv := range diff {
+				n += iv.Stop - iv.Start
+			}
+		}
+	}
+	return out.String(), n, nil
+}
+
+// intervalsMinus returns a − b; both are [start, stop) intervals.
+func intervalsMinus(a, b mysql.IntervalSlice) mysql.IntervalSlice {
+	b = slices.Clone(b)
+	sort.Slice(b, func(i, j int) bool { return b[i].Start < b[j].Start })
+	var out mysql.IntervalSlice
+	for _, iv := range a {
+		cur := iv
+		for _, x := range b {
+			if x.Stop <= cur.Start || x.Start >= cur.Stop {
+				continue
+			}
+			if x.Start > cur.Start {
+				out = append(out, mysql.Interval{Start: cur.Start, Stop: x.Start})
+			}
+			cur.Start = x.Stop
+			if cur.Start >= cur.Stop {
+				break
+			}
+		}
+		if cur.Start < cur.Stop {
+			out = append(out, cur)
+		}
+	}
+	return out
+}
+
+// MariaDBPositions parses a GTID position: one GTID per domain (the last
+// listed wins when a domain repeats, as in a GTID list).
+func MariaDBPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
+	out := map[uint32]mysql.MariadbGTID{}
+	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return nil, err
+		}
+		if old, ok := out[g.DomainID]; !ok || g.SequenceNumber >= old.SequenceNumber {
+			out[g.DomainID] = *g
+		}
+	}
+	return out, nil
+}
+
+// MariaDBState parses gtid_binlog_state: the last seq_no of every
+// (domain, server) pair in the binlog.
+func MariaDBState(s string) (map[[2]uint32]uint64, error) {
+	out := map[[2]uint32]uint64{}
+	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return nil, err
+		}
+		out[[2]uint32{g.DomainID, g.ServerID}] = g.SequenceNumber
+	}
+	return out, nil
+}
+
+func SortedDomains(m map[uint32]mysql.MariadbGTID) []uint32 {
+	var ds []uint32
+	for d := range m {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// quote makes s a single-quoted SQL string literal.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
+}

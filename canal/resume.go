@@ -1,0 +1,211 @@
+package canal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// ErrNotInHistory is returned by CheckResume when the server never executed
+// some transactions of the position: it is behind the server the position was
+// read from, or has another history. Resuming there would skip or replay.
+var ErrNotInHistory = errors.New("the server has not executed every transaction of the checkpoint")
+
+// Gaps says why a server cannot serve a position. The rule is GTID
+// arithmetic alone — a server's identity (server_uuid, server_id) plays no
+// part, so a promoted replica serves the checkpoints read from its old
+// primary: the position's GTIDs must all be executed on the server, and every
+// GTID the server purged must be in the position.
+type Gaps struct {
+	// Purged lists what the server no longer has of what comes after the
+	// position (it would have to send it, and cannot).
+	Purged []string
+	// Missing lists what the position holds that the server never executed.
+	Missing []string
+}
+
+// None reports whether the server can serve the position.
+func (g Gaps) None() bool { return len(g.Purged) == 0 && len(g.Missing) == 0 }
+
+// MySQLGaps applies the rule to MySQL GTID sets: checkpoint ⊆ executed and
+// purged ⊆ checkpoint.
+func MySQLGaps(checkpoint, executed, purged string) (Gaps, error) {
+	var g Gaps
+	missing, n, err := GTIDMinus(checkpoint, executed)
+	if err != nil {
+		return g, fmt.Errorf("compare the checkpoint with gtid_executed: %w", err)
+	}
+	if n > 0 {
+		g.Missing = append(g.Missing, fmt.Sprintf("%d transaction(s) never executed on this server: %s", n, missing))
+	}
+	gone, n, err := GTIDMinus(purged, checkpoint)
+	if err != nil {
+		return g, fmt.Errorf("compare the checkpoint with gtid_purged: %w", err)
+	}
+	if n > 0 {
+		g.Purged = append(g.Purged, fmt.Sprintf("%d transaction(s) not yet delivered were purged: %s", n, gone))
+	}
+	return g, nil
+}
+
+// MariaDBGaps applies the rule to MariaDB GTID positions (one GTID per
+// domain): in every domain of the position, the server's binlog wrote that
+// GTID (its gtid_binlog_pos is not behind it, and gtid_binlog_state has its
+// domain-server pair at or past it); in every domain of the oldest binlog's
+// GTID list, the position is at or past that list.
+func MariaDBGaps(checkpoint, binlogPos, binlogState, oldestFile, oldestList string) (Gaps, error) {
+	var g Gaps
+	have, err := MariaDBPositions(checkpoint)
+	if err != nil {
+		return g, fmt.Errorf("read the checkpoint's GTID position %q: %w", checkpoint, err)
+	}
+	pos, err1 := MariaDBPositions(binlogPos)
+	state, err2 := MariaDBState(binlogState)
+	oldest, err3 := MariaDBPositions(oldestList)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return g, fmt.Errorf("read the server's gtid_binlog_pos, gtid_binlog_state or GTID list of %s: %w", oldestFile, err)
+	}
+	for _, d := range SortedDomains(have) {
+		c := have[d]
+		p, ok := pos[d]
+		switch {
+		case !ok:
+			g.Missing = append(g.Missing, fmt.Sprintf("domain %d (of %s) is unknown to this server (gtid_binlog_pos %s)", d, c.String(), orNone(binlogPos)))
+		case c.SequenceNumber > p.SequenceNumber:
+			g.Missing = append(g.Missing, fmt.Sprintf("%s is ahead of this server's %s in domain %d", c.String(), p.String(), d))
+		default:
+			if last, ok := state[[2]uint32{d, c.ServerID}]; !ok || last < c.SequenceNumber {
+				g.Missing = append(g.Missing, fmt.Sprintf("%s was never written to this server's binlog (gtid_binlog_state %s)", c.String(), orNone(binlogState)))
+			}
+		}
+	}
+	for _, d := range SortedDomains(oldest) {
+		o := oldest[d]
+		c, ok := have[d]
+		switch {
+		case !ok:
+			g.Purged = append(g.Purged, fmt.Sprintf("domain %d: the checkpoint has no position, and its transactions up to %d-%d-%d were purged", d, d, o.ServerID, o.SequenceNumber))
+		case c.SequenceNumber < o.SequenceNumber:
+			g.Purged = append(g.Purged, fmt.Sprintf("domain %d: the checkpoint is at seq_no %d but %s starts after %d, so %d transaction(s) (seq_no %d to %d) were purged", d, c.SequenceNumber, oldestFile, o.SequenceNumber, o.SequenceNumber-c.SequenceNumber, c.SequenceNumber+1, o.SequenceNumber))
+		}
+	}
+	return g, nil
+}
+
+// FileGaps: a file/position (GTIDs off) resumes only while its file exists.
+func FileGaps(pos event.Position, files []BinlogFile) Gaps {
+	var g Gaps
+	for _, f := range files {
+		if f.Name == pos.File {
+			return g
+		}
+	}
+	oldest := "none"
+	if len(files) > 0 {
+		oldest = files[0].Name
+	}
+	g.Purged = append(g.Purged, fmt.Sprintf("binlog %s was purged (the oldest is now %s)", pos.File, oldest))
+	return g
+}
+
+// ServerState is what a server says about the GTIDs and binlogs it has: the
+// inputs of the resume rule.
+type ServerState struct {
+	Info  ServerInfo
+	Files []BinlogFile
+	// MySQL
+	Executed, Purged string
+	// MariaDB
+	BinlogPos, BinlogState, OldestList string
+}
+
+// ReadServerState reads the server's GTID state and binlog list.
+func ReadServerState(ctx context.Context, db *sql.DB, info ServerInfo) (ServerState, error) {
+	s := ServerState{Info: info}
+	var err error
+	if s.Files, err = BinaryLogs(ctx, db); err != nil {
+		return s, err
+	}
+	clean := func(v *string) { *v = strings.ReplaceAll(*v, "\n", "") }
+	switch {
+	case info.Flavor == mysql.MariaDBFlavor:
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_binlog_state").Scan(&s.BinlogPos, &s.BinlogState); err != nil {
+			return s, fmt.Errorf("read gtid_binlog_pos: %w", err)
+		}
+		if len(s.Files) > 0 {
+			if s.OldestList, err = OldestGTIDList(ctx, db, s.Files[0].Name); err != nil {
+				return s, err
+			}
+		}
+	case info.GTIDMode:
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged").Scan(&s.Executed, &s.Purged); err != nil {
+			return s, fmt.Errorf("read gtid_executed and gtid_purged: %w", err)
+		}
+		clean(&s.Executed)
+		clean(&s.Purged)
+	}
+	return s, nil
+}
+
+// Gaps applies the resume rule to pos.
+func (s ServerState) Gaps(pos event.Position) (Gaps, error) {
+	switch {
+	case pos.GTIDSet != "" && s.Info.Flavor == mysql.MariaDBFlavor:
+		oldest := ""
+		if len(s.Files) > 0 {
+			oldest = s.Files[0].Name
+		}
+		return MariaDBGaps(pos.GTIDSet, s.BinlogPos, s.BinlogState, oldest, s.OldestList)
+	case pos.GTIDSet != "" && s.Info.GTIDMode:
+		return MySQLGaps(pos.GTIDSet, s.Executed, s.Purged)
+	case pos.GTIDSet != "":
+		return Gaps{Missing: []string{"the checkpoint is a GTID set but gtid_mode is OFF on this server"}}, nil
+	case s.Info.GTIDMode && s.Info.Flavor == mysql.MySQLFlavor && pos.Pos <= 4:
+		// The start of a file before any GTID: the empty set.
+		return MySQLGaps("", s.Executed, s.Purged)
+	}
+	return FileGaps(pos, s.Files), nil
+}
+
+// CheckResume tells whether the server can serve a stream from pos. Its
+// error wraps ErrPositionLost (the server purged what comes after pos) or
+// ErrNotInHistory (pos holds transactions the server never executed), lists
+// the transactions, and names the recovery choices.
+func CheckResume(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position) error {
+	s, err := ReadServerState(ctx, db, info)
+	if err != nil {
+		return err
+	}
+	g, err := s.Gaps(pos)
+	if err != nil {
+		return err
+	}
+	return g.Err(pos)
+}
+
+// Err is nil when there are no gaps; otherwise an error for pos that lists
+// them and the recovery choices.
+func (g Gaps) Err(pos event.Position) error {
+	switch {
+	case len(g.Missing) > 0:
+		return fmt.Errorf("%w: checkpoint %s: %s; point the relay at a server that has executed them (the one it was read from, or a replica that has caught up), or wait for this server to catch up, or remove the sink's checkpoint to start afresh from checkpoint.start (`outbox-relay check` shows how)",
+			ErrNotInHistory, pos, strings.Join(g.Missing, "; "))
+	case len(g.Purged) > 0:
+		return fmt.Errorf("%w: checkpoint %s: %s; restore the purged binlogs, or read from a server that still has them, or accept the gap by removing the sink's checkpoint and starting from checkpoint.start: earliest (`outbox-relay check` shows how)",
+			ErrPositionLost, pos, strings.Join(g.Purged, "; "))
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(empty)"
+	}
+	return s
+}
