@@ -267,8 +267,8 @@ func (s *Server) appendTxn(gtid, tag string, flags byte, ts uint32, evs []event,
 	case !s.gtidOn():
 		g.anonymous = true
 	default:
-		g.sid, g.tag = s.uuid, tag
-		g.gno = s.nextGNO(tag)
+		g.sid, g.tag = s.uuid, mysql.NewTag(tag).String()
+		g.gno = s.nextGNO(g.tag)
 	}
 	if !g.anonymous && containsGTID(s.executed, g.sid, g.tag, g.gno) {
 		s.t.Fatalf("mysqlprimary: GTID %s was already executed", g)
