@@ -571,6 +571,8 @@ func literal(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
+	case mysql.TypedBytes: // go-mysql's string and blob parameters
+		return quoteString(string(x.Bytes))
 	case []byte:
 		return quoteString(string(x))
 	case string:
