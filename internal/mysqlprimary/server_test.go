@@ -345,8 +345,8 @@ func TestCompressedXAAndTaggedTransactionsStream(t *testing.T) {
 	if !got[0].inner || got[0].end != "XID" {
 		t.Errorf("compressed transaction %+v", got[0])
 	}
-	if got[0].gset == "" {
-		t.Logf("go-mysql gives no GTID set to the XID inside a TRANSACTION_PAYLOAD_EVENT (got %q)", got[0].gset)
+	if got[0].gset != u+":1" {
+		t.Errorf("GTID set of the XID inside the payload %q", got[0].gset)
 	}
 	if got[1].end != "XA_PREPARE" || got[2].end != "XA COMMIT X'786131',X'',1" {
 		t.Errorf("XA ends %q, %q", got[1].end, got[2].end)
