@@ -50,6 +50,19 @@ type jsonValue struct {
 
 // EncodeJSON returns MySQL's binary form of a JSON text document.
 func EncodeJSON(text string) ([]byte, error) {
+	return encodeJSON(text, jsonMySQL)
+}
+
+// jsonStyle is how a server lays out a document: MySQL, or Dolt, which
+// stores every number as a double and sorts object keys bytewise.
+type jsonStyle int
+
+const (
+	jsonMySQL jsonStyle = iota
+	jsonDolt
+)
+
+func encodeJSON(text string, style jsonStyle) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(text)))
 	dec.UseNumber()
 	v, err := parseJSON(dec)
@@ -59,68 +72,20 @@ func EncodeJSON(text string) ([]byte, error) {
 	if _, err := dec.Token(); err == nil {
 		return nil, fmt.Errorf("parse JSON %q: trailing data", text)
 	}
-	return encodeJSONValue(v)
+	if style == jsonDolt {
+		doltStyle(v)
+	}
+	return encodeJSONValue(v, style)
 }
 
-// DoltJSON rewrites a JSON text document the way Dolt stores it before
-// encoding (every number a double), for comparisons with Dolt's binlog.
-func DoltJSON(text string) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader([]byte(text)))
-	dec.UseNumber()
-	v, err := parseJSON(dec)
-	if err != nil {
-		return "", err
+// doltStyle turns every number into a double.
+func doltStyle(v *jsonValue) {
+	if v.kind == 'n' {
+		f, _ := v.num.Float64()
+		v.num = json.Number(strconv.FormatFloat(f, 'e', -1, 64))
 	}
-	var walk func(v *jsonValue)
-	walk = func(v *jsonValue) {
-		if v.kind == 'n' {
-			f, _ := v.num.Float64()
-			v.num = json.Number(strconv.FormatFloat(f, 'e', -1, 64))
-		}
-		for _, c := range v.values {
-			walk(c)
-		}
-	}
-	walk(v)
-	var buf bytes.Buffer
-	writeJSONText(&buf, v)
-	return buf.String(), nil
-}
-
-func writeJSONText(buf *bytes.Buffer, v *jsonValue) {
-	switch v.kind {
-	case 'o':
-		buf.WriteByte('{')
-		for i, k := range v.keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			b, _ := json.Marshal(k)
-			buf.Write(b)
-			buf.WriteByte(':')
-			writeJSONText(buf, v.values[i])
-		}
-		buf.WriteByte('}')
-	case 'a':
-		buf.WriteByte('[')
-		for i, c := range v.values {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeJSONText(buf, c)
-		}
-		buf.WriteByte(']')
-	case 's':
-		b, _ := json.Marshal(v.str)
-		buf.Write(b)
-	case 'n':
-		buf.WriteString(string(v.num))
-	case 't':
-		buf.WriteString("true")
-	case 'f':
-		buf.WriteString("false")
-	default:
-		buf.WriteString("null")
+	for _, c := range v.values {
+		doltStyle(c)
 	}
 }
 
@@ -191,8 +156,8 @@ func parseJSON(dec *json.Decoder) (*jsonValue, error) {
 }
 
 // encodeJSONValue writes a top-level document: its type byte, then its value.
-func encodeJSONValue(v *jsonValue) ([]byte, error) {
-	typ, body, err := encodeJSONBody(v, false)
+func encodeJSONValue(v *jsonValue, style jsonStyle) ([]byte, error) {
+	typ, body, err := encodeJSONBody(v, false, style)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +168,7 @@ func encodeJSONValue(v *jsonValue) ([]byte, error) {
 }
 
 // encodeJSONBody returns the type of v and its encoding without the type byte.
-func encodeJSONBody(v *jsonValue, forceLarge bool) (byte, []byte, error) {
+func encodeJSONBody(v *jsonValue, forceLarge bool, style jsonStyle) (byte, []byte, error) {
 	switch v.kind {
 	case 'z':
 		return jsonLiteral, []byte{jsonNull}, nil
@@ -217,7 +182,7 @@ func encodeJSONBody(v *jsonValue, forceLarge bool) (byte, []byte, error) {
 		return encodeJSONNumber(v.num)
 	case 'o', 'a':
 		if !forceLarge {
-			typ, b, err := encodeJSONContainer(v, false)
+			typ, b, err := encodeJSONContainer(v, false, style)
 			if err == nil {
 				return typ, b, nil
 			}
@@ -225,7 +190,7 @@ func encodeJSONBody(v *jsonValue, forceLarge bool) (byte, []byte, error) {
 				return 0, nil, err
 			}
 		}
-		return encodeJSONContainer(v, true)
+		return encodeJSONContainer(v, true, style)
 	}
 	return 0, nil, fmt.Errorf("unknown JSON value kind %q", v.kind)
 }
@@ -265,21 +230,21 @@ func inlined(typ byte, large bool) bool {
 	return false
 }
 
-func encodeJSONContainer(v *jsonValue, large bool) (byte, []byte, error) {
+func encodeJSONContainer(v *jsonValue, large bool, style jsonStyle) (byte, []byte, error) {
 	offSize := 2
 	if large {
 		offSize = 4
 	}
 	keys, values := v.keys, v.values
 	if v.kind == 'o' {
-		// MySQL stores keys sorted by length, then bytewise.
+		// MySQL stores keys sorted by length, then bytewise; Dolt bytewise.
 		order := make([]int, len(keys))
 		for i := range order {
 			order[i] = i
 		}
 		sort.SliceStable(order, func(a, b int) bool {
 			ka, kb := keys[order[a]], keys[order[b]]
-			if len(ka) != len(kb) {
+			if style == jsonMySQL && len(ka) != len(kb) {
 				return len(ka) < len(kb)
 			}
 			return ka < kb
@@ -320,7 +285,7 @@ func encodeJSONContainer(v *jsonValue, large bool) (byte, []byte, error) {
 	}
 	var valueEntries []byte
 	for _, c := range values {
-		typ, body, err := encodeJSONBody(c, large)
+		typ, body, err := encodeJSONBody(c, large, style)
 		if err != nil {
 			return 0, nil, err
 		}
