@@ -48,7 +48,11 @@ type Txn struct {
 	GTID string
 	// Tag is the tag of an automatically numbered GTID (MySQL 8.4).
 	Tag string
-	// Writes are the rows inserted, each a TABLE_MAP and a WRITE_ROWS event.
+	// Rows are rows inserted into the server's outbox table (Outbox()),
+	// written before Writes.
+	Rows [][]any
+	// Writes are rows inserted into any table, each a TABLE_MAP and a
+	// WRITE_ROWS event.
 	Writes []Write
 	// Query, when set, is a statement logged on its own (DDL): the
 	// transaction is the GTID event and this QUERY event, and Writes must be
@@ -87,6 +91,9 @@ func xid(gtrid string) XID { return XID{GTRID: gtrid, FormatID: 1} }
 // binlog receive it at once. It fails the test on a malformed transaction.
 func (s *Server) Commit(txn Txn) string {
 	s.t.Helper()
+	if len(txn.Rows) > 0 {
+		txn.Writes = append([]Write{{Table: s.outbox, Rows: txn.Rows}}, txn.Writes...)
+	}
 	if txn.Query != "" && len(txn.Writes) > 0 {
 		s.t.Fatalf("mysqlprimary: a transaction has Query or Writes, not both")
 	}
@@ -110,7 +117,7 @@ func (s *Server) Commit(txn Txn) string {
 // table (OutboxTable(Options.Schema)) and returns its GTID.
 func (s *Server) Insert(rows ...[]any) string {
 	s.t.Helper()
-	return s.Commit(Txn{Writes: []Write{{Table: s.outbox, Rows: rows}}})
+	return s.Commit(Txn{Rows: rows})
 }
 
 // Exec logs a statement on its own, as DDL is (GTID, QUERY), and returns its

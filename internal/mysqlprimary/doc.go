@@ -57,8 +57,25 @@
 // columns, no partial JSON updates, no row events for tables without FULL
 // metadata, no binlog encryption, no GTID_NEXT, no multi-source replication,
 // and no group replication (view change events). Query event status
-// variables are a fixed plausible set. MySQL's errors are reproduced in code
+// variables are a fixed plausible set. BINLOG_DUMP_NON_BLOCK ends with an
+// EOF packet followed by an OK packet. MySQL's errors are reproduced in code
 // and text for the cases above only.
+//
+// # Use
+//
+//	s := mysqlprimary.Start(t, mysqlprimary.Options{Version: "8.4.2"})
+//	g1 := s.Insert(mysqlprimary.OutboxRow(1, "e1", "order", "o1", "created", `{"total": 10}`))
+//	s.Commit(mysqlprimary.Txn{Tag: "batch", Compressed: true, Rows: [][]any{
+//		mysqlprimary.OutboxRow(2, "e2", "order", "o1", "paid", `{"ok": true}`),
+//	}})
+//	s.XAPrepare("x1", mysqlprimary.Write{Table: s.Outbox(), Rows: rows})
+//	s.XACommit("x1")
+//	// Point the relay (or a BinlogSyncer) at 127.0.0.1:s.Port() with
+//	// s.User()/s.Password(), or database/sql at s.DSN("app").
+//	s.Purge("")           // everything so far moves to gtid_purged
+//	s.KillConnections()   // every stream drops
+//	b := s.StartReplica(t, mysqlprimary.Options{ServerUUID: other, ServerID: 2}, "")
+//	b.Insert(...)         // the promoted primary goes on with its own GTIDs
 //
 // # Concurrency
 //
