@@ -81,8 +81,10 @@ func (s *Sink) Close(context.Context) error { return s.w.Flush() }
 
 // ToLine renders e. A payload that is valid JSON is embedded as JSON (the
 // encoder compacts its white space so each event stays one line; Kafka and
-// webhook sinks send the stored bytes untouched); any other payload is a
-// base64 string with payload_encoding "base64".
+// webhook sinks send the stored bytes untouched) with no payload_encoding;
+// any other payload is a base64 string with payload_encoding "base64"; a SQL
+// NULL payload is null with payload_encoding "sql_null", so it differs from a
+// stored JSON null.
 func ToLine(e *event.Event) Line {
 	l := Line{ID: e.ID, Type: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
 		Table: e.Table, CommitTime: e.CommitTime, GTID: e.Source.GTID, BinlogFile: e.Source.File, BinlogPos: e.Source.Pos}
@@ -95,6 +97,7 @@ func ToLine(e *event.Event) Line {
 	switch {
 	case e.Payload == nil:
 		l.Payload = json.RawMessage("null")
+		l.PayloadEncoding = "sql_null"
 	case json.Valid(e.Payload):
 		l.Payload = json.RawMessage(e.Payload)
 	default:

@@ -19,13 +19,14 @@ func TestWriteOneJSONLinePerEvent(t *testing.T) {
 			Table: "db.outbox", CommitTime: time.Unix(10, 0).UTC(), Source: event.Source{GTID: "0-1-9", File: "binlog.000001", Pos: 42}},
 		{ID: "2", AggregateID: "a", Payload: []byte{0xff, 0x00}},
 		{ID: "3", AggregateID: "b"},
+		{ID: "4", AggregateID: "b", Payload: []byte("null")},
 	}
 	if err := s.Write(context.Background(), evs); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("got %d lines, want 3:\n%s", len(lines), buf.String())
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 4:\n%s", len(lines), buf.String())
 	}
 	var l Line
 	if err := json.Unmarshal([]byte(lines[0]), &l); err != nil {
@@ -38,8 +39,14 @@ func TestWriteOneJSONLinePerEvent(t *testing.T) {
 	if l.PayloadEncoding != "base64" || string(l.Payload) != `"/wA="` {
 		t.Fatalf("a payload that is not JSON must be base64: %s", lines[1])
 	}
+	l = Line{}
 	json.Unmarshal([]byte(lines[2]), &l)
-	if string(l.Payload) != "null" {
-		t.Fatalf("a NULL payload must be null: %s", lines[2])
+	if string(l.Payload) != "null" || l.PayloadEncoding != "sql_null" {
+		t.Fatalf("a SQL NULL payload must be null with payload_encoding sql_null: %s", lines[2])
+	}
+	l = Line{}
+	json.Unmarshal([]byte(lines[3]), &l)
+	if string(l.Payload) != "null" || l.PayloadEncoding != "" {
+		t.Fatalf("a JSON null payload must be null with no payload_encoding: %s", lines[3])
 	}
 }
