@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // Status is a check's verdict.
@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
 		}
 	}
-	db, err := relay.OpenSource(ctx, cfg.Source)
+	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
 		return Report{}, err
 	}

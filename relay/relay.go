@@ -17,14 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime/debug"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -35,6 +31,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // Target is one pipeline's sink under its checkpoint name.
@@ -75,52 +72,6 @@ func New(cfg *config.Config, opts Options) *Relay {
 	return &Relay{cfg: cfg, opts: opts, log: opts.Logger}
 }
 
-// SourceDSN is the go-sql-driver DSN of the source server. With TLS on, the
-// tls.Config is registered with the driver under a name of its own.
-func SourceDSN(c config.Source) (string, error) {
-	mc := mysql.NewConfig()
-	mc.User = c.User
-	mc.Passwd = c.Password.Reveal()
-	mc.Net = "tcp"
-	mc.Addr = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
-	mc.Timeout = 10 * time.Second
-	mc.ParseTime = true
-	tc, err := c.TLS.Build(c.Host)
-	if err != nil {
-		return "", err
-	}
-	if tc != nil {
-		name := fmt.Sprintf("outbox-relay-%d", tlsConfigs.Add(1))
-		if err := mysql.RegisterTLSConfig(name, tc); err != nil {
-			return "", err
-		}
-		mc.TLSConfig = name
-	}
-	return mc.FormatDSN(), nil
-}
-
-var tlsConfigs atomic.Int64
-
-// OpenSource connects to the source server and checks the connection.
-func OpenSource(ctx context.Context, c config.Source) (*sql.DB, error) {
-	dsn, err := SourceDSN(c)
-	if err != nil {
-		return nil, err
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(4)
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect to source %s:%d as %q: %w", c.Host, c.Port, c.User, err)
-	}
-	return db, nil
-}
-
 // Tables converts the configured outbox tables.
 func Tables(cfg *config.Config) []canal.Table {
 	var out []canal.Table
@@ -135,18 +86,6 @@ func Tables(cfg *config.Config) []canal.Table {
 		}})
 	}
 	return out
-}
-
-// Server inspects the source: flavor (checked against the config), identity.
-func Server(ctx context.Context, db *sql.DB, cfg *config.Config) (canal.ServerInfo, error) {
-	info, err := canal.Inspect(ctx, db)
-	if err != nil {
-		return info, err
-	}
-	if cfg.Source.Flavor != "auto" && cfg.Source.Flavor != info.Flavor {
-		return info, fmt.Errorf("source.flavor is %s but the server is %s (%s): set source.flavor: auto or %s", cfg.Source.Flavor, info.Flavor, info.Version, info.Flavor)
-	}
-	return info, nil
 }
 
 // OpenStore opens the configured checkpoint store.
@@ -213,7 +152,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := OpenSource(ctx, cfg.Source)
+	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
 		return err
 	}
@@ -223,7 +162,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, m) })
 	defer polling.Wait()
 	defer stopPolling()
-	info, err := Server(ctx, db, cfg)
+	info, err := source.Inspect(ctx, db, cfg.Source)
 	if err != nil {
 		return err
 	}

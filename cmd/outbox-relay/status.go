@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // statusCmd prints where every sink's checkpoint is, next to the server's
@@ -35,11 +36,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	var server, logs string
 	var files []string
-	if db, err := relay.OpenSource(ctx, cfg.Source); err != nil {
+	if db, err := source.Open(ctx, cfg.Source); err != nil {
 		server = "unreachable: " + err.Error()
 	} else {
 		defer db.Close()
-		info, err := relay.Server(ctx, db, cfg)
+		info, err := source.Inspect(ctx, db, cfg.Source)
 		if err == nil {
 			var pos = mustPosition(canal.CurrentPosition(ctx, db, info))
 			server = pos
