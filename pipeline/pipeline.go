@@ -216,7 +216,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	go func() {
 		defer wg.Done()
 		defer close(deliveryDone)
-		if err := p.deliver(deliverCtx, items); err != nil && !errors.Is(err, context.Canceled) {
+		if err := p.deliver(deliverCtx, items, fail); err != nil && !errors.Is(err, context.Canceled) {
 			fail(err)
 		}
 	}()
@@ -302,10 +302,16 @@ func (p *Pipeline) connect(deliverCtx, readCtx context.Context) error {
 }
 
 // deliver batches items and hands them to the sink until items is closed.
-func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
+//
+// A Submitter's results arrive on its own goroutines; a fatal one (a
+// permanent failure with no dead-letter store) is handed to fail at once,
+// from the ack, before the sink may send anything after it: fail ends ctx,
+// which makes the sink abandon every other pending event (unacknowledged, so
+// the checkpoint stays before them), and deliver returns without waiting for
+// their retries.
+func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(error)) error {
 	submitter, async := p.cfg.Sink.(sink.Submitter)
 	var pending sync.WaitGroup
-	asyncErr := make(chan error, 1)
 	defer pending.Wait()
 	for {
 		batch, ok := p.nextBatch(ctx, items)
@@ -315,24 +321,16 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
 				b := batch
 				submitter.Submit(ctx, events(b), func(i int, err error) {
 					defer pending.Done()
-					if err := p.settle(ctx, b[i:i+1], err); err != nil {
-						select {
-						case asyncErr <- err:
-						default:
-						}
+					if err := p.settle(ctx, b[i:i+1], err); err != nil && ctx.Err() == nil {
+						fail(err)
 					}
 				})
 			} else if err := p.writeUntilSettled(ctx, batch); err != nil {
 				return err
 			}
 		}
-		select {
-		case err := <-asyncErr:
-			return err
-		default:
-		}
-		if !ok {
-			return nil
+		if !ok || ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 }

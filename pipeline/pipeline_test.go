@@ -324,3 +324,63 @@ type countingObserver struct {
 
 func (c *countingObserver) Delivered(*event.Event, time.Time) { c.delivered.Add(1) }
 func (c *countingObserver) DeadLettered(*event.Event, string) { c.deadLettered.Add(1) }
+
+// stuckSubmitter fails one event for good at once and keeps another
+// retrying until its Submit ctx ends (as a webhook endpoint does with an
+// endpoint answering 503); the rest are acknowledged.
+type stuckSubmitter struct {
+	scriptSink
+	failID, stuckID string
+	abandoned       atomic.Int64
+}
+
+func (s *stuckSubmitter) Submit(ctx context.Context, batch []*event.Event, ack func(int, error)) {
+	for i, e := range batch {
+		switch e.ID {
+		case s.failID:
+			go ack(i, sink.Permanent(errors.New("rejected with 400")))
+		case s.stuckID:
+			go func() {
+				<-ctx.Done()
+				s.abandoned.Add(1)
+				ack(i, ctx.Err())
+			}()
+		default:
+			s.mu.Lock()
+			s.delivered = append(s.delivered, e.ID)
+			s.mu.Unlock()
+			go ack(i, nil)
+		}
+	}
+}
+
+// With no dead-letter store, a Submitter's permanent failure stops the
+// pipeline at once: on a quiet outbox (no later event arrives), without
+// waiting for another event's retries, and with the checkpoint before the
+// failed event's transaction.
+func TestAsyncPermanentFailureWithoutAStoreStopsAtOnce(t *testing.T) {
+	s := &stuckSubmitter{failID: "e5", stuckID: "e1"}
+	store := &memStore{}
+	p, err := New(Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4},
+		BatchSize: 2, Linger: time.Millisecond, DrainTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background(), &fakeSource{txns: txns(5, 2)}) }() // then quiet
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no dead-letter store") || !strings.Contains(err.Error(), "e5") {
+			t.Fatalf("Run = %v, want an error naming e5 and the missing dead-letter store", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop on a permanent failure: it waited for the next event or for the retrying one")
+	}
+	if s.abandoned.Load() != 1 {
+		t.Errorf("the retrying event was not abandoned")
+	}
+	cp, _ := store.Load(context.Background(), "s")
+	if cp.Position.Pos >= 10 {
+		t.Fatalf("checkpoint %v passed the retrying event's transaction (pos 10)", cp.Position)
+	}
+}

@@ -76,7 +76,11 @@
 // Submit's ack is called once per event, in a goroutine of its own, as soon
 // as that event is delivered (nil) or has failed permanently (a
 // sink.Permanent error wrapping a *DeliveryError), so the pipeline releases
-// each event as it finishes, not a whole batch. When the Submit ctx ends
+// each event as it finishes, not a whole batch. After a permanent failure the
+// aggregate's next event waits until that ack has returned; if the Submit
+// ctx ended by then (the pipeline stopped: no dead-letter store), the
+// aggregate's later events are dropped as ErrPredecessorAbandoned, never
+// sent ahead of the failed one. When the Submit ctx ends
 // first, the batch's undone events are dropped (their requests cancelled) and
 // acknowledged with ctx.Err(): they stay unacknowledged for the pipeline, to
 // be read again after a restart. Later events of the same aggregates, from

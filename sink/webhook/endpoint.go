@@ -81,13 +81,17 @@ type Endpoint struct {
 type lane struct {
 	key string
 	q   []*delivery
+	// held: the former head failed permanently and its ack has not
+	// returned; the next event waits for the pipeline's decision.
+	held bool
 }
 
 // writeCall is one submitted batch waiting for its events.
 type writeCall struct {
 	deliveries []*delivery
 	ack        func(i int, err error)
-	stop       func() bool // stops watching the Submit ctx
+	stop       func() bool     // stops watching the Submit ctx
+	done       <-chan struct{} // the Submit ctx's Done
 	// Guarded by Endpoint.mu.
 	pending int   // events not yet done
 	ctxErr  error // the Submit ctx ended first
@@ -234,7 +238,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 		failAll(errClosed)
 		return
 	}
-	c := &writeCall{ack: ack}
+	c := &writeCall{ack: ack, done: ctx.Done()}
 	now := time.Now()
 	for i, ev := range batch {
 		if ev == nil || !e.cfg.Filter.matches(ev.Type, ev.AggregateType) {
@@ -274,7 +278,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 		}
 		d.lane = l
 		l.q = append(l.q, d)
-		if len(l.q) == 1 {
+		if len(l.q) == 1 && !l.held {
 			e.readyLocked(d)
 		}
 	}
@@ -360,6 +364,12 @@ func (e *Endpoint) readyLocked(d *delivery) {
 // request, and hands the result to its batch's ack.
 // It does not touch d's lane.
 func (e *Endpoint) finishLocked(d *delivery, err error) {
+	e.finishLockedThen(d, err, nil)
+}
+
+// finishLockedThen is finishLocked, calling then (if not nil) once ack has
+// returned.
+func (e *Endpoint) finishLockedThen(d *delivery, err error, then func()) {
 	d.done = true
 	if d.timer != nil {
 		d.timer.Stop()
@@ -380,7 +390,48 @@ func (e *Endpoint) finishLocked(d *delivery, err error) {
 	go func() {
 		defer e.callbacks.Done()
 		c.ack(d.idx, err)
+		if then != nil {
+			then()
+		}
 	}()
+}
+
+// failHeadLocked finishes d, the head of its lane, with a permanent failure.
+// The lane's next event is not sent until d's ack has returned: in it the
+// pipeline decides whether the stream goes on (d is in the dead-letter store)
+// or stops (no store: it ends the Submit ctx). If it stopped, the
+// aggregate's later events are dropped as ErrPredecessorAbandoned, never
+// sent ahead of d, which will be delivered again after a restart.
+func (e *Endpoint) failHeadLocked(d *delivery, err error) {
+	l := d.lane
+	l.q[0] = nil
+	l.q = l.q[1:]
+	l.held = true
+	e.finishLockedThen(d, err, func() { e.releaseLane(l, d.call) })
+}
+
+// releaseLane lets l go on after its failed head's ack returned (c is the
+// head's batch).
+func (e *Endpoint) releaseLane(l *lane, c *writeCall) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l.held = false
+	stopped := false
+	select {
+	case <-c.done:
+		stopped = true
+	default:
+	}
+	switch {
+	case len(l.q) == 0:
+		if e.lanes[l.key] == l {
+			delete(e.lanes, l.key)
+		}
+	case stopped:
+		e.dropLocked(l, 0, func(*delivery) error { return ErrPredecessorAbandoned })
+	case !e.closed:
+		e.readyLocked(l.q[0])
+	}
 }
 
 // completeLocked finishes d, the head of its lane, and readies the next event
@@ -405,7 +456,7 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 		l.q[i] = nil
 	}
 	l.q = l.q[:from]
-	if from == 0 && e.lanes[l.key] == l {
+	if from == 0 && !l.held && e.lanes[l.key] == l {
 		delete(e.lanes, l.key)
 	}
 }
@@ -532,7 +583,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	case permanent:
 		e.obs.Failed(o.reason)
 		err := e.deliveryError(d, o.err)
-		e.completeLocked(d, sink.Permanent(err))
+		e.failHeadLocked(d, sink.Permanent(err))
 		after = func() { e.logFailed(d, err) }
 
 	case retry, cancelled:
@@ -546,7 +597,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 			e.obs.Failed(ReasonRetryBudget)
 			err := e.deliveryError(d, fmt.Errorf("retry budget exhausted after %d attempts over %s: last %s",
 				d.attempts, now.Sub(d.first).Round(time.Millisecond), o.desc))
-			e.completeLocked(d, sink.Permanent(err))
+			e.failHeadLocked(d, sink.Permanent(err))
 			after = func() { e.logFailed(d, err) }
 			break
 		}

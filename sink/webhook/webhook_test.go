@@ -903,3 +903,70 @@ func TestRateLimitSpacesAttempts(t *testing.T) {
 		t.Errorf("5 attempts at 20/s spanned %s, want at least 150ms", span)
 	}
 }
+
+// A permanent failure holds its aggregate's lane until the ack returns: the
+// pipeline decides there, and with no dead-letter store it ends the Submit
+// ctx, so the aggregate's later events are never sent ahead of the failed
+// one (they would be sent again, after it, once restarted). Other aggregates
+// are not held.
+func TestAPermanentFailureHoldsItsAggregateUntilTheAckReturns(t *testing.T) {
+	tests := []struct {
+		name string
+		// stop: the ack of the failed event ends the Submit ctx, as the
+		// pipeline does with no dead-letter store.
+		stop     bool
+		wantSent []string
+	}{
+		{name: "the stream goes on: the next event is sent after the ack returned", stop: false, wantSent: []string{"a1", "a2", "b1"}},
+		{name: "the stream stops: the next event is never sent", stop: true, wantSent: []string{"a1", "b1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ackReturned atomic.Bool
+			var sentBeforeAck atomic.Int64
+			srv := newServer(t, nil, func(w http.ResponseWriter, _ *http.Request, req request) {
+				if req.id == "a2" && !ackReturned.Load() {
+					sentBeforeAck.Add(1)
+				}
+				if req.id == "a1" {
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			e := newEndpoint(t, testConfig(srv.URL))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			results := make(chan string, 3)
+			batch := []*event.Event{ev("a1", "a"), ev("a2", "a"), ev("b1", "b")}
+			e.Submit(ctx, batch, func(i int, err error) {
+				if batch[i].ID == "a1" {
+					time.Sleep(200 * time.Millisecond) // a slow decision (a dead-letter write)
+					if tc.stop {
+						cancel()
+					}
+					ackReturned.Store(true)
+				}
+				results <- fmt.Sprintf("%s:%v", batch[i].ID, err != nil)
+			})
+			for range 3 {
+				select {
+				case <-results:
+				case <-time.After(10 * time.Second):
+					t.Fatal("not every event was acknowledged")
+				}
+			}
+			var sent []string
+			for _, r := range srv.requests() {
+				sent = append(sent, r.id)
+			}
+			slices.Sort(sent)
+			if !slices.Equal(sent, tc.wantSent) {
+				t.Errorf("requests %v, want %v", sent, tc.wantSent)
+			}
+			if n := sentBeforeAck.Load(); n > 0 {
+				t.Errorf("a2 was sent %d times before a1's ack returned", n)
+			}
+		})
+	}
+}
