@@ -34,6 +34,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -308,7 +309,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			Name: t.Name, Sink: t.Sink, Store: store, Identity: identity, Start: start, DeadLetters: dl,
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
-			CheckpointInterval: cfg.Checkpoint.Interval, RetryBackoff: d.RetryBackoff, MaxRetryBackoff: d.MaxRetryBackoff,
+			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs,
 		})
 		if err != nil {

@@ -141,7 +141,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With(slog.String("sink", "webhook"), slog.String("endpoint", cfg.Name))
+	logger = logger.With(slog.String("sink_type", "webhook"), slog.String("endpoint", cfg.Name))
 	if len(keys) == 0 {
 		logger.Warn("webhook endpoint has no secrets: requests are sent unsigned; set secrets")
 	}
