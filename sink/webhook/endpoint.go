@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -74,6 +77,10 @@ type Endpoint struct {
 	started  bool
 	closed   bool
 	disabled bool
+	probing  bool          // a probe goroutine runs
+	closing  chan struct{} // closed by Close
+
+	probeEvery time.Duration // retry.DefaultProbe; tests shorten it
 }
 
 // lane is the FIFO of one aggregate's undone events; only its head is ever
@@ -113,9 +120,11 @@ type delivery struct {
 	lastOutcome string
 
 	// Guarded by Endpoint.mu.
-	done   bool
-	cancel context.CancelFunc // set while an attempt runs
-	timer  *time.Timer        // set while waiting for a retry
+	done        bool
+	cancel      context.CancelFunc // set while an attempt runs
+	timer       *time.Timer        // set while waiting for a retry
+	timerGen    int                // which timer may ready it
+	unreachable bool               // waiting after a connection failure
 }
 
 // NewEndpoint validates cfg, applies its defaults and returns the endpoint's
@@ -183,6 +192,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		transport: tr,
 		limiter:   limiter,
 		lanes:     make(map[string]*lane),
+		closing:   make(chan struct{}),
+
+		probeEvery: retry.DefaultProbe,
 	}
 	e.cond = sync.NewCond(&e.mu)
 	return e, nil
@@ -332,6 +344,7 @@ func (e *Endpoint) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
+	close(e.closing)
 	for _, l := range e.lanes {
 		e.dropLocked(l, 0, func(*delivery) error { return errClosed })
 	}
@@ -498,14 +511,93 @@ func (e *Endpoint) next() (*delivery, context.Context, bool) {
 }
 
 // retryTimer readies d again when its wait is over.
-func (e *Endpoint) retryTimer(d *delivery) {
+func (e *Endpoint) retryTimer(d *delivery, gen int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if d.done || e.closed {
-		return
+	if d.done || e.closed || d.timer == nil || d.timerGen != gen {
+		return // dropped, or readied early by a probe
 	}
 	d.timer = nil
 	e.readyLocked(d)
+}
+
+// wakeUnreachableLocked readies at once every lane head waiting after a
+// connection failure: the endpoint is reachable again.
+func (e *Endpoint) wakeUnreachableLocked() {
+	for _, l := range e.lanes {
+		if len(l.q) == 0 {
+			continue
+		}
+		d := l.q[0]
+		if d.unreachable && d.timer != nil && !d.done {
+			d.timer.Stop()
+			d.timer = nil
+			d.unreachable = false
+			e.readyLocked(d)
+		}
+	}
+}
+
+// anyUnreachableLocked reports whether a lane head waits after a connection
+// failure.
+func (e *Endpoint) anyUnreachableLocked() bool {
+	for _, l := range e.lanes {
+		if len(l.q) > 0 && l.q[0].unreachable && l.q[0].timer != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// probe runs while events wait after connection failures: every probeEvery
+// it opens (and closes) a TCP connection to the url's host, which sends no
+// request, and once one succeeds it readies those events at once, however
+// long their backoff. So an endpoint that comes back after a long outage is
+// noticed within about a second, while each event's attempts still back off.
+func (e *Endpoint) probe() {
+	defer e.workers.Done()
+	addr := probeAddr(e.cfg.URL)
+	t := time.NewTicker(e.probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.closing:
+			return
+		case <-t.C:
+		}
+		c, err := net.DialTimeout("tcp", addr, e.probeEvery)
+		if err == nil {
+			_ = c.Close()
+		}
+		e.mu.Lock()
+		switch {
+		case e.closed:
+		case err == nil:
+			e.wakeUnreachableLocked()
+		case e.anyUnreachableLocked():
+			e.mu.Unlock()
+			continue
+		}
+		e.probing = false
+		e.mu.Unlock()
+		return
+	}
+}
+
+// probeAddr is the host:port a probe connects to.
+func probeAddr(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // attempt makes one attempt to deliver d and settles the outcome.
@@ -554,13 +646,14 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if o.kind != cancelled {
 		d.lastStatus, d.lastOutcome = o.status, o.desc
 	}
-	if o.kind == retry && e.disabled {
+	if o.kind == retryable && e.disabled {
 		o.kind = gone
 	}
 	switch o.kind {
 	case delivered:
 		e.obs.Delivered(time.Since(d.enqueued))
 		e.completeLocked(d, nil)
+		e.wakeUnreachableLocked() // reachable again: no need to wait out the backoff
 
 	case gone:
 		first := !e.disabled
@@ -586,7 +679,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		e.failHeadLocked(d, sink.Permanent(err))
 		after = func() { e.logFailed(d, err) }
 
-	case retry, cancelled:
+	case retryable, cancelled:
 		if o.kind == cancelled { // cannot happen: a request is cancelled only when dropped
 			e.readyLocked(d)
 			break
@@ -602,7 +695,15 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 			break
 		}
 		e.obs.Retry()
-		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d) })
+		d.timerGen++
+		gen := d.timerGen
+		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d, gen) })
+		d.unreachable = o.conn
+		if o.conn && wait > e.probeEvery && !e.probing && !e.closed {
+			e.probing = true
+			e.workers.Add(1)
+			go e.probe()
+		}
 		attempts := d.attempts
 		after = func() {
 			e.log.Debug("webhook attempt failed; retrying", slog.String("event_id", d.ev.ID),
