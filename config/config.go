@@ -22,6 +22,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -165,9 +167,13 @@ type Delivery struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
-	// RetryBackoff is the first retry wait. Default 100ms.
+	// RetryBackoff caps the first retry wait; each later one may double, with
+	// jitter. While a sink cannot be reached at all (connection refused,
+	// reset, closed), it is tried again at least every second whatever the
+	// backoff, so its recovery is noticed at once. Default 100ms.
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
-	// MaxRetryBackoff caps retry waits. Default 30s.
+	// MaxRetryBackoff caps retry waits, a destination's Retry-After
+	// included. Default 30s.
 	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
 	// DrainTimeout bounds delivery of in-flight events at shutdown. Default 10s.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
@@ -372,7 +378,7 @@ func (c *Config) Defaults() {
 	setS(&cp.Store, "file")
 	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
 	setS(&cp.Table, "outbox_relay_checkpoints")
-	setD(&cp.Interval, time.Second)
+	setD(&cp.Interval, pipeline.DefaultCheckpointInterval)
 	setS(&cp.Start, "current")
 	if cp.Lock == nil {
 		on := true
@@ -381,14 +387,14 @@ func (c *Config) Defaults() {
 	setS(&c.DeadLetter.Store, cp.Store)
 	setS(&c.DeadLetter.Table, "outbox_relay_dead_letters")
 	d := &c.Delivery
-	setI(&d.BatchSize, 500)
-	setI(&d.BatchBytes, 1<<20)
-	setD(&d.Linger, 5*time.Millisecond)
-	setI(&d.MaxInFlight, 10000)
-	setI(&d.MaxInFlightBytes, 64<<20)
-	setD(&d.RetryBackoff, 100*time.Millisecond)
-	setD(&d.MaxRetryBackoff, 30*time.Second)
-	setD(&d.DrainTimeout, 10*time.Second)
+	setI(&d.BatchSize, pipeline.DefaultBatchSize)
+	setI(&d.BatchBytes, pipeline.DefaultBatchBytes)
+	setD(&d.Linger, pipeline.DefaultLinger)
+	setI(&d.MaxInFlight, pipeline.DefaultMaxInFlight)
+	setI(&d.MaxInFlightBytes, pipeline.DefaultMaxInFlightBytes)
+	setD(&d.RetryBackoff, retry.DefaultInitial)
+	setD(&d.MaxRetryBackoff, retry.DefaultMax)
+	setD(&d.DrainTimeout, pipeline.DefaultDrainTimeout)
 	setS(&c.Log.Level, "info")
 	setS(&c.Log.Format, "text")
 }

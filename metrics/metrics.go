@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -36,8 +37,8 @@ const (
 	ReasonBackoff = "backoff"
 	// ReasonTimeout: the attempt timed out.
 	ReasonTimeout = "timeout"
-	// ReasonConnection: the destination could not be reached (refused,
-	// reset, DNS).
+	// ReasonConnection: the destination could not be reached or dropped the
+	// connection (refused, reset, closed mid-request, DNS).
 	ReasonConnection = "connection"
 	// ReasonRetriable: any other retriable failure.
 	ReasonRetriable = "retriable"
@@ -49,7 +50,6 @@ var retriableReasons = []string{ReasonBackoff, ReasonTimeout, ReasonConnection, 
 func Reason(err error, permanent bool) string {
 	var ne net.Error
 	var oe *net.OpError
-	var de *net.DNSError
 	switch {
 	case permanent || sink.IsPermanent(err):
 		return ReasonPermanent
@@ -57,7 +57,7 @@ func Reason(err error, permanent bool) string {
 		return ReasonBackoff
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return ReasonTimeout
-	case errors.As(err, &oe), errors.As(err, &de):
+	case retry.IsConnectionError(err), errors.As(err, &oe):
 		return ReasonConnection
 	}
 	return ReasonRetriable

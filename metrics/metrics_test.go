@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +200,8 @@ func TestReasonClasses(t *testing.T) {
 		{"a deadline is a timeout", fmt.Errorf("write: %w", context.DeadlineExceeded), false, ReasonTimeout},
 		{"a net timeout is a timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, false, ReasonTimeout},
 		{"a refused dial is connection", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false, ReasonConnection},
+		{"a broker dying mid-request is connection", fmt.Errorf("write to kafka topic %q: kafka.(*Client).Produce: %w", "orders", io.ErrUnexpectedEOF), false, ReasonConnection},
+		{"a reset is connection", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, false, ReasonConnection},
 		{"anything else is retriable", errors.New("broker says no"), false, ReasonRetriable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

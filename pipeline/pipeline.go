@@ -12,10 +12,13 @@
 //     itself);
 //   - bounded memory: events in flight are limited by count and bytes; when
 //     full, the source waits (the binlog is the buffer);
-//   - failure classes: retriable failures are retried with capped exponential
-//     backoff and jitter, forever; permanent ones are written to the
-//     dead-letter store before the checkpoint may pass them, or, with no
-//     store, stop the pipeline with an error (nothing is dropped);
+//   - failure classes: retriable failures are retried forever with the retry
+//     package's policy (capped exponential backoff with jitter; at most
+//     Retry.Probe between attempts while the sink cannot be reached at all,
+//     so its recovery is noticed within about a second); permanent ones are
+//     written to the dead-letter store before the checkpoint may pass them,
+//     or, with no store, stop the pipeline at once with an error (nothing is
+//     dropped);
 //   - isolation: each pipeline has its own source stream, sink and checkpoint,
 //     so a sink that is down only holds back its own pipeline.
 //
@@ -28,13 +31,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// Defaults applied by New to the fields of Config left at zero. The retry
+// defaults are the retry package's.
+const (
+	DefaultBatchSize          = 500
+	DefaultBatchBytes         = 1 << 20
+	DefaultLinger             = 5 * time.Millisecond
+	DefaultMaxInFlight        = 10000
+	DefaultMaxInFlightBytes   = 64 << 20
+	DefaultCheckpointInterval = time.Second
+	DefaultDrainTimeout       = 10 * time.Second
 )
 
 // Source hands committed transactions to handle, in binlog order, starting
@@ -74,9 +89,10 @@ type Config struct {
 	MaxInFlightBytes int
 	// CheckpointInterval is how often a moved watermark is saved. Default 1s.
 	CheckpointInterval time.Duration
-	// RetryBackoff is the first retry wait, doubled up to MaxRetryBackoff.
-	// Defaults 100ms and 30s.
-	RetryBackoff, MaxRetryBackoff time.Duration
+	// Retry is the policy of every retry: sink connects, writes and
+	// dead-letter writes. Defaults: retry.DefaultInitial (100ms),
+	// retry.DefaultMax (30s), retry.DefaultProbe (1s).
+	Retry retry.Policy
 	// DrainTimeout bounds the delivery of in-flight events at shutdown. Default 10s.
 	DrainTimeout time.Duration
 
@@ -136,15 +152,14 @@ func New(cfg Config) (*Pipeline, error) {
 			*v = d
 		}
 	}
-	def(&cfg.BatchSize, 500)
-	def(&cfg.BatchBytes, 1<<20)
-	def(&cfg.MaxInFlight, 10000)
-	def(&cfg.MaxInFlightBytes, 64<<20)
-	defd(&cfg.Linger, 5*time.Millisecond)
-	defd(&cfg.CheckpointInterval, time.Second)
-	defd(&cfg.RetryBackoff, 100*time.Millisecond)
-	defd(&cfg.MaxRetryBackoff, 30*time.Second)
-	defd(&cfg.DrainTimeout, 10*time.Second)
+	def(&cfg.BatchSize, DefaultBatchSize)
+	def(&cfg.BatchBytes, DefaultBatchBytes)
+	def(&cfg.MaxInFlight, DefaultMaxInFlight)
+	def(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
+	defd(&cfg.Linger, DefaultLinger)
+	defd(&cfg.CheckpointInterval, DefaultCheckpointInterval)
+	defd(&cfg.DrainTimeout, DefaultDrainTimeout)
+	cfg.Retry = cfg.Retry.WithDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -224,7 +239,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	go func() {
 		defer wg.Done()
 		defer close(deliveryDone)
-		if err := p.deliver(deliverCtx, items); err != nil && !errors.Is(err, context.Canceled) {
+		if err := p.deliver(deliverCtx, items, fail); err != nil && !errors.Is(err, context.Canceled) {
 			fail(err)
 		}
 	}()
@@ -291,29 +306,48 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 
 // connect calls the sink's Connect until it succeeds or reading stops.
 func (p *Pipeline) connect(deliverCtx, readCtx context.Context) error {
-	backoff := p.cfg.RetryBackoff
-	for attempt := 1; ; attempt++ {
+	bo := retry.Backoff{Policy: p.cfg.Retry}
+	var logged logThrottle
+	for {
 		err := p.cfg.Sink.Connect(deliverCtx)
 		if err == nil {
 			p.obs.SinkUp(true)
 			return nil
 		}
 		p.obs.SinkUp(false)
-		p.log.Warn("sink connect failed; retrying", slog.Int("attempt", attempt), slog.Duration("wait", backoff), slog.Any("err", err))
-		select {
-		case <-readCtx.Done():
-			return readCtx.Err()
-		case <-time.After(jitter(backoff)):
+		wait := bo.Next(err)
+		if logged.due(bo.Failures()) {
+			p.log.Warn("sink connect failed; retrying", slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
 		}
-		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+		if err := retry.Sleep(readCtx, wait); err != nil {
+			return err
+		}
 	}
 }
 
+// logThrottle lets a retry loop log its first failures and then fewer:
+// attempts 1, 2, 4, 8, … and at least one a minute.
+type logThrottle struct{ last time.Time }
+
+func (l *logThrottle) due(attempt int) bool {
+	if attempt&(attempt-1) == 0 || time.Since(l.last) >= time.Minute {
+		l.last = time.Now()
+		return true
+	}
+	return false
+}
+
 // deliver batches items and hands them to the sink until items is closed.
-func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
+//
+// A Submitter's results arrive on its own goroutines; a fatal one (a
+// permanent failure with no dead-letter store) is handed to fail at once,
+// from the ack, before the sink may send anything after it: fail ends ctx,
+// which makes the sink abandon every other pending event (unacknowledged, so
+// the checkpoint stays before them), and deliver returns without waiting for
+// their retries.
+func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(error)) error {
 	submitter, async := p.cfg.Sink.(sink.Submitter)
 	var pending sync.WaitGroup
-	asyncErr := make(chan error, 1)
 	defer pending.Wait()
 	for {
 		batch, ok := p.nextBatch(ctx, items)
@@ -323,24 +357,16 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item) error {
 				b := batch
 				submitter.Submit(ctx, events(b), func(i int, err error) {
 					defer pending.Done()
-					if err := p.settle(ctx, b[i:i+1], err); err != nil {
-						select {
-						case asyncErr <- err:
-						default:
-						}
+					if err := p.settle(ctx, b[i:i+1], err); err != nil && ctx.Err() == nil {
+						fail(err)
 					}
 				})
 			} else if err := p.writeUntilSettled(ctx, batch); err != nil {
 				return err
 			}
 		}
-		select {
-		case err := <-asyncErr:
-			return err
-		default:
-		}
-		if !ok {
-			return nil
+		if !ok || ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 }
@@ -381,29 +407,29 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 // writeUntilSettled writes batch, retrying the failed events (in order) until
 // each is acknowledged or dead-lettered.
 func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
-	backoff := p.cfg.RetryBackoff
+	bo := retry.Backoff{Policy: p.cfg.Retry}
+	var logged logThrottle
 	for len(batch) > 0 {
 		err := p.cfg.Sink.Write(ctx, events(batch))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		retry, wait, err := p.settleSome(ctx, batch, err)
+		again, wait, err := p.settleSome(ctx, batch, err)
 		if err != nil {
 			return err
 		}
-		if len(retry) == 0 {
+		if len(again) == 0 {
 			return nil
 		}
-		d := max(jitter(backoff), wait)
-		p.log.Warn("sink write failed; retrying", slog.Int("events", len(retry)), slog.Duration("wait", d),
-			slog.Any("err", retry[0].err))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
+		d := max(bo.Next(again[0].err), wait)
+		if logged.due(bo.Failures()) {
+			p.log.Warn("sink write failed; retrying", slog.Int("events", len(again)), slog.Int("attempt", bo.Failures()),
+				slog.Duration("wait", d), slog.Any("err", again[0].err))
 		}
-		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
-		batch = retry
+		if err := retry.Sleep(ctx, d); err != nil {
+			return err
+		}
+		batch = again
 	}
 	return nil
 }
@@ -456,7 +482,7 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 		p.obs.Failed(it.ev, e, false)
 		it.err = e
 		if d, ok := sink.RetryAfter(e); ok {
-			wait = max(wait, min(d, p.cfg.MaxRetryBackoff))
+			wait = max(wait, min(d, p.cfg.Retry.Max))
 		}
 		retry = append(retry, it)
 	}
@@ -476,7 +502,8 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 			dl.Attempts, dl.First, dl.Last = n, first, last
 		}
 	}
-	backoff := p.cfg.RetryBackoff
+	bo := retry.Backoff{Policy: p.cfg.Retry}
+	var logged logThrottle
 	for {
 		err := p.cfg.DeadLetters.Put(ctx, dl)
 		if err == nil {
@@ -484,13 +511,13 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 			p.obs.DeadLettered(it.ev, dl.Reason)
 			return nil
 		}
-		p.log.Error("dead-letter store write failed; retrying (the checkpoint waits)", slog.Any("err", err))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(jitter(backoff)):
+		wait := bo.Next(err)
+		if logged.due(bo.Failures()) {
+			p.log.Error("dead-letter store write failed; retrying (the checkpoint waits)", slog.Int("attempt", bo.Failures()), slog.Any("err", err))
 		}
-		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+		if err := retry.Sleep(ctx, wait); err != nil {
+			return err
+		}
 	}
 }
 
@@ -537,14 +564,6 @@ func events(items []*item) []*event.Event {
 		out[i] = it.ev
 	}
 	return out
-}
-
-// jitter returns a duration in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 type nopObserver struct{}

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -153,7 +157,7 @@ func TestRetriableFailuresAreRetriedInOrderUntilDelivered(t *testing.T) {
 	store := &memStore{}
 	src := &fakeSource{txns: txns(10, 2)}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4},
-		RetryBackoff: time.Millisecond, BatchSize: 3, Linger: time.Millisecond}, src, func() bool { return len(s.got()) == 20 })
+		Retry: retry.Policy{Initial: time.Millisecond}, BatchSize: 3, Linger: time.Millisecond}, src, func() bool { return len(s.got()) == 20 })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
@@ -307,7 +311,7 @@ func TestSubmitterAcksPerEventMoveTheCheckpoint(t *testing.T) {
 func TestShutdownWithTheSinkDownAndThePipelineFull(t *testing.T) {
 	s := &scriptSink{fail: func(string, int) error { return errors.New("sink down") }}
 	p, err := New(Config{Name: "s", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
-		MaxInFlight: 10, BatchSize: 5, RetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond, DrainTimeout: 100 * time.Millisecond})
+		MaxInFlight: 10, BatchSize: 5, Retry: retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}, DrainTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,3 +342,95 @@ type countingObserver struct {
 
 func (c *countingObserver) Delivered(*event.Event, time.Time) { c.delivered.Add(1) }
 func (c *countingObserver) DeadLettered(*event.Event, string) { c.deadLettered.Add(1) }
+
+// stuckSubmitter fails one event for good at once and keeps another
+// retrying until its Submit ctx ends (as a webhook endpoint does with an
+// endpoint answering 503); the rest are acknowledged.
+type stuckSubmitter struct {
+	scriptSink
+	failID, stuckID string
+	abandoned       atomic.Int64
+}
+
+func (s *stuckSubmitter) Submit(ctx context.Context, batch []*event.Event, ack func(int, error)) {
+	for i, e := range batch {
+		switch e.ID {
+		case s.failID:
+			go ack(i, sink.Permanent(errors.New("rejected with 400")))
+		case s.stuckID:
+			go func() {
+				<-ctx.Done()
+				s.abandoned.Add(1)
+				ack(i, ctx.Err())
+			}()
+		default:
+			s.mu.Lock()
+			s.delivered = append(s.delivered, e.ID)
+			s.mu.Unlock()
+			go ack(i, nil)
+		}
+	}
+}
+
+// With no dead-letter store, a Submitter's permanent failure stops the
+// pipeline at once: on a quiet outbox (no later event arrives), without
+// waiting for another event's retries, and with the checkpoint before the
+// failed event's transaction.
+func TestAsyncPermanentFailureWithoutAStoreStopsAtOnce(t *testing.T) {
+	s := &stuckSubmitter{failID: "e5", stuckID: "e1"}
+	store := &memStore{}
+	p, err := New(Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4},
+		BatchSize: 2, Linger: time.Millisecond, DrainTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background(), &fakeSource{txns: txns(5, 2)}) }() // then quiet
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no dead-letter store") || !strings.Contains(err.Error(), "e5") {
+			t.Fatalf("Run = %v, want an error naming e5 and the missing dead-letter store", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop on a permanent failure: it waited for the next event or for the retrying one")
+	}
+	if s.abandoned.Load() != 1 {
+		t.Errorf("the retrying event was not abandoned")
+	}
+	cp, _ := store.Load(context.Background(), "s")
+	if cp.Position.Pos >= 10 {
+		t.Fatalf("checkpoint %v passed the retrying event's transaction (pos 10)", cp.Position)
+	}
+}
+
+// A sink that cannot be reached for many attempts (connection refused) is
+// tried again at least every Retry.Probe: once it is back, delivery resumes
+// at once rather than after the backoff the outage accumulated. Here 12
+// refusals with a 10ms first wait and no cap on the backoff would have
+// waited at least 20s before the 13th attempt; with the probe every 50ms
+// everything is delivered, in order, well within the 10s the test allows.
+func TestAnUnreachableSinkIsRetriedPromptlyWhenItComesBack(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	var writes atomic.Int64
+	s := &scriptSink{fail: func(id string, attempt int) error {
+		if id == "e0" {
+			writes.Add(1)
+		}
+		if attempt <= 12 {
+			return fmt.Errorf("write: %w", refused)
+		}
+		return nil
+	}}
+	store := &memStore{}
+	start := time.Now()
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 100,
+		Retry: retry.Policy{Initial: 10 * time.Millisecond, Max: time.Hour, Probe: 50 * time.Millisecond}},
+		&fakeSource{txns: txns(5, 2)}, func() bool { return len(s.got()) == 10 })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := s.got(); len(got) != 10 || got[0] != "e0" || got[9] != "e9" {
+		t.Fatalf("delivered %v, want e0..e9 in order", got)
+	}
+	t.Logf("delivered after %d attempts in %s", writes.Load(), time.Since(start).Round(time.Millisecond))
+}

@@ -8,11 +8,13 @@ import (
 )
 
 // txnEntry is one source transaction in flight: its position and how many of
-// its events are not yet acknowledged.
+// its events are not yet acknowledged. Entries form a list in binlog order.
 type txnEntry struct {
-	pos     event.Position
-	commit  time.Time
-	pending int
+	pos        event.Position
+	commit     time.Time
+	pending    int
+	prev, next *txnEntry
+	removed    bool // collapsed into a later entry, or passed by the watermark
 }
 
 // tracker is the acknowledgement watermark: the position after the last
@@ -20,15 +22,25 @@ type txnEntry struct {
 // Acknowledgements may arrive in any order; the watermark never passes a
 // transaction with an unacknowledged event.
 //
+// Its memory depends on the unacknowledged events, not on the source's
+// traffic: a settled transaction (every event acknowledged, or none to begin
+// with) only matters as the position the watermark stops at before the next
+// unsettled one, so of two settled neighbours only the newer is kept. The
+// list never holds two settled entries in a row, so it has at most
+// 2×(unsettled transactions)+1 entries, and unsettled transactions are at
+// most the unacknowledged events: one event stuck in retries while a million
+// transactions without outbox rows go by costs a handful of entries.
+//
 // It also bounds what is in flight, by event count and bytes: add blocks
 // while the limits are reached. A transaction larger than the limits on its
 // own is let in when nothing else is in flight, so it cannot deadlock.
 type tracker struct {
-	mu        sync.Mutex
-	room      *sync.Cond
-	queue     []*txnEntry // in binlog order; head is the oldest unfinished
-	watermark event.Position
-	advanced  bool // watermark moved since the last takeWatermark
+	mu         sync.Mutex
+	room       *sync.Cond
+	head, tail *txnEntry // head is the oldest unsettled; nil when empty
+	entries    int
+	watermark  event.Position
+	advanced   bool // watermark moved since the last takeWatermark
 
 	maxEvents, maxBytes int
 	events, bytes       int
@@ -52,10 +64,22 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 	if t.closed {
 		return nil
 	}
-	e := &txnEntry{pos: pos, commit: commit, pending: n}
 	t.events += n
 	t.bytes += size
-	t.queue = append(t.queue, e)
+	if n == 0 && t.tail != nil && t.tail.pending == 0 {
+		// A settled transaction after a settled one: the newer position
+		// replaces the older, nothing is allocated.
+		t.tail.pos, t.tail.commit = pos, commit
+		return t.tail
+	}
+	e := &txnEntry{pos: pos, commit: commit, pending: n, prev: t.tail}
+	if t.tail != nil {
+		t.tail.next = e
+	} else {
+		t.head = e
+	}
+	t.tail = e
+	t.entries++
 	t.advance()
 	return e
 }
@@ -84,24 +108,49 @@ func (t *tracker) release(items []*item) {
 }
 
 func (t *tracker) ackLocked(e *txnEntry, size int) {
-	e.pending--
-	if e.pending < 0 {
+	if e.pending <= 0 || e.removed {
 		panic("pipeline: event acknowledged twice")
 	}
+	e.pending--
 	t.events--
 	t.bytes -= size
+	if e.pending == 0 {
+		t.collapse(e)
+	}
 }
 
-func (t *tracker) advance() {
-	i := 0
-	for i < len(t.queue) && t.queue[i].pending == 0 {
-		t.watermark = t.queue[i].pos
-		t.advanced = true
-		i++
+// collapse keeps only the newest of e and its settled neighbours: the
+// watermark can stop after e's transaction only if the next one is unsettled.
+func (t *tracker) collapse(e *txnEntry) {
+	if p := e.prev; p != nil && p.pending == 0 {
+		t.unlink(p)
 	}
-	if i > 0 {
-		clear(t.queue[:i])
-		t.queue = t.queue[i:]
+	if n := e.next; n != nil && n.pending == 0 {
+		t.unlink(e)
+	}
+}
+
+func (t *tracker) unlink(e *txnEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.tail = e.prev
+	}
+	e.prev, e.next, e.removed = nil, nil, true
+	t.entries--
+}
+
+// advance moves the watermark over the settled entries at the head.
+func (t *tracker) advance() {
+	for t.head != nil && t.head.pending == 0 {
+		t.watermark = t.head.pos
+		t.advanced = true
+		t.unlink(t.head)
 	}
 }
 
@@ -119,10 +168,17 @@ func (t *tracker) takeWatermark() (event.Position, bool) {
 func (t *tracker) inFlight() (events, bytes int, oldest time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.queue) > 0 {
-		oldest = t.queue[0].commit
+	if t.head != nil {
+		oldest = t.head.commit
 	}
 	return t.events, t.bytes, oldest
+}
+
+// size returns the number of transactions the tracker holds.
+func (t *tracker) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.entries
 }
 
 // markUnsaved makes the next takeWatermark report a move (after a failed save).

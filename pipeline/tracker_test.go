@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -134,4 +135,90 @@ func TestTrackerBlocksWhenFullAndLetsAnOversizeTxnInAlone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("oversize transaction never admitted while nothing was in flight")
 	}
+}
+
+// The tracker's size depends on the unacknowledged events, not on the
+// transactions that went by: one event stuck at the head while a million
+// transactions pass (most with no outbox row, some whose events are
+// acknowledged at once) leaves a constant handful of entries, and the
+// watermark still stops before the stuck event and jumps to the newest
+// position once it is acknowledged.
+func TestTrackerSizeDependsOnUnackedEventsNotOnTraffic(t *testing.T) {
+	tests := []struct {
+		name string
+		// ackedEvery: every ackedEvery-th transaction has one event,
+		// acknowledged at once; the others have none. 0: none has events.
+		ackedEvery int
+	}{
+		{name: "a million transactions without outbox rows behind one stuck event", ackedEvery: 0},
+		{name: "a million transactions, every tenth with an event acknowledged at once", ackedEvery: 10},
+		{name: "a million transactions, each with an event acknowledged at once", ackedEvery: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 1_000_000
+			tr := newTracker(pos(-1), 10, 1<<20)
+			stuck := tr.add(pos(0), time.Time{}, 1, 1)
+			most := 0
+			for i := 1; i <= n; i++ {
+				if tc.ackedEvery > 0 && i%tc.ackedEvery == 0 {
+					e := tr.add(posN(i), time.Time{}, 1, 1)
+					tr.ack(e, 1)
+				} else {
+					tr.add(posN(i), time.Time{}, 0, 0)
+				}
+				most = max(most, tr.size())
+			}
+			if most > 3 {
+				t.Fatalf("tracker held up to %d entries for 1 unacknowledged event, want at most 3", most)
+			}
+			if got, _ := tr.takeWatermark(); got != pos(-1) {
+				t.Fatalf("watermark %v passed the stuck event", got)
+			}
+			tr.ack(stuck, 1)
+			if got, _ := tr.takeWatermark(); got != posN(n) {
+				t.Fatalf("after the stuck event's ack: watermark %v, want the newest %v", got, posN(n))
+			}
+			if got := tr.size(); got != 0 {
+				t.Fatalf("tracker holds %d entries with nothing in flight", got)
+			}
+		})
+	}
+}
+
+// With several stuck events interleaved with settled traffic, the entries
+// stay at most 2 per unacknowledged transaction plus one.
+func TestTrackerKeepsOnlyTheNewestSettledPositionBetweenUnsettledOnes(t *testing.T) {
+	tr := newTracker(pos(-1), 1<<20, 1<<30)
+	var stuck []*txnEntry
+	for i := range 10_000 {
+		switch {
+		case i%1000 == 0:
+			stuck = append(stuck, tr.add(posN(i), time.Time{}, 1, 1))
+		case i%3 == 0:
+			e := tr.add(posN(i), time.Time{}, 2, 2)
+			tr.ack(e, 1)
+			tr.ack(e, 1)
+		default:
+			tr.add(posN(i), time.Time{}, 0, 0)
+		}
+		if got, most := tr.size(), 2*len(stuck)+1; got > most {
+			t.Fatalf("after %d transactions: %d entries for %d unsettled, want at most %d", i+1, got, len(stuck), most)
+		}
+	}
+	// Settle the stuck ones from the newest: the watermark waits for the first.
+	for k := len(stuck) - 1; k >= 1; k-- {
+		tr.ack(stuck[k], 1)
+		if got, _ := tr.takeWatermark(); got != pos(-1) {
+			t.Fatalf("watermark %v moved while the first event is unacknowledged", got)
+		}
+	}
+	tr.ack(stuck[0], 1)
+	if got, _ := tr.takeWatermark(); got != posN(9999) {
+		t.Fatalf("watermark %v, want %v", got, posN(9999))
+	}
+}
+
+func posN(i int) event.Position {
+	return event.Position{GTIDSet: fmt.Sprintf("0-1-%d", i), File: "binlog.000001", Pos: uint32(100 + i)}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -248,7 +249,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			CanResume: func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) },
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
-			CheckpointInterval: cfg.Checkpoint.Interval, RetryBackoff: d.RetryBackoff, MaxRetryBackoff: d.MaxRetryBackoff,
+			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs,
 		})
 		if err != nil {

@@ -55,6 +55,12 @@ type Sink interface {
 // error when ctx ended first. Calls come from any goroutine, possibly at the
 // same time, in any order. A Submitter owns its retries: it reports no other
 // failure.
+//
+// After a permanent failure the sink sends no later event of that aggregate
+// until the failure's ack has returned: the pipeline decides in it whether the
+// stream goes on (the event was stored as a dead letter) or stops (no
+// dead-letter store: it ends ctx before returning, and the sink then abandons
+// the aggregate's later events, as for any ended ctx).
 type Submitter interface {
 	Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error))
 }

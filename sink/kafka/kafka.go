@@ -68,7 +68,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	addr := kafkago.TCP(cfg.Brokers...)
 	s := &Sink{
 		cfg:       cfg,
-		log:       logger.With(slog.String("sink", "kafka")),
+		log:       logger.With(slog.String("sink_type", "kafka")),
 		topic:     topic,
 		key:       key,
 		transport: transport,

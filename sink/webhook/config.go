@@ -101,12 +101,12 @@ type Filter struct {
 // network errors, timeouts, 408, 429 and 5xx until it is delivered or either
 // bound is reached; it then fails permanently and goes to the dead-letter
 // store. Waits grow exponentially from InitialBackoff, capped at MaxBackoff,
-// with full jitter; a Retry-After on 429 or 503 replaces the wait, capped at
-// MaxBackoff too.
+// each drawn from [half, all] of its ceiling (the relay's retry policy); a
+// Retry-After on 429 or 503 replaces the wait, capped at MaxBackoff too.
 type RetryConfig struct {
 	// MaxAttempts is the most attempts of one event, the first included.
-	// Default 30 (about 1.7 hours of retrying on average, 3.5 at most, with
-	// the default backoff).
+	// Default 30 (1.7 to 3.5 hours of retrying, 2.6 on average, with the
+	// default backoff).
 	MaxAttempts int `yaml:"max_attempts"`
 	// MaxAge is the longest time from an event's first attempt to its last.
 	// Default 24h.

@@ -37,13 +37,27 @@
 // # Retries
 //
 // The endpoint owns its retries (it is a sink.Submitter) and never returns a
-// retriable error for a failed attempt. The wait before attempt n+1 is drawn
-// uniformly from [0, min(max_backoff, initial_backoff*2^(n-1))] (capped
-// exponential backoff with full jitter); a Retry-After on a 429 or 503, in
-// seconds or as an HTTP date, replaces it, capped at max_backoff. Once an
-// event has had max_attempts attempts, or max_age has passed since its first,
-// it fails permanently: "retry budget exhausted after N attempts over D: last
-// status ...". Waiting events hold no goroutine: a timer readies them.
+// retriable error for a failed attempt. Waits follow the relay's one retry
+// policy (package retry) with the endpoint's bounds: the wait before attempt
+// n+1 is drawn uniformly from [c/2, c], c = min(max_backoff,
+// initial_backoff*2^(n-1)); a Retry-After on a 429 or 503, in seconds or as
+// an HTTP date (parsed by go-retryablehttp), replaces it, capped at
+// max_backoff. Once an event has had max_attempts attempts, or max_age has
+// passed since its first, it fails permanently: "retry budget exhausted
+// after N attempts over D: last status ...". Waiting events hold no
+// goroutine: a timer readies them.
+//
+// Errors no retry can fix fail permanently on the first attempt, as
+// go-retryablehttp's DefaultRetryPolicy classifies them: the endpoint's TLS
+// certificate is not trusted, a header value is invalid.
+//
+// While events wait after a connection failure (refused, reset, closed), one
+// goroutine per endpoint opens a TCP connection to the url's host every
+// second (no request is sent); once one succeeds, or any event is delivered,
+// those events are attempted at once, whatever their backoff: an endpoint
+// that comes back is noticed within about a second. (With an HTTP proxy in
+// the environment the probe may not reach the host; the backoff then
+// applies.)
 //
 // # Defaults
 //
@@ -58,8 +72,8 @@
 //	retry.initial_backoff: 1s
 //	retry.max_backoff:     10m
 //
-// With these, an event that keeps failing is retried for about 1.7 hours on
-// average (3.5 hours at most) before it goes to the dead-letter store.
+// With these, an event that keeps failing is retried for 1.7 to 3.5 hours
+// (2.6 on average) before it goes to the dead-letter store.
 //
 // # Concurrency and order
 //
@@ -76,7 +90,11 @@
 // Submit's ack is called once per event, in a goroutine of its own, as soon
 // as that event is delivered (nil) or has failed permanently (a
 // sink.Permanent error wrapping a *DeliveryError), so the pipeline releases
-// each event as it finishes, not a whole batch. When the Submit ctx ends
+// each event as it finishes, not a whole batch. After a permanent failure the
+// aggregate's next event waits until that ack has returned; if the Submit
+// ctx ended by then (the pipeline stopped: no dead-letter store), the
+// aggregate's later events are dropped as ErrPredecessorAbandoned, never
+// sent ahead of the failed one. When the Submit ctx ends
 // first, the batch's undone events are dropped (their requests cancelled) and
 // acknowledged with ctx.Err(): they stay unacknowledged for the pipeline, to
 // be read again after a restart. Later events of the same aggregates, from

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -74,6 +77,10 @@ type Endpoint struct {
 	started  bool
 	closed   bool
 	disabled bool
+	probing  bool          // a probe goroutine runs
+	closing  chan struct{} // closed by Close
+
+	probeEvery time.Duration // retry.DefaultProbe; tests shorten it
 }
 
 // lane is the FIFO of one aggregate's undone events; only its head is ever
@@ -81,13 +88,17 @@ type Endpoint struct {
 type lane struct {
 	key string
 	q   []*delivery
+	// held: the former head failed permanently and its ack has not
+	// returned; the next event waits for the pipeline's decision.
+	held bool
 }
 
 // writeCall is one submitted batch waiting for its events.
 type writeCall struct {
 	deliveries []*delivery
 	ack        func(i int, err error)
-	stop       func() bool // stops watching the Submit ctx
+	stop       func() bool     // stops watching the Submit ctx
+	done       <-chan struct{} // the Submit ctx's Done
 	// Guarded by Endpoint.mu.
 	pending int   // events not yet done
 	ctxErr  error // the Submit ctx ended first
@@ -109,9 +120,11 @@ type delivery struct {
 	lastOutcome string
 
 	// Guarded by Endpoint.mu.
-	done   bool
-	cancel context.CancelFunc // set while an attempt runs
-	timer  *time.Timer        // set while waiting for a retry
+	done        bool
+	cancel      context.CancelFunc // set while an attempt runs
+	timer       *time.Timer        // set while waiting for a retry
+	timerGen    int                // which timer may ready it
+	unreachable bool               // waiting after a connection failure
 }
 
 // NewEndpoint validates cfg, applies its defaults and returns the endpoint's
@@ -137,7 +150,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With(slog.String("sink", "webhook"), slog.String("endpoint", cfg.Name))
+	logger = logger.With(slog.String("sink_type", "webhook"), slog.String("endpoint", cfg.Name))
 	if len(keys) == 0 {
 		logger.Warn("webhook endpoint has no secrets: requests are sent unsigned; set secrets")
 	}
@@ -179,6 +192,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		transport: tr,
 		limiter:   limiter,
 		lanes:     make(map[string]*lane),
+		closing:   make(chan struct{}),
+
+		probeEvery: retry.DefaultProbe,
 	}
 	e.cond = sync.NewCond(&e.mu)
 	return e, nil
@@ -234,7 +250,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 		failAll(errClosed)
 		return
 	}
-	c := &writeCall{ack: ack}
+	c := &writeCall{ack: ack, done: ctx.Done()}
 	now := time.Now()
 	for i, ev := range batch {
 		if ev == nil || !e.cfg.Filter.matches(ev.Type, ev.AggregateType) {
@@ -274,7 +290,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 		}
 		d.lane = l
 		l.q = append(l.q, d)
-		if len(l.q) == 1 {
+		if len(l.q) == 1 && !l.held {
 			e.readyLocked(d)
 		}
 	}
@@ -328,6 +344,7 @@ func (e *Endpoint) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
+	close(e.closing)
 	for _, l := range e.lanes {
 		e.dropLocked(l, 0, func(*delivery) error { return errClosed })
 	}
@@ -360,6 +377,12 @@ func (e *Endpoint) readyLocked(d *delivery) {
 // request, and hands the result to its batch's ack.
 // It does not touch d's lane.
 func (e *Endpoint) finishLocked(d *delivery, err error) {
+	e.finishLockedThen(d, err, nil)
+}
+
+// finishLockedThen is finishLocked, calling then (if not nil) once ack has
+// returned.
+func (e *Endpoint) finishLockedThen(d *delivery, err error, then func()) {
 	d.done = true
 	if d.timer != nil {
 		d.timer.Stop()
@@ -380,7 +403,48 @@ func (e *Endpoint) finishLocked(d *delivery, err error) {
 	go func() {
 		defer e.callbacks.Done()
 		c.ack(d.idx, err)
+		if then != nil {
+			then()
+		}
 	}()
+}
+
+// failHeadLocked finishes d, the head of its lane, with a permanent failure.
+// The lane's next event is not sent until d's ack has returned: in it the
+// pipeline decides whether the stream goes on (d is in the dead-letter store)
+// or stops (no store: it ends the Submit ctx). If it stopped, the
+// aggregate's later events are dropped as ErrPredecessorAbandoned, never
+// sent ahead of d, which will be delivered again after a restart.
+func (e *Endpoint) failHeadLocked(d *delivery, err error) {
+	l := d.lane
+	l.q[0] = nil
+	l.q = l.q[1:]
+	l.held = true
+	e.finishLockedThen(d, err, func() { e.releaseLane(l, d.call) })
+}
+
+// releaseLane lets l go on after its failed head's ack returned (c is the
+// head's batch).
+func (e *Endpoint) releaseLane(l *lane, c *writeCall) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l.held = false
+	stopped := false
+	select {
+	case <-c.done:
+		stopped = true
+	default:
+	}
+	switch {
+	case len(l.q) == 0:
+		if e.lanes[l.key] == l {
+			delete(e.lanes, l.key)
+		}
+	case stopped:
+		e.dropLocked(l, 0, func(*delivery) error { return ErrPredecessorAbandoned })
+	case !e.closed:
+		e.readyLocked(l.q[0])
+	}
 }
 
 // completeLocked finishes d, the head of its lane, and readies the next event
@@ -405,7 +469,7 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 		l.q[i] = nil
 	}
 	l.q = l.q[:from]
-	if from == 0 && e.lanes[l.key] == l {
+	if from == 0 && !l.held && e.lanes[l.key] == l {
 		delete(e.lanes, l.key)
 	}
 }
@@ -447,14 +511,93 @@ func (e *Endpoint) next() (*delivery, context.Context, bool) {
 }
 
 // retryTimer readies d again when its wait is over.
-func (e *Endpoint) retryTimer(d *delivery) {
+func (e *Endpoint) retryTimer(d *delivery, gen int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if d.done || e.closed {
-		return
+	if d.done || e.closed || d.timer == nil || d.timerGen != gen {
+		return // dropped, or readied early by a probe
 	}
 	d.timer = nil
 	e.readyLocked(d)
+}
+
+// wakeUnreachableLocked readies at once every lane head waiting after a
+// connection failure: the endpoint is reachable again.
+func (e *Endpoint) wakeUnreachableLocked() {
+	for _, l := range e.lanes {
+		if len(l.q) == 0 {
+			continue
+		}
+		d := l.q[0]
+		if d.unreachable && d.timer != nil && !d.done {
+			d.timer.Stop()
+			d.timer = nil
+			d.unreachable = false
+			e.readyLocked(d)
+		}
+	}
+}
+
+// anyUnreachableLocked reports whether a lane head waits after a connection
+// failure.
+func (e *Endpoint) anyUnreachableLocked() bool {
+	for _, l := range e.lanes {
+		if len(l.q) > 0 && l.q[0].unreachable && l.q[0].timer != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// probe runs while events wait after connection failures: every probeEvery
+// it opens (and closes) a TCP connection to the url's host, which sends no
+// request, and once one succeeds it readies those events at once, however
+// long their backoff. So an endpoint that comes back after a long outage is
+// noticed within about a second, while each event's attempts still back off.
+func (e *Endpoint) probe() {
+	defer e.workers.Done()
+	addr := probeAddr(e.cfg.URL)
+	t := time.NewTicker(e.probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.closing:
+			return
+		case <-t.C:
+		}
+		c, err := net.DialTimeout("tcp", addr, e.probeEvery)
+		if err == nil {
+			_ = c.Close()
+		}
+		e.mu.Lock()
+		switch {
+		case e.closed:
+		case err == nil:
+			e.wakeUnreachableLocked()
+		case e.anyUnreachableLocked():
+			e.mu.Unlock()
+			continue
+		}
+		e.probing = false
+		e.mu.Unlock()
+		return
+	}
+}
+
+// probeAddr is the host:port a probe connects to.
+func probeAddr(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // attempt makes one attempt to deliver d and settles the outcome.
@@ -503,13 +646,14 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if o.kind != cancelled {
 		d.lastStatus, d.lastOutcome = o.status, o.desc
 	}
-	if o.kind == retry && e.disabled {
+	if o.kind == retryable && e.disabled {
 		o.kind = gone
 	}
 	switch o.kind {
 	case delivered:
 		e.obs.Delivered(time.Since(d.enqueued))
 		e.completeLocked(d, nil)
+		e.wakeUnreachableLocked() // reachable again: no need to wait out the backoff
 
 	case gone:
 		first := !e.disabled
@@ -532,10 +676,10 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	case permanent:
 		e.obs.Failed(o.reason)
 		err := e.deliveryError(d, o.err)
-		e.completeLocked(d, sink.Permanent(err))
+		e.failHeadLocked(d, sink.Permanent(err))
 		after = func() { e.logFailed(d, err) }
 
-	case retry, cancelled:
+	case retryable, cancelled:
 		if o.kind == cancelled { // cannot happen: a request is cancelled only when dropped
 			e.readyLocked(d)
 			break
@@ -546,12 +690,20 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 			e.obs.Failed(ReasonRetryBudget)
 			err := e.deliveryError(d, fmt.Errorf("retry budget exhausted after %d attempts over %s: last %s",
 				d.attempts, now.Sub(d.first).Round(time.Millisecond), o.desc))
-			e.completeLocked(d, sink.Permanent(err))
+			e.failHeadLocked(d, sink.Permanent(err))
 			after = func() { e.logFailed(d, err) }
 			break
 		}
 		e.obs.Retry()
-		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d) })
+		d.timerGen++
+		gen := d.timerGen
+		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d, gen) })
+		d.unreachable = o.conn
+		if o.conn && wait > e.probeEvery && !e.probing && !e.closed {
+			e.probing = true
+			e.workers.Add(1)
+			go e.probe()
+		}
 		attempts := d.attempts
 		after = func() {
 			e.log.Debug("webhook attempt failed; retrying", slog.String("event_id", d.ev.ID),

@@ -30,6 +30,9 @@ const (
 	ReasonRejected = "rejected"
 	// ReasonRedirect: the endpoint answered a 3xx; redirects are not followed.
 	ReasonRedirect = "redirect"
+	// ReasonRequest: the request cannot succeed as configured (the
+	// endpoint's TLS certificate is not trusted, a header value is invalid).
+	ReasonRequest = "request_invalid"
 	// ReasonRetryBudget: retry.max_attempts or retry.max_age ran out.
 	ReasonRetryBudget = "retry_budget_exhausted"
 )

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/outbox-relay/outbox-relay/retry"
 )
 
 const (
@@ -29,7 +30,7 @@ type outcomeKind int
 
 const (
 	delivered outcomeKind = iota
-	retry
+	retryable
 	permanent
 	gone
 	cancelled
@@ -43,6 +44,7 @@ type outcome struct {
 	// for retry
 	retryAfter    time.Duration
 	hasRetryAfter bool
+	conn          bool // the endpoint could not be reached, or dropped the connection
 	// for permanent
 	err    error
 	reason string
@@ -72,14 +74,22 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		if ctx.Err() != nil {
 			return outcome{kind: cancelled, desc: "error: cancelled"}
 		}
+		// go-retryablehttp's policy tells the errors no retry can fix: an
+		// untrusted certificate, an invalid header, an unsupported scheme,
+		// too many redirects.
+		again, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, err)
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			if ue.Timeout() {
-				return outcome{kind: retry, desc: fmt.Sprintf("error: attempt timed out after %s", e.cfg.Timeout)}
+				return outcome{kind: retryable, desc: fmt.Sprintf("error: attempt timed out after %s", e.cfg.Timeout)}
 			}
 			err = ue.Err // without the URL, which may hold a token
 		}
-		return outcome{kind: retry, desc: "error: " + err.Error()}
+		if !again {
+			return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest,
+				err: fmt.Errorf("the request cannot succeed as configured: %w", err)}
+		}
+		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err)}
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	resp.Body.Close()
@@ -101,11 +111,9 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 	case code == http.StatusGone:
 		o.kind = gone
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500 && code <= 599:
-		o.kind = retry
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
-				o.retryAfter, o.hasRetryAfter = min(d, maxBackoff), true
-			}
+		o.kind = retryable
+		if d, ok := retryAfter(resp); ok {
+			o.retryAfter, o.hasRetryAfter = min(d, maxBackoff), true
 		}
 	default:
 		o.kind, o.reason = permanent, ReasonRejected
@@ -130,23 +138,13 @@ func snippet(body []byte) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		const maxSeconds = 1 << 32 // keeps the Duration from overflowing
-		return time.Duration(min(n, maxSeconds)) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
+// retryAfter returns the wait a 429 or 503 asked for in its Retry-After
+// (seconds or an HTTP date), not capped. It is go-retryablehttp's parsing:
+// DefaultBackoff returns the header's wait when there is one, and otherwise
+// its exponential wait clamped to max, here -1 to tell "none" from "0s".
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	d := retryablehttp.DefaultBackoff(0, -1, 0, resp)
+	return d, d >= 0
 }
 
 // retryWait returns how long d waits before its next attempt after the
@@ -160,7 +158,7 @@ func (e *Endpoint) retryWait(d *delivery, o outcome, now time.Time) (time.Durati
 	if elapsed >= r.MaxAge {
 		return 0, false
 	}
-	wait := backoff(r, d.attempts)
+	wait := r.policy().Wait(d.attempts)
 	if o.hasRetryAfter {
 		wait = o.retryAfter // already capped at MaxBackoff
 	}
@@ -168,20 +166,7 @@ func (e *Endpoint) retryWait(d *delivery, o outcome, now time.Time) (time.Durati
 	return min(wait, r.MaxAge-elapsed), true
 }
 
-// backoff is capped exponential backoff with full jitter: a uniform wait in
-// [0, min(max_backoff, initial_backoff * 2^(attempts-1))].
-func backoff(r RetryConfig, attempts int) time.Duration {
-	ceiling := r.InitialBackoff
-	for i := 1; i < attempts && ceiling < r.MaxBackoff; i++ {
-		if ceiling > r.MaxBackoff/2 {
-			ceiling = r.MaxBackoff
-			break
-		}
-		ceiling *= 2
-	}
-	ceiling = min(ceiling, r.MaxBackoff)
-	if ceiling <= 0 {
-		return 0
-	}
-	return rand.N(ceiling + 1)
+// policy is the relay's retry policy with this endpoint's bounds.
+func (r RetryConfig) policy() retry.Policy {
+	return retry.Policy{Initial: r.InitialBackoff, Max: r.MaxBackoff}
 }

@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -799,27 +800,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+func TestRetryAfterIsParsedByRetryablehttp(t *testing.T) {
+	in30s := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
-		name  string
-		value string
-		want  time.Duration
-		ok    bool
+		name     string
+		value    string
+		min, max time.Duration
+		ok       bool
 	}{
-		{"seconds", "120", 2 * time.Minute, true},
-		{"zero seconds", "0", 0, true},
-		{"an HTTP date", "Fri, 01 May 2026 12:00:30 GMT", 30 * time.Second, true},
-		{"a past HTTP date is no wait", "Fri, 01 May 2026 11:00:00 GMT", 0, true},
-		{"negative seconds are ignored", "-5", 0, false},
-		{"garbage is ignored", "soon", 0, false},
-		{"empty is ignored", "", 0, false},
+		{"seconds", "120", 2 * time.Minute, 2 * time.Minute, true},
+		{"zero seconds", "0", 0, 0, true},
+		{"an HTTP date", in30s, 28 * time.Second, 30 * time.Second, true},
+		{"a past HTTP date is no wait", "Fri, 01 May 2026 11:00:00 GMT", 0, 0, true},
+		{"negative seconds are ignored", "-5", 0, 0, false},
+		{"garbage is ignored", "soon", 0, 0, false},
+		{"empty is ignored", "", 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := parseRetryAfter(tt.value, now)
-			if got != tt.want || ok != tt.ok {
-				t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", tt.value, got, ok, tt.want, tt.ok)
+			resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {tt.value}}}
+			got, ok := retryAfter(resp)
+			if ok != tt.ok || ok && (got < tt.min || got > tt.max) {
+				t.Errorf("retryAfter(%q) = %s, %v; want [%s, %s], %v", tt.value, got, ok, tt.min, tt.max, tt.ok)
 			}
 		})
 	}
@@ -829,39 +831,41 @@ func TestClassifyCapsRetryAfterAtMaxBackoff(t *testing.T) {
 	for _, code := range []int{429, 503} {
 		resp := &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {"3600"}}}
 		o := classify(resp, nil, time.Now(), 200*time.Millisecond)
-		if o.kind != retry || !o.hasRetryAfter || o.retryAfter != 200*time.Millisecond {
+		if o.kind != retryable || !o.hasRetryAfter || o.retryAfter != 200*time.Millisecond {
 			t.Errorf("%d: %+v, want a retry after 200ms", code, o)
 		}
 	}
 	// Other retriable statuses ignore Retry-After.
 	resp := &http.Response{StatusCode: 502, Header: http.Header{"Retry-After": {"1"}}}
-	if o := classify(resp, nil, time.Now(), time.Minute); o.kind != retry || o.hasRetryAfter {
+	if o := classify(resp, nil, time.Now(), time.Minute); o.kind != retryable || o.hasRetryAfter {
 		t.Errorf("502: %+v", o)
 	}
 	for code, want := range map[int]outcomeKind{200: delivered, 204: delivered, 301: permanent, 308: permanent,
-		400: permanent, 401: permanent, 404: permanent, 408: retry, 410: gone, 422: permanent, 500: retry, 504: retry} {
+		400: permanent, 401: permanent, 404: permanent, 408: retryable, 410: gone, 422: permanent, 500: retryable, 504: retryable} {
 		if o := classify(&http.Response{StatusCode: code, Header: http.Header{}}, nil, time.Now(), time.Minute); o.kind != want {
 			t.Errorf("%d classified %v, want %v", code, o.kind, want)
 		}
 	}
 }
 
-func TestBackoffIsCappedExponentialWithFullJitter(t *testing.T) {
-	r := RetryConfig{InitialBackoff: time.Second, MaxBackoff: 10 * time.Minute}
+func TestRetryWaitIsTheRelaysPolicyWithTheEndpointsBounds(t *testing.T) {
+	e := &Endpoint{cfg: EndpointConfig{Retry: RetryConfig{MaxAttempts: 2000, MaxAge: 1000 * time.Hour,
+		InitialBackoff: time.Second, MaxBackoff: 10 * time.Minute}}}
 	ceilings := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	now := time.Now()
 	for attempts, ceiling := range ceilings {
 		for range 200 {
-			if d := backoff(r, attempts+1); d < 0 || d > ceiling {
-				t.Fatalf("after %d attempts: wait %s, want within [0, %s]", attempts+1, d, ceiling)
+			d := &delivery{attempts: attempts + 1, first: now}
+			if w, ok := e.retryWait(d, outcome{kind: retryable}, now); !ok || w < ceiling/2 || w > ceiling {
+				t.Fatalf("after %d attempts: wait %s, want within [%s, %s]", attempts+1, w, ceiling/2, ceiling)
 			}
 		}
 	}
-	var top time.Duration
-	for range 2000 {
-		top = max(top, backoff(r, 1000))
-	}
-	if top > r.MaxBackoff || top < r.MaxBackoff/2 {
-		t.Errorf("after 1000 attempts the longest of 2000 waits is %s, want in [%s, %s]", top, r.MaxBackoff/2, r.MaxBackoff)
+	for range 200 {
+		d := &delivery{attempts: 1000, first: now}
+		if w, _ := e.retryWait(d, outcome{kind: retryable}, now); w > 10*time.Minute || w < 5*time.Minute {
+			t.Fatalf("after 1000 attempts: wait %s, want within [5m, 10m]", w)
+		}
 	}
 }
 
@@ -901,5 +905,177 @@ func TestRateLimitSpacesAttempts(t *testing.T) {
 	// Only a lower bound: the limiter never lets attempts through early.
 	if span := reqs[4].at.Sub(reqs[0].at); span < 150*time.Millisecond {
 		t.Errorf("5 attempts at 20/s spanned %s, want at least 150ms", span)
+	}
+}
+
+// A permanent failure holds its aggregate's lane until the ack returns: the
+// pipeline decides there, and with no dead-letter store it ends the Submit
+// ctx, so the aggregate's later events are never sent ahead of the failed
+// one (they would be sent again, after it, once restarted). Other aggregates
+// are not held.
+func TestAPermanentFailureHoldsItsAggregateUntilTheAckReturns(t *testing.T) {
+	tests := []struct {
+		name string
+		// stop: the ack of the failed event ends the Submit ctx, as the
+		// pipeline does with no dead-letter store.
+		stop     bool
+		wantSent []string
+	}{
+		{name: "the stream goes on: the next event is sent after the ack returned", stop: false, wantSent: []string{"a1", "a2", "b1"}},
+		{name: "the stream stops: the next event is never sent", stop: true, wantSent: []string{"a1", "b1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ackReturned atomic.Bool
+			var sentBeforeAck atomic.Int64
+			srv := newServer(t, nil, func(w http.ResponseWriter, _ *http.Request, req request) {
+				if req.id == "a2" && !ackReturned.Load() {
+					sentBeforeAck.Add(1)
+				}
+				if req.id == "a1" {
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			e := newEndpoint(t, testConfig(srv.URL))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			results := make(chan string, 3)
+			batch := []*event.Event{ev("a1", "a"), ev("a2", "a"), ev("b1", "b")}
+			e.Submit(ctx, batch, func(i int, err error) {
+				if batch[i].ID == "a1" {
+					time.Sleep(200 * time.Millisecond) // a slow decision (a dead-letter write)
+					if tc.stop {
+						cancel()
+					}
+					ackReturned.Store(true)
+				}
+				results <- fmt.Sprintf("%s:%v", batch[i].ID, err != nil)
+			})
+			for range 3 {
+				select {
+				case <-results:
+				case <-time.After(10 * time.Second):
+					t.Fatal("not every event was acknowledged")
+				}
+			}
+			var sent []string
+			for _, r := range srv.requests() {
+				sent = append(sent, r.id)
+			}
+			slices.Sort(sent)
+			if !slices.Equal(sent, tc.wantSent) {
+				t.Errorf("requests %v, want %v", sent, tc.wantSent)
+			}
+			if n := sentBeforeAck.Load(); n > 0 {
+				t.Errorf("a2 was sent %d times before a1's ack returned", n)
+			}
+		})
+	}
+}
+
+// Errors no retry can fix fail at once, on the first attempt, as go-retryablehttp's
+// DefaultRetryPolicy says: an untrusted certificate, an invalid header value.
+func TestRequestErrorsThatCannotSucceedAreNotRetried(t *testing.T) {
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	t.Cleanup(tlsSrv.Close)
+	plain := newServer(t, nil, ok)
+	tests := []struct {
+		name    string
+		cfg     func() EndpointConfig
+		want    string
+		reqsMax int
+	}{
+		{
+			name: "an untrusted certificate",
+			cfg:  func() EndpointConfig { return testConfig(tlsSrv.URL) },
+			want: "certificate",
+		},
+		{
+			name: "an invalid header value",
+			cfg: func() EndpointConfig {
+				c := testConfig(plain.URL)
+				c.Headers = map[string]string{"X-Tenant": "a\x01b"}
+				return c
+			},
+			want: "invalid header",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &countingObserver{}
+			cfg := tc.cfg()
+			cfg.Observer = obs
+			e := newEndpoint(t, cfg)
+			errs := permanentErrors(t, write(t, e, ev("e1", "a")), 0)
+			var de *DeliveryError
+			if !errors.As(errs[0], &de) || de.Attempts != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Fatalf("error %v (%+v), want a failure after 1 attempt mentioning %q", errs[0], de, tc.want)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if !slices.Equal(obs.failed, []string{ReasonRequest}) {
+				t.Errorf("observer failures %v, want [%s]", obs.failed, ReasonRequest)
+			}
+		})
+	}
+	if n := len(plain.requests()); n != 0 {
+		t.Errorf("the plain server got %d requests with an invalid header", n)
+	}
+}
+
+// An endpoint that refused connections and comes back is noticed by the
+// probe within about a second, whatever the events' backoff: here the first
+// retry alone would wait at least 30s; the events arrive, in order, well
+// within the 20s the test allows. The recovery time is logged.
+func TestAnEndpointThatComesBackIsNoticedByTheProbe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // down: connections are refused
+
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("webhook-id"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	cfg := testConfig("http://" + addr + "/hook")
+	cfg.Retry = RetryConfig{MaxAttempts: 30, InitialBackoff: time.Minute, MaxBackoff: time.Hour}
+	e := newEndpoint(t, cfg)
+
+	result := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() { result <- e.Write(ctx, []*event.Event{ev("e1", "a"), ev("e2", "a"), ev("e3", "b")}) }()
+	time.Sleep(1500 * time.Millisecond) // every event has failed once and waits ≥ 30s
+
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			srv.Listener = l
+			break
+		}
+		if try == 50 {
+			t.Fatalf("listen again on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	back := time.Now()
+	if err := <-result; err != nil {
+		t.Fatalf("Write = %v, want every event delivered once the endpoint is back", err)
+	}
+	t.Logf("endpoint back → every event delivered: %s", time.Since(back).Round(time.Millisecond))
+	mu.Lock()
+	defer mu.Unlock()
+	if i1, i2 := slices.Index(got, "e1"), slices.Index(got, "e2"); i1 < 0 || i2 < i1 || !slices.Contains(got, "e3") {
+		t.Fatalf("received %v, want e1 before e2, and e3", got)
 	}
 }
