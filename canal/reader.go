@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 )
 
 // Config says which server to read and which tables are outbox tables.
@@ -45,7 +45,9 @@ type Config struct {
 	// ReadTimeout ends a connection that received nothing, not even a
 	// heartbeat, for this long. Default 3 × HeartbeatPeriod.
 	ReadTimeout time.Duration
-	// MaxBackoff caps the wait between reconnect attempts. Default 30s.
+	// MaxBackoff caps the wait between reconnect attempts. Default
+	// retry.DefaultMax; a server that refuses connections is retried at
+	// least every retry.DefaultProbe, so its return is noticed at once.
 	MaxBackoff time.Duration
 	// EventCacheCount is how many raw events go-mysql buffers. Default 512.
 	EventCacheCount int
@@ -125,9 +127,6 @@ func New(cfg Config) (*Reader, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 3 * cfg.HeartbeatPeriod
 	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
-	}
 	if cfg.EventCacheCount <= 0 {
 		cfg.EventCacheCount = 512
 	}
@@ -158,19 +157,17 @@ type Handler = func(ctx context.Context, txn *event.Txn) error
 // the position is lost (ErrPositionLost). Stream errors are retried forever.
 func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) error {
 	pos := from
-	backoff := time.Duration(0)
+	bo := retry.Backoff{Policy: retry.Policy{Initial: 250 * time.Millisecond, Max: r.cfg.MaxBackoff}}
+	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			backoff = min(max(2*backoff, 250*time.Millisecond), r.cfg.MaxBackoff)
-			wait := backoff/2 + rand.N(backoff/2+1)
+			wait := bo.Next(lastErr)
 			if r.cfg.Observer != nil {
 				r.cfg.Observer.Reconnect()
 			}
 			r.log.Warn("binlog stream reconnecting", slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.String("from", pos.String()))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
+			if err := retry.Sleep(ctx, wait); err != nil {
+				return err
 			}
 		}
 		progressed := false
@@ -193,8 +190,9 @@ func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) e
 			return err
 		}
 		if progressed {
-			backoff = 0
+			bo.Reset()
 		}
+		lastErr = err
 		r.log.Warn("binlog stream error", slog.Any("err", err), slog.String("resume_from", pos.String()))
 	}
 }

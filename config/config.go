@@ -62,7 +62,7 @@ type Source struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// ReadTimeout ends a connection that is silent this long. Default 3 × heartbeat.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// MaxReconnectBackoff caps the wait between reconnects. Default 30s.
+	// MaxReconnectBackoff caps the wait between reconnects. Default 30s (retry.DefaultMax).
 	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff"`
 	// TLS to the server. Default off.
 	TLS TLS `yaml:"tls"`
@@ -365,7 +365,7 @@ func (c *Config) Defaults() {
 	}
 	setD(&s.Heartbeat, 5*time.Second)
 	setD(&s.ReadTimeout, 3*s.Heartbeat)
-	setD(&s.MaxReconnectBackoff, 30*time.Second)
+	setD(&s.MaxReconnectBackoff, retry.DefaultMax)
 	for i := range c.Tables {
 		col := &c.Tables[i].Columns
 		setS(&col.ID, "id")
