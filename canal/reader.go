@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +54,16 @@ type Config struct {
 	// EventCacheCount is how many raw events go-mysql buffers. Default 512.
 	EventCacheCount int
 
+	// Pick, if set, chooses the server to read from pos (Host, Port and TLS
+	// above are then unused): at start, and when the stream has failed for
+	// FailoverAfter without reading a transaction, or the server no longer
+	// has the position. An error wrapping ErrPositionLost or ErrNotInHistory
+	// ends Run; any other is retried.
+	Pick func(ctx context.Context, pos event.Position) (Endpoint, error)
+	// FailoverAfter is how long a failing stream is retried on its server
+	// before Pick is asked again. Default 10s.
+	FailoverAfter time.Duration
+
 	// Observer, if set, is told about what the reader sees (for metrics).
 	Observer Observer
 
@@ -74,7 +86,20 @@ type Observer interface {
 	// Transaction is called for each committed transaction read, before it
 	// is handed on, with its commit time (binlog header, 1 s resolution).
 	Transaction(commit time.Time)
+	// Server is called when the reader starts reading a server (its
+	// "host:port"): at start, and after each failover (failover true).
+	Server(addr string, failover bool)
 }
+
+// Endpoint is a server to read the binlog from.
+type Endpoint struct {
+	Host string
+	Port uint16
+	TLS  *tls.Config
+}
+
+// Addr is "host:port".
+func (e Endpoint) Addr() string { return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) }
 
 // Table is one outbox table and how its columns map to an event.
 type Table struct {
@@ -127,6 +152,9 @@ func New(cfg Config) (*Reader, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 3 * cfg.HeartbeatPeriod
 	}
+	if cfg.FailoverAfter <= 0 {
+		cfg.FailoverAfter = 10 * time.Second
+	}
 	if cfg.EventCacheCount <= 0 {
 		cfg.EventCacheCount = 512
 	}
@@ -158,20 +186,31 @@ type Handler = func(ctx context.Context, txn *event.Txn) error
 func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) error {
 	pos := from
 	bo := retry.Backoff{Policy: retry.Policy{Initial: 250 * time.Millisecond, Max: r.cfg.MaxBackoff}}
+	cur := Endpoint{Host: r.cfg.Host, Port: r.cfg.Port, TLS: r.cfg.TLS}
+	if r.cfg.Pick != nil {
+		var err error
+		if cur, err = r.pick(ctx, pos, &bo); err != nil {
+			return err
+		}
+	}
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Server(cur.Addr(), false)
+	}
 	var lastErr error
+	failingSince := time.Time{}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			wait := bo.Next(lastErr)
 			if r.cfg.Observer != nil {
 				r.cfg.Observer.Reconnect()
 			}
-			r.log.Warn("binlog stream reconnecting", slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.String("from", pos.String()))
+			r.log.Warn("binlog stream reconnecting", slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.String("server", cur.Addr()), slog.String("from", pos.String()))
 			if err := retry.Sleep(ctx, wait); err != nil {
 				return err
 			}
 		}
 		progressed := false
-		err := r.stream(ctx, pos, func(ctx context.Context, txn *event.Txn) error {
+		err := r.stream(ctx, cur, pos, func(ctx context.Context, txn *event.Txn) error {
 			if err := handle(ctx, txn); err != nil {
 				return handlerError{err}
 			}
@@ -186,14 +225,52 @@ func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) e
 		if errors.As(err, &he) {
 			return he.err
 		}
-		if errors.Is(err, ErrPositionLost) || errors.Is(err, errFatal) {
+		if errors.Is(err, errFatal) || (r.cfg.Pick == nil && errors.Is(err, ErrPositionLost)) {
 			return err
+		}
+		if progressed || failingSince.IsZero() {
+			failingSince = time.Now()
 		}
 		if progressed {
 			bo.Reset()
 		}
 		lastErr = err
-		r.log.Warn("binlog stream error", slog.Any("err", err), slog.String("resume_from", pos.String()))
+		r.log.Warn("binlog stream error", slog.Any("err", err), slog.String("server", cur.Addr()), slog.String("resume_from", pos.String()))
+		if r.cfg.Pick != nil && (errors.Is(err, ErrPositionLost) || time.Since(failingSince) >= r.cfg.FailoverAfter) {
+			next, err := r.pick(ctx, pos, &bo)
+			if err != nil {
+				return err
+			}
+			if next.Addr() != cur.Addr() {
+				r.log.Warn("binlog source failover", slog.String("from_server", cur.Addr()), slog.String("to_server", next.Addr()), slog.String("resume_from", pos.String()))
+				if r.cfg.Observer != nil {
+					r.cfg.Observer.Server(next.Addr(), true)
+				}
+				cur = next
+				bo.Reset()
+				attempt = -1 // connect to the new server at once
+			}
+			failingSince = time.Now()
+		}
+	}
+}
+
+// pick asks Pick for a server until it names one, retrying with backoff
+// while none is usable; a position no server can serve ends it.
+func (r *Reader) pick(ctx context.Context, pos event.Position, bo *retry.Backoff) (Endpoint, error) {
+	for {
+		ep, err := r.cfg.Pick(ctx, pos)
+		if err == nil {
+			return ep, nil
+		}
+		if errors.Is(err, ErrPositionLost) || errors.Is(err, ErrNotInHistory) || errors.Is(err, errFatal) || ctx.Err() != nil {
+			return Endpoint{}, err
+		}
+		wait := bo.Next(err)
+		r.log.Warn("no source server usable; retrying", slog.Any("err", err), slog.Duration("wait", wait), slog.String("from", pos.String()))
+		if err := retry.Sleep(ctx, wait); err != nil {
+			return Endpoint{}, err
+		}
 	}
 }
 
@@ -209,15 +286,15 @@ var errFatal = errors.New("fatal binlog error")
 // start, from the start set (a GTID start), the first file's PREVIOUS_GTIDS
 // (MySQL) or GTID list (MariaDB) event (a file start), and each transaction's
 // GTID event; go-mysql's own tracking (GTID starts only) is not used.
-func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler) error {
+func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, handle Handler) error {
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:              r.cfg.ServerID,
 		Flavor:                r.cfg.Flavor,
-		Host:                  r.cfg.Host,
-		Port:                  r.cfg.Port,
+		Host:                  ep.Host,
+		Port:                  ep.Port,
 		User:                  r.cfg.User,
 		Password:              r.cfg.Password,
-		TLSConfig:             r.cfg.TLS,
+		TLSConfig:             ep.TLS,
 		HeartbeatPeriod:       r.cfg.HeartbeatPeriod,
 		ReadTimeout:           r.cfg.ReadTimeout,
 		DisableRetrySync:      true, // a fresh syncer per attempt, from our own position
@@ -234,7 +311,7 @@ func (r *Reader) stream(ctx context.Context, pos event.Position, handle Handler)
 		streamer *replication.BinlogStreamer
 		err      error
 	)
-	st := &txnState{file: pos.File, last: pos}
+	st := &txnState{file: pos.File, last: pos, server: ep.Addr()}
 	mode, err := r.startMode(pos)
 	if err != nil {
 		return err
@@ -328,6 +405,7 @@ func classify(err error) error {
 
 // txnState is the reader's view of the transaction in progress.
 type txnState struct {
+	server string // "host:port" being read
 	file   string
 	inTxn  bool // a BEGIN (or XA START) was read
 	gtid   string
@@ -597,7 +675,7 @@ func (st *txnState) begin() {
 }
 
 func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
-	pos := event.Position{File: st.file, Pos: ev.Header.LogPos}
+	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server}
 	if st.exec != nil {
 		pos.GTIDSet = st.exec.String()
 	}

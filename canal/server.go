@@ -222,3 +222,56 @@ func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
 	}
 	return nil
 }
+
+// ReplicaOf returns the primary a server replicates from ("" when it does
+// not), and whether that could be read at all.
+func ReplicaOf(ctx context.Context, db *sql.DB) (string, bool) {
+	for _, q := range []string{"SHOW REPLICA STATUS", "SHOW SLAVE STATUS"} {
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			continue
+		}
+		cols, _ := rows.Columns()
+		host, port := "", ""
+		found := false
+		for rows.Next() {
+			found = true
+			vals, err := ScanRow(rows)
+			if err != nil {
+				break
+			}
+			for i, c := range cols {
+				switch strings.ToLower(c) {
+				case "master_host", "source_host":
+					host = vals[i]
+				case "master_port", "source_port":
+					port = vals[i]
+				}
+			}
+		}
+		rows.Close()
+		if !found {
+			return "", true
+		}
+		if host == "" {
+			host = "a primary"
+		} else if port != "" {
+			host += ":" + port
+		}
+		return host, true
+	}
+	// MariaDB 10.5+ wants SLAVE MONITOR for SHOW SLAVE STATUS, but tells
+	// anyone whether its replication threads run and which GTIDs it has
+	// replicated: running means a replica; neither means none.
+	var name, running, slavePos string
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Slave_running'").Scan(&name, &running); err != nil {
+		return "", false
+	}
+	if strings.EqualFold(running, "ON") {
+		return "a primary", true
+	}
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_slave_pos").Scan(&slavePos); err == nil && slavePos == "" {
+		return "", true
+	}
+	return "", false // a stopped replica, perhaps
+}

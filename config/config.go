@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,12 +43,23 @@ type Config struct {
 	HTTP       HTTP       `yaml:"http"`
 }
 
-// Source is the MySQL or MariaDB server whose binlog is read.
+// Source is the MySQL or MariaDB server whose binlog is read: one (host,
+// port), or an ordered list (servers) to fail over between.
 type Source struct {
-	// Host of the server. Default 127.0.0.1.
+	// Host of the server. Default 127.0.0.1 (when servers is not set).
 	Host string `yaml:"host"`
-	// Port of the server. Default 3306.
+	// Port of the server. Default 3306 (when servers is not set).
 	Port int `yaml:"port"`
+	// Servers are several servers with one history (a primary and its
+	// replicas, replicating by GTID), as "host:port" (port default 3306), in
+	// order of preference; user, password, TLS and the rest apply to each.
+	// Each sink reads the first one that passes the binlog checks and can
+	// serve its checkpoint, and moves to the next usable one when its stream
+	// has failed for failover_after. Set either host/port or servers.
+	Servers []string `yaml:"servers"`
+	// FailoverAfter is how long a stream may fail, without reading a
+	// transaction, before its sink looks for another of servers. Default 10s.
+	FailoverAfter time.Duration `yaml:"failover_after"`
 	// User needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT on the
 	// outbox tables. Default root.
 	User string `yaml:"user"`
@@ -66,6 +79,44 @@ type Source struct {
 	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff"`
 	// TLS to the server. Default off.
 	TLS TLS `yaml:"tls"`
+}
+
+// Addr is one source server.
+type Addr struct {
+	Host string
+	Port int
+}
+
+func (a Addr) String() string { return net.JoinHostPort(a.Host, strconv.Itoa(a.Port)) }
+
+// Addrs lists the source servers in order of preference: servers, or the
+// one host/port.
+func (s Source) Addrs() []Addr {
+	if len(s.Servers) == 0 {
+		return []Addr{{s.Host, s.Port}}
+	}
+	out := make([]Addr, 0, len(s.Servers))
+	for _, a := range s.Servers {
+		h, p, _ := SplitHostPort(a) // checked by Validate
+		out = append(out, Addr{h, p})
+	}
+	return out
+}
+
+// SplitHostPort parses "host:port" or "host" (port 3306), IPv6 in brackets.
+func SplitHostPort(a string) (string, int, error) {
+	host, port := a, "3306"
+	if h, p, err := net.SplitHostPort(a); err == nil {
+		host, port = h, p
+	} else if strings.Contains(strings.Trim(a, "[]"), ":") && !strings.HasPrefix(a, "[") {
+		return "", 0, fmt.Errorf("%q: write host:port (an IPv6 address in brackets: [::1]:3306)", a)
+	}
+	host = strings.Trim(host, "[]")
+	n, err := strconv.Atoi(port)
+	if host == "" || strings.ContainsAny(host, "@/ ") || err != nil || n <= 0 || n > 65535 {
+		return "", 0, fmt.Errorf("%q is not host:port", a)
+	}
+	return host, n, nil
 }
 
 // TLS settings for the connections to the source server: the queries and
@@ -356,8 +407,11 @@ func keyPaths(n *yaml.Node, path string, out map[int]string) {
 // Defaults fills every unset field with its default.
 func (c *Config) Defaults() {
 	s := &c.Source
-	setS(&s.Host, "127.0.0.1")
-	setI(&s.Port, 3306)
+	if len(s.Servers) == 0 {
+		setS(&s.Host, "127.0.0.1")
+		setI(&s.Port, 3306)
+	}
+	setD(&s.FailoverAfter, 10*time.Second)
 	setS(&s.User, "root")
 	setS(&s.Flavor, "auto")
 	if s.ServerID == 0 {
@@ -403,7 +457,22 @@ func (c *Config) Defaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if c.Source.Port <= 0 || c.Source.Port > 65535 {
+	if len(c.Source.Servers) > 0 {
+		if c.Source.Host != "" || c.Source.Port != 0 {
+			bad("source: set either host/port (one server) or servers (a list), not both")
+		}
+		seen := map[string]bool{}
+		for i, a := range c.Source.Servers {
+			host, port, err := SplitHostPort(a)
+			switch {
+			case err != nil:
+				bad("source.servers[%d]: %v", i, err)
+			case seen[net.JoinHostPort(host, strconv.Itoa(port))]:
+				bad("source.servers[%d]: %s is listed twice", i, a)
+			}
+			seen[net.JoinHostPort(host, strconv.Itoa(port))] = true
+		}
+	} else if c.Source.Port <= 0 || c.Source.Port > 65535 {
 		bad("source.port: %d is not a TCP port", c.Source.Port)
 	}
 	if !oneOf(c.Source.Flavor, "auto", "mysql", "mariadb") {

@@ -75,12 +75,20 @@ type Position struct {
 	GTIDSet string `json:"gtid_set,omitempty"`
 	File    string `json:"file,omitempty"`
 	Pos     uint32 `json:"pos,omitempty"`
+	// Server is the "host:port" the position was read from, for humans (and
+	// to tell whose File it is): resuming is decided by GTIDs alone.
+	Server string `json:"server,omitempty"`
 }
 
 // IsZero reports whether p names no position at all.
 func (p Position) IsZero() bool { return p.GTIDSet == "" && p.File == "" }
 
 func (p Position) String() string {
+	if p.Server != "" {
+		q := p
+		q.Server = ""
+		return q.String() + " on " + p.Server
+	}
 	switch {
 	case p.GTIDSet != "" && p.File != "":
 		return fmt.Sprintf("gtid %q (%s:%d)", p.GTIDSet, p.File, p.Pos)

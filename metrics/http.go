@@ -39,12 +39,13 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ok, reasons := m.Ready(maxAge)
+		reading := m.Reading()
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, strings.Join(reasons, "\n"))
+			fmt.Fprintln(w, strings.Join(append(reasons, reading...), "\n"))
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, strings.Join(append([]string{"ready"}, reading...), "\n"))
 	})
 	return mux
 }

@@ -73,6 +73,8 @@ var Names = []string{
 	"outbox_relay_outbox_events_total",
 	"outbox_relay_source_reconnects_total",
 	"outbox_relay_source_connected",
+	"outbox_relay_source_server",
+	"outbox_relay_source_failovers_total",
 	"outbox_relay_replication_lag_seconds",
 	"outbox_relay_events_delivered_total",
 	"outbox_relay_events_failed_total",
@@ -102,6 +104,8 @@ type Metrics struct {
 	outboxEvents  *prometheus.CounterVec
 	reconnects    *prometheus.CounterVec
 	connected     *prometheus.GaugeVec
+	sourceServer  *prometheus.GaugeVec
+	failovers     *prometheus.CounterVec
 	delivered     *prometheus.CounterVec
 	failed        *prometheus.CounterVec
 	retried       *prometheus.CounterVec
@@ -138,6 +142,7 @@ type facts struct {
 	oldest        time.Time
 	lastSave      time.Time
 	checkpointLog string // binlog file of the last saved checkpoint
+	server        string // the source server the stream reads ("host:port")
 	stopped       string // why the pipeline stopped for good; "" while it runs
 }
 
@@ -168,6 +173,8 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.outboxEvents = counter("outbox_events_total", "Outbox events extracted from committed INSERTs, per sink stream and outbox table.", "sink", "table")
 	m.reconnects = counter("source_reconnects_total", "Reconnect attempts of the binlog stream after an error.", "sink")
 	m.connected = gauge("source_connected", "1 while the sink's binlog stream is connected and receiving, 0 otherwise.", "sink")
+	m.sourceServer = gauge("source_server", "1 for the source server (host:port) each sink's binlog stream reads now.", "sink", "server")
+	m.failovers = counter("source_failovers_total", "Times a sink's binlog stream moved to another of source.servers.", "sink")
 	m.delivered = counter("events_delivered_total", "Events acknowledged by the sink.", "sink")
 	m.failed = counter("events_failed_total", "Failed delivery attempts of an event, by reason class (permanent, backoff, timeout, connection, retriable).", "sink", "reason")
 	m.retried = counter("events_retried_total", "Failed delivery attempts that will be retried, by reason class.", "sink", "reason")
@@ -245,6 +252,7 @@ func (m *Metrics) Source(sinkName string, tables ...string) *SourceObserver {
 		connected:  m.connected.WithLabelValues(sinkName),
 	}
 	o.connected.Set(0)
+	m.failovers.WithLabelValues(sinkName)
 	for _, t := range tables {
 		m.outboxEvents.WithLabelValues(sinkName, t)
 	}
@@ -286,6 +294,21 @@ func (o *SourceObserver) Reconnect() {
 	o.s.connected = false
 	o.s.caughtUp = false
 	o.s.mu.Unlock()
+}
+
+// Server records the source server the stream reads, and a failover.
+func (o *SourceObserver) Server(addr string, failover bool) {
+	o.s.mu.Lock()
+	old := o.s.server
+	o.s.server = addr
+	o.s.mu.Unlock()
+	if old != "" && old != addr {
+		o.m.sourceServer.DeleteLabelValues(o.name, old)
+	}
+	o.m.sourceServer.WithLabelValues(o.name, addr).Set(1)
+	if failover {
+		o.m.failovers.WithLabelValues(o.name).Inc()
+	}
 }
 
 // Connected records that the stream delivers events.
@@ -501,6 +524,27 @@ func compareLogs(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// Reading lists, per sink in order, "sink NAME reads HOST:PORT" (for /readyz).
+func (m *Metrics) Reading() []string {
+	m.mu.Lock()
+	names := slices.Clone(m.order)
+	states := make([]*sinkState, len(names))
+	for i, n := range names {
+		states[i] = m.sinks[n]
+	}
+	m.mu.Unlock()
+	var out []string
+	for i, name := range names {
+		states[i].mu.Lock()
+		server := states[i].server
+		states[i].mu.Unlock()
+		if server != "" {
+			out = append(out, fmt.Sprintf("sink %s reads %s", name, server))
+		}
+	}
+	return out
 }
 
 // Ready reports whether every sink is ready: its binlog stream is connected,

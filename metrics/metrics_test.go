@@ -54,6 +54,8 @@ func populated(t *testing.T) (*Metrics, *prometheus.Registry, *clock) {
 	m, reg, c := newTest(t)
 	src := m.Source("kafka", "shop.outbox")
 	p := m.Pipeline("kafka")
+	src.Server("replica-a:3306", false)
+	src.Server("replica-b:3306", true)
 	src.Connected()
 	src.BinlogEvent()
 	src.OutboxEvents("shop.outbox", 3)

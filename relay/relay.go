@@ -220,9 +220,23 @@ func (r *Relay) Run(ctx context.Context) error {
 		slog.Uint64("server_id", uint64(info.ServerID)), slog.Int("pipelines", len(targets)))
 
 	identity := checkpoint.Checkpoint{Flavor: info.Flavor, ServerUUID: info.ServerUUID, ServerID: info.ServerID}
-	tlsConfig, err := cfg.Source.TLS.Build(cfg.Source.Host)
+	// One server: the reader reads it, and a checkpoint it cannot serve
+	// stops the sink at once. Several: each sink's reader picks among them
+	// (source.Set.Pick) at start and on failover, by the same GTID rule.
+	srcs := source.NewSet(cfg.Source, r.log)
+	defer srcs.Close()
+	first := cfg.Source.Addrs()[0]
+	tlsConfig, err := cfg.Source.TLS.Build(first.Host)
 	if err != nil {
 		return err
+	}
+	var pick func(context.Context, event.Position) (canal.Endpoint, error)
+	canResume := func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) }
+	if srcs.Len() > 1 {
+		pick = func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+			return srcs.Pick(ctx, info.Flavor, pos)
+		}
+		canResume = nil
 	}
 	// Build every pipeline before starting any, so a bad one leaves none running.
 	type run struct {
@@ -234,7 +248,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	var runs []run
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
-			Host: cfg.Source.Host, Port: uint16(cfg.Source.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
+			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
+			Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
 			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
@@ -246,7 +261,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		obs := m.Pipeline(t.Name)
 		p, err := pipeline.New(pipeline.Config{
 			Name: t.Name, Sink: t.Sink, Store: store, Identity: identity, Start: start, DeadLetters: dl,
-			CanResume: func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) },
+			CanResume: canResume,
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},

@@ -9,9 +9,8 @@ package source
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -20,18 +19,32 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 )
 
-// Open connects to the source server and checks the connection. TLS
+// Open connects to the first source server that answers (source.host, or
+// the first of source.servers that does) and checks the connection.
+func Open(ctx context.Context, c config.Source) (*sql.DB, error) {
+	var errs []error
+	for _, a := range c.Addrs() {
+		db, err := OpenAddr(ctx, c, a)
+		if err == nil {
+			return db, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// OpenAddr connects to one source server and checks the connection. TLS
 // settings (source.tls) apply to this connection as to the binlog stream.
 // The password is never part of an error.
-func Open(ctx context.Context, c config.Source) (*sql.DB, error) {
+func OpenAddr(ctx context.Context, c config.Source, a config.Addr) (*sql.DB, error) {
 	mc := mysql.NewConfig()
 	mc.User = c.User
 	mc.Passwd = c.Password.Reveal()
 	mc.Net = "tcp"
-	mc.Addr = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	mc.Addr = a.String()
 	mc.Timeout = 10 * time.Second
 	mc.ParseTime = true
-	tc, err := c.TLS.Build(c.Host)
+	tc, err := c.TLS.Build(a.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +59,7 @@ func Open(ctx context.Context, c config.Source) (*sql.DB, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect to source %s:%d as %q: %w", c.Host, c.Port, c.User, err)
+		return nil, fmt.Errorf("connect to source %s as %q: %w", a, c.User, err)
 	}
 	return db, nil
 }

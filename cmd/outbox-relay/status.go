@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,7 +54,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			server = err.Error()
 		}
 	}
-	fmt.Fprintf(stdout, "source %s:%d now at %s\n", cfg.Source.Host, cfg.Source.Port, server)
+	fmt.Fprintf(stdout, "source %s now at %s\n", srcName(cfg), server)
 	if logs != "" {
 		fmt.Fprintf(stdout, "binary logs on the server: %s\n", logs)
 	}
@@ -92,4 +93,13 @@ func behind(files []string, file string) string {
 		}
 	}
 	return "its file was purged: run outbox-relay check"
+}
+
+// srcName names the configured source server(s).
+func srcName(cfg *config.Config) string {
+	var names []string
+	for _, a := range cfg.Source.Addrs() {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -190,6 +190,26 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// Kill SIGKILLs the server (a crash) and waits for it to exit; Start brings
+// it back on the same data directory and port.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// Start starts a killed or stopped server again on the same data directory
+// and port, and waits until it answers.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitReady(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s *Server) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	db, err := sql.Open("mysql", s.DSN(""))
