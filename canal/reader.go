@@ -751,13 +751,32 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		}
 		tm.headers = append(tm.headers, i)
 	}
-	if e.ColumnType[tm.id] == mysql.MYSQL_TYPE_STRING && e.CollationMap()[tm.id] == 63 {
+	if e.ColumnType[tm.id] == mysql.MYSQL_TYPE_STRING && binaryCollation(e, tm.id) {
 		// BINARY(n): the declared length is in the column metadata.
 		meta := e.ColumnMeta[tm.id]
 		length := int(meta&0xff) | int(((meta>>4)&0x300)^0x300)
 		tm.idBin = length
 	}
 	return tm, nil
+}
+
+// binaryCollation reports whether column i has the binary collation (63),
+// as BINARY(n) has. MySQL lists collations for character columns only (what
+// go-mysql's CollationMap expects); Dolt lists one for every column (0 for
+// the others), which CollationMap would assign to the wrong columns.
+func binaryCollation(e *replication.TableMapEvent, i int) bool {
+	if n := int(e.ColumnCount); len(e.ColumnCharset) == n && i < n {
+		chars := 0
+		for c := range n {
+			if e.IsCharacterColumn(c) {
+				chars++
+			}
+		}
+		if chars != n {
+			return e.ColumnCharset[i] == 63
+		}
+	}
+	return e.CollationMap()[i] == 63
 }
 
 func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
