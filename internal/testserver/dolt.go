@@ -89,7 +89,8 @@ type DoltOptions struct {
 }
 
 // DoltServer is a running private `dolt sql-server`, set up as a binlog
-// primary (log_bin, gtid_mode=ON, enforce_gtid_consistency=ON), with a root
+// primary (log_bin, gtid_mode=ON, enforce_gtid_consistency=ON,
+// binlog_row_metadata=FULL as the relay needs), with a root
 // account that has every privilege. It is safe for concurrent use.
 type DoltServer struct {
 	Host string
@@ -166,7 +167,7 @@ func startDolt(bin string, opts DoltOptions) (*DoltServer, error) {
 		{"config", "--global", "--add", "metrics.disabled", "true"},
 		{"init"},
 		{"sql", "-q", "SET @@PERSIST.log_bin = 1; SET @@PERSIST.gtid_mode = 'ON'; " +
-			"SET @@PERSIST.enforce_gtid_consistency = 'ON'; " +
+			"SET @@PERSIST.enforce_gtid_consistency = 'ON'; SET @@PERSIST.binlog_row_metadata = 'FULL'; " +
 			"SET @@PERSIST.server_id = " + strconv.FormatUint(uint64(opts.ServerID), 10) + "; " +
 			"CREATE USER IF NOT EXISTS 'root'@'%'; GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION"},
 	}
