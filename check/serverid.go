@@ -3,10 +3,13 @@ package check
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -93,6 +96,12 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 			grant = "REPLICATION MASTER ADMIN"
 		}
 		r.Fix = fmt.Sprintf("make sure no replica uses server_id %s, or let check see them: GRANT %s ON *.* TO %s;", ids, grant, s.user)
+		var me *driver.MySQLError
+		if errors.As(listErr, &me) && !denied(listErr) {
+			// The server refused, not for a missing privilege: it cannot
+			// list its replicas at all (Dolt has no SHOW REPLICAS).
+			r.Fix = fmt.Sprintf("make sure no replica uses server_id %s: this server cannot list its replicas", ids)
+		}
 	default:
 		r.Detail = fmt.Sprintf("the relay's replica ids %s differ from the server's %d and from %d connected replica(s)", ids, own, len(reps))
 	}

@@ -28,7 +28,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,6 +215,81 @@ var _ = syscall.SIGKILL
 var _ = strings.Contains
 var _ sql.DB
 var _ checkpoint.Checkpoint
+
+// MySQL stores JSON in a binary form, and the relay renders it as go-mysql's
+// type-faithful MySQL text (RenderJSONAsMySQLText): a double keeps its ".0",
+// keys keep the binary form's order, strings pass through byte for byte. It
+// is compact (no space after ',' and ':', unlike SELECT on MySQL) and writes
+// a large integral double in full (1e20 as 100000000000000000000.0; MySQL
+// writes 1e20). The body of a webhook with body: raw is the payload exactly.
+func TestDoltJSONPayloadsArriveAsMySQLText(t *testing.T) {
+	s := sharedDolt(t)
+	dbname := doltOutbox(t, s)
+	got := map[string][]byte{}
+	var mu sync.Mutex
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.Header.Get("webhook-id")] = body
+		mu.Unlock()
+	}))
+	defer rx.Close()
+	cfgPath := writeFile(t, "relay.yaml", fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 1200, heartbeat: 5s, read_timeout: 45s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 100ms}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      endpoints: [{name: rx, url: "%s", secrets: ["%s"], body: raw}]
+`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), rx.URL, newWebhookSecret(t)))
+	stop := runRelay(t, cfgPath, &syncLines{})
+
+	big := strings.Repeat("x", 70000) // past 64 KiB: the binary form's large layout
+	cases := []struct{ id, payload, want string }{
+		// Dolt writes every number as a double (MySQL keeps 1 an integer:
+		// {"b":1}) and orders keys by name (MySQL: by length, then name:
+		// {"a":…,"b":…,"ab":…}).
+		{"object", `{"b": 1, "a": "x", "ab": 2.50}`, `{"a":"x","ab":2.5,"b":1.0}`},
+		{"nested", `{"n": {"list": [true, false, null, -3, 1e20]}, "empty": {}, "none": []}`, `{"empty":{},"n":{"list":[true,false,null,-3.0,100000000000000000000.0]},"none":[]}`},
+		{"escapes", `{"s": "quote \" backslash \\ tab \t é ✓"}`, `{"s":"quote \" backslash \\ tab \t é ✓"}`},
+		{"string", `"just a string"`, `"just a string"`},
+		{"number", `42`, `42.0`},
+		{"json null", `null`, `null`},
+		{"large", `{"big": "` + big + `"}`, `{"big":"` + big + `"}`},
+	}
+	db := s.DB(t, dbname)
+	for _, c := range cases {
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'json', 'a1', 'test', ?)", c.id, c.payload); err != nil {
+			t.Fatalf("insert %s: %v", c.id, err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= len(cases) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range cases {
+		body, ok := got[c.id]
+		switch {
+		case !ok:
+			t.Errorf("%s: not delivered", c.id)
+		case string(body) != c.want:
+			t.Errorf("%s: body %.200s, want %.200s", c.id, body, c.want)
+		case !json.Valid(body):
+			t.Errorf("%s: body is not JSON: %.200s", c.id, body)
+		}
+	}
+}
 
 func TestDoltScratchEarliest(t *testing.T) {
 	s := sharedDolt(t)
