@@ -227,7 +227,6 @@ func TestDoltIsDetectedAsMySQL(t *testing.T) {
 	t.Logf("Dolt reports version %s, server_uuid %s", info.Version, info.ServerUUID)
 }
 
-
 // MySQL stores JSON in a binary form, and the relay renders it as go-mysql's
 // type-faithful MySQL text (RenderJSONAsMySQLText): a double keeps its ".0",
 // keys keep the binary form's order, strings pass through byte for byte. It
