@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"net"
 	"strconv"
@@ -467,7 +468,7 @@ func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
 func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
-		st.file = string(e.NextLogName)
+		st.file = rotateName(ev, e)
 	case *replication.PreviousGTIDsEvent:
 		if st.track && st.exec == nil {
 			set, err := mysql.ParseMysqlGTIDSet(e.GTIDSets)
@@ -867,3 +868,18 @@ func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler {
 	return demoteInfo{d.Handler.WithAttrs(as)}
 }
 func (d demoteInfo) WithGroup(n string) slog.Handler { return demoteInfo{d.Handler.WithGroup(n)} }
+
+// rotateName is the binlog file a ROTATE event names. The first ROTATE of a
+// stream is artificial and comes before the FORMAT_DESCRIPTION that says
+// whether events carry a checksum, so go-mysql asks the server to send it
+// without one; MySQL does, Dolt does not, and go-mysql then reads the 4
+// checksum bytes as the end of the name. They are dropped when they are
+// the CRC32 of the rest of the event.
+func rotateName(ev *replication.BinlogEvent, e *replication.RotateEvent) string {
+	name, raw := e.NextLogName, ev.RawData
+	if n := len(raw); n > replication.EventHeaderSize+4 && len(name) > 4 && bytes.HasSuffix(name, raw[n-4:]) &&
+		crc32.ChecksumIEEE(raw[:n-4]) == binary.LittleEndian.Uint32(raw[n-4:]) {
+		name = name[:len(name)-4]
+	}
+	return string(name)
+}

@@ -379,7 +379,21 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 			if !server.Contain(set) {
 				t.Errorf("checkpoint %s is not within the server's gtid_executed %s", cp.Position.GTIDSet, executed)
 			}
+			// Dolt checksums the stream's first, artificial ROTATE though
+			// asked not to: the relay must not take the checksum for part
+			// of the file name.
+			files, err := canal.BinaryLogs(context.Background(), s.DB(t, ""))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("SHOW BINARY LOGS: %v %v", files, err)
+			}
+			if cp.Position.File != files[len(files)-1].Name {
+				t.Errorf("checkpoint file %q, want %q (SHOW BINARY LOGS)", cp.Position.File, files[len(files)-1].Name)
+			}
 			for _, l := range got {
+				if l.BinlogFile != files[len(files)-1].Name {
+					t.Errorf("event %s: binlog_file %q, want %q", l.ID, l.BinlogFile, files[len(files)-1].Name)
+					break
+				}
 				g, err := mysql.ParseMysqlGTIDSet(l.GTID)
 				if err != nil || l.GTID == "" {
 					t.Fatalf("event %s has GTID %q, want uuid:N (%v)", l.ID, l.GTID, err)
