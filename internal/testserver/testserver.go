@@ -1,4 +1,5 @@
-// Package testserver starts private MariaDB servers for tests.
+// Package testserver starts private MariaDB servers for tests, and private
+// Dolt servers, the MySQL lane's binlog primary (StartDolt, in dolt.go).
 //
 // Each Server is a mariadbd process of its own: a fresh data directory under a
 // temporary folder, a free loopback port, and the binlog options outbox-relay
