@@ -86,6 +86,7 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 				return
 			}
 			defer conn.Close()
+			noLastGTID := false // MySQL: no @@last_gtid
 			for i := 0; i < txns && ctx.Err() == nil && !closed(w.Until); i++ {
 				n := sizes[(p+i)%len(sizes)]
 				prefix := fmt.Sprintf("%sp%d-t%d", w.Prefix, p, i)
@@ -107,9 +108,15 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 					return
 				}
 				var gtid string
-				if err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid); err != nil && !unknownVariable(err) {
-					errs <- err
-					return
+				if !noLastGTID {
+					err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid)
+					switch {
+					case unknownVariable(err):
+						noLastGTID = true
+					case err != nil:
+						errs <- err
+						return
+					}
 				}
 				w.mu.Lock()
 				w.Txns = append(w.Txns, Committed{GTID: gtid, At: time.Now(), IDs: ids, AggIDs: aggs})
