@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,17 +382,20 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 			}
 			// Dolt checksums the stream's first, artificial ROTATE though
 			// asked not to: the relay must not take the checksum for part
-			// of the file name.
+			// of the file name. (Dolt sends no ROTATE when it moves on to
+			// a new file, after a restart for one, so the name may be of
+			// an older file than the event's: only GTIDs are trustworthy.)
 			files, err := canal.BinaryLogs(context.Background(), s.DB(t, ""))
-			if err != nil || len(files) == 0 {
-				t.Fatalf("SHOW BINARY LOGS: %v %v", files, err)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if cp.Position.File != files[len(files)-1].Name {
-				t.Errorf("checkpoint file %q, want %q (SHOW BINARY LOGS)", cp.Position.File, files[len(files)-1].Name)
+			names := canal.FileNames(files)
+			if !slices.Contains(names, cp.Position.File) {
+				t.Errorf("checkpoint file %q is none of SHOW BINARY LOGS %q", cp.Position.File, names)
 			}
 			for _, l := range got {
-				if l.BinlogFile != files[len(files)-1].Name {
-					t.Errorf("event %s: binlog_file %q, want %q", l.ID, l.BinlogFile, files[len(files)-1].Name)
+				if !slices.Contains(names, l.BinlogFile) {
+					t.Errorf("event %s: binlog_file %q is none of SHOW BINARY LOGS %q", l.ID, l.BinlogFile, names)
 					break
 				}
 				g, err := mysql.ParseMysqlGTIDSet(l.GTID)
