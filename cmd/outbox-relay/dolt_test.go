@@ -1,18 +1,18 @@
 package main
 
 // The MySQL lane: the relay against Dolt, an independent MySQL-protocol
-// server that writes a MySQL-format binlog and serves it to replicas. Every
-// other end-to-end test runs on MariaDB; these show what MySQL's flavor of
-// the code does against a real server. The lane needs a dolt binary
-// (testserver.DoltBinary; .ci/run builds one) and skips, saying how to build
-// it, when there is none — except under CI.
+// server that writes a MySQL-format binlog and serves it to replicas. The
+// other end-to-end tests run on MariaDB; these run MySQL's flavor of the code
+// against a real server. The lane needs a dolt binary (testserver.DoltBinary;
+// .ci/run builds one) and skips, saying how to build it, when there is none
+// — except under CI.
 //
-// The package shares one Dolt server (starting one takes seconds and its
-// binlog is replayed to every new reader, see below); the tests run one
-// after the other and each uses a database of its own.
+// The package shares one Dolt server (each reader replays its whole binlog,
+// see below, so fewer servers do not cost more); the tests run one after the
+// other and each uses a database of its own.
 //
 // Dolt is not MySQL, and the assertions are shaped by what it does
-// differently (testserver.DoltServer lists it):
+// differently (the testserver package lists all that was met):
 //   - go-mysql asks for a GTID dump with flags 0, and Dolt reads the replica's
 //     GTID set only with BINLOG_THROUGH_GTID set: every (re)connect replays
 //     the whole binlog. So across restarts the tests assert that nothing was
@@ -21,6 +21,8 @@ package main
 //     an outbox row in one transaction leaves nothing to read, so the
 //     workloads here run none (outboxtest.Workload.NetChange).
 //   - heartbeats come every 30 s whatever was asked: read_timeout is 45s.
+//   - a dump that arrives while a commit is in flight can be refused as
+//     "purged" (see probe): the tests commit only while the relay streams.
 
 import (
 	"bytes"
