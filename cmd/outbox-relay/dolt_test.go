@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -180,7 +181,7 @@ func runRelay(t *testing.T, cfgPath string, out *syncLines) (stop func() error) 
 		once.Do(func() {
 			cancel()
 			runErr = <-done
-			if runErr == context.Canceled {
+			if errors.Is(runErr, context.Canceled) {
 				runErr = nil
 			}
 		})
