@@ -234,7 +234,7 @@ func privilegesByUse(ctx context.Context, db *sql.DB, s server, cfg *config.Conf
 		return r
 	}
 	r.Status = Warn
-	r.Detail = fmt.Sprintf("SHOW GRANTS failed (%v): REPLICATION CLIENT and SELECT on every outbox table work when tried; REPLICATION SLAVE is not checked", grantsErr)
+	r.Detail = fmt.Sprintf("SHOW GRANTS failed (%v): REPLICATION CLIENT and SELECT on every outbox table were not refused when tried; REPLICATION SLAVE is not checked", grantsErr)
 	r.Fix = "make sure " + s.user + " has REPLICATION SLAVE (GRANT REPLICATION SLAVE ON *.* TO " + s.user + ";): without it the relay fails at its first binlog read"
 	return r
 }
