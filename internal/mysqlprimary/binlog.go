@@ -158,7 +158,7 @@ func (s *Server) xaPrepare(gtrid string, onePhase bool, writes []Write) string {
 	g := s.appendTxn("", "", 0, ts, evs, false, time.Time{})
 	if !onePhase {
 		s.mu.Lock()
-		s.prepared[gtrid] = true
+		s.prepared[gtrid] = g
 		s.mu.Unlock()
 	}
 	return g
@@ -181,7 +181,7 @@ func (s *Server) XARollback(gtrid string) string {
 func (s *Server) xaEnd(gtrid, verb string) string {
 	s.t.Helper()
 	s.mu.Lock()
-	ok := s.prepared[gtrid]
+	_, ok := s.prepared[gtrid]
 	delete(s.prepared, gtrid)
 	s.mu.Unlock()
 	if !ok {

@@ -44,7 +44,8 @@
 //     DATETIME(fsp) and JSON, the last in MySQL's binary JSON format
 //     (EncodeJSON), NULLs.
 //   - Failover: StartReplica builds a second server holding the first one's
-//     history under another server_uuid, optionally lacking some GTIDs;
+//     history under another server_uuid, optionally lacking some GTIDs,
+//     with the XA transactions still prepared;
 //     Purge moves old files' GTIDs to gtid_purged; KillConnections drops
 //     every stream at once.
 //

@@ -106,7 +106,7 @@ type Server struct {
 	history  []committed
 	tableIDs map[string]uint64
 	tables   map[string]Table
-	prepared map[string]bool
+	prepared map[string]string // XA PREPAREd gtrid -> the prepare's GTID
 	xid      uint64
 	changed  chan struct{} // closed and replaced when the binlog changes
 	conns    map[uint32]*conn
@@ -146,7 +146,7 @@ func start(t testing.TB, opts Options, history []committed) (*Server, error) {
 		purged:   purged,
 		tableIDs: map[string]uint64{},
 		tables:   map[string]Table{},
-		prepared: map[string]bool{},
+		prepared: map[string]string{},
 		changed:  make(chan struct{}),
 		conns:    map[uint32]*conn{},
 	}
@@ -178,7 +178,9 @@ func start(t testing.TB, opts Options, history []committed) (*Server, error) {
 // own options, as a replica promoted after a failover would: give it another
 // ServerUUID and ServerID. Transactions in lacking (a GTID set, may be
 // empty) are left out, as if the replica never received them. Its
-// gtid_purged is this server's unless opts.Purged says otherwise.
+// gtid_purged is this server's unless opts.Purged says otherwise. XA
+// transactions prepared here (and not lacking) are prepared there: XACommit
+// and XARollback on the replica end them.
 func (s *Server) StartReplica(t testing.TB, opts Options, lacking string) *Server {
 	t.Helper()
 	skip, err := parseGTIDSet(lacking)
@@ -202,11 +204,23 @@ func (s *Server) StartReplica(t testing.TB, opts Options, lacking string) *Serve
 	if opts.Schema == "" {
 		opts.Schema = s.opts.Schema
 	}
+	// XA transactions prepared here are prepared there too, unless their
+	// XA PREPARE is lacking: the promoted server can XA COMMIT them.
+	prepared := map[string]string{}
+	for gtrid, g := range s.prepared {
+		if sid, tag, gno, err := parseGTID(g); err == nil && containsGTID(skip, sid, tag, gno) {
+			continue
+		}
+		prepared[gtrid] = g
+	}
 	s.mu.Unlock()
 	r, err := start(t, opts, history)
 	if err != nil {
 		t.Fatalf("mysqlprimary: %v", err)
 	}
+	r.mu.Lock()
+	r.prepared = prepared
+	r.mu.Unlock()
 	return r
 }
 

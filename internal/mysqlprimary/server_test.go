@@ -509,3 +509,27 @@ func TestQueriesOverGoSQLDriver(t *testing.T) {
 		t.Errorf("SHOW BINARY LOG STATUS on 8.4: %v", err)
 	}
 }
+
+func TestReplicaKeepsPreparedXATransactions(t *testing.T) {
+	const a, b = "dddddddd-0000-0000-0000-00000000001a", "dddddddd-0000-0000-0000-00000000001b"
+	primary := Start(t, Options{ServerUUID: a})
+	w := Write{Table: primary.Outbox(), Rows: [][]any{OutboxRow(1, "x1", "a", "1", "t", `{}`)}}
+	primary.XAPrepare("kept", w)
+	primary.XAPrepare("lost", w)
+	promoted := primary.StartReplica(t, Options{ServerUUID: b, ServerID: 2}, "")
+	if g := promoted.XACommit("kept"); g != b+":1" {
+		t.Errorf("XA COMMIT on the replica: GTID %s", g)
+	}
+	promoted.XARollback("lost")
+	// The XA PREPARE of "lost" (a:2) never reached this replica: it cannot
+	// end it (the test would fail with XAER_NOTA); "kept" it has.
+	lagging := primary.StartReplica(t, Options{ServerUUID: b, ServerID: 3}, a+":2")
+	lagging.XACommit("kept")
+	lagging.mu.Lock()
+	n := len(lagging.prepared)
+	lagging.mu.Unlock()
+	if n != 0 {
+		t.Errorf("lagging replica has %d prepared XA transactions, want 0", n)
+	}
+	startGTID(t, promoted, a+":1-2").expect(b+":1", b+":2")
+}
