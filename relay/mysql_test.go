@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/mysqlprimary"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
@@ -537,5 +538,167 @@ func TestMySQLRejectedDumpStops(t *testing.T) {
 	}
 	if len(out.events(t)) != 0 {
 		t.Errorf("delivered %v", ids(out.events(t)))
+	}
+}
+
+// xaWrite is outbox rows for an XA transaction.
+func xaWrite(s *mysqlprimary.Server, ids ...string) mysqlprimary.Write {
+	w := mysqlprimary.Write{Table: s.Outbox()}
+	for i, id := range ids {
+		w.Rows = append(w.Rows, row(int64(200+i), id))
+	}
+	return w
+}
+
+// count counts deliveries per id.
+func count(ls []stdout.Line) map[string]int {
+	n := map[string]int{}
+	for _, l := range ls {
+		n[l.ID]++
+	}
+	return n
+}
+
+// More XA: one-phase commits deliver at once; two prepared transactions
+// committed in the other order each deliver at their own XA COMMIT; a
+// stream that drops in the prepared window (the reader reconnects in the
+// same run) and a failover in the prepared window (XA COMMIT on the promoted
+// server) still deliver the prepared rows, once, at XA COMMIT.
+func TestMySQLXAOnePhaseInterleavedReconnectAndFailover(t *testing.T) {
+	const a, b = "55555555-0000-0000-0000-00000000001a", "55555555-0000-0000-0000-00000000001b"
+	s := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a, ServerID: 1})
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+
+	s.XACommitOnePhase("one", xaWrite(s, "one-a"))
+	s.Insert(row(1, "e1"))
+	waitIDs(t, out, "one-a", "e1")
+	exactlyOnce(t, out.events(t), "one-a", "e1")
+
+	s.XAPrepare("x4", xaWrite(s, "x4-a"))
+	s.XAPrepare("x5", xaWrite(s, "x5-a"))
+	s.XACommit("x5")
+	waitIDs(t, out, "x5-a")
+	s.Insert(row(2, "e2"))
+	waitIDs(t, out, "e2")
+	if n := count(out.events(t)); n["x4-a"] != 0 {
+		t.Fatalf("x4 delivered before its XA COMMIT")
+	}
+	// The stream drops while x4 is prepared: the reader resumes from the
+	// held position and must still release x4 at its XA COMMIT.
+	s.KillConnections()
+	s.XACommit("x4")
+	s.Insert(row(3, "e3"))
+	waitIDs(t, out, "x4-a", "e3")
+	n := count(out.events(t))
+	if n["x4-a"] != 1 || n["e3"] != 1 {
+		t.Fatalf("after a reconnect in the prepared window: x4-a ×%d, e3 ×%d (want once each); delivered %v", n["x4-a"], n["e3"], ids(out.events(t)))
+	}
+	got := ids(out.events(t))
+	if i, j := slices.Index(got, "x5-a"), slices.Index(got, "x4-a"); i > j {
+		t.Errorf("x4 (committed last) delivered before x5: %v", got)
+	}
+
+	// Failover in the prepared window: x6 is prepared on the old primary
+	// when the relay stops, and committed on the promoted one.
+	s.XAPrepare("x6", xaWrite(s, "x6-a", "x6-b"))
+	s.Insert(row(4, "e4"))
+	waitIDs(t, out, "e4")
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// a:1 one-phase, 2 e1, 3 x4, 4 x5, 5 XA COMMIT x5, 6 e2, 7 XA COMMIT
+	// x4, 8 e3, 9 x6 prepared, 10 e4: the checkpoint holds before a:9.
+	if held := loadCheckpoint(t, cp).Position.GTIDSet; held != a+":1-8" {
+		t.Fatalf("checkpoint %s, want %s:1-8 (before x6's XA PREPARE)", held, a)
+	}
+	promoted := s.StartReplica(t, mysqlprimary.Options{ServerUUID: b, ServerID: 2}, "")
+	s.Close()
+	before := len(out.events(t))
+	r = startMySQLRelay(t, mysqlRelayConfig(t, promoted, cp, "earliest"), out)
+	promoted.XACommit("x6")
+	promoted.Insert(row(5, "e5"))
+	waitIDs(t, out, "x6-a", "x6-b", "e5")
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	n = count(out.events(t)[before:])
+	if n["x6-a"] != 1 || n["x6-b"] != 1 || n["e5"] != 1 {
+		t.Fatalf("after the failover delivered %v, want x6's rows and e5 once", ids(out.events(t)[before:]))
+	}
+	if c := loadCheckpoint(t, cp); c.Position.GTIDSet != a+":1-10,"+b+":1-2" {
+		t.Errorf("checkpoint after the failover %s", c.Position)
+	}
+}
+
+// A file/position checkpoint on a server with GTIDs on (saved before the
+// reader tracked GTIDs): the relay reads that file from its start for the
+// executed set, skips what was delivered, and saves GTID sets from then on.
+func TestMySQLFilePositionCheckpointWithGTIDsOnUpgradesToGTIDSets(t *testing.T) {
+	const a = "88888888-0000-0000-0000-00000000000a"
+	s := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a})
+	s.Insert(row(1, "old-1"))
+	s.Commit(mysqlprimary.Txn{Compressed: true, Rows: [][]any{row(2, "old-2")}})
+	file, pos := s.Position()
+	s.Insert(row(3, "e3"))
+	s.Rotate()
+	s.Insert(row(4, "e4"))
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	st, err := checkpoint.OpenFile(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(context.Background(), "out", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: a, ServerID: 1, Position: event.Position{File: file, Pos: pos}, UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	got := waitIDs(t, out, "e3", "e4")
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1-4" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, got, "e3", "e4")
+	if got[0].GTID != a+":3" {
+		t.Errorf("gtid of e3 %q", got[0].GTID)
+	}
+}
+
+// XA with gtid_mode OFF: the held checkpoint is a file/position before the
+// XA PREPARE, and a restart there (across a binlog rotation) delivers the
+// prepared rows at XA COMMIT; a rolled-back one never.
+func TestMySQLXAWithAnonymousGTIDsAcrossARestart(t *testing.T) {
+	s := mysqlprimary.Start(t, mysqlprimary.Options{GTIDMode: "OFF"})
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	s.Insert(row(1, "e1"))
+	file, before := s.Position()
+	s.XAPrepare("x1", xaWrite(s, "x1-a"))
+	s.XAPrepare("x2", xaWrite(s, "x2-rolled-back"))
+	s.Insert(row(2, "e2"))
+	waitIDs(t, out, "e1", "e2")
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c := loadCheckpoint(t, cp); c.Position.File != file || c.Position.Pos != before || c.Position.GTIDSet != "" {
+		t.Fatalf("checkpoint %s, want %s:%d (before the XA PREPARE)", c.Position, file, before)
+	}
+	s.Rotate()
+	s.XARollback("x2")
+	r = startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	s.XACommit("x1")
+	s.Insert(row(3, "e3"))
+	waitIDs(t, out, "x1-a", "e3")
+	file, end := s.Position()
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.File == file && c.Position.Pos == end })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	n := count(out.events(t))
+	if n["x1-a"] != 1 || n["e3"] != 1 || n["e1"] != 1 || n["e2"] < 1 || n["x2-rolled-back"] != 0 {
+		t.Fatalf("delivered %v", ids(out.events(t)))
 	}
 }
