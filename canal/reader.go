@@ -417,6 +417,8 @@ type txnState struct {
 	// nil when GTIDs are off, or until a file start's header event.
 	exec  mysql.GTIDSet
 	track bool // file start: take exec from the first PREVIOUS_GTIDS / GTID list
+	// checksum: the file's events end with a CRC32 (its FORMAT_DESCRIPTION says).
+	checksum bool
 	// skipFile/skipTo: a tracked file start resumes a position inside the
 	// file; transactions ending at or before it were handed on already.
 	skipFile string
@@ -469,9 +471,11 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		st.file = rotateName(ev, e)
+	case *replication.FormatDescriptionEvent:
+		st.checksum = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
 	case *replication.PreviousGTIDsEvent:
 		if st.track && st.exec == nil {
-			set, err := mysql.ParseMysqlGTIDSet(e.GTIDSets)
+			set, err := previousGTIDs(ev, st.checksum)
 			if err != nil {
 				return fmt.Errorf("%w: PREVIOUS_GTIDS %q: %v", errFatal, e.GTIDSets, err)
 			}
@@ -571,6 +575,23 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 	}
 	return nil
+}
+
+// previousGTIDs decodes a PREVIOUS_GTIDS event's set from the event's bytes
+// (without the checksum, when the file's FORMAT_DESCRIPTION announced one).
+// go-mysql's PreviousGTIDsEvent.GTIDSets text is wrong for tagged GTIDs
+// (MySQL 8.4) of a UUID without untagged ones: it drops the UUID ("u:t:1"
+// reads ":t:1") or, after another UUID, files them under that one
+// ("a:1-2,b:t:1" reads "a:1-2:t:1").
+func previousGTIDs(ev *replication.BinlogEvent, checksum bool) (mysql.GTIDSet, error) {
+	body := ev.RawData
+	if checksum {
+		body = body[:max(len(body)-replication.BinlogChecksumLength, 0)]
+	}
+	if len(body) < replication.EventHeaderSize {
+		return nil, fmt.Errorf("event of %d bytes", len(ev.RawData))
+	}
+	return mysql.DecodeMysqlGTIDSet(body[replication.EventHeaderSize:])
 }
 
 // onQuery handles a QUERY event: transaction boundaries, XA statements, and
