@@ -753,3 +753,46 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// start: earliest after a purge starts by GTID from gtid_purged (here with
+// another UUID's GTIDs purged before the first file): only what is still in
+// the binlog is delivered, and the checkpoint is the full executed set.
+func TestMySQLEarliestAfterAPurge(t *testing.T) {
+	const a, old = "99999999-0000-0000-0000-00000000000b", "99999999-0000-0000-0000-00000000000c"
+	s := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a, Purged: old + ":1-5"})
+	s.Insert(row(1, "purged-1"))
+	if p := s.Purge(""); p != a+":1,"+old+":1-5" {
+		t.Fatalf("gtid_purged %s", p)
+	}
+	s.Insert(row(2, "e2"))
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	waitIDs(t, out, "e2")
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1-2,"+old+":1-5" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, out.events(t), "e2")
+}
+
+// start: current on MySQL 8.4 (SHOW BINARY LOG STATUS; no SHOW MASTER
+// STATUS) with tagged GTIDs executed: nothing before the start, then every
+// new transaction, and the start saved as the executed set at once.
+func TestMySQLCurrentOn84(t *testing.T) {
+	const a = "99999999-0000-0000-0000-00000000000d"
+	s := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a, Version: "8.4.2"})
+	s.Insert(row(1, "before-1"))
+	s.Commit(mysqlprimary.Txn{Tag: "x", Rows: [][]any{row(2, "before-2")}})
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "current"), out)
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1:x:1" })
+	s.Commit(mysqlprimary.Txn{Tag: "x", Rows: [][]any{row(3, "e3")}})
+	waitIDs(t, out, "e3")
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1:x:1-2" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, out.events(t), "e3")
+}
