@@ -375,8 +375,12 @@ func TestMySQLXACommitAndRollbackAcrossARestart(t *testing.T) {
 	s.XAPrepare("x2", xa("x2-rolled-back")) // a:4
 	s.XARollback("x2")                      // a:5
 	waitIDs(t, out, "e1", "e2")
-	s.XACommit("x1") // a:6
-	waitIDs(t, out, "x1-a", "x1-b")
+	gc := s.XACommit("x1") // a:6
+	for _, l := range waitIDs(t, out, "x1-a", "x1-b") {
+		if strings.HasPrefix(l.ID, "x1") && l.GTID != gc {
+			t.Errorf("%s delivered with gtid %q, want its XA COMMIT's %s", l.ID, l.GTID, gc)
+		}
+	}
 	s.Insert(row(3, "e3")) // a:7
 	waitIDs(t, out, "e3")
 	exactlyOnce(t, out.events(t), "e1", "e2", "x1-a", "x1-b", "e3")
