@@ -800,3 +800,44 @@ func TestMySQLCurrentOn84(t *testing.T) {
 	}
 	exactlyOnce(t, out.events(t), "e3")
 }
+
+// Live failover with source.servers on MySQL: the relay reads primary A;
+// A goes away; replica C (listed next) lacks a GTID of the checkpoint and is
+// skipped; the promoted B (another server_uuid) serves it by GTID
+// containment: nothing lost, nothing twice.
+func TestMySQLLiveFailoverSkipsALaggingReplica(t *testing.T) {
+	const a, b, c = "abababab-0000-0000-0000-00000000000a", "abababab-0000-0000-0000-00000000000b", "abababab-0000-0000-0000-00000000000c"
+	primary := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a, ServerID: 1})
+	primary.Insert(row(1, "e1"))
+	lagging := primary.StartReplica(t, mysqlprimary.Options{ServerUUID: c, ServerID: 3}, "")
+	primary.Insert(row(2, "e2"))
+	promoted := primary.StartReplica(t, mysqlprimary.Options{ServerUUID: b, ServerID: 2}, "") // caught up
+	cpPath := filepath.Join(t.TempDir(), "cp.json")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {servers: ["%s", "%s", "%s"], user: %s, password: %s, server_id: %d, heartbeat: 500ms, read_timeout: 1500ms, max_reconnect_backoff: 300ms, failover_after: 1s}
+tables: [{name: app.outbox}]
+checkpoint: {path: %s, interval: 50ms, start: earliest}
+sinks: [{name: out, type: stdout}]
+`, primary.Addr(), lagging.Addr(), promoted.Addr(), primary.User(), primary.Password(), 5000+mysqlReplicaIDs.Add(1), cpPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lines{}
+	r := startMySQLRelay(t, cfg, out)
+	waitIDs(t, out, "e1", "e2")
+	waitCheckpoint(t, cpPath, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1-2" })
+	primary.Close()
+	gb := promoted.Insert(row(3, "e3"))
+	got := waitIDs(t, out, "e3")
+	waitCheckpoint(t, cpPath, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1-2,"+b+":1" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, out.events(t), "e1", "e2", "e3")
+	if got[2].GTID != gb {
+		t.Errorf("e3's gtid %q, want %s", got[2].GTID, gb)
+	}
+	if n := lagging.Streams(); n != 0 {
+		t.Errorf("the lagging replica serves %d stream(s)", n)
+	}
+}
