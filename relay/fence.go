@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
 // errLockLost stops an active relay whose checkpoint lock went away (its
@@ -80,4 +83,22 @@ func (r *Relay) holdLock(ctx context.Context, store checkpoint.Store) (*held, er
 		release()
 	}
 	return h, nil
+}
+
+// listen serves h on http.listen. With the checkpoint lock on, an address in
+// use is waited for rather than an error: a standby on the same host as the
+// active relay serves its health once that one has gone.
+func (r *Relay) listen(h http.Handler) (*metrics.Server, error) {
+	if !*r.cfg.Checkpoint.Lock {
+		srv, err := metrics.Listen(r.cfg.HTTP.Listen, h, r.log)
+		if err == nil {
+			r.log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", srv.Addr().String()))
+		}
+		return srv, err
+	}
+	srv, err := metrics.ListenWhenFree(r.cfg.HTTP.Listen, h, r.log, time.Second)
+	if err == nil && srv.Addr() != nil {
+		r.log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", srv.Addr().String()))
+	}
+	return srv, err
 }

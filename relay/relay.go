@@ -317,12 +317,11 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		m.Unregister()
 		return nil, nil, errors.New("relay: Options.Gatherer is required when Options.Registerer is not a prometheus.Gatherer")
 	}
-	srv, err := metrics.Listen(r.cfg.HTTP.Listen, metrics.Handler(m, gather, 0), r.log)
+	srv, err := r.listen(metrics.Handler(m, gather, 0))
 	if err != nil {
 		m.Unregister()
 		return nil, nil, err
 	}
-	r.log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", srv.Addr().String()))
 	return m, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
