@@ -260,7 +260,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	)
 	for _, t := range runs {
 		wg.Go(func() {
-			err := t.p.Run(ctx, t.reader)
+			err := t.p.Run(ctx, r.guardServerID(db, info.ServerID, lock.tookOver, t.reader))
 			if err == nil || errors.Is(err, context.Canceled) {
 				return
 			}
