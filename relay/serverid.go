@@ -45,6 +45,11 @@ type idGuard struct {
 func idWait(heartbeat time.Duration) time.Duration { return max(3*heartbeat, 5*time.Second) }
 
 func (r *Relay) guardServerID(db *sql.DB, own uint32, tookOver bool, src *canal.Reader) pipeline.Source {
+	if len(r.cfg.Source.Addrs()) > 1 {
+		// db is one of several servers, maybe not the one the stream
+		// reads: only a dropped stream tells of a collision.
+		db = nil
+	}
 	return &idGuard{src: src, db: db, relay: r, own: own, tookOver: tookOver, wait: idWait(r.cfg.Source.Heartbeat),
 		log: r.log.With(slog.Uint64("server_id", uint64(src.ServerID())))}
 }
@@ -55,15 +60,21 @@ func (g *idGuard) Run(ctx context.Context, from event.Position, handle func(cont
 	}
 	err := g.src.Run(ctx, from, handle)
 	if errors.Is(err, canal.ErrServerIDInUse) && ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		reps, _ := canal.ListReplicas(lctx, g.db)
+		var reps []canal.Replica
+		if g.db != nil {
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			reps, _ = canal.ListReplicas(lctx, g.db)
+		}
 		return fmt.Errorf("the server dropped this stream because another replica connected with its server_id %d: %s (%w)", g.src.ServerID(), g.advice(reps), err)
 	}
 	return err
 }
 
 func (g *idGuard) before(ctx context.Context) error {
+	if g.db == nil {
+		return nil
+	}
 	id := g.src.ServerID()
 	deadline := time.Now().Add(g.wait)
 	for first := true; ; first = false {
@@ -109,7 +120,7 @@ func (g *idGuard) advice(reps []canal.Replica) string {
 		free = max(free, x.ID)
 		used = append(used, fmt.Sprintf("%d (%s)", x.ID, orUnset(x.Host)))
 	}
-	inUse := "none listed"
+	inUse := "not listed (see SHOW SLAVE HOSTS / SHOW REPLICAS on the server)"
 	if len(used) > 0 {
 		inUse = strings.Join(used, ", ")
 	}
