@@ -392,6 +392,9 @@ func (r *Reader) startMode(pos event.Position) (startMode, error) {
 func classify(err error) error {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
+		if isSameServerID(me.Code, me.Message) { // another replica took our server_id: not retried
+			return fmt.Errorf("%w: %w: %s (error %d)", errFatal, ErrServerIDInUse, me.Message, me.Code)
+		}
 		switch me.Code {
 		case 1236: // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or unknown GTID
 			return fmt.Errorf("%w: %s (error %d); `outbox-relay check` shows the gap and the recovery choices (remove the sink's checkpoint and start from checkpoint.start: earliest or current)", ErrPositionLost, me.Message, me.Code)

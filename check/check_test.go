@@ -353,7 +353,7 @@ func TestServerIDCollisions(t *testing.T) {
 		cfg := testConfig(t, srv, "root", "")
 		cfg.Source.ServerID = 5100
 		rep := runChecks(t, cfg)
-		expect(t, rep, only(t, rep, NameServerID), Warn, "most likely an earlier outbox-relay", "set source.server_id")
+		expect(t, rep, only(t, rep, NameServerID), Warn, "another relay on this host with a copied config", "set source.server_id")
 	})
 	t.Run("a user who cannot list replicas is warned", func(t *testing.T) {
 		cfg := createUser(t, "sid_user", "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.outbox TO USER")

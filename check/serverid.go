@@ -49,9 +49,10 @@ func (r idRange) String() string {
 
 // serverIDDecision judges the relay's replica ids against the server's own
 // id and the connected replicas'. A colliding replica registered from this
-// very host is most likely an earlier run of this relay whose connection the
-// server has not dropped yet (a new connection with the same id replaces it),
-// so it is a WARN. When another relay holds the checkpoint store's lock, a
+// very host may be an earlier run of this relay whose connection the server
+// has not dropped yet, or another relay with a copied config: check cannot
+// tell, so it is a WARN, and the relay itself decides before it connects
+// (it waits for a registration that goes away, and stops otherwise). When another relay holds the checkpoint store's lock, a
 // collision is that active relay, which this one will stand by for: also a
 // WARN. Any other collision is a FAIL.
 func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, hostname string, standby bool, s server) Result {
@@ -70,7 +71,7 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 			continue
 		}
 		if hostname != "" && x.Host == hostname {
-			warns = append(warns, fmt.Sprintf("a replica with server_id %d is registered from this host (%s): most likely an earlier outbox-relay whose connection is closing; any other replica with that id would be kicked off", x.ID, x.Host))
+			warns = append(warns, fmt.Sprintf("a replica with server_id %d is registered from this host (%s): an earlier run of this relay whose connection the server has not dropped yet, or another relay on this host with a copied config; the relay waits a few seconds for it to go, and otherwise stops that sink with an error naming a free id", x.ID, x.Host))
 			continue
 		}
 		if standby {
@@ -129,39 +130,10 @@ func replicas(ctx context.Context, db *sql.DB, s server) ([]replica, error) {
 	if s.flavor == flavorMySQL && s.atLeast(8, 0, 22) {
 		q = "SHOW REPLICAS"
 	}
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	idCol, hostCol := -1, -1
-	for i, c := range cols {
-		switch strings.ToLower(c) {
-		case "server_id":
-			idCol = i
-		case "host":
-			hostCol = i
-		}
-	}
-	if idCol < 0 {
-		return nil, fmt.Errorf("%s has no Server_id column", q)
-	}
+	reps, err := canal.ListReplicasWith(ctx, db, q)
 	var out []replica
-	for rows.Next() {
-		vals, err := canal.ScanRow(rows)
-		if err != nil {
-			return nil, err
-		}
-		id, _ := strconv.ParseUint(vals[idCol], 10, 32)
-		x := replica{ID: uint32(id)}
-		if hostCol >= 0 {
-			x.Host = vals[hostCol]
-		}
-		out = append(out, x)
+	for _, r := range reps {
+		out = append(out, replica{ID: r.ID, Host: r.Host})
 	}
-	return out, rows.Err()
+	return out, err
 }

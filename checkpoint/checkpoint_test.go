@@ -163,3 +163,109 @@ func TestMySQLStore(t *testing.T) {
 		})
 	}
 }
+
+// Two relays on one MySQL store: when the second takes the lock (here: the
+// first's lock connection is killed), the first's saves fail with ErrFenced,
+// in the save's own transaction, and so does its Fence; the second saves.
+// The checkpoint table of an earlier version (no fencing table) is used as
+// it is.
+func TestMySQLStoreFencesTheOldHolder(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	name := srv.NewDatabase(t)
+	db := srv.DB(t, name)
+	ctx := context.Background()
+	// A table as earlier versions created it, with a saved row.
+	if _, err := db.Exec("CREATE TABLE `cp_old` (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL," +
+		"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL," +
+		"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Save(ctx, "a", cp(1)); err != nil { // unlocked: unfenced, as before
+		t.Fatal(err)
+	}
+	a, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.LockTimeout = 2 * time.Second
+	releaseA, lostA, err := a.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseA()
+	if a.LockWaited() || a.Epoch() == 0 {
+		t.Fatalf("first lock: waited %v, epoch %d", a.LockWaited(), a.Epoch())
+	}
+	if got, err := a.Load(ctx, "a"); err != nil || got != cp(1) {
+		t.Fatalf("the earlier version's checkpoint: %+v, %v", got, err)
+	}
+	if err := a.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Save(ctx, "a", cp(2)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type locked struct {
+		release func()
+		err     error
+	}
+	bLocked := make(chan locked, 1)
+	go func() {
+		release, _, err := b.Lock(ctx)
+		bLocked <- locked{release, err}
+	}()
+	var holder int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var waiting int
+		db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET_LOCK%'").Scan(&waiting)
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second store never waited for the lock")
+		}
+	}
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", checkpoint.MySQLLockName("cp_old")).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("KILL %d", holder)); err != nil {
+		t.Fatal(err)
+	}
+	l := <-bLocked
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	defer l.release()
+	if !b.LockWaited() || b.Epoch() != a.Epoch()+1 {
+		t.Fatalf("takeover: waited %v, epoch %d after %d", b.LockWaited(), b.Epoch(), a.Epoch())
+	}
+	// A has not noticed yet, or has: either way its save is refused.
+	if err := a.Save(ctx, "a", cp(1)); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("the old holder's save = %v, want ErrFenced", err)
+	}
+	if err := b.Save(ctx, "a", cp(3)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lostA:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old holder never noticed its lost lock")
+	}
+	if err := a.Fence(ctx); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("the old holder's Fence = %v, want ErrFenced", err)
+	}
+	if err := a.Save(ctx, "a", cp(9)); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("the old holder's later save = %v, want ErrFenced", err)
+	}
+	if got, err := b.Load(ctx, "a"); err != nil || got != cp(3) {
+		t.Fatalf("checkpoint = %+v, %v; want the new holder's %+v", got, err, cp(3))
+	}
+}

@@ -16,6 +16,8 @@ type File struct {
 	path string
 	mu   sync.Mutex
 	all  map[string]Checkpoint
+	// waited: the last Lock had to wait for another holder.
+	waited bool
 }
 
 // fileFormat is the document on disk; Version lets later formats be told apart.
@@ -98,6 +100,10 @@ func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
 
 // Close implements Store.
 func (f *File) Close() error { return nil }
+
+// LockWaited reports whether the last Lock had to wait for another holder:
+// this relay was a standby and has taken over.
+func (f *File) LockWaited() bool { return f.waited }
 
 // WriteFileAtomic replaces path with data so that a crash at any moment leaves
 // either the old content or the new one: write a temporary file in the same

@@ -4,25 +4,70 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"time"
 )
 
+// DefaultLockTimeout is how long the server keeps the MySQL store's lock for
+// a holder that went silent: its lock connection's wait_timeout.
+const DefaultLockTimeout = 10 * time.Second
+
+// FenceTable is the table, in the checkpoint database, holding one fencing
+// row per checkpoint table: the epoch that each new lock holder bumps, who
+// took it, and when. It is created by the first Lock; checkpoint tables of
+// earlier versions are used unchanged.
+const FenceTable = "outbox_relay_fence"
+
 // Lock implements Locker with GET_LOCK on a connection of its own: the
-// server frees the lock when that connection ends, so a relay that dies
-// hands over to a standby within the time the server notices.
+// server frees the lock when that connection ends — at once when the relay
+// dies, and after LockTimeout of silence (the connection's wait_timeout)
+// when the relay is frozen or cut off — and a standby takes over.
+//
+// Taking the lock bumps the store's fencing epoch; every later Save checks it
+// in its transaction, so a relay that lost the lock can no longer write. The
+// lock is confirmed every LockTimeout/5; between confirmations Fence lets
+// deliveries through only within LockTimeout×4/5 of the last one (sent
+// before the server could have started counting the connection idle), so a
+// holder that resumes after a freeze delivers nothing before it knows
+// whether it still holds the lock.
 func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
+	timeout := m.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	timeout = max(timeout.Round(time.Second), 2*time.Second)
+	every := timeout / 5
 	name := MySQLLockName(m.table)
+	if _, err := m.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+FenceTable+"` ("+
+		"name VARCHAR(255) NOT NULL PRIMARY KEY,"+
+		"epoch BIGINT UNSIGNED NOT NULL,"+
+		"holder VARCHAR(255) NOT NULL DEFAULT '',"+
+		"taken_at DATETIME(6) NOT NULL"+
+		") ENGINE=InnoDB"); err != nil {
+		return nil, nil, fmt.Errorf("create fencing table %q: %w", FenceTable, err)
+	}
 	conn, err := m.db.Conn(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	for {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", int(timeout/time.Second))); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("set the lock connection's wait_timeout: %w", err)
+	}
+	var sent time.Time
+	for attempt := 0; ; attempt++ {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 2)", name).Scan(&got); err != nil {
+		sent = time.Now()
+		wait := 2 // seconds; the first attempt does not wait, to tell a standby
+		if attempt == 0 {
+			wait = 0
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, wait).Scan(&got); err != nil {
 			conn.Close()
 			return nil, nil, fmt.Errorf("GET_LOCK(%q): %w", name, err)
 		}
 		if got.Valid && got.Int64 == 1 {
+			m.waited = attempt > 0
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -30,29 +75,50 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 			return nil, nil, err
 		}
 	}
+	epoch, err := m.bumpEpoch(ctx, conn)
+	if err != nil {
+		_, _ = conn.ExecContext(context.Background(), "DO RELEASE_LOCK(?)", name)
+		conn.Close()
+		return nil, nil, err
+	}
+	m.lease.start(epoch, sent.Add(timeout-every))
 	lost := make(chan struct{})
 	stop := make(chan struct{})
+	done := make(chan struct{})
+	kick := m.lease.kick
 	go func() {
-		t := time.NewTicker(2 * time.Second)
+		defer close(done)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
-				var mine sql.NullInt64
-				qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := conn.QueryRowContext(qctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", name).Scan(&mine)
-				cancel()
-				if err != nil || !mine.Valid || mine.Int64 != 1 {
-					close(lost)
-					return
-				}
+			case <-kick:
 			}
+			var mine sql.NullInt64
+			sent := time.Now()
+			qctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, timeout/2))
+			err := conn.QueryRowContext(qctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", name).Scan(&mine)
+			cancel()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err != nil || !mine.Valid || mine.Int64 != 1 {
+				m.lease.lose()
+				close(lost)
+				return
+			}
+			m.lease.renew(sent.Add(timeout - every))
 		}
 	}()
 	release := func() {
 		close(stop)
+		<-done
+		m.lease.lose() // nothing is saved after release
 		qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = conn.ExecContext(qctx, "DO RELEASE_LOCK(?)", name)
@@ -60,6 +126,33 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 	}
 	return release, lost, nil
 }
+
+// bumpEpoch takes the next fencing epoch of the store, under its lock.
+func (m *MySQL) bumpEpoch(ctx context.Context, conn *sql.Conn) (uint64, error) {
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("take the fencing epoch: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO `"+FenceTable+"` (name, epoch, holder, taken_at) VALUES (?, 1, ?, UTC_TIMESTAMP(6)) "+
+		"ON DUPLICATE KEY UPDATE epoch = epoch + 1, holder = VALUES(holder), taken_at = VALUES(taken_at)", m.table, holder); err != nil {
+		return 0, fmt.Errorf("take the fencing epoch: %w", err)
+	}
+	var epoch uint64
+	if err := tx.QueryRowContext(ctx, "SELECT epoch FROM `"+FenceTable+"` WHERE name = ?", m.table).Scan(&epoch); err != nil {
+		return 0, fmt.Errorf("take the fencing epoch: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("take the fencing epoch: %w", err)
+	}
+	return epoch, nil
+}
+
+// LockWaited reports whether the last Lock had to wait for another holder:
+// this relay was a standby and has taken over.
+func (m *MySQL) LockWaited() bool { return m.waited }
 
 // MySQLLockName is the GET_LOCK name of the MySQL store using table.
 func MySQLLockName(table string) string {

@@ -18,9 +18,10 @@ func (f *File) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open lock file %q: %w", name, err)
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
+			f.waited = attempt > 0
 			break
 		}
 		if err != syscall.EWOULDBLOCK {

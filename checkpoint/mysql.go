@@ -17,6 +17,12 @@ import (
 type MySQL struct {
 	db    *sql.DB
 	table string
+	// LockTimeout is how long the server keeps the lock of a holder that
+	// went silent (frozen, cut off): the lock connection's wait_timeout.
+	// Set it before Lock. Default DefaultLockTimeout.
+	LockTimeout time.Duration
+	lease       lease
+	waited      bool
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
@@ -64,16 +70,56 @@ func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 	return cp, nil
 }
 
-// Save implements Store: one statement, committed as one transaction.
+// Save implements Store: one transaction. Once Lock has taken the store's
+// lock, the transaction first reads this relay's epoch row in the fencing
+// table FOR UPDATE and writes only if the epoch is still the one Lock set:
+// a relay that another one has taken over from gets ErrFenced, and never
+// writes again.
 func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
-	_, err := m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at) "+
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), "+
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at)",
-		key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond))
+	epoch, err := m.lease.epochForSave()
 	if err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", key, err)
 	}
+	if epoch == 0 { // not locked (checkpoint.lock: false, or a tool): unfenced
+		if _, err := m.db.ExecContext(ctx, m.upsert(), m.upsertArgs(key, cp)...); err != nil {
+			return fmt.Errorf("save checkpoint %q: %w", key, err)
+		}
+		return nil
+	}
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save checkpoint %q: %w", key, err)
+	}
+	defer tx.Rollback()
+	var cur uint64
+	err = tx.QueryRowContext(ctx, "SELECT epoch FROM `"+FenceTable+"` WHERE name = ? FOR UPDATE", m.table).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		m.lease.lose()
+		return fmt.Errorf("save checkpoint %q: %w (the fencing row of %s in %s is gone)", key, ErrFenced, m.table, FenceTable)
+	case err != nil:
+		return fmt.Errorf("save checkpoint %q: %w", key, err)
+	case cur != epoch:
+		m.lease.lose()
+		return fmt.Errorf("save checkpoint %q: %w (fencing epoch %d, this relay's %d)", key, ErrFenced, cur, epoch)
+	}
+	if _, err := tx.ExecContext(ctx, m.upsert(), m.upsertArgs(key, cp)...); err != nil {
+		return fmt.Errorf("save checkpoint %q: %w", key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save checkpoint %q: %w", key, err)
+	}
 	return nil
+}
+
+func (m *MySQL) upsert() string {
+	return "INSERT INTO `" + m.table + "` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at) " +
+		"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at)"
+}
+
+func (m *MySQL) upsertArgs(key string, cp Checkpoint) []any {
+	return []any{key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond)}
 }
 
 // Close implements Store; the caller owns db and closes it.

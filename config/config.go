@@ -188,6 +188,13 @@ type Checkpoint struct {
 	// that a second relay on the same store waits as a hot standby and takes
 	// over when the first stops or dies. Default true.
 	Lock *bool `yaml:"lock"`
+	// LockTimeout (store: mysql) is how long the checkpoint database keeps
+	// the lock of an active relay that went silent (frozen, or cut off from
+	// it) before a standby may take over: the lock connection's
+	// wait_timeout. The active relay confirms its lock every lock_timeout/5
+	// and delivers nothing once 4/5 of it passed unconfirmed. Whole
+	// seconds, at least 2s. Default 10s.
+	LockTimeout time.Duration `yaml:"lock_timeout"`
 	// Start is where a sink with no checkpoint begins: current (the server's
 	// position now), earliest (the oldest binlog on the server), or an
 	// explicit GTID set written "gtid:<set>". Default current.
@@ -438,6 +445,7 @@ func (c *Config) Defaults() {
 		on := true
 		cp.Lock = &on
 	}
+	setD(&cp.LockTimeout, checkpoint.DefaultLockTimeout)
 	setS(&c.DeadLetter.Store, cp.Store)
 	setS(&c.DeadLetter.Table, "outbox_relay_dead_letters")
 	d := &c.Delivery
@@ -519,6 +527,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.StartGTID(); err != nil {
 		bad("checkpoint.start: %v", err)
+	}
+	if lt := c.Checkpoint.LockTimeout; lt < 2*time.Second || lt%time.Second != 0 {
+		bad("checkpoint.lock_timeout: %s: use whole seconds, at least 2s", lt)
 	}
 	if !oneOf(c.DeadLetter.Store, "file", "mysql", "none") {
 		bad("dead_letter.store: %q is not one of file, mysql, none", c.DeadLetter.Store)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,8 +55,11 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 // Server is a running HTTP listener. Close stops it and waits for it.
 type Server struct {
 	srv  *http.Server
-	ln   net.Listener
 	done chan struct{}
+	stop chan struct{} // ListenWhenFree: stop trying to bind
+	once sync.Once
+	mu   sync.Mutex
+	ln   net.Listener // nil while ListenWhenFree waits for the address
 }
 
 // Listen binds addr at once (so a bad or busy address is an error before
@@ -68,7 +73,60 @@ func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %q: %w", addr, err)
 	}
-	s := &Server{
+	s := newServer(h, log)
+	s.ln = ln
+	go func() {
+		defer close(s.done)
+		s.serve(ln, log)
+	}()
+	return s, nil
+}
+
+// ListenWhenFree is Listen for a relay that may be the hot standby of an
+// active relay on the same host and address: when addr is in use it logs
+// that once and keeps trying every interval, serving as soon as it binds,
+// until Close. Any other error (a bad address) is returned at once.
+func ListenWhenFree(addr string, h http.Handler, log *slog.Logger, every time.Duration) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := Listen(addr, h, log)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return s, err
+	}
+	log.Warn("http.listen is in use (by the active relay on this host, if this one is its standby): /healthz, /readyz and /metrics are served once it is free; retrying", slog.String("addr", addr), slog.Duration("every", every))
+	s = newServer(h, log)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+			ln, err := net.Listen("tcp", addr)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
+			if err != nil {
+				log.Error("http listener not started", slog.String("addr", addr), slog.Any("err", err))
+				return
+			}
+			s.mu.Lock()
+			s.ln = ln
+			s.mu.Unlock()
+			log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", ln.Addr().String()))
+			s.serve(ln, log)
+			return
+		}
+	}()
+	return s, nil
+}
+
+func newServer(h http.Handler, log *slog.Logger) *Server {
+	return &Server{
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -77,24 +135,32 @@ func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		ln:   ln,
 		done: make(chan struct{}),
+		stop: make(chan struct{}),
 	}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http listener stopped", slog.String("addr", ln.Addr().String()), slog.Any("err", err))
-		}
-	}()
-	return s, nil
 }
 
-// Addr is the address the server listens on (the port chosen for ":0").
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) serve(ln net.Listener, log *slog.Logger) {
+	if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("http listener stopped", slog.String("addr", ln.Addr().String()), slog.Any("err", err))
+	}
+}
+
+// Addr is the address the server listens on (the port chosen for ":0"); nil
+// while ListenWhenFree still waits for its address.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
 
 // Close stops accepting, lets requests in progress finish until ctx ends,
 // then closes what remains and waits for the serving goroutine.
 func (s *Server) Close(ctx context.Context) error {
+	s.once.Do(func() { close(s.stop) })
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		s.srv.Close()

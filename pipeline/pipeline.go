@@ -24,6 +24,9 @@
 //
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
+// A fenced pipeline — Fence or the store's Save returned checkpoint.ErrFenced,
+// or ctx was cancelled with a cause that is ErrFenced: another relay has taken
+// over — stops at once instead: no drain, no further sink write, no save.
 package pipeline
 
 import (
@@ -32,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -95,6 +99,11 @@ type Config struct {
 	Retry retry.Policy
 	// DrainTimeout bounds the delivery of in-flight events at shutdown. Default 10s.
 	DrainTimeout time.Duration
+	// Fence, if set, is asked before every sink write and dead-letter write
+	// whether this relay may still deliver (checkpoint.Fencer: it holds the
+	// store's lock). An error stops the pipeline; checkpoint.ErrFenced stops
+	// it at once, without draining or saving.
+	Fence func(ctx context.Context) error
 
 	Observer Observer
 	Logger   *slog.Logger
@@ -223,11 +232,21 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	items := make(chan *item, p.cfg.BatchSize)
 	var fatalOnce sync.Once
 	var fatal error
+	var fenced atomic.Bool // another relay took over: stop now, save nothing
 	fail := func(err error) {
 		fatalOnce.Do(func() { fatal = err })
+		if errors.Is(err, checkpoint.ErrFenced) {
+			fenced.Store(true)
+		}
 		stopReading()
 		stopDelivery()
 	}
+	defer context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), checkpoint.ErrFenced) {
+			fenced.Store(true)
+			stopDelivery()
+		}
+	})()
 
 	if err := p.connect(deliverCtx, readCtx); err != nil {
 		return err
@@ -246,7 +265,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	saverDone := make(chan struct{})
 	go func() {
 		defer close(saverDone)
-		p.saveLoop(readCtx)
+		p.saveLoop(readCtx, fail)
 	}()
 
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
@@ -275,7 +294,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	p.tracker.close()
 	close(items)
 
-	// Drain what is in flight, for at most DrainTimeout.
+	// Drain what is in flight, for at most DrainTimeout; not when fenced.
+	if fenced.Load() {
+		stopDelivery()
+	}
 	select {
 	case <-deliveryDone:
 	case <-time.After(p.cfg.DrainTimeout):
@@ -287,7 +309,13 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	<-saverDone
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := p.save(saveCtx, true); err != nil {
+	if fenced.Load() {
+		ev, _, _ := p.tracker.inFlight()
+		p.log.Error("fenced: another relay has taken over; stopped at once without draining or saving", slog.Int("unacked", ev))
+		if fatal == nil {
+			fatal = context.Cause(ctx)
+		}
+	} else if err := p.save(saveCtx, true); err != nil {
 		p.log.Error("final checkpoint save failed", slog.Any("err", err))
 		if fatal == nil {
 			fatal = err
@@ -353,6 +381,9 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(er
 		batch, ok := p.nextBatch(ctx, items)
 		if len(batch) > 0 {
 			if async {
+				if err := p.fence(ctx); err != nil {
+					return err
+				}
 				pending.Add(len(batch))
 				b := batch
 				submitter.Submit(ctx, events(b), func(i int, err error) {
@@ -410,6 +441,9 @@ func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
 	bo := retry.Backoff{Policy: p.cfg.Retry}
 	var logged logThrottle
 	for len(batch) > 0 {
+		if err := p.fence(ctx); err != nil {
+			return err
+		}
 		err := p.cfg.Sink.Write(ctx, events(batch))
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -505,6 +539,9 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 	bo := retry.Backoff{Policy: p.cfg.Retry}
 	var logged logThrottle
 	for {
+		if err := p.fence(ctx); err != nil {
+			return err
+		}
 		err := p.cfg.DeadLetters.Put(ctx, dl)
 		if err == nil {
 			p.log.Error("event dead-lettered", slog.String("event_id", it.ev.ID), slog.String("aggregate_id", it.ev.AggregateID), slog.String("reason", dl.Reason))
@@ -521,8 +558,17 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 	}
 }
 
-// saveLoop saves the watermark every CheckpointInterval while ctx lives.
-func (p *Pipeline) saveLoop(ctx context.Context) {
+// fence asks cfg.Fence, if set, whether this relay may still deliver.
+func (p *Pipeline) fence(ctx context.Context) error {
+	if p.cfg.Fence == nil {
+		return nil
+	}
+	return p.cfg.Fence(ctx)
+}
+
+// saveLoop saves the watermark every CheckpointInterval while ctx lives. A
+// fenced save is fatal.
+func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	t := time.NewTicker(p.cfg.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -530,7 +576,10 @@ func (p *Pipeline) saveLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := p.save(ctx, false); err != nil && ctx.Err() == nil {
+			if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
+				fail(err)
+				return
+			} else if err != nil && ctx.Err() == nil {
 				p.log.Error("checkpoint save failed; will retry", slog.Any("err", err))
 			}
 			ev, b, oldest := p.tracker.inFlight()

@@ -434,3 +434,82 @@ func TestAnUnreachableSinkIsRetriedPromptlyWhenItComesBack(t *testing.T) {
 	}
 	t.Logf("delivered after %d attempts in %s", writes.Load(), time.Since(start).Round(time.Millisecond))
 }
+
+// countingStore counts saves after a point.
+type countingStore struct {
+	memStore
+	saves atomic.Int32
+}
+
+func (c *countingStore) Save(ctx context.Context, k string, cp checkpoint.Checkpoint) error {
+	c.saves.Add(1)
+	return c.memStore.Save(ctx, k, cp)
+}
+
+// Once Fence says another relay took over, the pipeline writes nothing more
+// and saves nothing, not even a final checkpoint.
+func TestAFencedPipelineStopsAtOnceWithoutSaving(t *testing.T) {
+	s := &scriptSink{}
+	store := &countingStore{}
+	var fenced atomic.Bool
+	var savesAtFence int32
+	fence := func(context.Context) error {
+		if fenced.Load() {
+			return fmt.Errorf("lock lost: %w", checkpoint.ErrFenced)
+		}
+		if len(s.got()) >= 5 {
+			savesAtFence = store.saves.Load()
+			fenced.Store(true)
+			return checkpoint.ErrFenced
+		}
+		return nil
+	}
+	err := run(t, Config{Name: "x", Sink: s, Store: store, BatchSize: 1, Fence: fence, DrainTimeout: time.Minute}, &fakeSource{txns: txns(50, 1)}, func() bool { return false })
+	if !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("Run = %v, want ErrFenced", err)
+	}
+	if n := len(s.got()); n != 5 {
+		t.Fatalf("delivered %d events, want the 5 before the fence", n)
+	}
+	if n := store.saves.Load(); n != savesAtFence {
+		t.Fatalf("%d checkpoint saves after the fence", n-savesAtFence)
+	}
+}
+
+// Cancelled with a fenced cause, a pipeline whose sink is down stops at once:
+// no drain (DrainTimeout is a minute here), no final save.
+func TestAFencedCancelSkipsTheDrain(t *testing.T) {
+	s := &scriptSink{fail: func(string, int) error { return errors.New("down") }}
+	store := &countingStore{}
+	p, err := New(Config{Name: "x", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, DrainTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, &fakeSource{txns: txns(3, 1)}) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		n := s.attempts["e0"]
+		s.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no write attempt")
+		}
+	}
+	saves := store.saves.Load()
+	cancel(fmt.Errorf("lost the lock: %w", checkpoint.ErrFenced))
+	select {
+	case err := <-done:
+		if !errors.Is(err, checkpoint.ErrFenced) {
+			t.Fatalf("Run = %v, want ErrFenced", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a fenced pipeline drained instead of stopping")
+	}
+	if n := store.saves.Load(); n != saves {
+		t.Fatalf("%d saves after the fence", n-saves)
+	}
+}

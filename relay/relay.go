@@ -102,6 +102,7 @@ func OpenStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(
 			db.Close()
 			return nil, nil, err
 		}
+		st.LockTimeout = cfg.Checkpoint.LockTimeout
 		return st, func() { db.Close() }, nil
 	default:
 		st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
@@ -181,32 +182,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer closeStore()
 	defer store.Close()
-	if locker, ok := store.(checkpoint.Locker); ok && *cfg.Checkpoint.Lock {
-		r.log.Info("taking the checkpoint lock (a relay that already holds it stays active; this one waits as a standby)")
-		release, lost, err := locker.Lock(ctx)
-		switch {
-		case errors.Is(err, checkpoint.ErrLockUnsupported):
-			r.log.Warn("this platform cannot lock the checkpoint file: make sure only one relay runs on it")
-			release, lost = func() {}, nil
-		case err != nil && ctx.Err() != nil:
-			return nil
-		case err != nil:
-			return fmt.Errorf("take the checkpoint lock: %w (set checkpoint.lock: false to run without one)", err)
-		default:
-			r.log.Info("checkpoint lock taken: this relay is active")
-		}
-		defer release()
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-lost:
-				cancel(errLockLost)
-			case <-ctx.Done():
-			}
-		}()
+	lock, err := r.holdLock(ctx, store)
+	if lock == nil {
+		return err // nil: ctx ended while this relay waited as a standby
 	}
+	defer lock.release()
+	ctx = lock.ctx
 	start, err := StartPosition(ctx, db, cfg, info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", cfg.Checkpoint.Start, err)
@@ -265,7 +246,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
-			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs,
+			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs, Fence: lock.fence,
 		})
 		if err != nil {
 			return err
@@ -279,8 +260,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	)
 	for _, t := range runs {
 		wg.Go(func() {
-			err := t.p.Run(ctx, t.reader)
+			err := t.p.Run(ctx, r.guardServerID(db, info.ServerID, lock.tookOver, t.reader))
 			if err == nil || errors.Is(err, context.Canceled) {
+				return
+			}
+			if errors.Is(err, checkpoint.ErrFenced) { // another relay took over: every pipeline stops
+				lock.lose()
 				return
 			}
 			// One sink's fatal error (a purged position, a permanent
@@ -301,10 +286,6 @@ func (r *Relay) Run(ctx context.Context) error {
 	// Every pipeline has ended: by shutdown, or each by its own error.
 	return errors.Join(failures...)
 }
-
-// errLockLost stops an active relay whose checkpoint lock went away (its
-// connection to the checkpoint database broke): a standby may be active now.
-var errLockLost = errors.New("lost the checkpoint lock: another relay may be active now; exiting so a supervisor restarts this one as a standby")
 
 // startMetrics registers the relay's metrics and, when http.listen is set,
 // serves /metrics, /healthz and /readyz until the returned stop is called.
@@ -336,12 +317,11 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		m.Unregister()
 		return nil, nil, errors.New("relay: Options.Gatherer is required when Options.Registerer is not a prometheus.Gatherer")
 	}
-	srv, err := metrics.Listen(r.cfg.HTTP.Listen, metrics.Handler(m, gather, 0), r.log)
+	srv, err := r.listen(metrics.Handler(m, gather, 0))
 	if err != nil {
 		m.Unregister()
 		return nil, nil, err
 	}
-	r.log.Info("http listening: /metrics, /healthz, /readyz", slog.String("addr", srv.Addr().String()))
 	return m, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
