@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"regexp"
+	"strconv"
 	"slices"
 	"strings"
 )
@@ -159,6 +161,13 @@ func NewReplacer(secrets ...string) *Replacer {
 			add(j)
 			add(strings.ReplaceAll(j, "/", `\/`)) // JSON's optional escape
 		}
+		var noHTML strings.Builder
+		enc := json.NewEncoder(&noHTML)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(s) == nil {
+			j := strings.TrimSuffix(noHTML.String(), "\n")
+			add(j[1 : len(j)-1])
+		}
 		add(url.QueryEscape(s))
 		add(url.PathEscape(s))
 	}
@@ -174,13 +183,29 @@ func NewReplacer(secrets ...string) *Replacer {
 	return &Replacer{r: strings.NewReplacer(pairs...)}
 }
 
-// Replace returns s with every secret hidden.
+// Replace returns s with every secret hidden. JSON escapes of printable
+// ASCII characters (\u0041, \/) are decoded first, so that a secret spelt
+// with gratuitous escapes is recognised too.
 func (r *Replacer) Replace(s string) string {
 	if r == nil || r.r == nil {
 		return s
 	}
+	if strings.Contains(s, `\u00`) || strings.Contains(s, `\/`) {
+		s = jsonEscape.ReplaceAllStringFunc(s, func(m string) string {
+			if m == `\/` {
+				return "/"
+			}
+			n, err := strconv.ParseUint(m[2:], 16, 8)
+			if err != nil || n < 0x20 || n > 0x7e || n == '"' || n == '\\' {
+				return m
+			}
+			return string(rune(n))
+		})
+	}
 	return r.r.Replace(s)
 }
+
+var jsonEscape = regexp.MustCompile(`\\u00[0-9a-fA-F]{2}|\\/`)
 
 // HeaderSecrets returns the secret parts of a header value: the value, and
 // for "<scheme> <credentials>" (Bearer, Basic, Token …) the credentials.

@@ -93,7 +93,7 @@ type EndpointConfig struct {
 	// only Egress.Allow makes exceptions. It is not part of the YAML
 	// configuration.
 	FromData bool `yaml:"-"`
-	// Resolver, if set, resolves the url's host under the egress policy
+	// Resolver, if set, resolves the url's host for every connection
 	// (tests; default net.DefaultResolver). It is not part of the YAML
 	// configuration.
 	Resolver Resolver `yaml:"-"`

@@ -169,11 +169,12 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if policy.deny {
+	if policy.deny || cfg.Resolver != nil {
 		dial = policy.dialContext
 		tr.DialContext = dial
-		// A proxy would hide the destination's address from the policy.
-		tr.Proxy = nil
+	}
+	if policy.deny {
+		tr.Proxy = nil // a proxy would hide the destination's address from the policy
 	}
 	tr.MaxConnsPerHost = cfg.MaxConcurrency
 	tr.MaxIdleConnsPerHost = cfg.MaxConcurrency
