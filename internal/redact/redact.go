@@ -12,8 +12,8 @@ import (
 	"encoding/json"
 	"net/url"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 )
 
