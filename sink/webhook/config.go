@@ -55,8 +55,9 @@ type EndpointConfig struct {
 	// mean key rotation: every request carries one signature per secret.
 	// Default none: requests are sent unsigned (a warning is logged).
 	// The values must reach the config from the environment or a file; they
-	// are never logged.
-	Secrets []string `yaml:"secrets"`
+	// are never logged, nor quoted by a configuration error (the tag
+	// secret:"true" tells package config so).
+	Secrets []string `yaml:"secrets" secret:"true"`
 	// Filter selects the events delivered to this endpoint; the others are
 	// acknowledged without a request. Default: every event.
 	Filter Filter `yaml:"filter"`
@@ -73,7 +74,7 @@ type EndpointConfig struct {
 	// an Authorization header). They cannot replace the protocol's headers
 	// (Content-Type, User-Agent, webhook-*). Their values are never logged.
 	// Default none.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" secret:"true"`
 	// Body is "raw" (the payload bytes exactly as stored) or "envelope"
 	// ({"id","type","aggregate_type","aggregate_id","timestamp","data"},
 	// where data is the payload's JSON as stored, or a JSON string when the
