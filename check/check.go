@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -110,11 +111,13 @@ func (r Report) Print(w io.Writer) {
 	}
 }
 
-// PrintResult writes one result as Print does.
+// PrintResult writes one result as Print does. Details quote the server
+// (table names, variable values) and the config: control characters are
+// escaped, never interpreted by the terminal.
 func PrintResult(w io.Writer, x Result) {
-	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, x.Name, x.Detail)
+	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, printable.String(x.Name), printable.String(x.Detail))
 	if x.Status != Pass && x.Fix != "" {
-		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", x.Fix)
+		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", printable.String(x.Fix))
 	}
 }
 

@@ -52,3 +52,14 @@ func clean(s string) bool {
 func unsafe(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) && r != '\u200d' // keep the emoji joiner
 }
+
+// Lines is String applied to each line of s: line breaks are kept (a
+// joined error lists one error a line), every other control character is
+// escaped.
+func Lines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = String(l)
+	}
+	return strings.Join(lines, "\n")
+}
