@@ -53,11 +53,12 @@ const (
 	NameCheckpointServer       = "checkpoint_server"
 	NameBinlogRetention        = "binlog_retention"
 	NameReplicaUpdates         = "log_slave_updates"
+	NameInsecureSettings       = "insecure_settings"
 )
 
 // Names lists every check, in the order Run reports them.
 func Names() []string {
-	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
+	return []string{NameInsecureSettings, NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
 		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
 }
@@ -134,6 +135,8 @@ type Options struct {
 // Run connects to the source with the configured credentials and runs every
 // check that applies to its flavor. It returns an error only when it cannot
 // check at all (the server cannot be reached); everything else is a Result.
+// With that error it still returns the checks made on the config alone
+// (insecure_settings).
 func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) {
 	if opts.RetentionMin <= 0 {
 		opts.RetentionMin = 24 * time.Hour
@@ -143,17 +146,18 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
 		}
 	}
+	var rep Report
+	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
+	add(insecureResults(cfg)...)
 	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
-		return Report{}, err
+		return rep, err
 	}
 	defer db.Close()
 	s, err := inspect(ctx, db)
 	if err != nil {
-		return Report{}, err
+		return rep, err
 	}
-	var rep Report
-	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
 
 	srv := serverResult(s, cfg.Source.Flavor)
 	add(srv)

@@ -122,6 +122,15 @@ func split(raw string) parts {
 	authority := rest
 	if i := strings.Index(rest, "/"); i >= 0 {
 		authority, p.path = rest[:i], rest[i:]
+		// "user:pa/ss@host": a password with an unescaped "/" would end
+		// the authority early and show up as a host and a path.
+		if at := strings.LastIndex(rest, "@"); at > i && strings.Contains(rest[:i], ":") {
+			if j := strings.Index(rest[at:], "/"); j >= 0 {
+				authority, p.path = rest[:at+j], rest[at+j:]
+			} else {
+				authority, p.path = rest, ""
+			}
+		}
 	}
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
 		p.user, p.hasUser = authority[:i], true

@@ -18,6 +18,8 @@ func TestURL(t *testing.T) {
 		{"a scheme-relative location hides its userinfo", "//u:p@h/x", "//xxxxx@h/x"},
 		{"no scheme but credentials", "u:p@h:80/x", "xxxxx@h:80/x"},
 		{"an empty string", "", ""},
+		{"a password with a slash is hidden whole", "http://user:pa/ss@host/p?x=1", "http://xxxxx@host/p?x=xxxxx"},
+		{"an @ in a path is not userinfo", "https://host/users/@me", "https://host/users/@me"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := URL(tc.in); got != tc.want {
