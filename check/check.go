@@ -58,9 +58,9 @@ const (
 
 // Names lists every check, in the order Run reports them.
 func Names() []string {
-	return []string{NameInsecureSettings, NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
+	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
-		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
+		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings}
 }
 
 // Result is one reported line. A check may report several lines (one per
@@ -146,22 +146,23 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
 		}
 	}
-	var rep Report
-	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
-	add(insecureResults(cfg)...)
+	insecure := insecureResults(cfg) // needs no server
 	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
-		return rep, err
+		return Report{Results: insecure}, err
 	}
 	defer db.Close()
 	s, err := inspect(ctx, db)
 	if err != nil {
-		return rep, err
+		return Report{Results: insecure}, err
 	}
+	var rep Report
+	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
 
 	srv := serverResult(s, cfg.Source.Flavor)
 	add(srv)
 	if s.flavor == "" {
+		add(insecure...)
 		return finish(rep, opts), nil
 	}
 	cps, cpErr := loadCheckpoints(ctx, cfg)
@@ -184,6 +185,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(tablesResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
+	add(insecure...)
 	return finish(rep, opts), nil
 }
 
