@@ -24,10 +24,16 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin})
-	rep.Print(stdout) // with an error, the checks made on the config alone
 	if err != nil {
+		// The checks made on the config alone: their warnings still count.
+		for _, x := range rep.Results {
+			if x.Status != check.Pass {
+				check.PrintResult(stdout, x)
+			}
+		}
 		return err
 	}
+	rep.Print(stdout)
 	return failedError(rep)
 }
 
