@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -52,13 +53,14 @@ const (
 	NameCheckpointServer       = "checkpoint_server"
 	NameBinlogRetention        = "binlog_retention"
 	NameReplicaUpdates         = "log_slave_updates"
+	NameInsecureSettings       = "insecure_settings"
 )
 
 // Names lists every check, in the order Run reports them.
 func Names() []string {
 	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
-		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention}
+		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings}
 }
 
 // Result is one reported line. A check may report several lines (one per
@@ -110,11 +112,13 @@ func (r Report) Print(w io.Writer) {
 	}
 }
 
-// PrintResult writes one result as Print does.
+// PrintResult writes one result as Print does. Details quote the server
+// (table names, variable values) and the config: control characters are
+// escaped, never interpreted by the terminal.
 func PrintResult(w io.Writer, x Result) {
-	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, x.Name, x.Detail)
+	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, printable.String(x.Name), printable.String(x.Detail))
 	if x.Status != Pass && x.Fix != "" {
-		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", x.Fix)
+		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", printable.String(x.Fix))
 	}
 }
 
@@ -131,6 +135,8 @@ type Options struct {
 // Run connects to the source with the configured credentials and runs every
 // check that applies to its flavor. It returns an error only when it cannot
 // check at all (the server cannot be reached); everything else is a Result.
+// With that error it still returns the checks made on the config alone
+// (insecure_settings).
 func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) {
 	if opts.RetentionMin <= 0 {
 		opts.RetentionMin = 24 * time.Hour
@@ -140,14 +146,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
 		}
 	}
+	insecure := insecureResults(cfg) // needs no server
 	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
-		return Report{}, err
+		return Report{Results: insecure}, err
 	}
 	defer db.Close()
 	s, err := inspect(ctx, db)
 	if err != nil {
-		return Report{}, err
+		return Report{Results: insecure}, err
 	}
 	var rep Report
 	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
@@ -155,6 +162,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	srv := serverResult(s, cfg.Source.Flavor)
 	add(srv)
 	if s.flavor == "" {
+		add(insecure...)
 		return finish(rep, opts), nil
 	}
 	cps, cpErr := loadCheckpoints(ctx, cfg)
@@ -177,6 +185,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(tablesResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
+	add(insecure...)
 	return finish(rep, opts), nil
 }
 

@@ -32,6 +32,9 @@ type Checkpoint struct {
 // ErrNotFound is returned by Load when the key has no checkpoint yet.
 var ErrNotFound = errors.New("no checkpoint")
 
+// ErrReadOnly is returned by Save on a store opened read-only.
+var ErrReadOnly = errors.New("the checkpoint store was opened read-only")
+
 // Store keeps one checkpoint per key (a sink, or a sink's endpoint).
 type Store interface {
 	// Load returns the checkpoint saved under key, or ErrNotFound.

@@ -13,9 +13,10 @@ import (
 
 // File keeps every key's checkpoint in one JSON document at Path.
 type File struct {
-	path string
-	mu   sync.Mutex
-	all  map[string]Checkpoint
+	path     string
+	readOnly bool
+	mu       sync.Mutex
+	all      map[string]Checkpoint
 	// waited: the last Lock had to wait for another holder.
 	waited bool
 }
@@ -33,6 +34,22 @@ func OpenFile(path string) (*File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create checkpoint directory: %w", err)
 	}
+	return readFile(path)
+}
+
+// OpenFileReadOnly opens the checkpoint file at path for reading only (for
+// status and check): it creates nothing, a missing file or directory reads
+// as no checkpoints, and Save returns ErrReadOnly.
+func OpenFileReadOnly(path string) (*File, error) {
+	f, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f.readOnly = true
+	return f, nil
+}
+
+func readFile(path string) (*File, error) {
 	f := &File{path: path, all: map[string]Checkpoint{}}
 	b, err := os.ReadFile(path)
 	switch {
@@ -80,6 +97,9 @@ func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
 
 // Save implements Store: the whole document is rewritten atomically.
 func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
+	if f.readOnly {
+		return ErrReadOnly
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	next := make(map[string]Checkpoint, len(f.all)+1)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // MySQL keeps checkpoints in a table (default outbox_relay_checkpoints) of a
@@ -15,8 +17,9 @@ import (
 // use. The relay never treats writes to this table as outbox events: only the
 // configured outbox tables produce events.
 type MySQL struct {
-	db    *sql.DB
-	table string
+	db       *sql.DB
+	table    string
+	readOnly bool
 	// LockTimeout is how long the server keeps the lock of a holder that
 	// went silent (frozen, cut off): the lock connection's wait_timeout.
 	// Set it before Lock. Default DefaultLockTimeout.
@@ -55,12 +58,31 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	return &MySQL{db: db, table: table}, nil
 }
 
+// OpenMySQLReadOnly opens the store on db for reading only (for status and
+// check, which may run as a user that can only SELECT): it creates nothing,
+// a missing table reads as no checkpoints, and Save returns ErrReadOnly.
+func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
+	if table == "" {
+		table = "outbox_relay_checkpoints"
+	}
+	if !identRe.MatchString(table) {
+		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)
+	}
+	return &MySQL{db: db, table: table, readOnly: true}, nil
+}
+
+// IsMissingTable reports whether err is MySQL's "table doesn't exist" (1146).
+func IsMissingTable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1146
+}
+
 // Load implements Store.
 func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 	var cp Checkpoint
 	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
 		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt})
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || m.readOnly && IsMissingTable(err) {
 		return Checkpoint{}, ErrNotFound
 	}
 	if err != nil {
@@ -76,6 +98,9 @@ func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 // a relay that another one has taken over from gets ErrFenced, and never
 // writes again.
 func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
+	if m.readOnly {
+		return ErrReadOnly
+	}
 	epoch, err := m.lease.epochForSave()
 	if err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", key, err)

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -326,10 +327,15 @@ func Parse(b []byte) (*Config, error) {
 			_ = yaml.Unmarshal(expanded, &expandedRoot)
 			paths := map[int]string{}
 			keyPaths(&expandedRoot, "", paths)
+			all := map[int][]string{}
+			linePaths(&expandedRoot, "", all)
 			var msgs []string
 			for _, m := range te.Errors {
 				var line int
-				if _, err := fmt.Sscanf(m, "line %d:", &line); err == nil && paths[line] != "" {
+				if _, err := fmt.Sscanf(m, "line %d:", &line); err != nil || secretLine(all[line]) {
+					m = hideValue(m)
+				}
+				if paths[line] != "" {
 					m = paths[line] + ": " + m
 				}
 				msgs = append(msgs, m)
@@ -409,6 +415,111 @@ func keyPaths(n *yaml.Node, path string, out map[int]string) {
 			keyPaths(c, p, out)
 		}
 	}
+}
+
+// linePaths records, for each line, the paths of every node on it (flow
+// style puts several keys on one line).
+func linePaths(n *yaml.Node, path string, out map[int][]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			linePaths(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			out[n.Content[i].Line] = append(out[n.Content[i].Line], p)
+			out[n.Content[i+1].Line] = append(out[n.Content[i+1].Line], p)
+			linePaths(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			out[c.Line] = append(out[c.Line], p)
+			linePaths(c, p, out)
+		}
+	}
+}
+
+// secretLine reports whether one of paths (all the paths of a line) leads
+// to or into a secret, or the line is unknown.
+func secretLine(paths []string) bool {
+	if len(paths) == 0 {
+		return true
+	}
+	for _, p := range paths {
+		if isSecretPath(p) {
+			return true
+		}
+	}
+	return false
+}
+
+var secretType = reflect.TypeFor[Secret]()
+
+// isSecretPath reports whether the key path p ("sinks[0].webhook.endpoints[1].secrets[0]")
+// leads to or into a field that holds a secret: one of type Secret, or one
+// tagged secret:"true" (webhook secrets and headers, the Kafka SASL
+// password). A path that leads nowhere is reported as secret.
+func isSecretPath(p string) bool {
+	t := reflect.TypeFor[Config]()
+	for _, seg := range strings.Split(strings.NewReplacer("[", ".[").Replace(p), ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == secretType {
+			return true
+		}
+		switch {
+		case seg == "":
+			continue
+		case strings.HasPrefix(seg, "["):
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return true
+			}
+			t = t.Elem()
+		case t.Kind() == reflect.Map:
+			t = t.Elem()
+		case t.Kind() == reflect.Struct:
+			f, ok := yamlField(t, seg)
+			if !ok {
+				return true
+			}
+			if f.Tag.Get("secret") == "true" {
+				return true
+			}
+			t = f.Type
+		default:
+			return true
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == secretType
+}
+
+func yamlField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// typeErrValue is the value a yaml type error quotes: "cannot unmarshal
+// !!str `whsec_U...` into []string".
+var typeErrValue = regexp.MustCompile("(cannot unmarshal \\S+) `.*` (into )")
+
+// hideValue drops the quoted value from a yaml type error.
+func hideValue(msg string) string {
+	return typeErrValue.ReplaceAllString(msg, "$1 (value hidden: the key may hold a secret) $2")
 }
 
 // Defaults fills every unset field with its default.

@@ -12,6 +12,7 @@ package deadletter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type Record struct {
 	Last     time.Time    `json:"last_failed"`
 	Stored   time.Time    `json:"stored"`
 }
+
+// ErrReadOnly is returned by Put and Delete on a store opened read-only.
+var ErrReadOnly = errors.New("the dead-letter store was opened read-only")
 
 // Filter selects records; zero fields select everything.
 type Filter struct {

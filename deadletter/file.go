@@ -18,7 +18,8 @@ import (
 
 // File keeps one JSON file per record in a directory.
 type File struct {
-	dir string
+	dir      string
+	readOnly bool
 }
 
 // OpenFile opens (creating if needed) the directory dir.
@@ -29,9 +30,19 @@ func OpenFile(dir string) (*File, error) {
 	return &File{dir: dir}, nil
 }
 
+// OpenFileReadOnly opens the directory dir for reading only (dlq list): it
+// creates nothing, a missing directory lists as empty, and Put and Delete
+// return ErrReadOnly.
+func OpenFileReadOnly(dir string) *File {
+	return &File{dir: dir, readOnly: true}
+}
+
 // Put implements sink.DeadLetterStore: the record's file is written and
 // fsynced, and so is the directory, before it returns.
 func (f *File) Put(_ context.Context, dl sink.DeadLetter) error {
+	if f.readOnly {
+		return ErrReadOnly
+	}
 	now := time.Now()
 	r := recordOf(dl, newID(now), now)
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -77,6 +88,9 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 
 // Delete implements Store.
 func (f *File) Delete(_ context.Context, ids ...string) error {
+	if f.readOnly {
+		return ErrReadOnly
+	}
 	for _, id := range ids {
 		if strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
 			return fmt.Errorf("bad dead-letter id %q", id)

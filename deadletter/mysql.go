@@ -15,8 +15,9 @@ import (
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
 // on first use, in the checkpoint database.
 type MySQL struct {
-	db    *sql.DB
-	table string
+	db       *sql.DB
+	table    string
+	readOnly bool
 }
 
 // OpenMySQL opens the store on db.
@@ -46,8 +47,24 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	return &MySQL{db: db, table: table}, nil
 }
 
+// OpenMySQLReadOnly opens the store on db for reading only (dlq list): it
+// creates nothing, a missing table lists as empty, and Put and Delete return
+// ErrReadOnly.
+func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
+	if table == "" {
+		table = "outbox_relay_dead_letters"
+	}
+	if !checkpoint.ValidTableName(table) {
+		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
+	}
+	return &MySQL{db: db, table: table, readOnly: true}, nil
+}
+
 // Put implements sink.DeadLetterStore (one autocommitted INSERT).
 func (m *MySQL) Put(ctx context.Context, dl sink.DeadLetter) error {
+	if m.readOnly {
+		return ErrReadOnly
+	}
 	now := time.Now()
 	r := recordOf(dl, newID(now), now)
 	b, err := json.Marshal(r)
@@ -92,6 +109,9 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 		args = append(args, f.Until.UTC())
 	}
 	rows, err := m.db.QueryContext(ctx, q+" ORDER BY id", args...)
+	if m.readOnly && checkpoint.IsMissingTable(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +133,9 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 
 // Delete implements Store.
 func (m *MySQL) Delete(ctx context.Context, ids ...string) error {
+	if m.readOnly {
+		return ErrReadOnly
+	}
 	if len(ids) == 0 {
 		return nil
 	}

@@ -273,6 +273,9 @@ func TestKubernetesManifestsParseAndProbeHealthAndReadiness(t *testing.T) {
 	}
 	byKind := map[string]map[string]any{}
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
 		for _, d := range documents(t, f) {
 			kind, _ := d["kind"].(string)
 			if kind == "" || d["apiVersion"] == nil {
@@ -282,10 +285,15 @@ func TestKubernetesManifestsParseAndProbeHealthAndReadiness(t *testing.T) {
 			byKind[kind] = d
 		}
 	}
-	for _, k := range []string{"Deployment", "ConfigMap", "Secret", "Service", "ServiceMonitor"} {
+	for _, k := range []string{"Deployment", "ConfigMap", "Service", "ServiceMonitor", "NetworkPolicy"} {
 		if byKind[k] == nil {
 			t.Errorf("deploy/k8s has no %s", k)
 		}
+	}
+	// The Secret is an example outside the directory: applying deploy/k8s
+	// (-k or -f) must never overwrite the real one with placeholders.
+	if byKind["Secret"] != nil {
+		t.Error("deploy/k8s holds a Secret: kubectl apply would replace the real one with its placeholders")
 	}
 	dep := byKind["Deployment"]
 	ctr := dig(dep, "spec", "template", "spec", "containers", 0)
@@ -303,14 +311,68 @@ func TestKubernetesManifestsParseAndProbeHealthAndReadiness(t *testing.T) {
 	if !strings.HasSuffix(cfg.HTTP.Listen, ":9108") {
 		t.Errorf("the ConfigMap's http.listen = %q, want the probes' port 9108", cfg.HTTP.Listen)
 	}
-	secret, _ := dig(byKind["Secret"], "stringData").(map[string]any)
-	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+)\}`).FindAllStringSubmatch(text, -1) {
-		if _, ok := secret[m[1]]; !ok {
-			t.Errorf("the config uses ${%s}, which the Secret does not hold", m[1])
-		}
-	}
 	if p := dig(byKind["ServiceMonitor"], "spec", "endpoints", 0, "port"); p != "metrics" {
 		t.Errorf("ServiceMonitor endpoint port = %v, want metrics", p)
+	}
+
+	// The example Secret holds every variable the config uses.
+	secretDocs := documents(t, filepath.Join(deployDir, "k8s-secret.example.yaml"))
+	if len(secretDocs) != 1 || secretDocs[0]["kind"] != "Secret" || dig(secretDocs[0], "metadata", "name") != dig(ctr, "envFrom", 0, "secretRef", "name") {
+		t.Fatalf("deploy/k8s-secret.example.yaml is not the Secret the Deployment reads: %v", secretDocs)
+	}
+	secret, _ := dig(secretDocs[0], "stringData").(map[string]any)
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+)\}`).FindAllStringSubmatch(text, -1) {
+		if _, ok := secret[m[1]]; !ok {
+			t.Errorf("the config uses ${%s}, which the example Secret does not hold", m[1])
+		}
+	}
+
+	// The kustomization applies every manifest of the directory, and pins
+	// the image to the same release tag as the Deployment.
+	kust := documents(t, filepath.Join(deployDir, "k8s", "kustomization.yaml"))[0]
+	resources := toStrings(kust["resources"])
+	for _, f := range files {
+		if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(resources, b) {
+			t.Errorf("kustomization.yaml does not list %s", b)
+		}
+	}
+	for _, r := range resources {
+		if _, err := os.Stat(filepath.Join(deployDir, "k8s", r)); err != nil {
+			t.Errorf("kustomization.yaml lists %s: %v", r, err)
+		}
+	}
+	image, _ := dig(ctr, "image").(string)
+	name, tag, _ := strings.Cut(image, ":")
+	release := regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	if !release.MatchString(tag) {
+		t.Errorf("the Deployment's image %q is not pinned to a release tag (vX.Y.Z)", image)
+	}
+	if n, nt := dig(kust, "images", 0, "name"), dig(kust, "images", 0, "newTag"); n != name || nt != tag {
+		t.Errorf("kustomization.yaml images: %v:%v, want the Deployment's %s", n, nt, image)
+	}
+
+	// The NetworkPolicy admits only the metrics port, to the relay's pods.
+	np := byKind["NetworkPolicy"]
+	if sel := dig(np, "spec", "podSelector", "matchLabels", "app.kubernetes.io/name"); sel != dig(dep, "spec", "template", "metadata", "labels", "app.kubernetes.io/name") {
+		t.Errorf("the NetworkPolicy selects %v, not the relay's pods", sel)
+	}
+	if types := toStrings(dig(np, "spec", "policyTypes")); !slices.Contains(types, "Ingress") {
+		t.Errorf("the NetworkPolicy does not restrict ingress: policyTypes %v", types)
+	}
+	ingress, _ := dig(np, "spec", "ingress").([]any)
+	if len(ingress) == 0 {
+		t.Fatal("the NetworkPolicy has no ingress rule: it would block the scrapes")
+	}
+	for i := range ingress {
+		ports, _ := dig(ingress[i], "ports").([]any)
+		if len(ports) == 0 || dig(ingress[i], "from") == nil {
+			t.Errorf("ingress rule %d admits every port or every source", i)
+		}
+		for j := range ports {
+			if p := dig(ports[j], "port"); p != 9108 && p != "metrics" {
+				t.Errorf("ingress rule %d admits port %v, want only 9108 (/metrics, /readyz)", i, p)
+			}
+		}
 	}
 }
 

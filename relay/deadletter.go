@@ -13,6 +13,17 @@ import (
 // OpenDeadLetters opens the configured dead-letter store; nil when
 // dead_letter.store is none.
 func OpenDeadLetters(ctx context.Context, cfg *config.Config) (deadletter.Store, func(), error) {
+	return openDeadLetters(ctx, cfg, false)
+}
+
+// OpenDeadLettersReadOnly opens the configured dead-letter store for
+// reading only (dlq list): it creates no table or directory, and a missing
+// one lists as empty.
+func OpenDeadLettersReadOnly(ctx context.Context, cfg *config.Config) (deadletter.Store, func(), error) {
+	return openDeadLetters(ctx, cfg, true)
+}
+
+func openDeadLetters(ctx context.Context, cfg *config.Config, readOnly bool) (deadletter.Store, func(), error) {
 	switch cfg.DeadLetter.Store {
 	case "none":
 		return nil, func() {}, nil
@@ -21,13 +32,21 @@ func OpenDeadLetters(ctx context.Context, cfg *config.Config) (deadletter.Store,
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := deadletter.OpenMySQL(ctx, db, cfg.DeadLetter.Table)
+		var st *deadletter.MySQL
+		if readOnly {
+			st, err = deadletter.OpenMySQLReadOnly(db, cfg.DeadLetter.Table)
+		} else {
+			st, err = deadletter.OpenMySQL(ctx, db, cfg.DeadLetter.Table)
+		}
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
 		return st, func() { db.Close() }, nil
 	default:
+		if readOnly {
+			return deadletter.OpenFileReadOnly(DeadLetterDir(cfg)), func() {}, nil
+		}
 		st, err := deadletter.OpenFile(DeadLetterDir(cfg))
 		if err != nil {
 			return nil, nil, err

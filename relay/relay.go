@@ -91,13 +91,29 @@ func Tables(cfg *config.Config) []canal.Table {
 
 // OpenStore opens the configured checkpoint store.
 func OpenStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
+	return openStore(ctx, cfg, false)
+}
+
+// OpenStoreReadOnly opens the configured checkpoint store for reading only
+// (status): it creates no table, file or directory, and a missing one reads
+// as no checkpoints.
+func OpenStoreReadOnly(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
+	return openStore(ctx, cfg, true)
+}
+
+func openStore(ctx context.Context, cfg *config.Config, readOnly bool) (checkpoint.Store, func(), error) {
 	switch cfg.Checkpoint.Store {
 	case "mysql":
 		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table)
+		var st *checkpoint.MySQL
+		if readOnly {
+			st, err = checkpoint.OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
+		} else {
+			st, err = checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table)
+		}
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -105,7 +121,11 @@ func OpenStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(
 		st.LockTimeout = cfg.Checkpoint.LockTimeout
 		return st, func() { db.Close() }, nil
 	default:
-		st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
+		open := checkpoint.OpenFile
+		if readOnly {
+			open = checkpoint.OpenFileReadOnly
+		}
+		st, err := open(cfg.Checkpoint.Path)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -25,6 +25,12 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin})
 	if err != nil {
+		// The checks made on the config alone: their warnings still count.
+		for _, x := range rep.Results {
+			if x.Status != check.Pass {
+				check.PrintResult(stdout, x)
+			}
+		}
 		return err
 	}
 	rep.Print(stdout)
@@ -60,21 +66,10 @@ func containsString(xs []string, x string) bool {
 func startupChecks(ctx context.Context, cfg *config.Config, opts check.Options, logger *slog.Logger, stderr io.Writer) error {
 	rep, err := check.Run(ctx, cfg, opts)
 	if err != nil {
+		logWarnings(rep, logger)
 		return err
 	}
-	warnings := 0
-	for _, x := range rep.Results {
-		if x.Status == check.Warn {
-			warnings++
-		}
-		switch {
-		case x.Downgraded:
-			logger.Warn(fmt.Sprintf("check %s FAILED but was downgraded by --allow-fail", x.Name),
-				slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
-		case x.Status == check.Warn:
-			logger.Warn("check warning", slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
-		}
-	}
+	warnings := logWarnings(rep, logger)
 	failed := rep.Failed()
 	if len(failed) == 0 {
 		logger.Info("startup checks done: nothing FAILed", slog.Int("checks", len(rep.Results)), slog.Int("warnings", warnings))
@@ -84,6 +79,27 @@ func startupChecks(ctx context.Context, cfg *config.Config, opts check.Options, 
 		check.PrintResult(stderr, x)
 	}
 	return fmt.Errorf("refusing to start: %w (fix them, or start anyway with --allow-fail NAME)", failedError(rep))
+}
+
+// logWarnings logs every WARN of rep (downgraded FAILs included), one line
+// each, and returns their number.
+func logWarnings(rep check.Report, logger *slog.Logger) int {
+	warnings := 0
+	for _, x := range rep.Results {
+		if x.Status == check.Warn {
+			warnings++
+		}
+		switch {
+		case x.Downgraded:
+			logger.Warn(fmt.Sprintf("check %s FAILED but was downgraded by --allow-fail", x.Name),
+				slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
+		case x.Name == check.NameInsecureSettings && x.Status == check.Warn:
+			logger.Warn("insecure setting: "+x.Detail, slog.String("check", x.Name), slog.String("fix", x.Fix))
+		case x.Status == check.Warn:
+			logger.Warn("check warning", slog.String("check", x.Name), slog.String("detail", x.Detail), slog.String("fix", x.Fix))
+		}
+	}
+	return warnings
 }
 
 // stringList is a repeatable string flag.

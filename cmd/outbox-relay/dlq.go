@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -78,7 +79,11 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := relay.OpenDeadLetters(ctx, cfg)
+	open := relay.OpenDeadLetters
+	if verb == "list" {
+		open = relay.OpenDeadLettersReadOnly // list writes nothing, not even a table
+	}
+	store, closeStore, err := open(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -169,14 +174,21 @@ func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 		}
 		return nil
 	}
+	// Every column may hold text from outside (a receiver's reply, an
+	// event's ids): control characters are escaped, never interpreted.
+	p := printable.String
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSINK\tEVENT\tAGGREGATE\tATTEMPTS\tSTORED\tREASON")
 	for _, r := range recs {
-		reason := r.Reason
+		reason := p(r.Reason)
 		if len(reason) > 100 {
-			reason = reason[:100] + "…"
+			reason = strings.ToValidUTF8(reason[:100], "") + "…"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Sink, r.Event.ID, r.Event.AggregateID, r.Attempts, r.Stored.Format(time.RFC3339), reason)
+		var id, agg string
+		if r.Event != nil {
+			id, agg = r.Event.ID, r.Event.AggregateID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p(r.ID), p(r.Sink), p(id), p(agg), r.Attempts, r.Stored.Format(time.RFC3339), reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

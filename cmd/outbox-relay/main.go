@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -71,7 +73,9 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			case errors.Is(err, errUsage):
 				return 2
 			default:
-				fmt.Fprintf(stderr, "outbox-relay %s: %v\n", c.name, err)
+				// An error may quote a receiver or a server: never let it
+				// drive the terminal.
+				fmt.Fprintf(stderr, "outbox-relay %s: %s\n", c.name, printable.Lines(err.Error()))
 				var ec exitCoder
 				if errors.As(err, &ec) {
 					return ec.ExitCode()

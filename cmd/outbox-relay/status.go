@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -28,7 +29,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := relay.OpenStore(ctx, cfg)
+	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -54,9 +55,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			server = err.Error()
 		}
 	}
-	fmt.Fprintf(stdout, "source %s now at %s\n", srcName(cfg), server)
+	// What the server and the store say is escaped: never interpreted by
+	// the terminal.
+	p := printable.String
+	fmt.Fprintf(stdout, "source %s now at %s\n", p(srcName(cfg)), p(server))
 	if logs != "" {
-		fmt.Fprintf(stdout, "binary logs on the server: %s\n", logs)
+		fmt.Fprintf(stdout, "binary logs on the server: %s\n", p(logs))
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tCHECKPOINT\tSAVED\tBINLOG FILES AFTER IT")
@@ -65,11 +69,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cp, err := store.Load(ctx, name)
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
-			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", name, cfg.Checkpoint.Start)
+			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", p(name), p(cfg.Checkpoint.Start))
 		case err != nil:
-			fmt.Fprintf(tw, "%s\t(error: %v)\t-\t-\n", name, err)
+			fmt.Fprintf(tw, "%s\t(error: %s)\t-\t-\n", p(name), p(err.Error()))
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", name, cp.Position, now.Sub(cp.UpdatedAt).Round(time.Second), behind(files, cp.Position.File))
+			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", p(name), p(cp.Position.String()), now.Sub(cp.UpdatedAt).Round(time.Second), p(behind(files, cp.Position.File)))
 		}
 	}
 	return tw.Flush()

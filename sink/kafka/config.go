@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +116,7 @@ type SASLConfig struct {
 	// Password, PasswordFile (a file holding it; one trailing newline is
 	// dropped) or PasswordEnv (the name of an environment variable holding
 	// it): exactly one is required with a mechanism. Default "".
-	Password     string `yaml:"password"`
+	Password     string `yaml:"password" secret:"true"`
 	PasswordFile string `yaml:"password_file"`
 	PasswordEnv  string `yaml:"password_env"`
 }
@@ -191,8 +193,8 @@ func (c *Config) Validate() error {
 		bad("brokers: at least one broker is required, e.g. [\"localhost:9092\"]")
 	}
 	for i, b := range c.Brokers {
-		if colon := strings.LastIndexByte(b, ':'); colon <= 0 || colon == len(b)-1 {
-			bad("brokers[%d]: %q is not host:port", i, b)
+		if err := validBroker(b); err != nil {
+			bad("brokers[%d]: %v", i, err)
 		}
 	}
 	if t, err := parseFieldTemplate("topic", c.Topic); err != nil {
@@ -316,6 +318,39 @@ func (c *SASLConfig) build() (sasl.Mechanism, error) {
 		return scram.Mechanism(scram.SHA512, c.Username, pw)
 	}
 	return nil, fmt.Errorf("kafka.sasl.mechanism: %q is not supported", c.Mechanism)
+}
+
+// validBroker checks a bootstrap address, "host:port". Its errors never
+// quote more of the address than its host: a value such as
+// "user:password@host:port" (kafka-go would log it on every reconnect) or
+// "user:password" must not reach a log through its own error.
+func validBroker(b string) error {
+	if strings.Contains(b, "@") {
+		return errors.New(`holds an "@": credentials do not belong in a broker address (they would be logged); write host:port and set kafka.sasl`)
+	}
+	if scheme, _, ok := strings.Cut(b, "://"); ok && !strings.ContainsAny(scheme, ":/") {
+		return fmt.Errorf("has a scheme (%s://): write host:port", scheme)
+	}
+	if !strings.Contains(b, ":") {
+		return fmt.Errorf("%q is not host:port: add the port, e.g. %s:9092", b, b)
+	}
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		return errors.New("is not host:port (an IPv6 address is written [::1]:9092)")
+	}
+	if host == "" {
+		return errors.New("has no host: write host:port")
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".-_:%", c) >= 0) {
+			return fmt.Errorf("the host has a character (%q) not allowed in a host name or address", c)
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("host %q: the port is not a number from 1 to 65535", host)
+	}
+	return nil
 }
 
 // validTopicName applies Kafka's rules for topic names.

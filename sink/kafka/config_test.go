@@ -38,6 +38,14 @@ func TestValidate(t *testing.T) {
 		{"defaults with a broker are valid", func(c *Config) {}, ""},
 		{"no brokers is an error", func(c *Config) { c.Brokers = nil }, "kafka.brokers: at least one broker"},
 		{"a broker without a port is an error", func(c *Config) { c.Brokers = []string{"kafka1"} }, `kafka.brokers[0]: "kafka1" is not host:port`},
+		{"an IPv6 broker is accepted", func(c *Config) { c.Brokers = []string{"[::1]:9092", "kafka-0.kafka.svc:9093"} }, ""},
+		{"credentials in a broker are refused", func(c *Config) { c.Brokers = []string{"relay:PW@127.0.0.1"} }, `kafka.brokers[0]: holds an "@"`},
+		{"credentials with a port are refused", func(c *Config) { c.Brokers = []string{"relay:PW@127.0.0.1:9092"} }, `kafka.brokers[0]: holds an "@"`},
+		{"a scheme is refused", func(c *Config) { c.Brokers = []string{"kafka://k:9092"} }, `kafka.brokers[0]: has a scheme (kafka://)`},
+		{"a port that is not a number is refused", func(c *Config) { c.Brokers = []string{"relay:PW"} }, `kafka.brokers[0]: host "relay": the port is not a number`},
+		{"a port out of range is refused", func(c *Config) { c.Brokers = []string{"k:70000"} }, `kafka.brokers[0]: host "k": the port`},
+		{"too many colons are refused", func(c *Config) { c.Brokers = []string{"relay:PW:k:9092"} }, `kafka.brokers[0]: is not host:port`},
+		{"a path is refused", func(c *Config) { c.Brokers = []string{"k/x:9092"} }, `kafka.brokers[0]: the host has a character ('/')`},
 		{"an unknown compression names the field and value", func(c *Config) { c.Compression = "zip" },
 			`kafka.compression: "zip" is not one of none, gzip, snappy, lz4, zstd`},
 		{"every compression codec is accepted", func(c *Config) { c.Compression = "zstd" }, ""},
@@ -79,6 +87,8 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate() = nil, want an error containing %q", tt.wantErr)
 			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
 				t.Fatalf("Validate() = %q, want it to contain %q", err, tt.wantErr)
+			case err != nil && strings.Contains(err.Error(), "PW"):
+				t.Fatalf("Validate() = %q: it echoes the password", err)
 			}
 		})
 	}

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
 // Defaults applied by WithDefaults to fields left at their zero value.
@@ -52,8 +55,9 @@ type EndpointConfig struct {
 	// mean key rotation: every request carries one signature per secret.
 	// Default none: requests are sent unsigned (a warning is logged).
 	// The values must reach the config from the environment or a file; they
-	// are never logged.
-	Secrets []string `yaml:"secrets"`
+	// are never logged, nor quoted by a configuration error (the tag
+	// secret:"true" tells package config so).
+	Secrets []string `yaml:"secrets" secret:"true"`
 	// Filter selects the events delivered to this endpoint; the others are
 	// acknowledged without a request. Default: every event.
 	Filter Filter `yaml:"filter"`
@@ -70,7 +74,7 @@ type EndpointConfig struct {
 	// an Authorization header). They cannot replace the protocol's headers
 	// (Content-Type, User-Agent, webhook-*). Their values are never logged.
 	// Default none.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" secret:"true"`
 	// Body is "raw" (the payload bytes exactly as stored) or "envelope"
 	// ({"id","type","aggregate_type","aggregate_id","timestamp","data"},
 	// where data is the payload's JSON as stored, or a JSON string when the
@@ -79,7 +83,21 @@ type EndpointConfig struct {
 	Body string `yaml:"body"`
 	// Retry bounds the retries of one event; see RetryConfig.
 	Retry RetryConfig `yaml:"retry"`
+	// Egress restricts the addresses the endpoint connects to; see Egress.
+	// Default: no restriction (deny_private: false) for an endpoint in the
+	// configuration, private addresses refused for one from data.
+	Egress Egress `yaml:"egress"`
 
+	// FromData marks an endpoint whose url comes from data (a table, an
+	// API) rather than from the operator's configuration: the egress policy
+	// then refuses private addresses whatever Egress.DenyPrivate says, and
+	// only Egress.Allow makes exceptions. It is not part of the YAML
+	// configuration.
+	FromData bool `yaml:"-"`
+	// Resolver, if set, resolves the url's host for every connection
+	// (tests; default net.DefaultResolver). It is not part of the YAML
+	// configuration.
+	Resolver Resolver `yaml:"-"`
 	// Observer, if set, is told about every attempt and outcome (for
 	// metrics). It is not part of the YAML configuration.
 	Observer Observer `yaml:"-"`
@@ -159,12 +177,21 @@ func (c EndpointConfig) Validate() error {
 	if c.Name == "" {
 		bad("name is empty; give every endpoint a unique name")
 	}
+	policy, err := c.Egress.compile(c.FromData, c.Resolver)
+	if err != nil {
+		bad("%v", err)
+	}
+	if !c.Egress.DenyPrivate && !c.FromData && len(c.Egress.Allow) > 0 {
+		bad("egress.allow is set but egress.deny_private is false, so it allows nothing more; set egress.deny_private: true or remove egress.allow")
+	}
 	if c.URL == "" {
 		bad("url is empty; set it to the endpoint's https address")
 	} else if u, err := url.Parse(c.URL); err != nil {
-		bad("url %q does not parse: %v", redact(c.URL), err)
+		bad("url %q does not parse: %s", redact.URL(c.URL), urlError(c.URL, err))
 	} else if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		bad("url %q is not an absolute http or https address; write it as https://host/path", u.Redacted())
+		bad("url %q is not an absolute http or https address; write it as https://host/path", redact.URL(c.URL))
+	} else if err := policy.checkHost(u.Hostname()); err != nil {
+		bad("url %q: %v", redact.URL(c.URL), err)
 	}
 	for i, s := range c.Secrets {
 		if _, err := parseSecret(s); err != nil {
@@ -229,7 +256,7 @@ func (c EndpointConfig) LogValue() slog.Value {
 	}
 	return slog.GroupValue(
 		slog.String("name", c.Name),
-		slog.String("url", redact(c.URL)),
+		slog.String("url", redact.URL(c.URL)),
 		slog.Int("secrets", len(c.Secrets)),
 		slog.Any("filter", c.Filter),
 		slog.Duration("timeout", c.Timeout),
@@ -238,16 +265,37 @@ func (c EndpointConfig) LogValue() slog.Value {
 		slog.Any("header_names", hdrs),
 		slog.String("body", c.Body),
 		slog.Any("retry", c.Retry),
+		slog.Bool("egress_deny_private", c.Egress.DenyPrivate || c.FromData),
+		slog.Any("egress_allow", c.Egress.Allow),
 	)
 }
 
-// redact hides a URL's password; a URL that does not parse is hidden whole.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable url)"
+// urlError is why raw does not parse, without raw or any part of it:
+// url.Parse quotes the whole url, and its inner errors the part they stumble
+// on, which may be a piece of a password ("invalid port \":p\" after host").
+func urlError(raw string, err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
-	return u.Redacted()
+	msg := quoted.ReplaceAllString(err.Error(), "")
+	return strings.Join(strings.Fields(redact.NewReplacer(redact.URLSecrets(raw)...).Replace(msg)), " ")
+}
+
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// secretValues returns the configured values that must never be recorded:
+// header values, the url's userinfo and query values, the signing secrets.
+func (c EndpointConfig) secretValues() []string {
+	var out []string
+	for _, v := range c.Headers {
+		out = append(out, redact.HeaderSecrets(v)...)
+	}
+	out = append(out, redact.URLSecrets(c.URL)...)
+	for _, s := range c.Secrets {
+		out = append(out, s, strings.TrimPrefix(s, "whsec_"))
+	}
+	return out
 }
 
 // parseSecret decodes a Standard Webhooks secret: "whsec_" + base64.

@@ -59,6 +59,27 @@
 // the environment the probe may not reach the host; the backoff then
 // applies.)
 //
+// # Secrets in what is recorded
+//
+// A failure quotes the start of a rejection's body and a redirect's
+// Location: before it is logged or dead-lettered, the configured header
+// values (and the credentials after "Bearer " and the like), the url's
+// userinfo and query values and the signing secrets are cut out of it, also
+// in their JSON- and URL-escaped forms, and its control characters are
+// escaped. URLs are shown through package redact (userinfo and query values
+// hidden), even when they do not parse.
+//
+// # Egress policy
+//
+// Each endpoint applies an Egress policy. With DenyPrivate (forced for
+// endpoints with FromData set: urls that come from data, not from the
+// operator) every connection resolves the host itself and refuses
+// loopback, private, link-local, unique-local, metadata, unspecified and
+// other special-purpose addresses unless Allow lists them, so DNS rebinding
+// is covered; a refusal is an *EgressError, a permanent failure. Validate
+// applies the policy to the url's host too (address literals, internal
+// names, IPv4 literals in non-standard forms).
+//
 // # Defaults
 //
 //	timeout:          10s   per attempt
@@ -71,6 +92,8 @@
 //	retry.max_age:         24h
 //	retry.initial_backoff: 1s
 //	retry.max_backoff:     10m
+//	egress.deny_private:   false (true for endpoints from data)
+//	egress.allow:          none
 //
 // With these, an event that keeps failing is retried for 1.7 to 3.5 hours
 // (2.6 on average) before it goes to the dead-letter store.

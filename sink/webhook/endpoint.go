@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -66,6 +67,9 @@ type Endpoint struct {
 	client    *retryablehttp.Client
 	transport *http.Transport
 	limiter   *rate.Limiter // nil: unlimited
+	egress    *egressPolicy
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	scrub     *redact.Replacer // hides configured secrets in what is recorded
 
 	workers   sync.WaitGroup
 	callbacks sync.WaitGroup // goroutines calling Submit's ack
@@ -159,7 +163,19 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		obs = nopObserver{}
 	}
 
+	policy, err := cfg.Egress.compile(cfg.FromData, cfg.Resolver)
+	if err != nil { // Validate has checked; kept for safety
+		return nil, fmt.Errorf("webhook endpoint %q: %w", cfg.Name, err)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if policy.deny || cfg.Resolver != nil {
+		dial = policy.dialContext
+		tr.DialContext = dial
+	}
+	if policy.deny {
+		tr.Proxy = nil // a proxy would hide the destination's address from the policy
+	}
 	tr.MaxConnsPerHost = cfg.MaxConcurrency
 	tr.MaxIdleConnsPerHost = cfg.MaxConcurrency
 	tr.MaxIdleConns = cfg.MaxConcurrency
@@ -191,6 +207,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		client:    client,
 		transport: tr,
 		limiter:   limiter,
+		egress:    policy,
+		dial:      dial,
+		scrub:     redact.NewReplacer(cfg.secretValues()...),
 		lanes:     make(map[string]*lane),
 		closing:   make(chan struct{}),
 
@@ -565,7 +584,9 @@ func (e *Endpoint) probe() {
 			return
 		case <-t.C:
 		}
-		c, err := net.DialTimeout("tcp", addr, e.probeEvery)
+		ctx, cancel := context.WithTimeout(context.Background(), e.probeEvery)
+		c, err := e.dial(ctx, "tcp", addr)
+		cancel()
 		if err == nil {
 			_ = c.Close()
 		}

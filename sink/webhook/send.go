@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/outbox-relay/outbox-relay/internal/printable"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -54,8 +56,9 @@ type outcome struct {
 func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome {
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.cfg.URL, d.body)
 	if err != nil {
-		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRejected,
-			err: fmt.Errorf("build request: %w", err)}
+		msg := urlError(e.cfg.URL, err)
+		return outcome{kind: permanent, desc: "error: " + msg, reason: ReasonRequest,
+			err: fmt.Errorf("build request: %s", msg)}
 	}
 	for k, v := range e.cfg.Headers {
 		req.Header.Set(k, v)
@@ -85,6 +88,11 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 			}
 			err = ue.Err // without the URL, which may hold a token
 		}
+		var ee *EgressError
+		if errors.As(err, &ee) {
+			return outcome{kind: permanent, desc: "error: " + ee.Error(), reason: ReasonRequest, err: ee}
+		}
+		err = scrubbed{err, e.scrub}
 		if !again {
 			return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest,
 				err: fmt.Errorf("the request cannot succeed as configured: %w", err)}
@@ -93,11 +101,23 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	resp.Body.Close()
-	return classify(resp, body, now, e.cfg.Retry.MaxBackoff)
+	return classify(resp, body, now, e.cfg.Retry.MaxBackoff, e.scrub)
 }
 
-// classify maps a response to an outcome.
-func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.Duration) outcome {
+// scrubbed is an error whose text has the endpoint's secrets hidden; it
+// unwraps to the original for errors.Is and errors.As.
+type scrubbed struct {
+	err   error
+	scrub *redact.Replacer
+}
+
+func (s scrubbed) Error() string { return s.scrub.Replace(s.err.Error()) }
+func (s scrubbed) Unwrap() error { return s.err }
+
+// classify maps a response to an outcome. What it quotes of the response
+// (the body's start, a Location) has the url's userinfo and query values
+// and scrub's secrets hidden: a receiver may echo the request's headers.
+func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.Duration, scrub *redact.Replacer) outcome {
 	code := resp.StatusCode
 	status := fmt.Sprintf("%d %s", code, http.StatusText(code))
 	o := outcome{status: code, desc: "status " + status}
@@ -107,7 +127,7 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 	case code >= 300 && code <= 399:
 		o.kind, o.reason = permanent, ReasonRedirect
 		o.err = fmt.Errorf("redirects are not followed: point url at the final address (got %s, Location %q)",
-			status, resp.Header.Get("Location"))
+			status, printable.String(scrub.Replace(redact.URL(resp.Header.Get("Location")))))
 	case code == http.StatusGone:
 		o.kind = gone
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500 && code <= 599:
@@ -117,7 +137,7 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 		}
 	default:
 		o.kind, o.reason = permanent, ReasonRejected
-		if s := snippet(body); s != "" {
+		if s := snippet([]byte(scrub.Replace(string(body)))); s != "" {
 			o.err = fmt.Errorf("endpoint rejected the event with %s: %s", status, s)
 		} else {
 			o.err = fmt.Errorf("endpoint rejected the event with %s", status)
@@ -126,7 +146,10 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 	return o
 }
 
-// snippet returns the start of a response body as one line of valid UTF-8.
+// snippet returns the start of a response body as one line of valid UTF-8
+// with its control characters (terminal escapes) written as Go escapes.
+// The caller hides secrets first, in the whole body, so that a cut cannot
+// leave the start of one.
 func snippet(body []byte) string {
 	if len(body) > snippetLimit {
 		body = body[:snippetLimit]
@@ -135,7 +158,7 @@ func snippet(body []byte) string {
 		}
 	}
 	s := strings.ToValidUTF8(string(body), "?")
-	return strings.Join(strings.Fields(s), " ")
+	return printable.String(strings.Join(strings.Fields(s), " "))
 }
 
 // retryAfter returns the wait a 429 or 503 asked for in its Retry-After

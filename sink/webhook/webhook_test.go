@@ -830,19 +830,19 @@ func TestRetryAfterIsParsedByRetryablehttp(t *testing.T) {
 func TestClassifyCapsRetryAfterAtMaxBackoff(t *testing.T) {
 	for _, code := range []int{429, 503} {
 		resp := &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {"3600"}}}
-		o := classify(resp, nil, time.Now(), 200*time.Millisecond)
+		o := classify(resp, nil, time.Now(), 200*time.Millisecond, nil)
 		if o.kind != retryable || !o.hasRetryAfter || o.retryAfter != 200*time.Millisecond {
 			t.Errorf("%d: %+v, want a retry after 200ms", code, o)
 		}
 	}
 	// Other retriable statuses ignore Retry-After.
 	resp := &http.Response{StatusCode: 502, Header: http.Header{"Retry-After": {"1"}}}
-	if o := classify(resp, nil, time.Now(), time.Minute); o.kind != retryable || o.hasRetryAfter {
+	if o := classify(resp, nil, time.Now(), time.Minute, nil); o.kind != retryable || o.hasRetryAfter {
 		t.Errorf("502: %+v", o)
 	}
 	for code, want := range map[int]outcomeKind{200: delivered, 204: delivered, 301: permanent, 308: permanent,
 		400: permanent, 401: permanent, 404: permanent, 408: retryable, 410: gone, 422: permanent, 500: retryable, 504: retryable} {
-		if o := classify(&http.Response{StatusCode: code, Header: http.Header{}}, nil, time.Now(), time.Minute); o.kind != want {
+		if o := classify(&http.Response{StatusCode: code, Header: http.Header{}}, nil, time.Now(), time.Minute, nil); o.kind != want {
 			t.Errorf("%d classified %v, want %v", code, o.kind, want)
 		}
 	}

@@ -1,0 +1,81 @@
+package check
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
+)
+
+// insecureResults reports the settings that weaken transport security, one
+// WARN each: certificate verification turned off (source, Kafka),
+// credentials sent in clear text (an http:// webhook url with an
+// Authorization header, other credential headers or a userinfo; SASL PLAIN
+// without TLS). It reads only the config. With none, one PASS.
+func insecureResults(cfg *config.Config) []Result {
+	var out []Result
+	warn := func(detail, fix string) {
+		out = append(out, Result{Name: NameInsecureSettings, Status: Warn, Detail: detail, Fix: fix})
+	}
+	if t := cfg.Source.TLS; t.Enabled && t.InsecureSkipVerify {
+		warn("source.tls.insecure_skip_verify is true: the source server's certificate is not verified, so anyone on the path can read the binlog and the password",
+			"set source.tls.ca_file to the CA that signs the server's certificate and remove insecure_skip_verify")
+	}
+	for i, s := range cfg.Sinks {
+		switch {
+		case s.Type == "kafka" && s.Kafka != nil:
+			k := s.Kafka
+			if k.TLS.Enabled && k.TLS.InsecureSkipVerify {
+				warn(fmt.Sprintf("sinks[%d] (%s): kafka.tls.insecure_skip_verify is true: the brokers' certificates are not verified", i, s.Name),
+					"set kafka.tls.ca_file to the brokers' CA and remove insecure_skip_verify")
+			}
+			if strings.EqualFold(k.SASL.Mechanism, "plain") && !k.TLS.Enabled {
+				warn(fmt.Sprintf("sinks[%d] (%s): kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text", i, s.Name),
+					"set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)")
+			}
+		case s.Type == "webhook" && s.Webhook != nil:
+			for j, ep := range s.Webhook.Endpoints {
+				u, err := url.Parse(ep.URL)
+				if err != nil || !strings.EqualFold(u.Scheme, "http") {
+					continue
+				}
+				var creds []string
+				for name := range ep.Headers {
+					if credentialHeader(name) {
+						creds = append(creds, "header "+http.CanonicalHeaderKey(name))
+					}
+				}
+				if u.User != nil {
+					creds = append(creds, "credentials in the url")
+				}
+				if len(creds) > 0 {
+					warn(fmt.Sprintf("sinks[%d].webhook.endpoints[%d] (%s/%s): url %s is http://, so the %s cross the network in clear text",
+						i, j, s.Name, ep.Name, redact.URL(ep.URL), strings.Join(creds, ", ")),
+						"use an https:// url")
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, Result{Name: NameInsecureSettings, Detail: "no certificate check is turned off and no credential is sent in clear text"})
+	}
+	return out
+}
+
+// credentialHeader reports whether a header's name says it carries a
+// credential.
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	if n == "authorization" || n == "proxy-authorization" || n == "cookie" {
+		return true
+	}
+	for _, w := range []string{"auth", "token", "secret", "key", "password", "signature", "session"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,44 @@
+package check
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+// A detail quotes the server (a table name, a variable's value): its
+// control characters are shown escaped, never sent to the terminal.
+func TestPrintEscapesControlCharacters(t *testing.T) {
+	var b bytes.Buffer
+	PrintResult(&b, Result{Name: NameTables, Status: Fail, Detail: "table \x1b[2Jshop.outbox\x07 is missing", Fix: "CREATE TABLE \x1b]0;x\x07"})
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `table \x1b[2Jshop.outbox\a is missing`) {
+		t.Fatalf("PrintResult wrote %q", out)
+	}
+}
+
+func TestInsecureResults(t *testing.T) {
+	cfg := &config.Config{Sinks: []config.Sink{{Name: "h", Type: "webhook", Webhook: &config.Webhook{Endpoints: []webhook.EndpointConfig{
+		{Name: "tls", URL: "https://h.example/", Headers: map[string]string{"Authorization": "Bearer x"}},
+		{Name: "plain-no-creds", URL: "http://h.example/", Headers: map[string]string{"X-Tenant": "a"}},
+		{Name: "userinfo", URL: "http://u:p@h.example/"},
+		{Name: "apikey", URL: "http://h.example/", Headers: map[string]string{"x-api-key": "k"}},
+	}}}}}
+	rs := insecureResults(cfg)
+	var details []string
+	for _, r := range rs {
+		if r.Status == Warn {
+			details = append(details, r.Detail)
+		}
+	}
+	got := strings.Join(details, "\n")
+	if len(details) != 2 || !strings.Contains(got, "(h/userinfo)") || !strings.Contains(got, "(h/apikey)") || strings.Contains(got, "u:p@") {
+		t.Fatalf("warnings:\n%s", got)
+	}
+	if rs := insecureResults(&config.Config{}); len(rs) != 1 || rs[0].Status != Pass {
+		t.Fatalf("an empty config: %+v", rs)
+	}
+}
