@@ -231,7 +231,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pick func(context.Context, event.Position) (canal.Endpoint, error)
+	// A server's "purged" (1236) is double-checked against its GTID state
+	// before a sink stops: a server that still has the position (Dolt
+	// answers a dump racing a commit with 1236) is read on.
+	pick := func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+		if err := canal.CheckResume(ctx, db, info, pos); err != nil {
+			return canal.Endpoint{}, err
+		}
+		return canal.Endpoint{Host: first.Host, Port: uint16(first.Port), TLS: tlsConfig}, nil
+	}
 	canResume := func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) }
 	if srcs.Len() > 1 {
 		pick = func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {

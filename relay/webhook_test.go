@@ -223,11 +223,13 @@ sinks:
 	sort.Slice(healthyLatency, func(i, j int) bool { return healthyLatency[i] < healthyLatency[j] })
 	p99 := healthyLatency[len(healthyLatency)*99/100]
 	t.Logf("healthy endpoints: %d deliveries, p50 %v, p99 %v from commit to receipt", len(healthyLatency), healthyLatency[len(healthyLatency)/2], p99)
-	// Isolation, not speed (that is the benchmark's): had the healthy
-	// endpoints waited for the bad ones, they would have waited out ep00's
-	// 10 s outage.
-	if p99 >= 10*time.Second {
-		t.Errorf("healthy endpoints' p99 delivery latency %v reaches ep00's 10s outage: the bad endpoints held them back", p99)
+	// Isolation, not speed (that is the benchmark's): the events are
+	// committed while ep00 is down (its first 10 s); had the healthy
+	// endpoints waited for the bad ones, most of their deliveries would
+	// have waited out that outage. The median is robust to a loaded
+	// machine's tail; p99 is logged above.
+	if p50 := healthyLatency[len(healthyLatency)/2]; p50 >= 5*time.Second {
+		t.Errorf("healthy endpoints' median delivery latency %v is half of ep00's 10s outage or more: the bad endpoints held them back", p50)
 	}
 	if first := receivers["ep00"].got(); len(first) > 0 && first[0].at.Sub(receivers["ep00"].start) < 10*time.Second {
 		t.Errorf("the 503 endpoint accepted an event before it recovered")

@@ -77,6 +77,15 @@ func fatal(format string, args ...any) error {
 	return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, fmt.Sprintf(format, args...))
 }
 
+// FailNextDumps makes the next n dump requests fail with error 1236 although
+// the server has what they ask for — as Dolt answers a dump that races a
+// commit — so tests can show the relay double-checks a "purged" claim.
+func (s *Server) FailNextDumps(n int) {
+	s.mu.Lock()
+	s.failDumps = n
+	s.mu.Unlock()
+}
+
 // dump serves a binlog dump until the connection is killed or the server
 // closes. It writes events as OK packets on the connection; the returned
 // error becomes the error packet that ends the stream.
@@ -92,6 +101,10 @@ func (s *Server) dump(c *conn, req dumpRequest) error {
 		}
 	}
 	start, err := s.dumpStart(c, req)
+	if err == nil && s.failDumps > 0 {
+		s.failDumps--
+		err = fatal("Cannot replicate because the source purged required binary logs (spurious: FailNextDumps)")
+	}
 	if err != nil {
 		s.mu.Unlock()
 		s.logf("dump refused: %v", err)

@@ -107,6 +107,7 @@ type Server struct {
 	tableIDs map[string]uint64
 	tables   map[string]Table
 	prepared map[string]string // XA PREPAREd gtrid -> the prepare's GTID
+	failDumps int               // the next dumps refused with a spurious 1236
 	xid      uint64
 	changed  chan struct{} // closed and replaced when the binlog changes
 	conns    map[uint32]*conn
