@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/faultproxy"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -442,7 +444,6 @@ func TestFaultSlowReader(t *testing.T) {
 	}
 }
 
-
 // mariadbd is SIGKILLed right after producers committed (the relay is still
 // streaming their events) and started again: the relay reconnects by itself
 // and delivers everything committed before the kill and after the restart.
@@ -617,7 +618,9 @@ func startFaultRelayLines(t *testing.T, yaml string, out *lines) *faultRelay {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &faultRelay{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	go func() {
+		r.done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
 	t.Cleanup(cancel)
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	return r
@@ -762,4 +765,145 @@ sinks: [{name: out, type: stdout}]
 	if m := len(got.all()); m != n {
 		t.Errorf("%d events delivered after the purge, want none (a silent skip)", m-n)
 	}
+}
+
+// Bad rows, each handled by the README's rule ("Rows that are not clean
+// events"), on stdout, Kafka and a webhook endpoint at once, and never a
+// crash or a stall: the clean row committed after them arrives everywhere.
+func TestFaultBadRows(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(`CREATE TABLE outbox (
+  seq BIGINT AUTO_INCREMENT PRIMARY KEY, id VARBINARY(64) NULL, aggregatetype VARCHAR(64) NULL,
+  aggregateid VARBINARY(64) NULL, type VARCHAR(64) NULL, payload LONGBLOB NULL) DEFAULT CHARSET utf8mb4`); err != nil {
+		t.Fatal(err)
+	}
+	k := startKafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "1048576"}))
+	// A NULL aggregate type renders the default topic as "outbox.event.".
+	c := collect(t, k.ListenAddrs(), "outbox.event.order", "outbox.event.")
+	const limit = 1 << 20
+	rc := newReceiver(t, func(r *http.Request, _ time.Duration) (int, http.Header, time.Duration) {
+		if r.ContentLength > limit {
+			return http.StatusRequestEntityTooLarge, nil, 0
+		}
+		return 200, nil, 0
+	})
+	out := &lines{}
+	cfg := fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 830, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 100ms}
+delivery: {retry_backoff: 50ms, max_retry_backoff: 500ms}
+sinks:
+  - {name: out, type: stdout}
+  - {name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 2s, create_topics: {enabled: true, partitions: 3}}}
+  - {name: hooks, type: webhook, webhook: {endpoints: [{name: ep, url: "%s/hook", body: envelope, timeout: 2s}]}}
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), k.ListenAddrs()[0], rc.srv.URL)
+	r := startFaultRelayLines(t, cfg, out)
+	time.Sleep(500 * time.Millisecond) // every pipeline saved its start
+
+	big := `{"blob": "` + strings.Repeat("x", 2<<20) + `"}`
+	rows := []struct {
+		name               string
+		id, aggType, aggID any
+		typ, payload       any
+	}{
+		{"clean", "ok-1", "order", "a", "created", `{"n": 1}`},
+		{"payload not JSON", "nonjson", "order", "a", "created", "not json {"},
+		{"NULL payload", "nullpayload", "order", "a", "created", nil},
+		{"NULL type and aggregate type", "nulltype", nil, "a", nil, `{}`},
+		{"empty aggregate id", "emptyagg", "order", "", "created", `{}`},
+		{"NULL aggregate id", "nullagg", "order", nil, "created", `{}`},
+		{"empty id", "", "order", "a", "created", `{"which": "empty id"}`},
+		{"NULL id", nil, "order", "a", "created", `{"which": "null id"}`},
+		{"payload and aggregate id not UTF-8", "nonutf8", "order", []byte{'a', 0xff}, "created", []byte{0xff, 0xfe, 0x00}},
+		{"id not UTF-8", []byte{0xc3, 0xff, 0x01}, "order", "a", "created", `{}`},
+		{"payload over the sinks' limit", "big", "order", "a", "created", big},
+		{"clean after them", "ok-2", "order", "a", "created", `{"n": 2}`},
+	}
+	for _, rw := range rows {
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, ?, ?, ?, ?)",
+			rw.id, rw.aggType, rw.aggID, rw.typ, rw.payload); err != nil {
+			t.Fatalf("%s: %v", rw.name, err)
+		}
+	}
+	n := len(rows)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if len(out.events(t)) >= n && len(c.records()) >= n-1 && len(rc.got()) >= n-1 {
+			break
+		}
+	}
+	r.running(t)
+
+	// stdout: every row, with the rules' renderings.
+	lines := map[string]stdout.Line{}
+	var generated []string
+	for _, e := range out.events(t) {
+		lines[e.ID] = e
+		if len(e.ID) == 36 && strings.Count(e.ID, "-") == 4 {
+			generated = append(generated, e.ID)
+		}
+	}
+	if len(lines) != n {
+		t.Errorf("stdout got %d distinct events, want %d", len(lines), n)
+	}
+	expect := func(cond bool, format string, args ...any) {
+		t.Helper()
+		if !cond {
+			t.Errorf(format, args...)
+		}
+	}
+	expect(lines["nonjson"].PayloadEncoding == "base64", "non-JSON payload on stdout: %+v", lines["nonjson"])
+	expect(lines["nullpayload"].PayloadEncoding == "sql_null", "NULL payload on stdout: %+v", lines["nullpayload"])
+	expect(lines["nulltype"].Type == "" && lines["nulltype"].AggregateType == "", "NULL type: %+v", lines["nulltype"])
+	expect(lines["emptyagg"].AggregateID == "" && lines["nullagg"].AggregateID == "", "empty/NULL aggregate ids: %+v %+v", lines["emptyagg"], lines["nullagg"])
+	expect(len(generated) == 2 && generated[0] != generated[1], "empty and NULL ids: generated ids %v, want two distinct UUIDs", generated)
+	expect(lines["c3ff01"].ID == "c3ff01", "an id that is not UTF-8 is sent as hex: %v", lines)
+	expect(lines["nonutf8"].PayloadEncoding == "base64", "a payload that is not UTF-8 on stdout: %+v", lines["nonutf8"])
+	expect(len(lines["big"].Payload) > 2<<20, "stdout has no size limit: the big payload is delivered")
+
+	// Kafka and the webhook endpoint: all but the oversize row, which is a
+	// dead letter with the destination's reason.
+	kafkaIDs := map[string]string{}
+	for _, rec := range c.records() {
+		kafkaIDs[rec.headers["id"]] = rec.key
+	}
+	hookIDs := map[string]bool{}
+	for _, d := range rc.got() {
+		hookIDs[d.eventID] = true
+	}
+	for id := range lines {
+		if id == "big" {
+			expect(kafkaIDs["big"] == "" && !hookIDs["big"], "the oversize payload was delivered to Kafka or the endpoint")
+			continue
+		}
+		_, inKafka := kafkaIDs[id]
+		expect(inKafka, "Kafka lacks %q", id)
+		expect(hookIDs[id], "the webhook endpoint lacks %q", id)
+	}
+	for _, rec := range c.records() {
+		if rec.headers["id"] == "nulltype" && rec.topic != "outbox.event." {
+			t.Errorf("a NULL aggregate type went to topic %q, want outbox.event.", rec.topic)
+		}
+	}
+	expect(kafkaIDs["nonutf8"] == "a\xff", "Kafka key of a non-UTF-8 aggregate id = %q, want the bytes", kafkaIDs["nonutf8"])
+	store, err := deadletter.OpenFile(relay.DeadLetterDir(r.cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		recs, _ := store.List(context.Background(), deadletter.Filter{})
+		if len(recs) >= 2 {
+			break
+		}
+	}
+	recs, _ := store.List(context.Background(), deadletter.Filter{})
+	reasons := map[string]string{}
+	for _, d := range recs {
+		reasons[d.Sink] = d.Event.ID + ": " + d.Reason
+	}
+	expect(strings.HasPrefix(reasons["kafka"], "big: ") && strings.HasPrefix(reasons["hooks/ep"], "big: ") && strings.Contains(reasons["hooks/ep"], "413"),
+		"dead letters %v, want the oversize event from kafka and hooks/ep (413)", reasons)
+	t.Logf("bad rows: stdout %d events, kafka %d, webhook %d; dead letters %v; generated ids %v", len(lines), len(kafkaIDs), len(hookIDs), reasons, generated)
+	r.stop(t)
 }

@@ -93,10 +93,13 @@ func envelope(e *event.Event) []byte {
 		b.Truncate(b.Len() - 1)
 	}
 	b.WriteByte('}')
-	if json.Valid(e.Payload) {
+	switch {
+	case e.Payload == nil:
+		b.WriteString(`,"payload_encoding":"sql_null","payload":null`)
+	case json.Valid(e.Payload):
 		b.WriteString(`,"payload":`)
 		b.Write(e.Payload)
-	} else {
+	default:
 		b.WriteString(`,"payload_encoding":"base64","payload":"`)
 		b.WriteString(base64.StdEncoding.EncodeToString(e.Payload))
 		b.WriteByte('"')
