@@ -217,9 +217,9 @@ type fault struct {
 
 // faultOutcome is what a scenario measured.
 type faultOutcome struct {
-	committed, duplicates int
-	noticed, recovery     time.Duration
-	peakHeap, heapGrowth  float64 // MB
+	committed, duplicates      int
+	noticed, resumed, recovery time.Duration
+	peakHeap, heapGrowth       float64 // MB
 }
 
 // runFault drives one scenario: producers commit throughout, the fault is
@@ -273,8 +273,14 @@ func runFault(t *testing.T, r *faultRelay, db *sql.DB, got *inbox, f fault) faul
 	}
 	rep := outboxtest.Check(t, w, d, false)
 	out.committed, out.duplicates = rep.Committed, rep.Duplicates
+	// Resumed: from the end of the fault to the first arrival after it.
 	// Recovery: from the end of the fault until every event committed
-	// before it had arrived.
+	// before it had arrived (the backlog drained).
+	for _, rc := range recs {
+		if d := rc.at.Sub(restoreAt); d >= 0 && (out.resumed == 0 || d < out.resumed) {
+			out.resumed = d
+		}
+	}
 	for _, txn := range w.Txns {
 		if txn.At.After(restoreAt) {
 			continue
@@ -285,8 +291,8 @@ func runFault(t *testing.T, r *faultRelay, db *sql.DB, got *inbox, f fault) faul
 			}
 		}
 	}
-	t.Logf("%s: %d events committed, %d duplicates; noticed after %v; recovered %v after the fault ended; heap peak %.1f MB, after GC %+.1f MB",
-		f.name, out.committed, out.duplicates, out.noticed.Round(time.Millisecond), out.recovery.Round(time.Millisecond), out.peakHeap, out.heapGrowth)
+	t.Logf("%s: %d events committed, %d duplicates; noticed after %v; after the fault ended: first delivery %v, backlog delivered %v; heap peak %.1f MB, after GC %+.1f MB",
+		f.name, out.committed, out.duplicates, out.noticed.Round(time.Millisecond), out.resumed.Round(time.Millisecond), out.recovery.Round(time.Millisecond), out.peakHeap, out.heapGrowth)
 	if f.noticed != nil && (noticed == 0 || noticed > f.within) {
 		t.Errorf("%s: the relay noticed the fault after %v (0: never during the fault), want within %v", f.name, noticed, f.within)
 	}
