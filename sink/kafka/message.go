@@ -64,7 +64,8 @@ type envelopeSource struct {
 
 // envelope returns e as one JSON document. A payload that is valid JSON is
 // embedded byte for byte; any other payload is embedded as a base64 string
-// and "payload_encoding" is "base64".
+// and "payload_encoding" is "base64"; a SQL NULL payload is null with
+// "payload_encoding" "sql_null".
 func envelope(e *event.Event) []byte {
 	var b bytes.Buffer
 	b.Grow(256 + len(e.Payload))
