@@ -52,7 +52,8 @@ cleanup() {
 }
 if [ -z "${KEEP:-}" ]; then trap cleanup EXIT; fi
 
-sql() { mariadb --no-defaults -h127.0.0.1 -P"$port" -uroot "$@"; }
+# utf8mb4 on the connection too: the client's default (utf8mb3) cannot carry 4-byte UTF-8.
+sql() { mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P"$port" -uroot "$@"; }
 for _ in $(seq 1 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
 sql -e 'SELECT 1' >/dev/null
 
@@ -105,8 +106,8 @@ curl -s "127.0.0.1:$metrics_port/metrics" 2>/dev/null | grep -E '^outbox_relay_(
 if [ -n "${KEEP:-}" ]; then
   cat <<EOF
 == running: the relay (pid $relay_pid) prints each event here; MariaDB (pid $db_pid) on 127.0.0.1:$port
-   connect:  mariadb --no-defaults -h127.0.0.1 -P$port -uroot shop
-   insert:   mariadb --no-defaults -h127.0.0.1 -P$port -uroot shop -e "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (UUID(), 'order', 'o-1', 'order.created', '{\"total_cents\": 4200}')"
+   connect:  mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P$port -uroot shop
+   insert:   mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P$port -uroot shop -e "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (UUID(), 'order', 'o-1', 'order.created', '{\"total_cents\": 4200, \"note\": \"😀\"}')"
    metrics:  curl -s 127.0.0.1:$metrics_port/metrics | grep outbox_relay_
    stop:     kill $relay_pid $db_pid   (the relay saves its checkpoint; run this script again to resume)
    ports:    PORT=<mariadb port> METRICS_PORT=<metrics port> KEEP=1 ./deploy/quickstart.sh (now $port and $metrics_port)
