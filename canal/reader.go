@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -712,9 +714,14 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		st.skipTo = 0
 	}
 	commitTime := time.Unix(int64(ev.Header.Timestamp), 0).UTC()
-	for _, e := range st.events {
+	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
+		if e.ID == "" {
+			e.ID = GeneratedID(e.Table, e.Source, i)
+			r.log.Warn("outbox row with an empty or NULL id: delivered with a generated id", slog.String("table", e.Table),
+				slog.String("gtid", e.Source.GTID), slog.Int("row", i), slog.String("event_id", e.ID))
+		}
 	}
 	st.last = pos
 	if st.hold != nil {
@@ -818,12 +825,13 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 		} else {
 			e.ID = fmt.Sprintf("%x", b)
 		}
+	} else if b := asBytes(row[tm.id]); utf8.Valid(b) {
+		e.ID = string(b)
 	} else {
-		e.ID = asString(row[tm.id])
+		e.ID = hex.EncodeToString(b) // bytes that are not text: lossless and stable
 	}
-	if e.ID == "" {
-		return nil, fmt.Errorf("event id column %q is empty or NULL", tm.table.Columns.ID)
-	}
+	// An empty or NULL id is given one at commit (GeneratedID), once the
+	// transaction's GTID and position are known.
 	if tm.aggType >= 0 {
 		e.AggregateType = asString(row[tm.aggType])
 	}
@@ -840,6 +848,23 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 		}
 	}
 	return e, nil
+}
+
+// idSpace is the UUID namespace of generated event ids.
+var idSpace = uuid.MustParse("6f2b3c1e-8f0a-4d5e-9c47-0b7e1a2d3c4f")
+
+// GeneratedID is the id given to an outbox row whose id column is empty or
+// NULL: a name-based UUID (version 5) of the table, the transaction (its GTID,
+// or its binlog file and end position when GTIDs are off) and the row's index
+// among the transaction's outbox rows. The same row read again (after a
+// restart, or by another sink) gets the same id, so receivers can still
+// deduplicate; no two rows share one.
+func GeneratedID(table string, src event.Source, row int) string {
+	tx := src.GTID
+	if tx == "" {
+		tx = fmt.Sprintf("%s:%d", src.File, src.Pos)
+	}
+	return uuid.NewSHA1(idSpace, []byte(fmt.Sprintf("%s/%s/%d", table, tx, row))).String()
 }
 
 func asBytes(v any) []byte {

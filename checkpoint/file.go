@@ -58,17 +58,38 @@ func readFile(path string) (*File, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read checkpoint file %q: %w", path, err)
 	}
+	all, err := decodeFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint file %q %w", path, err)
+	}
+	f.all = all
+	return f, nil
+}
+
+// decodeFile reads the checkpoint file's document. Its errors read after
+// `checkpoint file "<path>"`.
+func decodeFile(b []byte) (map[string]Checkpoint, error) {
 	var doc fileFormat
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("checkpoint file %q is not valid JSON (%v): restore it from a backup or move it away to start from checkpoint.start", path, err)
+		return nil, fmt.Errorf("is not valid JSON (%v): restore it from a backup or move it away to start from checkpoint.start", err)
 	}
 	if doc.Version != 1 {
-		return nil, fmt.Errorf("checkpoint file %q has version %d; this relay reads version 1", path, doc.Version)
+		return nil, fmt.Errorf("has version %d; this relay reads version 1", doc.Version)
 	}
+	all := make(map[string]Checkpoint, len(doc.Checkpoints))
 	for k, v := range doc.Checkpoints {
-		f.all[k] = v
+		all[k] = v
 	}
-	return f, nil
+	return all, nil
+}
+
+// encodeFile is the document Save writes.
+func encodeFile(all map[string]Checkpoint) ([]byte, error) {
+	b, err := json.MarshalIndent(fileFormat{Version: 1, Checkpoints: all}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 // reload rereads the file: another process may have written it (a relay
@@ -107,11 +128,11 @@ func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
 		next[k] = v
 	}
 	next[key] = cp
-	b, err := json.MarshalIndent(fileFormat{Version: 1, Checkpoints: next}, "", "  ")
+	b, err := encodeFile(next)
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(f.path, append(b, '\n')); err != nil {
+	if err := WriteFileAtomic(f.path, b); err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", f.path, err)
 	}
 	f.all = next

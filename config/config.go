@@ -317,14 +317,20 @@ func Parse(b []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var expandedRoot yaml.Node
+	if err := yaml.Unmarshal(expanded, &expandedRoot); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if errs := checkKeys(&expandedRoot); len(errs) > 0 {
+		return nil, fmt.Errorf("%s (see deploy/config.example.yaml for every key)", strings.Join(errs, "; "))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
 	var cfg Config
 	if err := dec.Decode(&cfg); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			var expandedRoot yaml.Node
-			_ = yaml.Unmarshal(expanded, &expandedRoot)
+			// checkKeys has seen every key and value; this is a backstop.
 			paths := map[int]string{}
 			keyPaths(&expandedRoot, "", paths)
 			all := map[int][]string{}

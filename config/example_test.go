@@ -40,12 +40,22 @@ func TestParseRejectsBadInputNamingTheField(t *testing.T) {
 		{"not YAML", "{{{", "not valid YAML"},
 		{"an unsafe checkpoint table name", base + "checkpoint: {table: 'cp; DROP TABLE x'}\n", "checkpoint.table"},
 		{"a bad duration", base + "delivery:\n  linger: soon\n", "delivery.linger"},
+		{"a typo'd key gets a suggestion", base + "source: {hots: x}\n", `source.hots: line 3: unknown key "hots"; did you mean "host"?`},
+		{"a typo'd key in a flow mapping of a list item has its whole path", "tables: [{name: a.b}]\nsinks: [{name: k, type: kafka, kafka: {brokerz: [a]}}]\n", `sinks[0].kafka.brokerz: line 2: unknown key "brokerz"; did you mean "brokers"?`},
+		{"a top-level typo", base + "sourc: {}\n", `did you mean "source"?`},
+		{"a bad duration says what a duration is", base + "delivery: {linger: soon}\n", `delivery.linger: line 3: "soon" is not a duration (such as 500ms`},
+		{"a mapping where a list goes", "tables: {name: a.b}\nsinks: [{name: out, type: stdout}]\n", "tables: line 1: want a list, got a mapping"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+			for _, goName := range []string{"config.Config", "config.Source", "config.Table", "kafka.Config", "webhook.Config", "time.Duration", "[]config", "!!"} {
+				if strings.Contains(err.Error(), goName) && !strings.Contains(tc.yaml, goName) {
+					t.Errorf("the error names Go's types or YAML's tags (%q): %v", goName, err)
+				}
 			}
 		})
 	}

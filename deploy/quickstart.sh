@@ -6,10 +6,14 @@
 #
 #   ./deploy/quickstart.sh            # run the demo and stop
 #   KEEP=1 ./deploy/quickstart.sh     # keep the relay and MariaDB running; insert more rows yourself
+#
+# PORT (MariaDB, default 33306) and METRICS_PORT (the relay's /metrics,
+# default 9108) move them when those ports are taken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD/.quickstart
 port=${PORT:-33306}
+metrics_port=${METRICS_PORT:-9108}
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need mariadbd && [ ! -x /usr/sbin/mariadbd ]; then
@@ -48,14 +52,15 @@ cleanup() {
 }
 if [ -z "${KEEP:-}" ]; then trap cleanup EXIT; fi
 
-sql() { mariadb --no-defaults -h127.0.0.1 -P"$port" -uroot "$@"; }
+# utf8mb4 on the connection too: the client's default (utf8mb3) cannot carry 4-byte UTF-8.
+sql() { mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P"$port" -uroot "$@"; }
 for _ in $(seq 1 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
 sql -e 'SELECT 1' >/dev/null
 
 echo "== creating shop.outbox (Debezium's outbox columns)"
 sql <<'SQL'
-CREATE DATABASE IF NOT EXISTS shop;
-CREATE TABLE IF NOT EXISTS shop.orders (id VARCHAR(36) PRIMARY KEY, total_cents INT NOT NULL);
+CREATE DATABASE IF NOT EXISTS shop DEFAULT CHARSET = utf8mb4;
+CREATE TABLE IF NOT EXISTS shop.orders (id VARCHAR(36) PRIMARY KEY, total_cents INT NOT NULL) DEFAULT CHARSET = utf8mb4;
 CREATE TABLE IF NOT EXISTS shop.outbox (
   id            CHAR(36)     NOT NULL PRIMARY KEY,
   aggregatetype VARCHAR(64)  NOT NULL,
@@ -63,7 +68,7 @@ CREATE TABLE IF NOT EXISTS shop.outbox (
   type          VARCHAR(64)  NOT NULL,
   payload       JSON         NOT NULL,
   created_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
-);
+) DEFAULT CHARSET = utf8mb4;  -- 4-byte UTF-8 (emoji) in text columns; latin1 would reject it
 SQL
 
 cat > "$root/config.yaml" <<YAML
@@ -77,7 +82,7 @@ sinks:
   - name: console
     type: stdout
 http:
-  listen: 127.0.0.1:${METRICS_PORT:-9108}   # /metrics, /healthz, /readyz
+  listen: 127.0.0.1:$metrics_port   # /metrics, /healthz, /readyz
 YAML
 
 echo "== starting the relay (events appear below as JSON lines)"
@@ -95,14 +100,19 @@ for n in 1 2 3; do
     COMMIT;"
 done
 sleep 2
-echo "== a few of the relay's metrics (http://127.0.0.1:${METRICS_PORT:-9108}/metrics)"
-curl -s "127.0.0.1:${METRICS_PORT:-9108}/metrics" 2>/dev/null | grep -E '^outbox_relay_(events_delivered_total|replication_lag_seconds|delivery_latency_seconds_count|checkpoint_saves_total)' || true
+echo "== a few of the relay's metrics (http://127.0.0.1:$metrics_port/metrics)"
+curl -s "127.0.0.1:$metrics_port/metrics" 2>/dev/null | grep -E '^outbox_relay_(events_delivered_total|replication_lag_seconds|delivery_latency_seconds_count|checkpoint_saves_total)' || true
 
 if [ -n "${KEEP:-}" ]; then
-  echo "== running: relay pid $relay_pid, MariaDB pid $db_pid on port $port"
-  echo "   insert more:  mariadb --no-defaults -h127.0.0.1 -P$port -uroot shop"
-  echo "   metrics:      curl -s 127.0.0.1:${METRICS_PORT:-9108}/metrics | grep outbox_relay_"
-  echo "   stop:         kill $relay_pid $db_pid"
+  cat <<EOF
+== running: the relay (pid $relay_pid) prints each event here; MariaDB (pid $db_pid) on 127.0.0.1:$port
+   connect:  mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P$port -uroot shop
+   insert:   mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P$port -uroot shop -e "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (UUID(), 'order', 'o-1', 'order.created', '{\"total_cents\": 4200, \"note\": \"😀\"}')"
+   metrics:  curl -s 127.0.0.1:$metrics_port/metrics | grep outbox_relay_
+   stop:     kill $relay_pid $db_pid   (the relay saves its checkpoint; run this script again to resume)
+   ports:    PORT=<mariadb port> METRICS_PORT=<metrics port> KEEP=1 ./deploy/quickstart.sh (now $port and $metrics_port)
+   data:     $root (remove it to start afresh)
+EOF
   wait "$relay_pid"
 else
   echo "== done: checkpoint saved in $root/checkpoints.json; run again and the relay resumes there"

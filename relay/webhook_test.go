@@ -32,6 +32,8 @@ type receiver struct {
 	start    time.Time
 	accepted []delivery
 	requests int
+	// onAccept, if set, is told each accepted event.
+	onAccept func(eventID, aggregateID string)
 }
 
 type delivery struct {
@@ -71,7 +73,11 @@ func newReceiver(t *testing.T, behave func(r *http.Request, since time.Duration)
 			}
 			rc.mu.Lock()
 			rc.accepted = append(rc.accepted, delivery{r.Header.Get("webhook-id"), env.ID, env.AggregateID, time.Now()})
+			onAccept := rc.onAccept
 			rc.mu.Unlock()
+			if onAccept != nil {
+				onAccept(env.ID, env.AggregateID)
+			}
 		}
 		w.WriteHeader(status)
 	}))

@@ -14,6 +14,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -313,8 +314,16 @@ func tail(b []byte, n int) string {
 
 // Main is a package's TestMain: it starts a server, stores it in *srv, runs
 // the tests, stops the server and exits. A server that cannot start fails the
-// whole package loudly.
+// whole package loudly. A fuzzing run (-test.fuzz, and its workers) starts
+// no server: fuzz targets do not use one, and each worker would start its own.
 func Main(m *testing.M, opts Options, srv **Server) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	s, err := StartServer(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start private mariadbd: %v\n", err)

@@ -227,3 +227,27 @@ func TestMessageSizeCountsEveryPart(t *testing.T) {
 		t.Errorf("messageSize(big) = %d, want %d", got, want)
 	}
 }
+
+// A SQL NULL payload is an empty value, not a null one: on a compacted topic
+// a null value is a tombstone that would delete the aggregate's key. In an
+// envelope it is null with payload_encoding sql_null.
+func TestANullPayloadIsNeverATombstone(t *testing.T) {
+	e := &event.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", Payload: nil}
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}}
+	cfg.Defaults()
+	s, err := New(cfg, testLogger(t)) // never connected: message needs no broker
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.message(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Value == nil || len(m.Value) != 0 {
+		t.Fatalf("value %#v, want empty and non-nil", m.Value)
+	}
+	env := string(envelope(e))
+	if !strings.Contains(env, `"payload_encoding":"sql_null","payload":null}`) {
+		t.Fatalf("envelope %s lacks the null payload", env)
+	}
+}

@@ -13,7 +13,10 @@
 //     {"id","type","aggregate_type","aggregate_id","timestamp" (commit time,
 //     RFC 3339, UTC),"table","source":{"gtid","file","pos"},"headers":{...},
 //     "payload"}, where payload is embedded byte for byte when it is valid
-//     JSON and otherwise is a base64 string, with "payload_encoding":"base64".
+//     JSON and otherwise is a base64 string, with "payload_encoding":"base64"
+//     (a SQL NULL payload: null, with "payload_encoding":"sql_null"). Without
+//     the envelope a NULL payload is an empty value, never a null one (a
+//     tombstone, which deletes the key on a compacted topic).
 //   - timestamp: the source transaction's commit time.
 //   - headers, in this order: "id" (the event id, the header Debezium uses;
 //     the key consumers deduplicate on), "type", "aggregate_type", "gtid"

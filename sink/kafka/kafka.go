@@ -295,6 +295,11 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
 	}
 	value := e.Payload
+	if value == nil {
+		// A SQL NULL payload is an empty value, never a null one: on a
+		// compacted topic a null value is a tombstone that deletes the key.
+		value = []byte{}
+	}
 	if s.cfg.Envelope {
 		value = envelope(e)
 	}

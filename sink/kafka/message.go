@@ -64,7 +64,8 @@ type envelopeSource struct {
 
 // envelope returns e as one JSON document. A payload that is valid JSON is
 // embedded byte for byte; any other payload is embedded as a base64 string
-// and "payload_encoding" is "base64".
+// and "payload_encoding" is "base64"; a SQL NULL payload is null with
+// "payload_encoding" "sql_null".
 func envelope(e *event.Event) []byte {
 	var b bytes.Buffer
 	b.Grow(256 + len(e.Payload))
@@ -93,10 +94,13 @@ func envelope(e *event.Event) []byte {
 		b.Truncate(b.Len() - 1)
 	}
 	b.WriteByte('}')
-	if json.Valid(e.Payload) {
+	switch {
+	case e.Payload == nil:
+		b.WriteString(`,"payload_encoding":"sql_null","payload":null`)
+	case json.Valid(e.Payload):
 		b.WriteString(`,"payload":`)
 		b.Write(e.Payload)
-	} else {
+	default:
 		b.WriteString(`,"payload_encoding":"base64","payload":"`)
 		b.WriteString(base64.StdEncoding.EncodeToString(e.Payload))
 		b.WriteByte('"')

@@ -1,0 +1,186 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// checkKeys walks the YAML document against the Config struct before it is
+// decoded and reports, with each key's path and line, the keys the relay does
+// not know (with the nearest known key: "did you mean") and the values of the
+// wrong shape or type, in the file's words rather than Go's (a duration, a
+// whole number, a list). Nothing of the Go types shows in its messages.
+func checkKeys(root *yaml.Node) []string {
+	var errs []string
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	walkKeys(root, reflect.TypeOf(Config{}), "", &errs)
+	return errs
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // an empty value: the default
+	}
+	at := func(what string) {
+		p := path
+		if p == "" {
+			p = "the file"
+		}
+		*errs = append(*errs, fmt.Sprintf("%s: line %d: %s", p, n.Line, what))
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			at(fmt.Sprintf("want a mapping of keys (%s), got %s", strings.Join(yamlKeys(t), ", "), shape(n)))
+			return
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			fields[name] = f.Type
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			ft, ok := fields[k.Value]
+			if !ok {
+				msg := fmt.Sprintf("%s: line %d: unknown key %q", p, k.Line, k.Value)
+				if s := nearest(k.Value, yamlKeys(t)); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				} else {
+					msg += fmt.Sprintf(" (known keys here: %s)", strings.Join(yamlKeys(t), ", "))
+				}
+				*errs = append(*errs, msg)
+				continue
+			}
+			walkKeys(v, ft, p, errs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			at("want a list, got " + shape(n))
+			return
+		}
+		for i, c := range n.Content {
+			walkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			at("want a mapping, got " + shape(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			walkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+		}
+	default:
+		if n.Kind != yaml.ScalarNode {
+			at(fmt.Sprintf("want %s, got %s", describe(t), shape(n)))
+			return
+		}
+		v := reflect.New(t)
+		if err := n.Decode(v.Interface()); err != nil {
+			at(fmt.Sprintf("%q is not %s", n.Value, describe(t)))
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names what a field takes, in the config file's words.
+func describe(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration (such as 500ms, 10s, 5m)"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "a whole number"
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return "a whole number, 0 or more"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.String:
+		return "a string"
+	}
+	return "a value"
+}
+
+func shape(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+// yamlKeys lists the keys a struct type takes, sorted.
+func yamlKeys(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" && t.Field(i).IsExported() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nearest returns the known key closest to key (edit distance at most a
+// third of its length, at least 2), or "".
+func nearest(key string, known []string) string {
+	best, bestD := "", max(2, len(key)/3)+1
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
