@@ -152,6 +152,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 		return Report{Results: insecure}, err
 	}
 	defer db.Close()
+	// Checkpoints first, the server's GTID state after: both only move
+	// forward, so a checkpoint saved meanwhile (by an active relay whose
+	// standby runs these checks) can never look ahead of the server.
+	cps, cpErr := loadCheckpoints(ctx, cfg)
 	s, err := inspect(ctx, db)
 	if err != nil {
 		return Report{Results: insecure}, err
@@ -165,7 +169,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 		add(insecure...)
 		return finish(rep, opts), nil
 	}
-	cps, cpErr := loadCheckpoints(ctx, cfg)
 
 	add(logBinResult(s.vars))
 	add(binlogFormatResult(s.vars))

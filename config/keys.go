@@ -15,18 +15,40 @@ import (
 // not know (with the nearest known key: "did you mean") and the values of the
 // wrong shape or type, in the file's words rather than Go's (a duration, a
 // whole number, a list). Nothing of the Go types shows in its messages.
+//
+// A value is quoted only when neither its key nor any key on its line may
+// hold a secret (isSecretPath): a secret written where a list is expected
+// must not end up in an error message, a terminal or a log.
 func checkKeys(root *yaml.Node) []string {
 	var errs []string
+	lines := map[int][]string{}
+	linePaths(root, "", lines)
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	walkKeys(root, reflect.TypeOf(Config{}), "", &errs)
+	w := walker{errs: &errs, lines: lines}
+	w.walk(root, reflect.TypeOf(Config{}), "")
 	return errs
+}
+
+// walker carries what walkKeys needs besides the node at hand.
+type walker struct {
+	errs  *[]string
+	lines map[int][]string // every key path of each line
+}
+
+// quote shows a scalar value in a message, or says it is hidden.
+func (w walker) quote(n *yaml.Node, path string) string {
+	if isSecretPath(path) || secretLine(append(w.lines[n.Line], path)) {
+		return "a value (hidden: the key may hold a secret)"
+	}
+	return fmt.Sprintf("%q", n.Value)
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
+func (w walker) walk(n *yaml.Node, t reflect.Type, path string) {
+	errs := w.errs
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -46,7 +68,7 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			at(fmt.Sprintf("want a mapping of keys (%s), got %s", strings.Join(yamlKeys(t), ", "), shape(n)))
+			at(fmt.Sprintf("want a mapping of keys (%s), got %s", strings.Join(yamlKeys(t), ", "), w.shape(n, path)))
 			return
 		}
 		fields := map[string]reflect.Type{}
@@ -72,32 +94,32 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]string) {
 				*errs = append(*errs, msg)
 				continue
 			}
-			walkKeys(v, ft, p, errs)
+			w.walk(v, ft, p)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			at("want a list, got " + shape(n))
+			at("want a list, got " + w.shape(n, path))
 			return
 		}
 		for i, c := range n.Content {
-			walkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			w.walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			at("want a mapping, got " + shape(n))
+			at("want a mapping, got " + w.shape(n, path))
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			walkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+			w.walk(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
-			at(fmt.Sprintf("want %s, got %s", describe(t), shape(n)))
+			at(fmt.Sprintf("want %s, got %s", describe(t), w.shape(n, path)))
 			return
 		}
 		v := reflect.New(t)
 		if err := n.Decode(v.Interface()); err != nil {
-			at(fmt.Sprintf("%q is not %s", n.Value, describe(t)))
+			at(fmt.Sprintf("%s is not %s", w.quote(n, path), describe(t)))
 		}
 	}
 }
@@ -128,14 +150,14 @@ func describe(t reflect.Type) string {
 	return "a value"
 }
 
-func shape(n *yaml.Node) string {
+func (w walker) shape(n *yaml.Node, path string) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		return w.quote(n, path)
 	}
 	return "nothing"
 }
