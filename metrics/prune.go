@@ -69,7 +69,9 @@ func (m *Metrics) Prune() *PruneObserver {
 }
 
 // Pruned implements prune.Observer.
-func (o *PruneObserver) Pruned(table string, rows int) { o.rows.WithLabelValues(table).Add(float64(rows)) }
+func (o *PruneObserver) Pruned(table string, rows int) {
+	o.rows.WithLabelValues(table).Add(float64(rows))
+}
 
 // PartitionDropped implements prune.Observer.
 func (o *PruneObserver) PartitionDropped(table string) { o.dropped.WithLabelValues(table).Inc() }

@@ -41,7 +41,7 @@ type tracker struct {
 	entries    int
 	watermark  event.Position
 	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
-	advanced   bool // watermark moved since the last takeWatermark
+	advanced   bool      // watermark moved since the last takeWatermark
 
 	maxEvents, maxBytes int
 	events, bytes       int

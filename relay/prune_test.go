@@ -146,7 +146,9 @@ sinks:
 	out := &lines{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
 	defer func() { cancel(); <-done }()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	waitFor(t, "both pipelines' start checkpoints", 20*time.Second, func() bool {
@@ -232,7 +234,9 @@ prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
 	start := func(cfg *config.Config, out *lines) (context.CancelFunc, chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+		go func() {
+			done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+		}()
 		return cancel, done
 	}
 	outA, outB := &lines{}, &lines{}
@@ -271,7 +275,9 @@ sinks: [{name: out, type: stdout}]
 	out := &slowLines{delay: 3 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	}()
 	defer func() { cancel(); <-done }()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(300 * time.Millisecond)
