@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -510,5 +511,43 @@ sinks: [{name: a, type: stdout}, {name: b, type: stdout}]
 	st.Save(ctx, "b", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now()})
 	if _, err := runPrune(t, cfg, opts); err != nil || len(presentIDs(t, sdb)) != 0 {
 		t.Fatalf("with both sinks caught up: %v, rows %v", err, presentIDs(t, sdb))
+	}
+}
+
+// check warns about rows older than the retention that nothing prunes, and
+// says that insert-then-delete needs no pruning.
+func TestCheckWarnsAboutAnUnprunedOutbox(t *testing.T) {
+	dbname, db, _ := pruneOutbox(t)
+	insertAt(t, db, time.Now().Add(-9*24*time.Hour), "old")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	growth := func() check.Result {
+		rep, err := check.Run(context.Background(), cfg, check.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			if r.Name == check.NameOutboxGrowth {
+				return r
+			}
+		}
+		t.Fatal("no outbox_growth result")
+		return check.Result{}
+	}
+	if r := growth(); r.Status != check.Warn || !strings.Contains(r.Detail, "nothing in this relay's config prunes it") || !strings.Contains(r.Fix, "insert and delete the row in one transaction") {
+		t.Fatalf("a 9-day-old row, no prune: %+v", r)
+	}
+	if _, err := db.Exec("DELETE FROM outbox"); err != nil {
+		t.Fatal(err)
+	}
+	if r := growth(); r.Status != check.Pass {
+		t.Fatalf("an empty outbox: %+v", r)
 	}
 }
