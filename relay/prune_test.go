@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -549,5 +550,64 @@ sinks: [{name: out, type: stdout}]
 	}
 	if r := growth(); r.Status != check.Pass {
 		t.Fatalf("an empty outbox: %+v", r)
+	}
+}
+
+// The prune rate on this machine: OUTBOX_MEASURE=1 go test ./relay -run TestMeasurePruneRate -v
+func TestMeasurePruneRate(t *testing.T) {
+	if os.Getenv("OUTBOX_MEASURE") == "" {
+		t.Skip("a measurement: set OUTBOX_MEASURE=1")
+	}
+	dbname, db, _ := pruneOutbox(t)
+	const rows = 50000
+	ctx := context.Background()
+	conn, _ := db.Conn(ctx)
+	conn.ExecContext(ctx, "SET timestamp = ?", time.Now().Add(-48*time.Hour).Unix())
+	for i := 0; i < rows; i += 1000 {
+		var vals []string
+		for j := i; j < i+1000; j++ {
+			vals = append(vals, fmt.Sprintf("('m%d', 'order', 'agg', 'created', '{}')", j))
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "+strings.Join(vals, ",")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	cfg, _ := config.Parse([]byte(fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: root}\ntables: [{name: %s.outbox}]\ncheckpoint: {path: %s}\nsinks: [{name: out, type: stdout}]\n",
+		srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+	srcDB, info, _ := relay.OpenPrimary(ctx, cfg)
+	cur, _ := canal.CurrentPosition(ctx, srcDB, info)
+	srcDB.Close()
+	st, _ := checkpoint.OpenFile(cfg.Checkpoint.Path)
+	st.Save(ctx, "out", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now()})
+	for _, pause := range []time.Duration{0, 100 * time.Millisecond} {
+		if pause > 0 { // refill half
+			db.Exec("SET timestamp = ?", time.Now().Add(-48*time.Hour).Unix())
+		}
+		began := time.Now()
+		res, err := runPrune(t, cfg, prune.Options{OlderThan: 24 * time.Hour, SafetyMargin: time.Second, BatchSize: 500, Pause: pause})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(began)
+		t.Logf("pause %s: %d rows in %s: %.0f rows/s", pause, res.Tables[0].Rows, took.Round(time.Millisecond), float64(res.Tables[0].Rows)/took.Seconds())
+		if pause == 0 {
+			conn, _ := db.Conn(ctx)
+			conn.ExecContext(ctx, "SET timestamp = ?", time.Now().Add(-48*time.Hour).Unix())
+			for i := 0; i < 10000; i += 1000 {
+				var vals []string
+				for j := i; j < i+1000; j++ {
+					vals = append(vals, fmt.Sprintf("('n%d', 'order', 'agg', 'created', '{}')", j))
+				}
+				conn.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "+strings.Join(vals, ","))
+			}
+			conn.Close()
+			cur, _ := func() (event.Position, error) {
+				d, i, _ := relay.OpenPrimary(ctx, cfg)
+				defer d.Close()
+				return canal.CurrentPosition(ctx, d, i)
+			}()
+			st.Save(ctx, "out", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now()})
+		}
 	}
 }
