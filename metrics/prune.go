@@ -7,8 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PruneNames lists the metric families of prune (scheduled by the active
-// relay); they are part of Names.
+// PruneNames lists the metric families of the prune schedule. They are not
+// in Names: they exist only once prune.schedule is set and this relay is
+// the active one (Metrics.Prune).
 var PruneNames = []string{
 	"outbox_relay_prune_rows_deleted_total",
 	"outbox_relay_prune_partitions_dropped_total",
@@ -19,8 +20,6 @@ var PruneNames = []string{
 	"outbox_relay_outbox_table_bytes",
 	"outbox_relay_outbox_oldest_row_age_seconds",
 }
-
-func init() { Names = append(Names, PruneNames...) }
 
 // PruneObserver records what prune does; it implements prune.Observer. Its
 // methods are safe for concurrent use.
