@@ -9,11 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
-
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/event"
 )
 
 // SinkHorizon is how far one sink (or webhook endpoint) has acknowledged.
@@ -78,7 +75,7 @@ func (p *Pruner) Horizon(ctx context.Context) (Horizon, error) {
 			return h, err
 		default:
 			s.Checkpoint = cp
-			s.CaughtUp = covers(p.info, cp.Position, cur)
+			s.CaughtUp = canal.Covers(p.info.Flavor, cp.Position, cur)
 			switch {
 			case s.CaughtUp:
 				s.Acked = h.Now
@@ -126,42 +123,6 @@ func (p *Pruner) oldestOpenTxn(ctx context.Context) (time.Time, string, error) {
 	}
 	t, err := parseUnix(started.String)
 	return t, "", err
-}
-
-// covers reports whether checkpoint position cp holds every transaction of
-// the server's current position cur.
-func covers(info canal.ServerInfo, cp, cur event.Position) bool {
-	switch {
-	case cp.GTIDSet != "" && cur.GTIDSet != "" && info.Flavor == mysql.MariaDBFlavor:
-		have, err1 := canal.MariaDBPositions(cp.GTIDSet)
-		now, err2 := canal.MariaDBPositions(cur.GTIDSet)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		for d, g := range now {
-			if c, ok := have[d]; !ok || c.SequenceNumber < g.SequenceNumber {
-				return false
-			}
-		}
-		return true
-	case cp.GTIDSet != "" && cur.GTIDSet != "":
-		_, n, err := canal.GTIDMinus(cur.GTIDSet, cp.GTIDSet)
-		return err == nil && n == 0
-	case cur.GTIDSet == "" && cp.File != "" && cur.File != "":
-		cb, cn, ok1 := splitLog(cp.File)
-		nb, nn, ok2 := splitLog(cur.File)
-		return ok1 && ok2 && cb == nb && (cn > nn || cn == nn && cp.Pos >= cur.Pos)
-	}
-	return false
-}
-
-func splitLog(name string) (string, int, bool) {
-	i := strings.LastIndexByte(name, '.')
-	if i < 0 {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(name[i+1:])
-	return name[:i], n, err == nil
 }
 
 // parseUnix parses the text of UNIX_TIMESTAMP(…): seconds with an optional
