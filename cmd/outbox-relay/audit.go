@@ -107,16 +107,10 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--from: %w", err)
 		}
 	}
-	a := cfg.Source.Addrs()[0]
-	tlsConfig, err := cfg.Source.TLS.Build(a.Host)
+	rc, err := relay.AuditReader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
 	if err != nil {
 		return err
 	}
-	rc := canal.Config{Host: a.Host, Port: uint16(a.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-		// The next replica id after the relay's pipelines: the audit runs beside them.
-		ServerID: cfg.Source.ServerID + uint32(len(cfg.PipelineNames())), Flavor: info.Flavor, GTIDMode: info.GTIDMode,
-		Tables: relay.Tables(cfg), TLS: tlsConfig, HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout,
-		MaxBackoff: cfg.Source.MaxReconnectBackoff, Logger: newLogger(cfg.Log, stderr).With(slog.String("component", "audit"))}
 	rng := audit.Range{From: from, To: to}
 
 	var reports []audit.Report
