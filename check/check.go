@@ -60,7 +60,7 @@ const (
 func Names() []string {
 	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
-		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings}
+		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameOutboxGrowth, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings}
 }
 
 // Result is one reported line. A check may report several lines (one per
@@ -186,6 +186,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(privilegesResult(ctx, db, s, cfg))
 	add(serverIDResult(ctx, db, s, cfg))
 	add(tablesResults(ctx, db, cfg)...)
+	add(growthResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
 	add(insecure...)

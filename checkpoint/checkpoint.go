@@ -26,7 +26,13 @@ type Checkpoint struct {
 	ServerUUID string         `json:"server_uuid,omitempty"`
 	ServerID   uint32         `json:"server_id,omitempty"`
 	Position   event.Position `json:"position"`
-	UpdatedAt  time.Time      `json:"updated_at"`
+	// CommitTime is the source commit time (the binlog's, whole seconds) of
+	// the last transaction the checkpoint covers: every transaction the
+	// source committed before it was acknowledged. Zero when unknown (a
+	// start checkpoint saved before any transaction, or one saved by a
+	// version before 0.2). prune reads it; resuming does not.
+	CommitTime time.Time `json:"commit_time,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // ErrNotFound is returned by Load when the key has no checkpoint yet.

@@ -18,10 +18,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
+// cp is checkpoint n; even ones have a commit time, odd ones do not (as
+// saved by an earlier version, or before the first transaction).
 func cp(n int) checkpoint.Checkpoint {
-	return checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1,
+	c := checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1,
 		Position:  event.Position{GTIDSet: fmt.Sprintf("0-1-%d", n), File: "binlog.000001", Pos: uint32(n)},
 		UpdatedAt: time.Unix(int64(n), 0).UTC()}
+	if n%2 == 0 {
+		c.CommitTime = time.Unix(int64(n)-1, 0).UTC()
+	}
+	return c
 }
 
 func TestFileStoreRoundTripAndReopen(t *testing.T) {
@@ -161,6 +167,42 @@ func TestMySQLStore(t *testing.T) {
 				t.Fatal("an unsafe table name was accepted")
 			}
 		})
+	}
+}
+
+// A checkpoint table of a version without commit_time is read as it is by a
+// read-only store, and gains the column when opened for writing.
+func TestMySQLStoreUpgradesATableWithoutCommitTime(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	if _, err := db.Exec("CREATE TABLE cp_v1 (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL, " +
+		"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL, " +
+		"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO cp_v1 VALUES ('a', 'mariadb', '', 1, '0-1-1', 'binlog.000001', 1, FROM_UNIXTIME(1))"); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := checkpoint.OpenMySQLReadOnly(db, "cp_v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ro.Load(ctx, "a"); err != nil || got.Position != cp(1).Position || !got.CommitTime.IsZero() {
+		t.Fatalf("read-only Load of a v1 table = %+v, %v", got, err)
+	}
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(ctx, "a", cp(4)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ro.Load(ctx, "a"); err != nil || got != cp(4) {
+		t.Fatalf("Load after the upgrade = %+v, %v; want %+v", got, err, cp(4))
+	}
+	if _, err := checkpoint.OpenMySQL(ctx, db, "cp_v1"); err != nil {
+		t.Fatalf("reopening an upgraded table: %v", err)
 	}
 }
 

@@ -50,12 +50,38 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		"gtid_set TEXT NOT NULL,"+
 		"binlog_file VARCHAR(512) NOT NULL DEFAULT '',"+
 		"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
-		"updated_at DATETIME(6) NOT NULL"+
+		"updated_at DATETIME(6) NOT NULL,"+
+		"commit_time DATETIME(6) NULL"+
 		") ENGINE=InnoDB")
 	if err != nil {
 		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
 	}
+	// A table of an earlier version has no commit_time: add it. Earlier
+	// versions name their columns, so they keep working on the new table
+	// (their saves leave commit_time as it was: older, never newer, than
+	// the position, which only holds pruning back).
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'commit_time'", table).Scan(&n); err != nil {
+		return nil, fmt.Errorf("inspect checkpoint table %q: %w", table, err)
+	}
+	if n == 0 {
+		if _, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` ADD COLUMN commit_time DATETIME(6) NULL"); err != nil && !isDuplicateColumn(err) {
+			return nil, fmt.Errorf("add commit_time to checkpoint table %q: %w", table, err)
+		}
+	}
 	return &MySQL{db: db, table: table}, nil
+}
+
+func isDuplicateColumn(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1060
+}
+
+// isUnknownColumn reports MySQL's "unknown column" (1054): a table of an
+// earlier version, read by a read-only store.
+func isUnknownColumn(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1054
 }
 
 // OpenMySQLReadOnly opens the store on db for reading only (for status and
@@ -80,8 +106,13 @@ func IsMissingTable(err error) bool {
 // Load implements Store.
 func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 	var cp Checkpoint
-	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
-		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt})
+	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time FROM `"+m.table+"` WHERE name = ?", key).
+		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime})
+	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		cp = Checkpoint{}
+		err = m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
+			Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt})
+	}
 	if errors.Is(err, sql.ErrNoRows) || m.readOnly && IsMissingTable(err) {
 		return Checkpoint{}, ErrNotFound
 	}
@@ -89,6 +120,9 @@ func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("load checkpoint %q: %w", key, err)
 	}
 	cp.UpdatedAt = cp.UpdatedAt.UTC()
+	if !cp.CommitTime.IsZero() {
+		cp.CommitTime = cp.CommitTime.UTC()
+	}
 	return cp, nil
 }
 
@@ -138,13 +172,17 @@ func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
 }
 
 func (m *MySQL) upsert() string {
-	return "INSERT INTO `" + m.table + "` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at) " +
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at)"
+	return "INSERT INTO `" + m.table + "` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time) " +
+		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time)"
 }
 
 func (m *MySQL) upsertArgs(key string, cp Checkpoint) []any {
-	return []any{key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond)}
+	var commit any // NULL: unknown
+	if !cp.CommitTime.IsZero() {
+		commit = cp.CommitTime.UTC().Truncate(time.Microsecond)
+	}
+	return []any{key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit}
 }
 
 // Close implements Store; the caller owns db and closes it.

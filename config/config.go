@@ -42,6 +42,42 @@ type Config struct {
 	Sinks      []Sink     `yaml:"sinks"`
 	Log        Log        `yaml:"log"`
 	HTTP       HTTP       `yaml:"http"`
+	Prune      Prune      `yaml:"prune"`
+}
+
+// Prune configures `outbox-relay prune` and its schedule: deleting outbox
+// rows that every sink has acknowledged, or dropping whole partitions of a
+// table RANGE-partitioned by date.
+type Prune struct {
+	// Schedule is how often the active relay prunes (never a standby).
+	// Default 0: the relay never prunes; run `outbox-relay prune` from cron.
+	Schedule time.Duration `yaml:"schedule"`
+	// OlderThan is the retention: no row younger than this is deleted,
+	// acknowledged or not. Default 168h (7 days).
+	OlderThan time.Duration `yaml:"older_than"`
+	// SafetyMargin is taken off the oldest checkpoint's commit time: it must
+	// exceed the longest transaction that writes outbox rows (a row's
+	// timestamp is its INSERT's time, its binlog commit time can be later).
+	// At least 1s. Default 1h.
+	SafetyMargin time.Duration `yaml:"safety_margin"`
+	// BatchSize is how many rows one DELETE removes (one short transaction,
+	// locking only those rows). 1 to 10000. Default 500.
+	BatchSize int `yaml:"batch_size"`
+	// Pause is the sleep between two batches, so replicas keep up and the
+	// binlog is not flooded. Default 100ms.
+	Pause time.Duration `yaml:"pause"`
+	// Rate caps the rows deleted per second (the pause grows to keep under
+	// it). Default 0: no cap beyond Pause.
+	Rate int `yaml:"rate"`
+	// PartitionsAhead is how many partitions past the current one are kept
+	// created ahead of time on a table RANGE-partitioned by date (at the
+	// step of its last two partitions). 0 creates none. Default 3.
+	PartitionsAhead *int `yaml:"partitions_ahead"`
+	// LockWaitTimeout bounds how long a partition DROP or ADD waits for the
+	// table's metadata lock (lock_wait_timeout): writers queue behind a
+	// waiting DDL, so it gives up rather than stall them, and is retried at
+	// the next prune. Whole seconds. Default 5s.
+	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout"`
 }
 
 // Source is the MySQL or MariaDB server whose binlog is read: one (host,
@@ -169,6 +205,10 @@ type Columns struct {
 	AggregateID   string `yaml:"aggregate_id"`
 	Type          string `yaml:"type"`
 	Payload       string `yaml:"payload"`
+	// CreatedAt is the column prune matches rows by: a TIMESTAMP or
+	// DATETIME set by the server (DEFAULT CURRENT_TIMESTAMP), never by the
+	// application. Only prune reads it. Default created_at.
+	CreatedAt string `yaml:"created_at"`
 }
 
 // Checkpoint says where positions are kept and where to start without one.
@@ -356,6 +396,9 @@ func Parse(b []byte) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// identRe is a column name prune can use unquoted of any risk.
+var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
@@ -551,6 +594,7 @@ func (c *Config) Defaults() {
 		setS(&col.AggregateID, "aggregateid")
 		setS(&col.Type, "type")
 		setS(&col.Payload, "payload")
+		setS(&col.CreatedAt, "created_at")
 	}
 	cp := &c.Checkpoint
 	setS(&cp.Store, "file")
@@ -576,6 +620,16 @@ func (c *Config) Defaults() {
 	setD(&d.DrainTimeout, pipeline.DefaultDrainTimeout)
 	setS(&c.Log.Level, "info")
 	setS(&c.Log.Format, "text")
+	pr := &c.Prune
+	setD(&pr.OlderThan, 7*24*time.Hour)
+	setD(&pr.SafetyMargin, time.Hour)
+	setI(&pr.BatchSize, 500)
+	setD(&pr.Pause, 100*time.Millisecond)
+	if pr.PartitionsAhead == nil {
+		n := 3
+		pr.PartitionsAhead = &n
+	}
+	setD(&pr.LockWaitTimeout, 5*time.Second)
 }
 
 // Validate reports the first problems found, each naming its field.
@@ -701,6 +755,33 @@ func (c *Config) Validate() error {
 			}
 		default:
 			bad("sinks[%d].type: %q is not one of stdout, kafka, webhook", i, s.Type)
+		}
+	}
+	pr := c.Prune
+	if pr.Schedule < 0 || (pr.Schedule > 0 && pr.Schedule < time.Minute) {
+		bad("prune.schedule: %s: use at least 1m, or 0 (never; run `outbox-relay prune` yourself)", pr.Schedule)
+	}
+	if pr.OlderThan < 0 {
+		bad("prune.older_than: %s must not be negative", pr.OlderThan)
+	}
+	if pr.SafetyMargin < time.Second {
+		bad("prune.safety_margin: %s: use at least 1s (binlog commit times have whole seconds); it must exceed your longest transaction", pr.SafetyMargin)
+	}
+	if pr.BatchSize < 1 || pr.BatchSize > 10000 {
+		bad("prune.batch_size: %d is not between 1 and 10000", pr.BatchSize)
+	}
+	if pr.Pause < 0 || pr.Rate < 0 {
+		bad("prune.pause and prune.rate must not be negative (%s, %d)", pr.Pause, pr.Rate)
+	}
+	if pr.PartitionsAhead != nil && (*pr.PartitionsAhead < 0 || *pr.PartitionsAhead > 1000) {
+		bad("prune.partitions_ahead: %d is not between 0 and 1000", *pr.PartitionsAhead)
+	}
+	if lw := pr.LockWaitTimeout; lw < time.Second || lw%time.Second != 0 {
+		bad("prune.lock_wait_timeout: %s: use whole seconds, at least 1s", lw)
+	}
+	for i, t := range c.Tables {
+		if cc := t.Columns.CreatedAt; cc != "" && !identRe.MatchString(cc) {
+			bad("tables[%d].columns.created_at: %q: use letters, digits, _ and $ only", i, cc)
 		}
 	}
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {

@@ -124,6 +124,7 @@ type Metrics struct {
 	sinks   map[string]*sinkState
 	order   []string
 	binlogs []string // the server's binary logs, oldest first; nil until polled
+	prune   *PruneObserver
 }
 
 // sinkState is what the time-dependent gauges and readiness are computed from.

@@ -589,12 +589,13 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 }
 
 func (p *Pipeline) save(ctx context.Context, final bool) error {
-	pos, moved := p.tracker.takeWatermark()
+	pos, commit, moved := p.tracker.takeWatermarkCommit()
 	if !moved || pos.IsZero() {
 		return nil
 	}
 	cp := p.cfg.Identity
 	cp.Position = pos
+	cp.CommitTime = commit
 	cp.UpdatedAt = time.Now().UTC()
 	if err := p.cfg.Store.Save(ctx, p.cfg.Name, cp); err != nil {
 		p.tracker.markUnsaved() // the next tick tries again

@@ -40,7 +40,8 @@ type tracker struct {
 	head, tail *txnEntry // head is the oldest unsettled; nil when empty
 	entries    int
 	watermark  event.Position
-	advanced   bool // watermark moved since the last takeWatermark
+	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
+	advanced   bool      // watermark moved since the last takeWatermark
 
 	maxEvents, maxBytes int
 	events, bytes       int
@@ -149,6 +150,9 @@ func (t *tracker) unlink(e *txnEntry) {
 func (t *tracker) advance() {
 	for t.head != nil && t.head.pending == 0 {
 		t.watermark = t.head.pos
+		if !t.head.commit.IsZero() {
+			t.wmCommit = t.head.commit
+		}
 		t.advanced = true
 		t.unlink(t.head)
 	}
@@ -156,11 +160,18 @@ func (t *tracker) advance() {
 
 // takeWatermark returns the watermark and whether it moved since the last call.
 func (t *tracker) takeWatermark() (event.Position, bool) {
+	pos, _, moved := t.takeWatermarkCommit()
+	return pos, moved
+}
+
+// takeWatermarkCommit is takeWatermark with the commit time of the
+// watermark's transaction (zero when unknown), read under the same lock.
+func (t *tracker) takeWatermarkCommit() (event.Position, time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	moved := t.advanced
 	t.advanced = false
-	return t.watermark, moved
+	return t.watermark, t.wmCommit, moved
 }
 
 // inFlight returns the unacknowledged event count and bytes, and the commit

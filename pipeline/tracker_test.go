@@ -222,3 +222,26 @@ func TestTrackerKeepsOnlyTheNewestSettledPositionBetweenUnsettledOnes(t *testing
 func posN(i int) event.Position {
 	return event.Position{GTIDSet: fmt.Sprintf("0-1-%d", i), File: "binlog.000001", Pos: uint32(100 + i)}
 }
+
+// The watermark's commit time is its own transaction's, never a later one's:
+// prune trusts it as "everything committed before this was acknowledged".
+func TestTrackerCommitTimeIsTheWatermarkTransactions(t *testing.T) {
+	at := func(i int) time.Time { return time.Unix(int64(1000+i), 0) }
+	tr := newTracker(pos(-1), 100, 1000)
+	e0 := tr.add(pos(0), at(0), 1, 1)
+	tr.add(pos(1), at(1), 0, 0)
+	e2 := tr.add(pos(2), at(2), 1, 1)
+	tr.add(pos(3), at(3), 0, 0)
+	tr.add(pos(4), at(4), 0, 0) // collapsed into pos(3)'s entry
+	if _, c, _ := tr.takeWatermarkCommit(); !c.IsZero() {
+		t.Fatalf("nothing acknowledged yet, commit time %v", c)
+	}
+	tr.ack(e2, 1)
+	if p, c, _ := tr.takeWatermarkCommit(); p != pos(-1) || !c.IsZero() {
+		t.Fatalf("a later ack moved the watermark to %v (commit %v)", p, c)
+	}
+	tr.ack(e0, 1)
+	if p, c, _ := tr.takeWatermarkCommit(); p != pos(4) || !c.Equal(at(4)) {
+		t.Fatalf("watermark %v commit %v, want %v and %v", p, c, pos(4), at(4))
+	}
+}

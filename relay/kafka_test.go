@@ -25,10 +25,11 @@ import (
 )
 
 type kafkaRecord struct {
-	topic   string
-	key     string
-	value   []byte
-	headers map[string]string
+	topic     string
+	partition int32
+	key       string
+	value     []byte
+	headers   map[string]string
 }
 
 // collector consumes topics from the start, in the background.
@@ -55,7 +56,7 @@ func collect(t *testing.T, addrs []string, topics ...string) *collector {
 				return
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				rec := kafkaRecord{topic: r.Topic, key: string(r.Key), value: r.Value, headers: map[string]string{}}
+				rec := kafkaRecord{topic: r.Topic, partition: r.Partition, key: string(r.Key), value: r.Value, headers: map[string]string{}}
 				for _, h := range r.Headers {
 					rec.headers[h.Key] = string(h.Value)
 				}

@@ -281,6 +281,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		runs = append(runs, run{t.Name, p, reader, obs})
 	}
+	// Prune on schedule only here, holding the checkpoint lock: a standby
+	// never reaches this point. It stops before the lock is released.
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	var pruning sync.WaitGroup
+	if cfg.Prune.Schedule > 0 {
+		pruning.Go(func() { r.pruneLoop(pruneCtx, store) })
+	}
+	defer pruning.Wait()
+	defer stopPrune()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

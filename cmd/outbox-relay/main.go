@@ -34,6 +34,8 @@ func commands() []command {
 		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
 		{"status", "show each sink's checkpoint next to the server's position", statusCmd},
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
+		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
+		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},
 	}

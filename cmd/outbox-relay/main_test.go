@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,14 @@ func TestHealthcheck(t *testing.T) {
 	status = http.StatusServiceUnavailable
 	if code := mainCode(context.Background(), []string{"healthcheck", "--url", srv.URL}, &out, &errOut); code != 1 {
 		t.Fatalf("unhealthy: exit %d", code)
+	}
+}
+
+func TestAuditRefusesAStdoutSink(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("tables: [{name: a.outbox}]\nsinks: [{name: out, type: stdout}]\n"), 0o600)
+	code, _, errOut := runMain(t, context.Background(), "audit", "--config", cfg, "--sink", "out", "--from", "0-1-1")
+	if code != 1 || !strings.Contains(errOut, "not auditable") {
+		t.Fatalf("audit of a stdout sink: exit %d, %q", code, errOut)
 	}
 }

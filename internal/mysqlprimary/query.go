@@ -59,6 +59,7 @@ var builtin = []rule{
 	{re: re(`SHOW\s+(REPLICA|SLAVE)\s+STATUS`), fn: (*Server).showReplicaStatus},
 	{re: re(`SELECT\s+(.+?)\s+FROM\s+information_schema\.COLUMNS\s+WHERE\s+TABLE_SCHEMA\s*=\s*'([^']*)'\s+AND\s+TABLE_NAME\s*=\s*'([^']*)'(?:\s+ORDER\s+BY\s+ORDINAL_POSITION)?`), fn: (*Server).columns},
 	{re: re(`SELECT\s+COUNT\(\*\)\s+FROM\s+information_schema\.TABLES\s+WHERE\s+TABLE_SCHEMA\s*=\s*(DATABASE\(\)|'[^']*')\s+AND\s+TABLE_NAME\s*=\s*'([^']*)'`), fn: (*Server).countTables},
+	{re: re(`SELECT\s+TABLE_ROWS\s+FROM\s+information_schema\.TABLES\s+WHERE\s+TABLE_SCHEMA\s*=\s*'([^']*)'\s+AND\s+TABLE_NAME\s*=\s*'([^']*)'`), fn: (*Server).tableRows},
 	{re: re(`SELECT\s+(.+?)(?:\s+FROM\s+DUAL)?`), fn: (*Server).selectExprs},
 }
 
@@ -412,6 +413,19 @@ func (s *Server) countTables(c *conn, m []string) (*Result, error) {
 		n = 1
 	}
 	return &Result{Columns: []string{"COUNT(*)"}, Rows: [][]any{{n}}}, nil
+}
+
+// tableRows answers information_schema.TABLES.TABLE_ROWS: the scripted
+// tables keep no rows (their events are scripted into the binlog).
+func (s *Server) tableRows(_ *conn, m []string) (*Result, error) {
+	s.mu.Lock()
+	_, ok := s.tables[m[1]+"."+m[2]]
+	s.mu.Unlock()
+	r := &Result{Columns: []string{"TABLE_ROWS"}}
+	if ok {
+		r.Rows = [][]any{{0}}
+	}
+	return r, nil
 }
 
 var (

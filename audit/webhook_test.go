@@ -1,0 +1,63 @@
+package audit
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+func TestWebhookAuditUsesTheCheckpointTheDeadLettersAndTheReceiversList(t *testing.T) {
+	idx := &Index{Events: map[string]*Event{}}
+	for i, id := range []string{"a", "b", "c", "d"} {
+		idx.Events[id] = &Event{ID: id, Seq: i + 1, Position: event.Position{GTIDSet: "0-1-" + string(rune('1'+i))}}
+	}
+	cp := checkpoint.Checkpoint{Position: event.Position{GTIDSet: "0-1-3"}} // a, b, c acknowledged
+	dead := map[string]string{"b": "410 Gone"}
+	missing := func(r Report) []string {
+		var out []string
+		for _, m := range r.Missing {
+			out = append(out, m.ID+": "+m.Why)
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		found    bool
+		received map[string]int
+		want     []string
+	}{
+		{"acknowledged events count as received, dead letters and events past the checkpoint do not", true, nil,
+			[]string{"b: dead-lettered: 410 Gone", "d: not acknowledged yet: after the endpoint's checkpoint"}},
+		{"without a checkpoint nothing was acknowledged", false, nil,
+			[]string{"a: not acknowledged yet: after the endpoint's checkpoint", "b: dead-lettered: 410 Gone", "c: not acknowledged yet: after the endpoint's checkpoint", "d: not acknowledged yet: after the endpoint's checkpoint"}},
+		{"with the receiver's list, an acknowledged event it lacks is missing", true, map[string]int{"a": 2, "d": 1},
+			[]string{"b: dead-lettered: 410 Gone", "c: acknowledged by the endpoint, but not in the receiver's list"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Webhook(idx, "hooks/ep", "mariadb", cp, tc.found, dead, tc.received)
+			if got := missing(r); !slices.Equal(got, tc.want) {
+				t.Fatalf("missing %q, want %q", got, tc.want)
+			}
+			if tc.received != nil && r.Duplicates["a"] != 2 {
+				t.Fatalf("duplicates %v", r.Duplicates)
+			}
+		})
+	}
+}
+
+func TestParseBound(t *testing.T) {
+	for in, want := range map[string]Bound{
+		"0-1-100": {GTID: "0-1-100"},
+		"3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5": {GTID: "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"},
+	} {
+		if got, err := ParseBound(in); err != nil || got != want {
+			t.Errorf("ParseBound(%q) = %+v, %v", in, got, err)
+		}
+	}
+	if b, err := ParseBound("2024-05-01 12:00:00"); err != nil || b.Time.Unix() != 1714564800 {
+		t.Errorf("a time: %+v, %v", b, err)
+	}
+}

@@ -1,0 +1,23 @@
+package relay
+
+import (
+	"log/slog"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/config"
+)
+
+// AuditReader is the reader configuration of `outbox-relay audit`: the
+// relay's own, on the first source server, with the next replica id after
+// the pipelines' (it runs beside a relay).
+func AuditReader(cfg *config.Config, info canal.ServerInfo, log *slog.Logger) (canal.Config, error) {
+	a := cfg.Source.Addrs()[0]
+	tlsConfig, err := cfg.Source.TLS.Build(a.Host)
+	if err != nil {
+		return canal.Config{}, err
+	}
+	return canal.Config{Host: a.Host, Port: uint16(a.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
+		ServerID: cfg.Source.ServerID + uint32(len(cfg.PipelineNames())), Flavor: info.Flavor, GTIDMode: info.GTIDMode,
+		Tables: Tables(cfg), TLS: tlsConfig, HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout,
+		MaxBackoff: cfg.Source.MaxReconnectBackoff, Logger: log}, nil
+}

@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/prune"
+	"github.com/outbox-relay/outbox-relay/source"
+)
+
+// OpenPrimary connects to the first configured source server that is a
+// writable primary (prune.CheckPrimary): with source.servers, the relay may
+// read a replica, but prune deletes on the primary.
+func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, canal.ServerInfo, error) {
+	var errs []error
+	for _, a := range cfg.Source.Addrs() {
+		db, err := source.OpenAddr(ctx, cfg.Source, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		info, err := source.Inspect(ctx, db, cfg.Source)
+		if err == nil {
+			err = prune.CheckPrimary(ctx, db)
+		}
+		if err == nil {
+			return db, info, nil
+		}
+		db.Close()
+		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+	}
+	return nil, canal.ServerInfo{}, fmt.Errorf("no writable primary among the source servers: %w", errors.Join(errs...))
+}
+
+// NewPruner returns the pruner of cfg's outbox tables on db, bounded by the
+// checkpoints in store of every pipeline (every webhook endpoint included).
+func NewPruner(db *sql.DB, info canal.ServerInfo, store checkpoint.Store, cfg *config.Config, opts prune.Options) *prune.Pruner {
+	return prune.New(db, info, store, cfg.PipelineNames(), prune.TablesFrom(cfg), opts)
+}
+
+// pruneLoop prunes at once, then every prune.schedule, until ctx ends. It
+// runs only once this relay holds the checkpoint lock: a standby never
+// prunes.
+func (r *Relay) pruneLoop(ctx context.Context, store checkpoint.Store) {
+	every := r.cfg.Prune.Schedule
+	log := r.log.With(slog.String("component", "prune"))
+	opts := prune.OptionsFrom(r.cfg.Prune)
+	opts.Logger = log
+	if r.metrics != nil {
+		opts.Observer = r.metrics.Prune()
+	}
+	log.Info("scheduled prune on", slog.Duration("every", every), slog.Duration("older_than", opts.OlderThan), slog.Duration("safety_margin", opts.SafetyMargin))
+	for {
+		r.pruneOnce(ctx, store, opts, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+func (r *Relay) pruneOnce(ctx context.Context, store checkpoint.Store, opts prune.Options, log *slog.Logger) {
+	db, info, err := OpenPrimary(ctx, r.cfg)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("prune: no primary to prune on; retried at the next schedule", slog.Any("err", err))
+		}
+		return
+	}
+	defer db.Close()
+	res, err := NewPruner(db, info, store, r.cfg, opts).Run(ctx)
+	for _, t := range res.Tables {
+		log.Info("prune done", slog.String("table", t.Table), slog.String("mode", t.Mode), slog.Int64("rows", t.Rows),
+			slog.Any("dropped", t.Dropped), slog.Any("created", t.Created), slog.String("skipped", t.Skipped),
+			slog.Time("cutoff", res.Horizon.Cutoff), slog.String("held_by", res.Horizon.HeldBy))
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Error("prune failed; retried at the next schedule", slog.Any("err", err))
+	}
+}
