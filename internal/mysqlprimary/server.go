@@ -98,22 +98,22 @@ type Server struct {
 	conf   *server.Server
 	outbox Table
 
-	mu       sync.Mutex
-	files    []*binlogFile
-	fileSeq  int
-	executed *gtidSet
-	purged   *gtidSet
-	history  []committed
-	tableIDs map[string]uint64
-	tables   map[string]Table
-	prepared map[string]string // XA PREPAREd gtrid -> the prepare's GTID
+	mu        sync.Mutex
+	files     []*binlogFile
+	fileSeq   int
+	executed  *gtidSet
+	purged    *gtidSet
+	history   []committed
+	tableIDs  map[string]uint64
+	tables    map[string]Table
+	prepared  map[string]string // XA PREPAREd gtrid -> the prepare's GTID
 	failDumps int               // the next dumps refused with a spurious 1236
-	xid      uint64
-	changed  chan struct{} // closed and replaced when the binlog changes
-	conns    map[uint32]*conn
-	rules    []rule // added by tests, tried before the built-in ones
-	unknown  []string
-	closed   bool
+	xid       uint64
+	changed   chan struct{} // closed and replaced when the binlog changes
+	conns     map[uint32]*conn
+	rules     []rule // added by tests, tried before the built-in ones
+	unknown   []string
+	closed    bool
 
 	wg sync.WaitGroup
 }
