@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/retry"
 )
 
 // Options tune a Pruner; config.Prune holds them, with their defaults.
@@ -353,7 +354,7 @@ func (p *Pruner) rows(ctx context.Context, conn *sql.Conn, t Table, m meta, cuto
 		if len(keys) < p.opts.BatchSize {
 			return nil
 		}
-		if err := sleep(ctx, p.wait(len(keys), time.Since(started))); err != nil {
+		if err := retry.Sleep(ctx, p.wait(len(keys), time.Since(started))); err != nil {
 			return err
 		}
 	}
@@ -434,20 +435,6 @@ func lockName(t Table) string {
 
 // ident quotes an identifier.
 func ident(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // CheckPrimary returns an error unless db is a writable server that
 // replicates from no other: rows are deleted on the primary, and replicas

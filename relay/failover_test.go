@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,9 +83,9 @@ sinks: [{name: out, type: stdout}]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	var logs syncBuf
+	logs := &lines{}
 	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Run(ctx)
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(logs, nil))}).Run(ctx)
 	}()
 	waitForCheckpoint(t, cpPath)
 	db := p.DB(t, "shop")
@@ -170,8 +168,8 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuf
-	set := source.NewSet(cfg.Source, slog.New(slog.NewTextHandler(&logs, nil)))
+	logs := &lines{}
+	set := source.NewSet(cfg.Source, slog.New(slog.NewTextHandler(logs, nil)))
 	defer set.Close()
 	ctx := context.Background()
 	ep, err := set.Pick(ctx, "mariadb", pos)
@@ -190,22 +188,4 @@ sinks: [{name: out, type: stdout}]
 	if _, err := set.Pick(ctx, "mariadb", event.Position{GTIDSet: "0-71-999999"}); err == nil || !strings.Contains(err.Error(), "behind the checkpoint") {
 		t.Fatalf("Pick of a position no server has = %v, want an error saying each is behind", err)
 	}
-}
-
-// syncBuf is a goroutine-safe log buffer.
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }

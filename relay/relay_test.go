@@ -37,6 +37,13 @@ func (l *lines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// String is everything written, for logs captured in a lines.
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 func (l *lines) events(t *testing.T) []stdout.Line {
 	l.mu.Lock()
 	defer l.mu.Unlock()

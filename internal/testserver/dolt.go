@@ -111,8 +111,7 @@ type DoltOptions struct {
 // binlog_row_metadata=FULL as the relay needs), with a root
 // account that has every privilege. It is safe for concurrent use.
 type DoltServer struct {
-	Host string
-	Port int
+	endpoint
 	// Dir holds everything of this server: its data directory, the private
 	// HOME that holds dolt's global config, and its log.
 	Dir     string
@@ -170,7 +169,7 @@ func startDolt(bin string, opts DoltOptions) (*DoltServer, error) {
 		return nil, err
 	}
 	s := &DoltServer{
-		Host: "127.0.0.1", Port: port, Dir: dir, bin: bin, data: data,
+		endpoint: endpoint{Host: "127.0.0.1", Port: port}, Dir: dir, bin: bin, data: data,
 		logPath: filepath.Join(dir, "dolt.log"),
 		// dolt keeps its global config (user name, email, metrics opt-out)
 		// under DOLT_ROOT_PATH, else $HOME: both point into dir, so the
@@ -311,43 +310,4 @@ func (s *DoltServer) Stop() {
 func (s *DoltServer) Log() string {
 	b, _ := os.ReadFile(s.logPath)
 	return tail(b, 4000)
-}
-
-// DSN returns a go-sql-driver DSN for root on database db ("" for none).
-func (s *DoltServer) DSN(db string) string {
-	return fmt.Sprintf("root@tcp(%s:%d)/%s?multiStatements=true&parseTime=true", s.Host, s.Port, db)
-}
-
-// DB opens a connection pool to database db and closes it when the test ends.
-func (s *DoltServer) DB(t testing.TB, db string) *sql.DB {
-	t.Helper()
-	conn, err := sql.Open("mysql", s.DSN(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// Exec runs statements as root and fails the test on error.
-func (s *DoltServer) Exec(t testing.TB, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("mysql", s.DSN(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("exec %q: %v", q, err)
-		}
-	}
-}
-
-// NewDatabase creates a database with a unique name and returns the name.
-func (s *DoltServer) NewDatabase(t testing.TB) string {
-	t.Helper()
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), counter.Add(1))
-	s.Exec(t, "CREATE DATABASE "+name)
-	return name
 }

@@ -42,8 +42,7 @@ type Options struct {
 
 // Server is a running private mariadbd.
 type Server struct {
-	Host    string
-	Port    int
+	endpoint
 	Dir     string
 	bin     string
 	args    []string
@@ -121,7 +120,7 @@ func StartServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", Port: port, Dir: dir, logPath: filepath.Join(dir, "error.log")}
+	s := &Server{endpoint: endpoint{Host: "127.0.0.1", Port: port}, Dir: dir, logPath: filepath.Join(dir, "error.log")}
 	args := []string{
 		"--no-defaults",
 		"--user=root",
@@ -240,13 +239,20 @@ func (s *Server) waitReady(limit time.Duration) error {
 	}
 }
 
+// endpoint is a private server's loopback address, with what tests do on it
+// as root. Server and DoltServer share it.
+type endpoint struct {
+	Host string
+	Port int
+}
+
 // DSN returns a go-sql-driver DSN for root on database db ("" for none).
-func (s *Server) DSN(db string) string {
+func (s endpoint) DSN(db string) string {
 	return fmt.Sprintf("root@tcp(%s:%d)/%s?multiStatements=true&parseTime=true", s.Host, s.Port, db)
 }
 
 // DB opens a connection pool to database db and closes it when the test ends.
-func (s *Server) DB(t testing.TB, db string) *sql.DB {
+func (s endpoint) DB(t testing.TB, db string) *sql.DB {
 	t.Helper()
 	conn, err := sql.Open("mysql", s.DSN(db))
 	if err != nil {
@@ -257,7 +263,7 @@ func (s *Server) DB(t testing.TB, db string) *sql.DB {
 }
 
 // Exec runs statements as root and fails the test on error.
-func (s *Server) Exec(t testing.TB, stmts ...string) {
+func (s endpoint) Exec(t testing.TB, stmts ...string) {
 	t.Helper()
 	db, err := sql.Open("mysql", s.DSN(""))
 	if err != nil {
@@ -272,7 +278,7 @@ func (s *Server) Exec(t testing.TB, stmts ...string) {
 }
 
 // NewDatabase creates a database with a unique name and returns the name.
-func (s *Server) NewDatabase(t testing.TB) string {
+func (s endpoint) NewDatabase(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), counter.Add(1))
 	s.Exec(t, "CREATE DATABASE "+name)
