@@ -293,7 +293,7 @@ sinks: [{name: out, type: stdout}]
 	var deleted int64
 	check := func() {
 		committed := map[string]bool{}
-		for _, tx := range w.Txns {
+		for _, tx := range w.Committed() {
 			for _, id := range tx.IDs {
 				if !deletedByProducer(id) {
 					committed[id] = true

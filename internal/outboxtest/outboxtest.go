@@ -52,6 +52,14 @@ type Workload struct {
 	RolledBack map[string]bool
 }
 
+// Committed returns a copy of the transactions committed so far; safe while
+// producers run.
+func (w *Workload) Committed() []Committed {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Committed(nil), w.Txns...)
+}
+
 // Events returns the number of committed events.
 func (w *Workload) Events() int {
 	w.mu.Lock()
