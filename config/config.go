@@ -28,6 +28,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -278,15 +279,19 @@ type Delivery struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
+// SinkTypes are the sink types this build knows.
+var SinkTypes = []string{"stdout", "kafka", "webhook", "nats"}
+
 // Sink is one destination. Exactly the section named by Type is read.
 type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
-	// Type is stdout, kafka or webhook. Required.
-	Type    string         `yaml:"type"`
-	Stdout  *stdout.Config `yaml:"stdout"`
-	Kafka   *kafka.Config  `yaml:"kafka"`
-	Webhook *Webhook       `yaml:"webhook"`
+	// Type is stdout, kafka, webhook or nats. Required.
+	Type    string           `yaml:"type"`
+	Stdout  *stdout.Config   `yaml:"stdout"`
+	Kafka   *kafka.Config    `yaml:"kafka"`
+	Webhook *Webhook         `yaml:"webhook"`
+	NATS    *natssink.Config `yaml:"nats"`
 }
 
 // Webhook is a webhook sink: a fan-out to several endpoints. Each endpoint
@@ -735,6 +740,16 @@ func (c *Config) Validate() error {
 			if err := k.Validate(); err != nil {
 				bad("sinks[%d]: %v", i, err)
 			}
+		case "nats":
+			if s.NATS == nil {
+				bad("sinks[%d].nats: the nats section is required for type nats (at least nats.urls)", i)
+				break
+			}
+			n := *s.NATS
+			n.Defaults()
+			if err := n.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
 		case "webhook":
 			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 {
 				bad("sinks[%d].webhook.endpoints: a webhook sink needs at least one endpoint", i)
@@ -754,7 +769,7 @@ func (c *Config) Validate() error {
 				seenEP[ep.Name] = true
 			}
 		default:
-			bad("sinks[%d].type: %q is not one of stdout, kafka, webhook", i, s.Type)
+			bad("sinks[%d].type: %q is not one of %s", i, s.Type, strings.Join(SinkTypes, ", "))
 		}
 	}
 	pr := c.Prune

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -25,6 +26,13 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 			return nil, err
 		}
 		return []Target{{Name: s.Name, Sink: k}}, nil
+	},
+	"nats": func(s config.Sink, r *Relay) ([]Target, error) {
+		n, err := natssink.New(*s.NATS, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: n}}, nil
 	},
 	"webhook": func(s config.Sink, r *Relay) ([]Target, error) {
 		var out []Target
