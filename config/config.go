@@ -29,6 +29,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -280,18 +281,19 @@ type Delivery struct {
 }
 
 // SinkTypes are the sink types this build knows.
-var SinkTypes = []string{"stdout", "kafka", "webhook", "nats"}
+var SinkTypes = []string{"stdout", "kafka", "webhook", "nats", "redis"}
 
 // Sink is one destination. Exactly the section named by Type is read.
 type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
-	// Type is stdout, kafka, webhook or nats. Required.
-	Type    string           `yaml:"type"`
-	Stdout  *stdout.Config   `yaml:"stdout"`
-	Kafka   *kafka.Config    `yaml:"kafka"`
-	Webhook *Webhook         `yaml:"webhook"`
-	NATS    *natssink.Config `yaml:"nats"`
+	// Type is one of SinkTypes. Required.
+	Type    string            `yaml:"type"`
+	Stdout  *stdout.Config    `yaml:"stdout"`
+	Kafka   *kafka.Config     `yaml:"kafka"`
+	Webhook *Webhook          `yaml:"webhook"`
+	NATS    *natssink.Config  `yaml:"nats"`
+	Redis   *redissink.Config `yaml:"redis"`
 }
 
 // Webhook is a webhook sink: a fan-out to several endpoints. Each endpoint
@@ -748,6 +750,16 @@ func (c *Config) Validate() error {
 			n := *s.NATS
 			n.Defaults()
 			if err := n.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
+		case "redis":
+			if s.Redis == nil {
+				bad("sinks[%d].redis: the redis section is required for type redis (at least redis.addr)", i)
+				break
+			}
+			r := *s.Redis
+			r.Defaults()
+			if err := r.Validate(); err != nil {
 				bad("sinks[%d]: %v", i, err)
 			}
 		case "webhook":

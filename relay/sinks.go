@@ -7,6 +7,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -33,6 +34,13 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 			return nil, err
 		}
 		return []Target{{Name: s.Name, Sink: n}}, nil
+	},
+	"redis": func(s config.Sink, r *Relay) ([]Target, error) {
+		k, err := redissink.New(*s.Redis, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: k}}, nil
 	},
 	"webhook": func(s config.Sink, r *Relay) ([]Target, error) {
 		var out []Target
