@@ -29,6 +29,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -281,19 +282,20 @@ type Delivery struct {
 }
 
 // SinkTypes are the sink types this build knows.
-var SinkTypes = []string{"stdout", "kafka", "webhook", "nats", "redis"}
+var SinkTypes = []string{"stdout", "kafka", "webhook", "nats", "redis", "rabbitmq"}
 
 // Sink is one destination. Exactly the section named by Type is read.
 type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
 	// Type is one of SinkTypes. Required.
-	Type    string            `yaml:"type"`
-	Stdout  *stdout.Config    `yaml:"stdout"`
-	Kafka   *kafka.Config     `yaml:"kafka"`
-	Webhook *Webhook          `yaml:"webhook"`
-	NATS    *natssink.Config  `yaml:"nats"`
-	Redis   *redissink.Config `yaml:"redis"`
+	Type     string            `yaml:"type"`
+	Stdout   *stdout.Config    `yaml:"stdout"`
+	Kafka    *kafka.Config     `yaml:"kafka"`
+	Webhook  *Webhook          `yaml:"webhook"`
+	NATS     *natssink.Config  `yaml:"nats"`
+	Redis    *redissink.Config `yaml:"redis"`
+	RabbitMQ *rabbitmq.Config  `yaml:"rabbitmq"`
 }
 
 // Webhook is a webhook sink: a fan-out to several endpoints. Each endpoint
@@ -758,6 +760,16 @@ func (c *Config) Validate() error {
 				break
 			}
 			r := *s.Redis
+			r.Defaults()
+			if err := r.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
+		case "rabbitmq":
+			if s.RabbitMQ == nil {
+				bad("sinks[%d].rabbitmq: the rabbitmq section is required for type rabbitmq (at least rabbitmq.addr)", i)
+				break
+			}
+			r := *s.RabbitMQ
 			r.Defaults()
 			if err := r.Validate(); err != nil {
 				bad("sinks[%d]: %v", i, err)
