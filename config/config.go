@@ -28,6 +28,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -278,15 +281,21 @@ type Delivery struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
+// SinkTypes are the sink types this build knows.
+var SinkTypes = []string{"stdout", "kafka", "webhook", "nats", "redis", "rabbitmq"}
+
 // Sink is one destination. Exactly the section named by Type is read.
 type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
-	// Type is stdout, kafka or webhook. Required.
-	Type    string         `yaml:"type"`
-	Stdout  *stdout.Config `yaml:"stdout"`
-	Kafka   *kafka.Config  `yaml:"kafka"`
-	Webhook *Webhook       `yaml:"webhook"`
+	// Type is one of SinkTypes. Required.
+	Type     string            `yaml:"type"`
+	Stdout   *stdout.Config    `yaml:"stdout"`
+	Kafka    *kafka.Config     `yaml:"kafka"`
+	Webhook  *Webhook          `yaml:"webhook"`
+	NATS     *natssink.Config  `yaml:"nats"`
+	Redis    *redissink.Config `yaml:"redis"`
+	RabbitMQ *rabbitmq.Config  `yaml:"rabbitmq"`
 }
 
 // Webhook is a webhook sink: a fan-out to several endpoints. Each endpoint
@@ -735,6 +744,36 @@ func (c *Config) Validate() error {
 			if err := k.Validate(); err != nil {
 				bad("sinks[%d]: %v", i, err)
 			}
+		case "nats":
+			if s.NATS == nil {
+				bad("sinks[%d].nats: the nats section is required for type nats (at least nats.urls)", i)
+				break
+			}
+			n := *s.NATS
+			n.Defaults()
+			if err := n.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
+		case "redis":
+			if s.Redis == nil {
+				bad("sinks[%d].redis: the redis section is required for type redis (at least redis.addr)", i)
+				break
+			}
+			r := *s.Redis
+			r.Defaults()
+			if err := r.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
+		case "rabbitmq":
+			if s.RabbitMQ == nil {
+				bad("sinks[%d].rabbitmq: the rabbitmq section is required for type rabbitmq (at least rabbitmq.addr)", i)
+				break
+			}
+			r := *s.RabbitMQ
+			r.Defaults()
+			if err := r.Validate(); err != nil {
+				bad("sinks[%d]: %v", i, err)
+			}
 		case "webhook":
 			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 {
 				bad("sinks[%d].webhook.endpoints: a webhook sink needs at least one endpoint", i)
@@ -754,7 +793,7 @@ func (c *Config) Validate() error {
 				seenEP[ep.Name] = true
 			}
 		default:
-			bad("sinks[%d].type: %q is not one of stdout, kafka, webhook", i, s.Type)
+			bad("sinks[%d].type: %q is not one of %s", i, s.Type, strings.Join(SinkTypes, ", "))
 		}
 	}
 	pr := c.Prune

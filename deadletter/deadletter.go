@@ -18,8 +18,26 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
+
+// Letter is one event the pipeline gave up on, with why. A store turns it
+// into a Record.
+type Letter struct {
+	Event *event.Event
+	// Sink is the name of the sink (pipeline) that failed to deliver it.
+	Sink     string
+	Reason   string
+	Attempts int
+	First    time.Time
+	Last     time.Time
+}
+
+// Putter durably keeps events that could not be delivered: the part of a
+// store the pipeline uses. Put must return only after the record is
+// durable: the pipeline moves the checkpoint past the event only then.
+type Putter interface {
+	Put(ctx context.Context, l Letter) error
+}
 
 // Record is one stored dead letter.
 type Record struct {
@@ -73,7 +91,7 @@ func (f Filter) Match(r Record) bool {
 
 // Store is a dead-letter store.
 type Store interface {
-	sink.DeadLetterStore
+	Putter
 	// List returns the records matching f, oldest first.
 	List(ctx context.Context, f Filter) ([]Record, error)
 	// Delete removes the records with these ids (unknown ids are ignored).
@@ -81,7 +99,7 @@ type Store interface {
 	Close() error
 }
 
-func recordOf(dl sink.DeadLetter, id string, now time.Time) Record {
+func recordOf(dl Letter, id string, now time.Time) Record {
 	return Record{ID: id, Sink: dl.Sink, Event: dl.Event, Reason: dl.Reason, Attempts: dl.Attempts,
 		First: dl.First.UTC(), Last: dl.Last.UTC(), Stored: now.UTC()}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 func exercise(t *testing.T, st deadletter.Store) {
@@ -19,7 +18,7 @@ func exercise(t *testing.T, st deadletter.Store) {
 		if i == 2 {
 			name = "hooks/a"
 		}
-		err := st.Put(ctx, sink.DeadLetter{Sink: name, Reason: fmt.Sprintf("reason %d", i), Attempts: i + 1,
+		err := st.Put(ctx, deadletter.Letter{Sink: name, Reason: fmt.Sprintf("reason %d", i), Attempts: i + 1,
 			First: time.Now(), Last: time.Now(),
 			Event: &event.Event{ID: fmt.Sprintf("e%d", i), AggregateID: "a", Payload: []byte(`{"x": 1}`), Headers: []event.Header{{Key: "k", Value: "v"}}}})
 		if err != nil {

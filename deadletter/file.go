@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // File keeps one JSON file per record in a directory.
@@ -37,9 +36,9 @@ func OpenFileReadOnly(dir string) *File {
 	return &File{dir: dir, readOnly: true}
 }
 
-// Put implements sink.DeadLetterStore: the record's file is written and
+// Put implements Putter: the record's file is written and
 // fsynced, and so is the directory, before it returns.
-func (f *File) Put(_ context.Context, dl sink.DeadLetter) error {
+func (f *File) Put(_ context.Context, dl Letter) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}

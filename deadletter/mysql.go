@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
@@ -60,8 +59,8 @@ func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
 	return &MySQL{db: db, table: table, readOnly: true}, nil
 }
 
-// Put implements sink.DeadLetterStore (one autocommitted INSERT).
-func (m *MySQL) Put(ctx context.Context, dl sink.DeadLetter) error {
+// Put implements Putter (one autocommitted INSERT).
+func (m *MySQL) Put(ctx context.Context, dl Letter) error {
 	if m.readOnly {
 		return ErrReadOnly
 	}

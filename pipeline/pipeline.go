@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -79,7 +80,7 @@ type Config struct {
 	Start event.Position
 	// DeadLetters receives permanently failed events. Nil: a permanent
 	// failure stops the pipeline.
-	DeadLetters sink.DeadLetterStore
+	DeadLetters deadletter.Putter
 
 	// BatchSize caps the events per Write. Default 500.
 	BatchSize int
@@ -529,7 +530,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 		return fmt.Errorf("event %s (%s) failed permanently and no dead-letter store is configured: %w; "+
 			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
 	}
-	dl := sink.DeadLetter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
+	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
 	var ar sink.AttemptReporter
 	if errors.As(cause, &ar) {
 		if n, first, last := ar.AttemptReport(); n > 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -115,10 +116,10 @@ func (m *memStore) Close() error { return nil }
 
 type memDLQ struct {
 	mu  sync.Mutex
-	dls []sink.DeadLetter
+	dls []deadletter.Letter
 }
 
-func (m *memDLQ) Put(_ context.Context, dl sink.DeadLetter) error {
+func (m *memDLQ) Put(_ context.Context, dl deadletter.Letter) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.dls = append(m.dls, dl)

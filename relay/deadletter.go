@@ -7,7 +7,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // OpenDeadLetters opens the configured dead-letter store; nil when
@@ -64,7 +63,7 @@ func DeadLetterDir(cfg *config.Config) string {
 	return filepath.Join(filepath.Dir(cfg.Checkpoint.Path), "dead-letters")
 }
 
-func (r *Relay) openDeadLetters(ctx context.Context) (sink.DeadLetterStore, func(), error) {
+func (r *Relay) openDeadLetters(ctx context.Context) (deadletter.Putter, func(), error) {
 	st, closeFn, err := OpenDeadLetters(ctx, r.cfg)
 	if err != nil || st == nil {
 		return nil, closeFn, err

@@ -6,6 +6,9 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -21,6 +24,27 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 	},
 	"kafka": func(s config.Sink, r *Relay) ([]Target, error) {
 		k, err := kafka.New(*s.Kafka, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: k}}, nil
+	},
+	"nats": func(s config.Sink, r *Relay) ([]Target, error) {
+		n, err := natssink.New(*s.NATS, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: n}}, nil
+	},
+	"redis": func(s config.Sink, r *Relay) ([]Target, error) {
+		k, err := redissink.New(*s.Redis, r.log.With(slog.String("sink", s.Name)))
+		if err != nil {
+			return nil, err
+		}
+		return []Target{{Name: s.Name, Sink: k}}, nil
+	},
+	"rabbitmq": func(s config.Sink, r *Relay) ([]Target, error) {
+		k, err := rabbitmq.New(*s.RabbitMQ, r.log.With(slog.String("sink", s.Name)))
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,8 @@
 //     *BatchError reports each failed event by index; any other error applies
 //     to every event of the batch. The class of a failure is read with
 //     IsPermanent and RetryAfter: permanent failures go to the dead-letter
-//     store, every other failure is retried by the pipeline.
+//     store (package deadletter, which knows no sink), every other failure
+//     is retried by the pipeline.
 //   - Close is called once, after the last Write has returned.
 //
 // Write is never called concurrently on one sink. A sink that delivers several
@@ -186,23 +187,6 @@ func ErrorFor(err error, i int) error {
 // pipeline copies it into the dead letter.
 type AttemptReporter interface {
 	AttemptReport() (attempts int, first, last time.Time)
-}
-
-// DeadLetter is one event the pipeline gave up on, with why.
-type DeadLetter struct {
-	Event    *event.Event
-	Sink     string
-	Reason   string
-	Attempts int
-	First    time.Time
-	Last     time.Time
-}
-
-// DeadLetterStore durably keeps events that could not be delivered. Put must
-// return only after the record is durable: the pipeline moves the checkpoint
-// past the event only then.
-type DeadLetterStore interface {
-	Put(ctx context.Context, dl DeadLetter) error
 }
 
 // Deliver sends batch through s once, by Submit when s is a Submitter and by

@@ -15,7 +15,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // A dead letter whose event the endpoint's filter no longer selects is not
@@ -38,7 +37,7 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put(context.Background(), sink.DeadLetter{Sink: "hooks/a", Reason: "410", First: time.Now(), Last: time.Now(),
+	if err := store.Put(context.Background(), deadletter.Letter{Sink: "hooks/a", Reason: "410", First: time.Now(), Last: time.Now(),
 		Event: &event.Event{ID: "e1", AggregateID: "a", Type: "invoice.paid", Payload: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,10 @@ type Config struct {
 
 // Sink writes JSON lines to W.
 type Sink struct {
-	cfg Config
-	w   *bufio.Writer
+	cfg  Config
+	out  io.Writer
+	w    *bufio.Writer
+	torn bool // a failed write may have left a partial line
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -39,7 +41,7 @@ func New(cfg Config, w io.Writer) *Sink {
 	if w == nil {
 		w = os.Stdout
 	}
-	return &Sink{cfg: cfg, w: bufio.NewWriterSize(w, 64<<10)}
+	return &Sink{cfg: cfg, out: w, w: bufio.NewWriterSize(w, 64<<10)}
 }
 
 // Line is the JSON document written per event.
@@ -61,8 +63,26 @@ type Line struct {
 // Connect implements sink.Sink.
 func (s *Sink) Connect(context.Context) error { return nil }
 
-// Write implements sink.Sink.
+// Write implements sink.Sink. A failed write fails the whole batch,
+// retriably; the next write starts on a new line, so a line torn by the
+// failure stands alone and is not glued to the next event.
 func (s *Sink) Write(_ context.Context, batch []*event.Event) error {
+	if err := s.write(batch); err != nil {
+		// bufio.Writer keeps its first error for ever: start afresh.
+		s.w.Reset(s.out)
+		s.torn = true
+		return err
+	}
+	return nil
+}
+
+func (s *Sink) write(batch []*event.Event) error {
+	if s.torn {
+		if err := s.w.WriteByte('\n'); err != nil {
+			return err
+		}
+		s.torn = false
+	}
 	enc := json.NewEncoder(s.w)
 	enc.SetEscapeHTML(false)
 	if s.cfg.Pretty {

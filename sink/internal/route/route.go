@@ -1,0 +1,130 @@
+// Package route renders the name a message goes to (a subject, a stream key,
+// a routing key) from an event, and lists the metadata headers every
+// message carries, for the sinks other than Kafka (whose own copy predates
+// it). A Template is not safe for concurrent use: sinks write serially.
+package route
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Template renders a topic or key from an event. The common forms skip
+// text/template: a fixed string, and a single field such as {{.AggregateID}}.
+type Template struct {
+	fixed *string
+	field func(*event.Event) string
+	tmpl  *template.Template
+	buf   bytes.Buffer // Write is not concurrent, so one buffer will do
+}
+
+var singleFields = map[string]func(*event.Event) string{
+	"{{.ID}}":            func(e *event.Event) string { return e.ID },
+	"{{.AggregateType}}": func(e *event.Event) string { return e.AggregateType },
+	"{{.AggregateID}}":   func(e *event.Event) string { return e.AggregateID },
+	"{{.Type}}":          func(e *event.Event) string { return e.Type },
+	"{{.Table}}":         func(e *event.Event) string { return e.Table },
+}
+
+// sampleEvent checks at configuration time that a template only names
+// fields an event has.
+var sampleEvent = &event.Event{
+	ID: "id", AggregateType: "type", AggregateID: "aggregate", Type: "type", Table: "db.outbox",
+	CommitTime: time.Unix(0, 0), Headers: []event.Header{{Key: "k", Value: "v"}},
+	Payload: []byte("{}"),
+}
+
+// Parse parses text, the value of the config field name.
+func Parse(name, text string) (*Template, error) {
+	if f, ok := singleFields[strings.TrimSpace(text)]; ok {
+		return &Template{field: f}, nil
+	}
+	t := template.New(name).Option("missingkey=error").Funcs(template.FuncMap{
+		"lower": strings.ToLower,
+		"upper": strings.ToUpper,
+	})
+	t, err := t.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a valid template: %w", name, text, err)
+	}
+	if nodes := t.Tree.Root.Nodes; len(nodes) == 0 || (len(nodes) == 1 && nodes[0].Type() == parse.NodeText) {
+		return &Template{fixed: &text}, nil
+	}
+	ft := &Template{tmpl: t}
+	if _, err := ft.Render(sampleEvent); err != nil {
+		return nil, fmt.Errorf("%s: %q: %w", name, text, err)
+	}
+	return ft, nil
+}
+
+// Fixed returns the template's text when it names no field.
+func (t *Template) Fixed() (string, bool) {
+	if t.fixed != nil {
+		return *t.fixed, true
+	}
+	return "", false
+}
+
+// Render returns the template's text for e.
+func (t *Template) Render(e *event.Event) (string, error) {
+	switch {
+	case t.fixed != nil:
+		return *t.fixed, nil
+	case t.field != nil:
+		return t.field(e), nil
+	}
+	t.buf.Reset()
+	if err := t.tmpl.Execute(&t.buf, templateData{e}); err != nil {
+		return "", err
+	}
+	return t.buf.String(), nil
+}
+
+// templateData is what a template sees: the event's fields, and Header.
+type templateData struct{ *event.Event }
+
+// Header returns the value of the event's header k, or "".
+func (d templateData) Header(k string) string {
+	for _, h := range d.Headers {
+		if h.Key == k {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// Header names set on every message, before the event's extra columns: the
+// names the Kafka sink uses.
+const (
+	HeaderID            = "id"
+	HeaderType          = "type"
+	HeaderAggregateType = "aggregate_type"
+	HeaderAggregateID   = "aggregate_id"
+	HeaderGTID          = "gtid"
+	HeaderBinlogFile    = "binlog_file"
+	HeaderBinlogPos     = "binlog_pos"
+	HeaderTable         = "table"
+)
+
+// Headers calls add for each metadata header of e, then for each of its
+// extra columns, in config order.
+func Headers(e *event.Event, add func(k, v string)) {
+	add(HeaderID, e.ID)
+	add(HeaderType, e.Type)
+	add(HeaderAggregateType, e.AggregateType)
+	add(HeaderAggregateID, e.AggregateID)
+	add(HeaderGTID, e.Source.GTID)
+	add(HeaderBinlogFile, e.Source.File)
+	add(HeaderBinlogPos, strconv.FormatUint(uint64(e.Source.Pos), 10))
+	add(HeaderTable, e.Table)
+	for _, h := range e.Headers {
+		add(h.Key, h.Value)
+	}
+}

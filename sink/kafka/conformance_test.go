@@ -1,0 +1,113 @@
+package kafka_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+)
+
+// brokerFault answers produce requests with NOT_LEADER_FOR_PARTITION (a
+// retriable broker error) while broken.
+type brokerFault struct {
+	mu     sync.Mutex
+	broken bool
+	budget int // produce requests let through before breaking; <0 unlimited
+}
+
+func (f *brokerFault) Break()         { f.mu.Lock(); f.broken = true; f.mu.Unlock() }
+func (f *brokerFault) BreakMidWrite() { f.mu.Lock(); f.budget = 2; f.mu.Unlock() }
+func (f *brokerFault) Heal()          { f.mu.Lock(); f.broken, f.budget = false, -1; f.mu.Unlock() }
+
+func (f *brokerFault) control(c *kfake.Cluster) func(kmsg.Request) (kmsg.Response, error, bool) {
+	return func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		f.mu.Lock()
+		if f.budget == 0 {
+			f.broken, f.budget = true, -1
+		}
+		if f.budget > 0 {
+			f.budget--
+		}
+		broken := f.broken
+		f.mu.Unlock()
+		if !broken {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	}
+}
+
+func readTopic(addrs []string, topic string) func(t *testing.T, n int) []sinktest.Received {
+	return func(t *testing.T, n int) []sinktest.Received {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var out []sinktest.Received
+		for len(out) < n && ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				h := map[string]string{}
+				for _, hd := range r.Headers {
+					h[hd.Key] = string(hd.Value)
+				}
+				pos, _ := strconv.ParseUint(h[kafka.HeaderBinlogPos], 10, 32)
+				out = append(out, sinktest.Received{ID: h[kafka.HeaderID], Type: h[kafka.HeaderType],
+					AggregateType: h[kafka.HeaderAggregateType], AggregateID: string(r.Key), Table: h[kafka.HeaderTable],
+					GTID: h[kafka.HeaderGTID], BinlogFile: h[kafka.HeaderBinlogFile], BinlogPos: uint32(pos),
+					Headers: h, Payload: r.Value})
+			})
+		}
+		return out
+	}
+}
+
+func TestConformance(t *testing.T) {
+	sinktest.Run(t, sinktest.Harness{
+		Carries: sinktest.All,
+		New: func(t *testing.T) *sinktest.Target {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "outbox.event.order"))
+			if err != nil {
+				t.Fatalf("start kfake: %v", err)
+			}
+			t.Cleanup(c.Close)
+			f := &brokerFault{budget: -1}
+			c.ControlKey(int16(kmsg.Produce), f.control(c))
+			s, err := kafka.New(kafka.Config{Brokers: c.ListenAddrs(), BatchSize: 50, BatchBytes: 8 << 10,
+				RequestTimeout: 2 * time.Second}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &sinktest.Target{Sink: s, Read: readTopic(c.ListenAddrs(), "outbox.event.order"), Fault: f,
+				Poison: func(e *event.Event) { e.Payload = []byte(`{"blob":"` + strings.Repeat("x", 9000) + `"}`) }}
+		},
+	})
+}

@@ -1,0 +1,155 @@
+package rabbitmq
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+)
+
+// Defaults applied by Defaults to fields left at their zero value.
+const (
+	DefaultExchange     = "outbox"
+	DefaultRoutingKey   = "outbox.event.{{.AggregateType}}"
+	DefaultVHost        = "/"
+	DefaultExchangeType = "topic"
+	DefaultTimeout      = 10 * time.Second
+	DefaultHeartbeat    = 10 * time.Second
+)
+
+// Config configures a RabbitMQ sink, decoded from the sink's `rabbitmq:`
+// section; call Defaults, then Validate (New does both).
+type Config struct {
+	// Addr is the broker, "host:port". Required.
+	Addr string `yaml:"addr"`
+	// VHost is the virtual host. Default "/".
+	VHost string `yaml:"vhost"`
+	// Username and Password (or PasswordFile, PasswordEnv) authenticate
+	// (PLAIN). Default none (the broker's default user, guest, only works
+	// from localhost).
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password" secret:"true"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
+	// TLS configures TLS (amqps). Default off.
+	TLS TLSConfig `yaml:"tls"`
+	// Exchange is the exchange published to. Default "outbox". The default
+	// exchange ("") routes by queue name.
+	Exchange string `yaml:"exchange"`
+	// RoutingKey is a fixed routing key or a template over the event's
+	// fields, as the Kafka sink's topic. Default
+	// "outbox.event.{{.AggregateType}}" (dot-separated words, for topic
+	// exchange bindings such as outbox.event.#).
+	RoutingKey string `yaml:"routing_key"`
+	// DeclareExchange declares the exchange (durable) on Connect. Default
+	// false: Connect checks that it exists (a passive declare).
+	DeclareExchange bool `yaml:"declare_exchange"`
+	// ExchangeType of a declared exchange: direct, topic, fanout or
+	// headers. Default topic.
+	ExchangeType string `yaml:"exchange_type"`
+	// Timeout bounds the dial and each publish's wait for its confirm.
+	// Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Heartbeat is the AMQP heartbeat interval. Default 10s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+}
+
+// TLSConfig configures TLS to the broker.
+type TLSConfig struct {
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate and key. Default none.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify disables verification. Default false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// ServerName overrides the name verified. Default "" (the host).
+	ServerName string `yaml:"server_name"`
+}
+
+// LogValue keeps the password out of logs.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("addr", c.Addr), slog.String("vhost", c.VHost), slog.String("exchange", c.Exchange),
+		slog.String("username", c.Username), slog.String("password", "[redacted]"))
+}
+
+var exchangeTypes = []string{"direct", "topic", "fanout", "headers"}
+
+// Defaults sets every zero field to its default.
+func (c *Config) Defaults() {
+	if c.VHost == "" {
+		c.VHost = DefaultVHost
+	}
+	if c.Exchange == "" {
+		c.Exchange = DefaultExchange
+	}
+	if c.RoutingKey == "" {
+		c.RoutingKey = DefaultRoutingKey
+	}
+	if c.ExchangeType == "" {
+		c.ExchangeType = DefaultExchangeType
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+}
+
+// Validate checks a configuration with its defaults applied.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("rabbitmq."+format, args...)) }
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" || slices.Contains([]byte(c.Addr), '@') {
+		bad("addr: not host:port, e.g. localhost:5672 (credentials go in rabbitmq.username and password)")
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		bad("addr: the port of %q is not a number from 1 to 65535", host)
+	}
+	if t, err := route.Parse("rabbitmq.routing_key", c.RoutingKey); err != nil {
+		errs = append(errs, err)
+	} else if k, ok := t.Fixed(); ok && len(k) > 255 {
+		bad("routing_key: longer than 255 bytes")
+	}
+	if !slices.Contains(exchangeTypes, c.ExchangeType) {
+		bad("exchange_type: %q is not one of direct, topic, fanout, headers", c.ExchangeType)
+	}
+	if c.DeclareExchange && c.Exchange == "" {
+		bad("declare_exchange: the default exchange (\"\") cannot be declared")
+	}
+	if secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) > 1 {
+		bad("password: set at most one of password, password_file, password_env")
+	}
+	if (c.Username != "") != (secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) == 1) {
+		bad("username: username and a password go together")
+	}
+	if c.Timeout < 0 || c.Heartbeat < 0 {
+		bad("timeout, heartbeat: negative")
+	}
+	t := c.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
+		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *TLSConfig) build() (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	return tlsfiles.Files{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+		ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config("rabbitmq.tls")
+}

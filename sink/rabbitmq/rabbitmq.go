@@ -1,0 +1,254 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+)
+
+// Sink publishes outbox events to a RabbitMQ exchange with publisher
+// confirms. Create it with New.
+type Sink struct {
+	cfg    Config
+	log    *slog.Logger
+	key    *route.Template
+	tls    *tls.Config
+	pw     string
+	scheme string
+
+	mu      sync.Mutex // guards the connection against Close during a Write
+	conn    *amqp.Connection
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a sink for cfg, with its defaults applied and validated. It
+// does not touch the network: Connect does.
+func New(cfg Config, logger *slog.Logger) (*Sink, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	key, err := route.Parse("rabbitmq.routing_key", cfg.RoutingKey)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.TLS.build()
+	if err != nil {
+		return nil, err
+	}
+	pw, err := secret.Resolve("rabbitmq.password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw, scheme: "amqp"}
+	if tlsCfg != nil {
+		s.scheme = "amqps"
+	}
+	return s, nil
+}
+
+// Connect dials the broker, opens a confirming channel and checks (or
+// declares) the exchange.
+func (s *Sink) Connect(ctx context.Context) error {
+	return s.dial()
+}
+
+// dial (re)opens the connection and channel.
+func (s *Sink) dial() error {
+	user, pw := s.cfg.Username, s.pw
+	if user == "" {
+		user, pw = "guest", "guest"
+	}
+	cfg := amqp.Config{
+		Vhost: s.cfg.VHost, Heartbeat: s.cfg.Heartbeat, TLSClientConfig: s.tls,
+		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
+		Dial:       amqp.DefaultDial(s.cfg.Timeout),
+		Properties: amqp.Table{"connection_name": "outbox-relay"},
+	}
+	conn, err := amqp.DialConfig(s.scheme+"://"+s.cfg.Addr+"/", cfg)
+	if err != nil {
+		return fmt.Errorf("connect to rabbitmq %s: %w", s.cfg.Addr, err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("open a confirming rabbitmq channel: %w", err)
+	}
+	if s.cfg.Exchange != "" {
+		if s.cfg.DeclareExchange {
+			err = ch.ExchangeDeclare(s.cfg.Exchange, s.cfg.ExchangeType, true, false, false, false, nil)
+		} else {
+			err = ch.ExchangeDeclarePassive(s.cfg.Exchange, s.cfg.ExchangeType, true, false, false, false, nil)
+		}
+		if err != nil {
+			conn.Close()
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return fmt.Errorf("rabbitmq exchange %q does not exist: declare it, or set declare_exchange: true in the sink's rabbitmq section: %w", s.cfg.Exchange, err)
+			}
+			return fmt.Errorf("check rabbitmq exchange %q: %w", s.cfg.Exchange, err)
+		}
+	}
+	returns := ch.NotifyReturn(make(chan amqp.Return, 4096))
+	s.mu.Lock()
+	old := s.conn
+	s.conn, s.ch, s.returns = conn, ch, returns
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	s.log.Info("connected to rabbitmq", slog.String("addr", s.cfg.Addr), slog.String("exchange", s.cfg.Exchange))
+	return nil
+}
+
+// Close closes the channel and the connection; Write has returned, so no
+// confirm is pending.
+func (s *Sink) Close(context.Context) error {
+	s.mu.Lock()
+	conn := s.conn
+	s.conn, s.ch = nil, nil
+	s.mu.Unlock()
+	if conn != nil && !conn.IsClosed() {
+		if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+			return fmt.Errorf("close rabbitmq connection: %w", err)
+		}
+	}
+	return nil
+}
+
+// Write publishes batch (persistent, mandatory, message_id = event id) and
+// returns nil once the broker confirmed every message, or a
+// *sink.BatchError naming each failed event. Messages go in rounds of at
+// most one event per aggregate (sink.SendOrdered). A channel or connection
+// that was lost is opened again first.
+func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
+	s.mu.Lock()
+	ch, returns := s.ch, s.returns
+	s.mu.Unlock()
+	if ch == nil || ch.IsClosed() {
+		if err := s.dial(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		ch, returns = s.ch, s.returns
+		s.mu.Unlock()
+	}
+	msgs := make([]*amqp.Publishing, len(batch))
+	keys := make([]string, len(batch))
+	return sink.SendOrdered(batch, func(round []int) map[int]error {
+		res := make(map[int]error, len(round))
+		confirms := map[int]*amqp.DeferredConfirmation{}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+		for _, i := range round {
+			if msgs[i] == nil {
+				k, m, err := s.message(batch[i])
+				if err != nil {
+					res[i] = err
+					continue
+				}
+				keys[i], msgs[i] = k, m
+			}
+			dc, err := ch.PublishWithDeferredConfirmWithContext(pctx, s.cfg.Exchange, keys[i], true, false, *msgs[i])
+			if err != nil {
+				res[i] = fmt.Errorf("publish event %s to rabbitmq exchange %q: %w", batch[i].ID, s.cfg.Exchange, err)
+				continue
+			}
+			confirms[i] = dc
+		}
+		for _, i := range round {
+			dc, ok := confirms[i]
+			if !ok {
+				continue
+			}
+			select {
+			case <-dc.Done():
+			case <-pctx.Done():
+				res[i] = fmt.Errorf("publish event %s to rabbitmq: no confirm within %s: %w", batch[i].ID, s.cfg.Timeout, pctx.Err())
+				continue
+			}
+			if !dc.Acked() {
+				if ch.IsClosed() {
+					res[i] = fmt.Errorf("publish event %s to rabbitmq: the channel closed before the confirm", batch[i].ID)
+				} else {
+					res[i] = sink.Permanent(fmt.Errorf("publish event %s to rabbitmq exchange %q: the broker nacked it (an internal error of the queue)", batch[i].ID, s.cfg.Exchange))
+				}
+			}
+		}
+		// A returned (unroutable) message is returned before its confirm,
+		// so every return of this round is in the channel by now.
+		byID := map[string]int{}
+		for _, i := range round {
+			byID[batch[i].ID] = i
+		}
+		for more := true; more; {
+			select {
+			case r, open := <-returns:
+				if !open { // the channel closed: its confirms failed retriably above
+					more = false
+					break
+				}
+				if i, ok := byID[r.MessageId]; ok && res[i] == nil {
+					res[i] = sink.Permanent(fmt.Errorf("rabbitmq returned event %s as unroutable: %d %s (exchange %q, routing key %q): bind a queue to it",
+						batch[i].ID, r.ReplyCode, r.ReplyText, r.Exchange, r.RoutingKey))
+				}
+			default:
+				more = false
+			}
+		}
+		return res
+	})
+}
+
+// message builds e's routing key and message; an error is permanent.
+func (s *Sink) message(e *event.Event) (string, *amqp.Publishing, error) {
+	key, err := s.key.Render(e)
+	if err != nil {
+		return "", nil, sink.Permanent(fmt.Errorf("render rabbitmq.routing_key for event %q: %w", e.ID, err))
+	}
+	if len(key) > 255 {
+		return "", nil, sink.Permanent(fmt.Errorf("rabbitmq.routing_key rendered %d bytes for event %q: the limit is 255", len(key), e.ID))
+	}
+	h := amqp.Table{}
+	route.Headers(e, func(k, v string) {
+		if k == route.HeaderBinlogPos {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			h[k] = n
+			return
+		}
+		h[k] = v
+	})
+	ts := e.CommitTime
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return key, &amqp.Publishing{
+		Headers: h, DeliveryMode: amqp.Persistent,
+		MessageId: e.ID, Type: e.Type, Timestamp: ts, AppId: "outbox-relay", Body: payload,
+	}, nil
+}

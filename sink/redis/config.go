@@ -1,0 +1,140 @@
+package redis
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+)
+
+// Defaults applied by Defaults to fields left at their zero value.
+const (
+	DefaultStream   = "outbox:event:{{.AggregateType}}"
+	DefaultTimeout  = 5 * time.Second
+	DefaultPoolSize = 4
+)
+
+// Config configures a Redis Streams sink, decoded from the sink's `redis:`
+// section; call Defaults, then Validate (New does both).
+type Config struct {
+	// Addr is the server, "host:port". Required.
+	Addr string `yaml:"addr"`
+	// DB is the database number. Default 0.
+	DB int `yaml:"db"`
+	// Stream is a fixed stream key or a template over the event's fields,
+	// as the Kafka sink's topic. Default "outbox:event:{{.AggregateType}}"
+	// (colon-separated, Redis's key convention).
+	Stream string `yaml:"stream"`
+	// MaxLen trims each stream to about this many entries on every XADD
+	// (MAXLEN ~). Default 0: no trimming. Trim only streams whose consumers
+	// keep up: a trimmed entry is gone for a consumer that had not read it.
+	MaxLen int64 `yaml:"max_len"`
+	// Username (Redis 6 ACL) and Password (or PasswordFile, PasswordEnv)
+	// authenticate. Default none.
+	Username     string `yaml:"username"`
+	Password     string `yaml:"password" secret:"true"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
+	// TLS configures TLS to the server. Default off.
+	TLS TLSConfig `yaml:"tls"`
+	// Timeout bounds a dial, a read and a write. Default 5s.
+	Timeout time.Duration `yaml:"timeout"`
+	// PoolSize is the most connections. Default 4.
+	PoolSize int `yaml:"pool_size"`
+}
+
+// TLSConfig configures TLS to the server.
+type TLSConfig struct {
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate and key. Default none.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify disables verification. Default false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// ServerName overrides the name verified. Default "" (the host).
+	ServerName string `yaml:"server_name"`
+}
+
+// LogValue keeps the password out of logs.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("addr", c.Addr), slog.String("stream", c.Stream),
+		slog.String("username", c.Username), slog.String("password", "[redacted]"))
+}
+
+// Defaults sets every zero field to its default.
+func (c *Config) Defaults() {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = DefaultPoolSize
+	}
+}
+
+// Validate checks a configuration with its defaults applied.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("redis."+format, args...)) }
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+		bad("addr: %q is not host:port, e.g. localhost:6379", redactAddr(c.Addr))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		bad("addr: the port of %q is not a number from 1 to 65535", host)
+	}
+	if _, err := route.Parse("redis.stream", c.Stream); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DB < 0 {
+		bad("db: %d is negative", c.DB)
+	}
+	if c.MaxLen < 0 {
+		bad("max_len: %d is negative", c.MaxLen)
+	}
+	if secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) > 1 {
+		bad("password: set at most one of password, password_file, password_env")
+	}
+	if c.Timeout < 0 {
+		bad("timeout: %s is negative", c.Timeout)
+	}
+	if c.PoolSize < 1 {
+		bad("pool_size: %d is less than 1", c.PoolSize)
+	}
+	t := c.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
+		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
+	}
+	return errors.Join(errs...)
+}
+
+// redactAddr hides what could be credentials in a mistyped address.
+func redactAddr(a string) string {
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] == '@' {
+			return "[redacted]@" + a[i+1:]
+		}
+	}
+	return a
+}
+
+func (c *TLSConfig) build() (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	return tlsfiles.Files{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+		ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config("redis.tls")
+}

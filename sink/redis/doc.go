@@ -1,0 +1,43 @@
+// Package redis is the sink that appends outbox events to Redis streams
+// with XADD, built on github.com/redis/go-redis/v9.
+//
+// # Entries
+//
+// Each event becomes one entry of the stream named by the redis.stream
+// template (default "outbox:event:{{.AggregateType}}", colon-separated as
+// Redis keys are), with an id the server assigns, and the fields "id",
+// "type", "aggregate_type", "aggregate_id", "gtid", "binlog_file",
+// "binlog_pos", "table", then each configured extra column as
+// "header.<name>", then "payload": the payload bytes exactly as committed.
+// With redis.max_len each XADD trims the stream to about that many entries
+// (MAXLEN ~).
+//
+// # Duplicates
+//
+// Redis 7 has no server-side deduplication for XADD: an event re-sent after
+// a relay crash, or after an XADD whose reply was lost, is appended again.
+// Consumers deduplicate on the "id" field: per aggregate, an id already
+// seen is skipped (keep, for instance, the ids of the last few minutes in a
+// set with SET id NX EX 600 before acting on an entry).
+//
+// # Delivery
+//
+//   - Acknowledgement: Write returns nil only once Redis replied to every
+//     XADD with the new entry's id; with appendfsync always that is on
+//     disk, otherwise as durable as the server's persistence settings.
+//   - Order: XADDs are pipelined in rounds that hold at most one event per
+//     aggregate (sink.SendOrdered): a later event of an aggregate is sent
+//     only after the earlier one's reply, so no failure puts it ahead.
+//   - Failures, per event: permanent (dead letter) are WRONGTYPE (the key
+//     holds another type), a value larger than the server takes, and a
+//     template that fails or renders an empty key; everything else is
+//     retriable, among them OOM (maxmemory reached with noeviction: the
+//     error says to trim or raise maxmemory), READONLY (a replica: point
+//     redis.addr at the primary), LOADING and network errors. go-redis's
+//     own retries are off: retrying is the pipeline's.
+//
+// # Concurrency
+//
+// The pipeline calls Connect, then Write serially, then Close, which closes
+// the connection pool.
+package redis

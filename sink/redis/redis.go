@@ -1,0 +1,177 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+)
+
+// Field names of every stream entry. Extra columns follow as
+// "header.<name>".
+const (
+	FieldPayload      = "payload"
+	HeaderFieldPrefix = "header."
+)
+
+// Sink appends outbox events to Redis streams. Create it with New.
+type Sink struct {
+	cfg    Config
+	log    *slog.Logger
+	stream *route.Template
+	client *goredis.Client
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a sink for cfg, with its defaults applied and validated. It
+// does not touch the network: Connect does.
+func New(cfg Config, logger *slog.Logger) (*Sink, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	stream, err := route.Parse("redis.stream", cfg.Stream)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.TLS.build()
+	if err != nil {
+		return nil, err
+	}
+	pw, err := secret.Resolve("redis.password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
+	if err != nil {
+		return nil, err
+	}
+	client := goredis.NewClient(&goredis.Options{
+		Addr: cfg.Addr, DB: cfg.DB, Username: cfg.Username, Password: pw, TLSConfig: tlsCfg,
+		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+		PoolSize: cfg.PoolSize, MaxRetries: -1, // retries belong to the pipeline
+		ContextTimeoutEnabled: true,
+		ClientName:            "outbox-relay",
+		DisableIdentity:       true,
+	})
+	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "redis")), stream: stream, client: client}, nil
+}
+
+// Connect checks that the server answers PING with these credentials.
+func (s *Sink) Connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connect to redis %s: %w", s.cfg.Addr, explain(err))
+	}
+	s.log.Info("connected to redis", slog.String("addr", s.cfg.Addr))
+	return nil
+}
+
+// Close closes the connections; Write has returned, nothing is pending.
+func (s *Sink) Close(context.Context) error {
+	if err := s.client.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
+		return fmt.Errorf("close redis client: %w", err)
+	}
+	return nil
+}
+
+// Write appends batch and returns nil once Redis answered every XADD with
+// the entry's id, or a *sink.BatchError naming each failed event. XADDs are
+// pipelined in rounds of at most one event per aggregate
+// (sink.SendOrdered): a failure never lets a later event of an aggregate in
+// ahead of an earlier one.
+func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
+	args := make([]*goredis.XAddArgs, len(batch))
+	return sink.SendOrdered(batch, func(round []int) map[int]error {
+		res := make(map[int]error, len(round))
+		pipe := s.client.Pipeline()
+		cmds := map[int]*goredis.StringCmd{}
+		for _, i := range round {
+			if args[i] == nil {
+				a, err := s.xadd(batch[i])
+				if err != nil {
+					res[i] = err
+					continue
+				}
+				args[i] = a
+			}
+			cmds[i] = pipe.XAdd(ctx, args[i])
+		}
+		if len(cmds) == 0 {
+			return res
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		for i, c := range cmds {
+			if err := c.Err(); err != nil {
+				res[i] = classify(fmt.Errorf("xadd event %s to redis stream %q: %w", batch[i].ID, args[i].Stream, explain(err)))
+			}
+		}
+		return res
+	})
+}
+
+// xadd builds e's XADD; an error is permanent.
+func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
+	key, err := s.stream.Render(e)
+	if err != nil {
+		return nil, sink.Permanent(fmt.Errorf("render redis.stream for event %q: %w", e.ID, err))
+	}
+	if key == "" {
+		return nil, sink.Permanent(fmt.Errorf("redis.stream rendered an empty key for event %q", e.ID))
+	}
+	values := make([]any, 0, 2*(9+len(e.Headers)))
+	route.Headers(e, func(k, v string) {
+		if len(values) >= 16 { // past the 8 metadata fields: extra columns
+			k = HeaderFieldPrefix + k
+		}
+		values = append(values, k, v)
+	})
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	values = append(values, FieldPayload, payload)
+	a := &goredis.XAddArgs{Stream: key, Values: values}
+	if s.cfg.MaxLen > 0 {
+		a.MaxLen, a.Approx = s.cfg.MaxLen, true
+	}
+	return a, nil
+}
+
+// explain adds what to do to the server's answers an operator must act on.
+func explain(err error) error {
+	switch {
+	case goredis.IsOOMError(err):
+		return fmt.Errorf("%w (redis is out of memory at maxmemory: retried until consumers trim the stream, redis.max_len is set, or maxmemory is raised)", err)
+	case goredis.IsReadOnlyError(err):
+		return fmt.Errorf("%w (connected to a read-only replica: point redis.addr at the primary; retried)", err)
+	case goredis.HasErrorPrefix(err, "NOAUTH"), goredis.HasErrorPrefix(err, "WRONGPASS"):
+		return fmt.Errorf("%w (check redis.username and the password)", err)
+	}
+	return err
+}
+
+// classify marks err permanent when retrying the same entry cannot help:
+// the key holds another type (WRONGTYPE), or a value is larger than the
+// server takes. Everything else is retriable: network errors, timeouts,
+// OOM, READONLY, LOADING, MASTERDOWN.
+func classify(err error) error {
+	var re goredis.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	msg := re.Error()
+	if strings.HasPrefix(msg, "WRONGTYPE") || strings.Contains(msg, "exceeds maximum allowed size") {
+		return sink.Permanent(err)
+	}
+	return err
+}
