@@ -198,7 +198,15 @@ func TestRabbitMQOutage(t *testing.T) {
 	}
 	defer ch.ExchangeDelete(name, false, false)
 	defer ch.QueueDelete(name, false, false, false)
+	// The exchange, queue and binding exist before the relay publishes:
+	// mandatory messages with no route would be dead-lettered.
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(name, "outbox.event.#", name, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	link := sinktest.StartLink(t, "127.0.0.1:5672")
@@ -208,9 +216,6 @@ func TestRabbitMQOutage(t *testing.T) {
     type: rabbitmq
     rabbitmq: {addr: %q, exchange: %s, declare_exchange: true, timeout: 3s}
 `, link.Addr(), name))
-	if err := ch.QueueBind(name, "outbox.event.#", name, false, nil); err != nil {
-		t.Fatal(err)
-	}
 	var got []outboxtest.Delivered
 	outage(t, link, dbname, func() []outboxtest.Delivered {
 		for {
