@@ -320,6 +320,12 @@ type Log struct {
 type HTTP struct {
 	// Listen address for /metrics, /healthz and /readyz. Default "" (off).
 	Listen string `yaml:"listen"`
+	// PProf also serves Go's profiles (net/http/pprof) under /debug/pprof/
+	// on the listen address, e.g. `go tool pprof
+	// http://HOST:PORT/debug/pprof/profile?seconds=20`. They reveal the
+	// process's internals (command line included): keep the address private.
+	// Default false.
+	PProf bool `yaml:"pprof"`
 }
 
 // Secret is a string that never appears in logs or printed configs.
@@ -718,6 +724,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeadLetter.Store == "mysql" && c.Checkpoint.DSN == "" {
 		bad("dead_letter.store: mysql keeps dead letters in the checkpoint database: set checkpoint.dsn")
+	}
+	if c.HTTP.PProf && c.HTTP.Listen == "" {
+		bad("http.pprof: true needs http.listen (the address the profiles are served on)")
 	}
 	if c.Delivery.Linger < 0 {
 		bad("delivery.linger: %s is negative; 0 (the default) sends what is queued without waiting", c.Delivery.Linger)
