@@ -3,7 +3,11 @@
 // side in one run, on a private MariaDB it starts itself:
 //
 //	go run ./cmd/outbox-bench                 # full size: 200,000 rows, 10 s live steps
-//	go run ./cmd/outbox-bench -rows 2000 -live 1s -out ""   # smoke size (CI)
+//	go run ./cmd/outbox-bench -rows 2000 -live 1s -out "" -png ""   # smoke size (CI)
+//
+// With -baseline BIN (an outbox-bench built from another commit), that
+// build's relay also drains the backlog to stdout and to Kafka in the same
+// run, so a change is measured against its parent side by side.
 //
 // Backlog phase: it commits -rows outbox rows (transactions of 10, ~100-byte
 // JSON payloads), then drains them with, each in a process of its own:
@@ -24,6 +28,8 @@
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
 // poller to the receiver.
 //
+// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR.
+//
 // It prints Markdown tables (and writes them to -out) and a PNG chart (-png).
 // The relay runs with its default config except for the source, the table,
 // the checkpoint file and the sinks; the exact config is in the output.
@@ -37,6 +43,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -50,6 +58,7 @@ func main() {
 	out := flag.String("out", "bench-results.md", "write the Markdown report here too (\"\" for none)")
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
+	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -64,10 +73,21 @@ func main() {
 	interval := flag.Duration("interval", 100*time.Millisecond, "internal")
 	flag.Parse()
 
+	if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && *role != "" {
+		// Each child writes a CPU profile of its whole life: name it by role and sinks.
+		tag := *role
+		if i := strings.Index(*cfgText, "type: "); i >= 0 {
+			tag += "-" + strings.Fields((*cfgText)[i+len("type: "):])[0]
+		}
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", strings.Trim(tag, ",}"), os.Getpid()))); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *out, *png)
+		err = run(*rows, *live, *skipLive, *baseline, *out, *png)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":
@@ -85,6 +105,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "outbox-bench: %v\n", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

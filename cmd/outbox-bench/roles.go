@@ -456,13 +456,19 @@ func rolePollerLive(dsn, table, url string, interval time.Duration) error {
 	return err
 }
 
-// child runs cmd (this binary with args) and returns its result line.
+// child runs this binary with args and returns its result line.
 func child(ctx context.Context, args ...string) (result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
 	}
-	cmd := execCommand(ctx, self, args...)
+	return childOf(ctx, self, args...)
+}
+
+// childOf runs bin (an outbox-bench binary, possibly of another build) with
+// args and returns its result line.
+func childOf(ctx context.Context, bin string, args ...string) (result, error) {
+	cmd := execCommand(ctx, bin, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -41,7 +41,7 @@ type backlogRow struct {
 	config string
 }
 
-func run(rows int, live time.Duration, skipLive bool, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive bool, baseline, outPath, pngPath string) error {
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
@@ -97,17 +97,26 @@ checkpoint: {path: %s/cp-%d.json, start: "gtid:%s"}
 sinks: [%s]
 `, srv.Host, srv.Port, serverID, tmp, serverID, startPos.GTIDSet, sinks)
 	}
-	measure := func(name, config string, args ...string) backlogRow {
+	measureWith := func(bin, name, config string, args ...string) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
 		q0 := questions(root)
-		r, err := child(ctx, args...)
+		r, err := childOf(ctx, bin, args...)
 		return backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	measure := func(name, config string, args ...string) backlogRow { return measureWith(self, name, config, args...) }
 	var table []backlogRow
 	table = append(table, measure("bare go-mysql BinlogSyncer, every row decoded (the limit)", "",
 		"-role", "decode", "-port", fmt.Sprint(srv.Port), "-start", startPos.GTIDSet, "-table", "bench.outbox", "-n", fmt.Sprint(rows)))
 	stdoutCfg := relayCfg(`{name: out, type: stdout}`)
 	table = append(table, measure("relay → stdout sink (to a discard writer)", stdoutCfg, "-role", "relay", "-config", stdoutCfg, "-n", fmt.Sprint(rows)))
+	if baseline != "" {
+		cfg := relayCfg(`{name: out, type: stdout}`)
+		table = append(table, measureWith(baseline, "baseline build: relay → stdout sink", cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+	}
 	for _, d := range []time.Duration{0, 2 * time.Millisecond} {
 		b, addr, err := startBackground([]string{"-role", "broker", "-delay", d.String()}, "BROKER ")
 		if err != nil {
@@ -119,6 +128,10 @@ sinks: [%s]
 			name = "relay → Kafka through +2 ms round trip"
 		}
 		table = append(table, measure(name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+		if baseline != "" {
+			cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
+			table = append(table, measureWith(baseline, "baseline build: "+name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+		}
 		b.stop()
 	}
 	recv := newReceiver()
