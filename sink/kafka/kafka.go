@@ -333,4 +333,3 @@ func (s *Sink) messageError(m *kafkago.Message, err error) error {
 	}
 	return classify(fmt.Errorf("write to kafka topic %q: %w", m.Topic, err))
 }
-
