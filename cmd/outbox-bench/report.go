@@ -151,9 +151,11 @@ func targets(in reportInput) []string {
 }
 
 // writeChart draws, without text, the backlog rates relative to the limit
-// (one bar per table row, in order; grey lines at 0.5× and 0.8×) and, for
-// the 2,000/s live step, p50 (dark) and p99 (light) per observer (grey line:
-// the floor's p99 + 3 ms).
+// (one bar per table row, in order: the limit dark grey, the relay blue, a
+// baseline build light blue, the poller orange; grey lines at 0.5× and
+// 0.8×) and, for the 2,000/s live step, p50 (dark) and p99 (light) of the
+// bare reader, the relay's webhook and its Kafka sink (grey line: the bare
+// reader's p99 + 3 ms).
 func writeChart(path string, table []backlogRow, lives []liveRow) error {
 	const w, h, pad = 900, 420, 20
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
@@ -188,13 +190,16 @@ func writeChart(path string, table []backlogRow, lives []liveRow) error {
 			if strings.Contains(r.name, "poller") {
 				c = color.RGBA{220, 120, 40, 255}
 			}
+			if strings.HasPrefix(r.name, "baseline") {
+				c = color.RGBA{170, 190, 220, 255}
+			}
 			fill(pad+i*bw+4, scale(min(x, 1.2)), pad+(i+1)*bw-4, base, c)
 		}
 	}
 	// Right panel: latencies at 2,000/s.
 	var at []liveRow
 	for _, l := range lives {
-		if l.rate == "2000/s" {
+		if l.rate == "2000/s" && !strings.Contains(l.observer, "poller") {
 			at = append(at, l)
 		}
 	}
