@@ -101,7 +101,7 @@ func BenchmarkWrite(b *testing.B) {
 	for i := range evs {
 		evs[i] = &event.Event{ID: fmt.Sprintf("p1-%d", i), AggregateType: "order", AggregateID: fmt.Sprintf("agg-%d", i%100), Type: "created",
 			Payload: []byte(fmt.Sprintf(`{"id": "p1-%d", "amount": %d, "note": "a typical small event payload"}`, i, i)),
-			Table: "db.outbox", CommitTime: time.Unix(1700000000, 0).UTC(), Source: event.Source{GTID: "0-1-12345", File: "binlog.000001", Pos: 123456}}
+			Table:   "db.outbox", CommitTime: time.Unix(1700000000, 0).UTC(), Source: event.Source{GTID: "0-1-12345", File: "binlog.000001", Pos: 123456}}
 	}
 	s := New(Config{}, io.Discard)
 	b.ReportAllocs()
