@@ -328,7 +328,13 @@ func (s *Sink) drain(q *partitionQueue) {
 					slog.Int("messages", n), slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
 			}
 			if s.sleep(head.ctx, wait) == nil && errors.Is(err, kafkago.UnknownTopicOrPartition) {
-				_, _ = s.partitions(head.ctx, q.key.topic) // create it again, when configured to
+				// Create it again, when configured to. Once it exists, a
+				// "missing" answer is the client's metadata catching up
+				// (kafka-go caches it for seconds): retry with a fresh
+				// backoff rather than one grown by those answers.
+				if _, perr := s.partitions(head.ctx, q.key.topic); perr == nil {
+					bo.Reset()
+				}
 			}
 		}
 	}
