@@ -459,3 +459,42 @@ func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
 		t.Fatalf("resumed from the position handed on during the prepared window (%s): got %s, %s; e1 is lost", e2pos, evs[0].Type, evs[1].Type)
 	}
 }
+
+// Temporal columns are decoded as times (cheaper than go-mysql's strings);
+// as headers (or any mapped field) they read exactly as go-mysql's strings
+// did: DATETIME as stored, TIMESTAMP in the local time zone, with the
+// column's fractional digits; zero dates as zeros.
+func TestTemporalColumnsReadAsGoMySQLStrings(t *testing.T) {
+	dbname, db, cfg := setup(t)
+	if _, err := db.Exec(`CREATE TABLE outbox_t (id BIGINT PRIMARY KEY, aggregateid VARCHAR(20) NOT NULL, payload JSON NOT NULL,
+		d0 DATETIME NULL, d3 DATETIME(3) NULL, d6 DATETIME(6) NULL, t0 TIMESTAMP NULL, t6 TIMESTAMP(6) NULL, dz DATETIME NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tables = []canal.Table{{Schema: dbname, Name: "outbox_t", Columns: canal.Columns{ID: "id", AggregateID: "d6", Payload: "payload"},
+		Headers: []string{"d0", "d3", "d6", "t0", "t6", "dz"}}}
+	start := position(t, db, false)
+	if _, err := db.Exec(`SET time_zone = '+00:00', sql_mode = '';
+		INSERT INTO outbox_t VALUES (42, 'a', '{}', '2024-05-06 07:08:09', '2024-05-06 07:08:09.123', '2024-05-06 07:08:09.000450',
+		'2024-05-06 07:08:09', '2024-05-06 07:08:09.999999', '0000-00-00 00:00:00')`); err != nil {
+		t.Fatal(err)
+	}
+	events, _ := collect(t, cfg, start, 1)
+	ts := func(layout string, nsec int) string {
+		return time.Date(2024, 5, 6, 7, 8, 9, nsec, time.UTC).In(time.Local).Format(layout)
+	}
+	want := []event.Header{
+		{Key: "d0", Value: "2024-05-06 07:08:09"},
+		{Key: "d3", Value: "2024-05-06 07:08:09.123"},
+		{Key: "d6", Value: "2024-05-06 07:08:09.000450"},
+		{Key: "t0", Value: ts("2006-01-02 15:04:05", 0)},
+		{Key: "t6", Value: ts("2006-01-02 15:04:05.000000", 999999000)},
+		{Key: "dz", Value: "0000-00-00 00:00:00"},
+	}
+	e := events[0]
+	if fmt.Sprint(e.Headers) != fmt.Sprint(want) {
+		t.Errorf("headers %v, want %v", e.Headers, want)
+	}
+	if e.ID != "42" || e.AggregateID != "2024-05-06 07:08:09.000450" {
+		t.Errorf("id %q, aggregate id %q: want 42 and the DATETIME(6) text", e.ID, e.AggregateID)
+	}
+}

@@ -263,7 +263,9 @@ type Delivery struct {
 	BatchSize int `yaml:"batch_size"`
 	// BatchBytes caps payload bytes per sink write. Default 1048576.
 	BatchBytes int `yaml:"batch_bytes"`
-	// Linger waits this long for a batch to fill. Default 5ms.
+	// Linger is how long a batch waits to fill once it has one event. Default
+	// 0: no waiting — an event on an idle sink is sent at once, and batches
+	// fill from what queues while the sink is busy (under load).
 	Linger time.Duration `yaml:"linger"`
 	// MaxInFlight caps unacknowledged events per sink. Default 10000.
 	MaxInFlight int `yaml:"max_in_flight"`
@@ -318,6 +320,12 @@ type Log struct {
 type HTTP struct {
 	// Listen address for /metrics, /healthz and /readyz. Default "" (off).
 	Listen string `yaml:"listen"`
+	// PProf also serves Go's profiles (net/http/pprof) under /debug/pprof/
+	// on the listen address, e.g. `go tool pprof
+	// http://HOST:PORT/debug/pprof/profile?seconds=20`. They reveal the
+	// process's internals (command line included): keep the address private.
+	// Default false.
+	PProf bool `yaml:"pprof"`
 }
 
 // Secret is a string that never appears in logs or printed configs.
@@ -716,6 +724,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DeadLetter.Store == "mysql" && c.Checkpoint.DSN == "" {
 		bad("dead_letter.store: mysql keeps dead letters in the checkpoint database: set checkpoint.dsn")
+	}
+	if c.HTTP.PProf && c.HTTP.Listen == "" {
+		bad("http.pprof: true needs http.listen (the address the profiles are served on)")
+	}
+	if c.Delivery.Linger < 0 {
+		bad("delivery.linger: %s is negative; 0 (the default) sends what is queued without waiting", c.Delivery.Linger)
 	}
 	if c.Delivery.BatchSize > c.Delivery.MaxInFlight {
 		bad("delivery.batch_size: %d is larger than delivery.max_in_flight (%d)", c.Delivery.BatchSize, c.Delivery.MaxInFlight)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +50,20 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 		}
 		fmt.Fprintln(w, strings.Join(append([]string{"ready"}, reading...), "\n"))
 	})
+	return mux
+}
+
+// WithPprof serves net/http/pprof's profiles under /debug/pprof/ beside h
+// (on a mux of its own: nothing is registered on http.DefaultServeMux). A CPU
+// profile or trace longer than the server's 60 s write timeout is cut off.
+func WithPprof(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, goroutine, allocs, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

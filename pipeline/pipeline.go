@@ -50,7 +50,7 @@ import (
 const (
 	DefaultBatchSize          = 500
 	DefaultBatchBytes         = 1 << 20
-	DefaultLinger             = 5 * time.Millisecond
+	DefaultLinger             = 0 // no waiting: batch what is queued
 	DefaultMaxInFlight        = 10000
 	DefaultMaxInFlightBytes   = 64 << 20
 	DefaultCheckpointInterval = time.Second
@@ -86,7 +86,11 @@ type Config struct {
 	BatchSize int
 	// BatchBytes caps the payload bytes per Write. Default 1 MiB.
 	BatchBytes int
-	// Linger is how long a batch waits to fill once it has one event. Default 5ms.
+	// Linger is how long a batch waits to fill once it has one event. Default
+	// 0: no waiting — a batch is whatever is queued when the sink is ready for
+	// it, so an event on an idle pipeline is sent at once and batches fill
+	// only under load (while the sink is busy, events queue). A Linger > 0
+	// trades latency for fuller batches at low rates. Negative is an error.
 	Linger time.Duration
 	// MaxInFlight caps the unacknowledged events. Default 10000.
 	MaxInFlight int
@@ -135,6 +139,8 @@ type Pipeline struct {
 	log     *slog.Logger
 	tracker *tracker
 	obs     Observer
+	// after is time.After; tests replace it with a clock of their own.
+	after func(time.Duration) <-chan time.Time
 }
 
 // item is one event in flight and the transaction it belongs to.
@@ -166,7 +172,9 @@ func New(cfg Config) (*Pipeline, error) {
 	def(&cfg.BatchBytes, DefaultBatchBytes)
 	def(&cfg.MaxInFlight, DefaultMaxInFlight)
 	def(&cfg.MaxInFlightBytes, DefaultMaxInFlightBytes)
-	defd(&cfg.Linger, DefaultLinger)
+	if cfg.Linger < 0 {
+		return nil, fmt.Errorf("pipeline: Linger %s is negative", cfg.Linger)
+	}
 	defd(&cfg.CheckpointInterval, DefaultCheckpointInterval)
 	defd(&cfg.DrainTimeout, DefaultDrainTimeout)
 	cfg.Retry = cfg.Retry.WithDefaults()
@@ -177,7 +185,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs}, nil
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, after: time.After}, nil
 }
 
 // Resume returns the position the pipeline starts from: its checkpoint, or
@@ -403,8 +411,9 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(er
 	}
 }
 
-// nextBatch collects up to BatchSize events / BatchBytes, waiting at most
-// Linger after the first. ok is false when items is closed.
+// nextBatch collects up to BatchSize events / BatchBytes: the first to
+// arrive, then whatever is queued behind it, then — only with a Linger — what
+// arrives within Linger of the first. ok is false when items is closed.
 func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*item, ok bool) {
 	var first *item
 	select {
@@ -415,11 +424,34 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 	case <-ctx.Done():
 		return nil, false
 	}
-	batch = append(batch, first)
+	batch = make([]*item, 1, min(p.cfg.BatchSize, len(items)+1))
+	batch[0] = first
 	bytes := len(first.ev.Payload)
-	timer := time.NewTimer(p.cfg.Linger)
-	defer timer.Stop()
-	for len(batch) < p.cfg.BatchSize && bytes < p.cfg.BatchBytes {
+	full := func() bool { return len(batch) >= p.cfg.BatchSize || bytes >= p.cfg.BatchBytes }
+	// takeQueued adds what is queued now, without waiting.
+	takeQueued := func() (ok bool) {
+		for !full() {
+			select {
+			case it, ok := <-items:
+				if !ok {
+					return false
+				}
+				batch = append(batch, it)
+				bytes += len(it.ev.Payload)
+			default:
+				return true
+			}
+		}
+		return true
+	}
+	if !takeQueued() {
+		return batch, false
+	}
+	if p.cfg.Linger == 0 || full() {
+		return batch, true
+	}
+	timer := p.after(p.cfg.Linger)
+	for !full() {
 		select {
 		case it, ok := <-items:
 			if !ok {
@@ -427,8 +459,8 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 			}
 			batch = append(batch, it)
 			bytes += len(it.ev.Payload)
-		case <-timer.C:
-			return batch, true
+		case <-timer:
+			return batch, takeQueued()
 		case <-ctx.Done():
 			return batch, false
 		}

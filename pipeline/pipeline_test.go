@@ -514,3 +514,208 @@ func TestAFencedCancelSkipsTheDrain(t *testing.T) {
 		t.Fatalf("%d saves after the fence", n-saves)
 	}
 }
+
+// stepSource hands out its transactions one by one: each only after next
+// returns, so a test decides what is queued when.
+type stepSource struct {
+	txns []*event.Txn
+	next func(i int) error // called before handing txns[i]
+}
+
+func (s *stepSource) Run(ctx context.Context, _ event.Position, handle func(context.Context, *event.Txn) error) error {
+	for i, t := range s.txns {
+		if err := s.next(i); err != nil {
+			return err
+		}
+		if err := handle(ctx, t); err != nil {
+			return err
+		}
+	}
+	if err := s.next(len(s.txns)); err != nil { // after the last
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// batchSink records each Write's event ids, and may hold a Write until
+// release is closed.
+type batchSink struct {
+	mu      sync.Mutex
+	batches [][]string
+	wrote   chan struct{} // one send per Write, when it starts
+	release chan struct{} // nil: never held
+}
+
+func (s *batchSink) Connect(context.Context) error { return nil }
+func (s *batchSink) Close(context.Context) error   { return nil }
+func (s *batchSink) Write(ctx context.Context, batch []*event.Event) error {
+	var ids []string
+	for _, e := range batch {
+		ids = append(ids, e.ID)
+	}
+	s.mu.Lock()
+	s.batches = append(s.batches, ids)
+	s.mu.Unlock()
+	s.wrote <- struct{}{}
+	if s.release != nil {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *batchSink) got() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]string(nil), s.batches...)
+}
+
+// stoppedClock is a clock whose timers never fire: a batch that waited for
+// its linger would wait for ever.
+func stoppedClock(t *testing.T, calls *atomic.Int32) func(time.Duration) <-chan time.Time {
+	return func(d time.Duration) <-chan time.Time {
+		calls.Add(1)
+		return nil
+	}
+}
+
+func TestLingerZeroSendsAnEventOnAnIdlePipelineAtOnce(t *testing.T) {
+	s := &batchSink{wrote: make(chan struct{}, 16)}
+	p, err := New(Config{Name: "t", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4}, Linger: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timers atomic.Int32
+	p.after = stoppedClock(t, &timers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &stepSource{txns: txns(3, 1), next: func(i int) error {
+		if i == 0 || i == 3 {
+			return nil
+		}
+		// Event i is handed only once event i-1 reached the sink: with a
+		// linger on a clock that never fires, it never would.
+		select {
+		case <-s.wrote:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(30 * time.Second):
+			return errors.New("the previous event was not sent while the pipeline was idle")
+		}
+	}}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	waitUntil(t, func() bool { return len(s.got()) == 3 })
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	for i, b := range s.got() {
+		if len(b) != 1 {
+			t.Errorf("batch %d = %v, want one event each", i, b)
+		}
+	}
+	if n := timers.Load(); n != 0 {
+		t.Errorf("linger timers started: %d, want none", n)
+	}
+}
+
+func TestLingerZeroFillsBatchesFromTheQueueUnderLoad(t *testing.T) {
+	s := &batchSink{wrote: make(chan struct{}, 16), release: make(chan struct{})}
+	p, err := New(Config{Name: "t", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timers atomic.Int32
+	p.after = stoppedClock(t, &timers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// One event, then 5 transactions of 10 that queue (exactly the queue's
+	// room: BatchSize) while the first Write is held, then 3 more.
+	all := []*event.Txn{{Position: event.Position{File: "b.1", Pos: 10}, Events: []*event.Event{{ID: "first", AggregateID: "a", Payload: []byte("{}")}}}}
+	for i, tx := range txns(8, 10) {
+		tx.Position.Pos = uint32(11 + i)
+		all = append(all, tx)
+	}
+	src := &stepSource{txns: all, next: func(i int) error {
+		switch i {
+		case 1:
+			<-s.wrote // the first event is being written, alone
+		case 6:
+			close(s.release) // 50 events are queued behind it
+		}
+		return nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	waitUntil(t, func() bool {
+		n := 0
+		for _, b := range s.got() {
+			n += len(b)
+		}
+		return n == 81
+	})
+	cancel()
+	<-done
+	var sizes []int
+	for _, b := range s.got() {
+		sizes = append(sizes, len(b))
+	}
+	if len(sizes) < 3 || sizes[0] != 1 || sizes[1] != 50 {
+		t.Errorf("batch sizes %v, want 1 (idle), then 50 (the queue, a full batch), then the rest", sizes)
+	}
+	if n := timers.Load(); n != 0 {
+		t.Errorf("linger timers started: %d, want none", n)
+	}
+}
+
+func TestLingerWaitsForABatchToFillOnlyWhenSet(t *testing.T) {
+	s := &batchSink{wrote: make(chan struct{}, 16)}
+	p, err := New(Config{Name: "t", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4}, Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fire := make(chan time.Time)
+	var asked atomic.Int32
+	p.after = func(d time.Duration) <-chan time.Time {
+		if d != time.Hour {
+			t.Errorf("linger %s, want 1h", d)
+		}
+		asked.Add(1)
+		return fire
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &stepSource{txns: txns(2, 1), next: func(i int) error {
+		switch i {
+		case 1:
+			waitUntil(t, func() bool { return asked.Load() == 1 }) // the batch of event 0 lingers
+		case 2:
+			fire <- time.Now() // event 1 is queued: the linger ends
+		}
+		return nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	waitUntil(t, func() bool { return len(s.got()) == 1 })
+	cancel()
+	<-done
+	if got := s.got(); len(got) != 1 || len(got[0]) != 2 {
+		t.Errorf("batches %v, want the two events in one batch", got)
+	}
+}
+
+// waitUntil polls cond; the limit only guards against a hang.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 30s")
+		}
+	}
+}

@@ -354,7 +354,11 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		m.Unregister()
 		return nil, nil, errors.New("relay: Options.Gatherer is required when Options.Registerer is not a prometheus.Gatherer")
 	}
-	srv, err := r.listen(metrics.Handler(m, gather, 0))
+	h := metrics.Handler(m, gather, 0)
+	if r.cfg.HTTP.PProf {
+		h = metrics.WithPprof(h) // /debug/pprof/ beside them
+	}
+	srv, err := r.listen(h)
 	if err != nil {
 		m.Unregister()
 		return nil, nil, err

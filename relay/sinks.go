@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
@@ -23,7 +24,11 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 		return []Target{{Name: s.Name, Sink: stdout.New(c, r.opts.Stdout)}}, nil
 	},
 	"kafka": func(s config.Sink, r *Relay) ([]Target, error) {
-		k, err := kafka.New(*s.Kafka, r.log.With(slog.String("sink", s.Name)))
+		kc := *s.Kafka
+		// The sink retries its produce requests itself (it keeps one in
+		// flight per partition): with the relay's one retry policy.
+		kc.Retry = retry.Policy{Initial: r.cfg.Delivery.RetryBackoff, Max: r.cfg.Delivery.MaxRetryBackoff}
+		k, err := kafka.New(kc, r.log.With(slog.String("sink", s.Name)))
 		if err != nil {
 			return nil, err
 		}

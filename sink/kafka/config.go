@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/retry"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -26,7 +27,6 @@ const (
 	DefaultKey            = "{{.AggregateID}}"
 	DefaultBatchSize      = 1000
 	DefaultBatchBytes     = 1 << 20 // 1 MiB: fits a broker's default message.max.bytes (1048588)
-	DefaultLinger         = time.Millisecond
 	DefaultCompression    = "none"
 	DefaultClientID       = "outbox-relay"
 	DefaultRequestTimeout = 10 * time.Second
@@ -63,10 +63,10 @@ type Config struct {
 	// whose default is 1048588. A message larger than this fails permanently.
 	// Default 1048576 (1 MiB).
 	BatchBytes int `yaml:"batch_bytes"`
-	// Linger is how long kafka-go's writer waits for a partition's record
-	// batch to fill before sending it. Write hands every message of a round
-	// to the writer at once and nothing else writes meanwhile, so linger only
-	// delays the send: keep it small. Default 1ms.
+	// Linger is no longer used: a partition's next produce request is sent
+	// as soon as the previous one is acknowledged, with every message queued
+	// for it meanwhile (batching is delivery.linger's, in the pipeline).
+	// Accepted for compatibility; a value other than 0 is logged as ignored.
 	Linger time.Duration `yaml:"linger"`
 	// Compression is none, gzip, snappy, lz4 or zstd. Default none.
 	Compression string `yaml:"compression"`
@@ -86,6 +86,12 @@ type Config struct {
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// CreateTopics lets the sink create missing topics. Default off.
 	CreateTopics CreateTopicsConfig `yaml:"create_topics"`
+
+	// Retry is the policy of the sink's own retries (Submit retries a failed
+	// produce request until it succeeds or fails for good). Not read from the
+	// config file: the relay sets it from delivery.retry_backoff and
+	// delivery.max_retry_backoff. Default: the retry package's defaults.
+	Retry retry.Policy `yaml:"-"`
 }
 
 // TLSConfig configures TLS to the brokers.
@@ -162,9 +168,7 @@ func (c *Config) Defaults() {
 	if c.BatchBytes == 0 {
 		c.BatchBytes = DefaultBatchBytes
 	}
-	if c.Linger == 0 {
-		c.Linger = DefaultLinger
-	}
+	c.Retry = c.Retry.WithDefaults()
 	if c.Compression == "" {
 		c.Compression = DefaultCompression
 	}

@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 	c.Defaults()
 	want := Config{
 		Topic: "outbox.event.{{.AggregateType}}", Key: "{{.AggregateID}}",
-		BatchSize: 1000, BatchBytes: 1 << 20, Linger: time.Millisecond, Compression: "none",
+		BatchSize: 1000, BatchBytes: 1 << 20, Compression: "none",
 		ClientID: "outbox-relay", RequestTimeout: 10 * time.Second,
 		CreateTopics: CreateTopicsConfig{Partitions: 3, ReplicationFactor: 1},
 	}

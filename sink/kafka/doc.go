@@ -27,20 +27,26 @@
 //
 // # Delivery
 //
-//   - Acknowledgement: Write returns nil only after the brokers acknowledged
-//     every message with acks=all. kafka-go's writer makes a single attempt
-//     (MaxAttempts 1): retrying is the pipeline's job.
+//   - Acknowledgement: an event is acknowledged only after the brokers
+//     acknowledged its message with acks=all.
 //   - Order: messages are partitioned by a murmur2 hash of the key
 //     (kafka-go's Murmur2Balancer, the same partition as Java's default
 //     partitioner and librdkafka's murmur2_random), so one key stays on one
-//     partition while the partition count does not change. A Write is sent in
-//     rounds of at most batch_size messages and batch_bytes bytes, one after
-//     another; in a round each partition gets exactly one record batch in one
-//     produce request, which the broker takes or rejects whole. After a round
-//     with a retriable failure the rest of the Write is not sent. So
-//     whatever fails, no message is acknowledged ahead of an earlier message
-//     of its key that failed retriably; retries can only duplicate.
-//   - Failures are reported per event in a *sink.BatchError. Permanent
+//     partition while the partition count does not change. Each partition
+//     has a queue, in binlog order, and at most one produce request in
+//     flight: one record batch of what queued (up to batch_size messages and
+//     batch_bytes), which the broker takes or rejects whole; every partition
+//     is in flight at once. Submit (the pipeline's way in) retries a failed
+//     request before anything behind it on its partition, with Config.Retry
+//     (the relay's one policy, see package retry), so a key's messages are
+//     never reordered; retries can only duplicate. Write tries each request
+//     once and, after a retriable failure on a partition, does not send the
+//     batch's later messages of that partition (they fail too).
+//   - No linger: a partition's next request is sent as soon as the previous
+//     one is acknowledged, with everything queued meanwhile, so batches fill
+//     under load and an idle event is sent at once (kafka.linger is ignored).
+//   - Failures are reported per event (Submit's ack, Write's *sink.BatchError;
+//     Submit reports only permanent ones). Permanent
 //     (sink.Permanent) are: a message larger than batch_bytes, a topic
 //     template that fails or renders an invalid topic name, and the broker
 //     codes MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TOPIC_EXCEPTION,
@@ -68,8 +74,10 @@
 //
 // # Concurrency
 //
-// The pipeline calls Connect, then Write serially (never two at once), then
-// Close once. Write is not safe for concurrent use and the sink does not
-// implement sink.Submitter. Close flushes and closes kafka-go's writer, whose
-// goroutines it waits for, and closes the connections.
+// The sink is a sink.Submitter: the pipeline calls Connect, then Submit from
+// one goroutine in binlog order (Submit queues and returns; it blocks only to
+// look a topic up or create it), then Close once. Acks come from one
+// goroutine per partition with messages queued, which exits when its queue
+// is empty; Close fails what is still queued, and waits for them. Write is
+// Submit without retries, and a wait.
 package kafka

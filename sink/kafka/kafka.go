@@ -24,13 +24,32 @@ type Sink struct {
 	key       *fieldTemplate
 	transport *kafkago.Transport
 	client    *kafkago.Client
-	writer    *kafkago.Writer
+	balancer  kafkago.Murmur2Balancer
 
-	mu    sync.Mutex      // guards known; Write is serial, this is belt and braces
-	known map[string]bool // topics seen to exist (or created)
+	mu    sync.Mutex            // guards known
+	known map[string]topicState // topics seen to exist (or created)
+
+	qmu     sync.Mutex // guards parts and closed
+	parts   map[partitionKey]*partitionQueue
+	closed  bool
+	closing chan struct{} // closed by Close: waits end, queues fail
+	workers sync.WaitGroup
 }
 
-var _ sink.Sink = (*Sink)(nil)
+// topicState is what the sink knows of a topic: its partition count, and
+// when that was read (it is read again after topicRefresh).
+type topicState struct {
+	partitions int
+	at         time.Time
+}
+
+// topicRefresh is how long a topic's partition count is trusted.
+const topicRefresh = 30 * time.Second
+
+var (
+	_ sink.Sink      = (*Sink)(nil)
+	_ sink.Submitter = (*Sink)(nil)
+)
 
 // New returns a sink for cfg, with cfg's defaults applied and validated. It
 // does not touch the network: Connect does.
@@ -66,6 +85,9 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		SASL:        mech,
 	}
 	addr := kafkago.TCP(cfg.Brokers...)
+	if cfg.Linger != 0 {
+		logger.Warn("kafka.linger is ignored: a partition's next request is sent as soon as the previous one is acknowledged; use delivery.linger to wait for batches to fill", slog.Duration("linger", cfg.Linger))
+	}
 	s := &Sink{
 		cfg:       cfg,
 		log:       logger.With(slog.String("sink_type", "kafka")),
@@ -73,30 +95,13 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		key:       key,
 		transport: transport,
 		client:    &kafkago.Client{Addr: addr, Transport: transport, Timeout: cfg.RequestTimeout},
-		known:     map[string]bool{},
-	}
-	s.writer = &kafkago.Writer{
-		Addr: addr,
 		// Murmur2 of the key, as Java's default partitioner: a key lands on the
 		// partition Java and librdkafka ("murmur2_random") producers pick.
 		// Consistent also hashes an empty key rather than scattering it.
-		Balancer:     kafkago.Murmur2Balancer{Consistent: true},
-		MaxAttempts:  1, // retries belong to the pipeline
-		BatchSize:    cfg.BatchSize,
-		BatchBytes:   int64(cfg.BatchBytes),
-		BatchTimeout: cfg.Linger,
-		ReadTimeout:  cfg.RequestTimeout,
-		WriteTimeout: cfg.RequestTimeout,
-		RequiredAcks: kafkago.RequireAll,
-		Async:        false,
-		Compression:  cfg.compression(),
-		Transport:    transport,
-		// Missing topics are created by ensureTopic when configured, never
-		// by a broker's auto.create.topics.enable with its defaults.
-		AllowAutoTopicCreation: false,
-		ErrorLogger: kafkago.LoggerFunc(func(msg string, args ...any) {
-			s.log.Debug("kafka-go: " + fmt.Sprintf(msg, args...))
-		}),
+		balancer: kafkago.Murmur2Balancer{Consistent: true},
+		known:    map[string]topicState{},
+		parts:    map[partitionKey]*partitionQueue{},
+		closing:  make(chan struct{}),
 	}
 	return s, nil
 }
@@ -143,15 +148,25 @@ func (s *Sink) Connect(ctx context.Context) error {
 	return nil
 }
 
-// Close flushes and closes the writer and closes the connections. Write has
-// returned by then, so there is nothing left to flush but batches a
-// cancelled Write abandoned, which are sent or fail within request_timeout.
+// Close stops the sink: messages still queued (their Write or Submit ctx
+// ended, or nobody waits for them) fail with a retriable error, a request in
+// flight ends within request_timeout, and Close waits for the partitions'
+// goroutines, then closes the connections.
 func (s *Sink) Close(ctx context.Context) error {
-	err := s.writer.Close()
-	s.transport.CloseIdleConnections()
-	if err != nil {
-		return fmt.Errorf("close kafka writer: %w", err)
+	s.qmu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
 	}
+	s.qmu.Unlock()
+	done := make(chan struct{})
+	go func() { s.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("close kafka sink: %w", ctx.Err())
+	}
+	s.transport.CloseIdleConnections()
 	return nil
 }
 
@@ -159,12 +174,71 @@ func (s *Sink) Close(ctx context.Context) error {
 // configured to. Results are cached: each topic is checked once, until a
 // write finds it missing again.
 func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+	_, err := s.partitions(ctx, topic)
+	return err
+}
+
+// partitions returns the partition count of topic, checking that it exists
+// (creating it if configured to) when it is not known or was read more than
+// topicRefresh ago.
+func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
 	s.mu.Lock()
-	ok := s.known[topic]
+	st, ok := s.known[topic]
 	s.mu.Unlock()
-	if ok {
-		return nil
+	if ok && time.Since(st.at) < topicRefresh {
+		return st.partitions, nil
 	}
+	if ok {
+		// Known to exist: only the count may have changed.
+		if n, err := s.readPartitions(ctx, topic); err == nil {
+			s.setPartitions(topic, n)
+			return n, nil
+		}
+		return st.partitions, nil
+	}
+	if err := s.checkTopic(ctx, topic); err != nil {
+		return 0, err
+	}
+	n, err := s.readPartitions(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	s.setPartitions(topic, n)
+	return n, nil
+}
+
+func (s *Sink) setPartitions(topic string, n int) {
+	s.mu.Lock()
+	s.known[topic] = topicState{partitions: n, at: time.Now()}
+	s.mu.Unlock()
+}
+
+// readPartitions reads topic's partition count from the cluster metadata
+// (the transport caches it for a few seconds).
+func (s *Sink) readPartitions(ctx context.Context, topic string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("look up kafka topic %q: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return 0, classify(fmt.Errorf("look up kafka topic %q: %w", topic, t.Error))
+		}
+		if len(t.Partitions) == 0 {
+			return 0, fmt.Errorf("look up kafka topic %q: no partitions", topic)
+		}
+		return len(t.Partitions), nil
+	}
+	return 0, fmt.Errorf("look up kafka topic %q: %w", topic, kafkago.UnknownTopicOrPartition)
+}
+
+// checkTopic returns nil when topic exists, creating it if configured to.
+func (s *Sink) checkTopic(ctx context.Context, topic string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	if s.cfg.CreateTopics.Enabled {
@@ -202,9 +276,6 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 			return classify(fmt.Errorf("look up kafka topic %q: %w", topic, t.Error))
 		}
 	}
-	s.mu.Lock()
-	s.known[topic] = true
-	s.mu.Unlock()
 	return nil
 }
 
@@ -213,72 +284,6 @@ func (s *Sink) forgetTopic(topic string) {
 	s.mu.Lock()
 	delete(s.known, topic)
 	s.mu.Unlock()
-}
-
-// Write delivers batch and returns nil once the brokers acknowledged every
-// message with acks=all, or a *sink.BatchError naming each failed event.
-//
-// The batch is sent in rounds of at most batch_size messages and batch_bytes
-// bytes, one after another; within a round each partition gets exactly one
-// produce request, so a failure never lets a later message of a key in ahead
-// of an earlier one. After a round with a retriable failure, the later rounds
-// are not sent and fail too.
-func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
-	errs := map[int]error{}
-	msgs := make([]kafkago.Message, len(batch))
-	var pending []int // indexes of the messages to send, in batch order
-	topicChecked := map[string]error{}
-	for i, e := range batch {
-		m, err := s.message(e)
-		if err == nil {
-			checked, ok := topicChecked[m.Topic]
-			if !ok {
-				checked = s.ensureTopic(ctx, m.Topic)
-				topicChecked[m.Topic] = checked
-			}
-			err = checked
-		}
-		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
-			err = sink.Permanent(fmt.Errorf("message of %d bytes exceeds kafka.batch_bytes (%d): %w",
-				messageSize(&m), s.cfg.BatchBytes, kafkago.MessageSizeTooLarge))
-		}
-		m.WriterData = i
-		msgs[i] = m
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		pending = append(pending, i)
-	}
-
-	for len(pending) > 0 {
-		round := s.nextRound(msgs, pending)
-		pending = pending[len(round):]
-		res := s.send(ctx, msgs, round)
-		var retriable error
-		for _, i := range round {
-			if err := res[i]; err != nil {
-				errs[i] = err
-				if retriable == nil && !sink.IsPermanent(err) {
-					retriable = err
-				}
-			}
-		}
-		if retriable != nil {
-			for _, i := range pending {
-				errs[i] = errNotSent{retriable}
-			}
-			break
-		}
-	}
-
-	if s.cfg.DeadLetterTopic != "" {
-		s.deadLetter(ctx, batch, msgs, errs)
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &sink.BatchError{Errs: errs}
 }
 
 // message builds the Kafka message of e; an error is permanent.
@@ -316,115 +321,6 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	}, nil
 }
 
-// nextRound returns the longest prefix of pending within batch_size and
-// batch_bytes (at least one message: each fits batch_bytes on its own).
-func (s *Sink) nextRound(msgs []kafkago.Message, pending []int) []int {
-	n, bytes := 0, 0
-	for n < len(pending) && n < s.cfg.BatchSize {
-		size := messageSize(&msgs[pending[n]])
-		if n > 0 && bytes+size > s.cfg.BatchBytes {
-			break
-		}
-		bytes += size
-		n++
-	}
-	return pending[:n]
-}
-
-// send writes the messages msgs[i] for i in idx, in that order, and returns
-// each one's error (nil when acknowledged), classified.
-//
-// A broker rejects a whole partition's record batch when it is larger than
-// the topic's max.message.bytes, failing the innocent messages with it. So,
-// as Java's producer splits a batch on MESSAGE_TOO_LARGE, send resends such
-// messages in halves, in order, until each failure is a message alone.
-func (s *Sink) send(ctx context.Context, msgs []kafkago.Message, idx []int) map[int]error {
-	res := s.writeRound(ctx, msgs, idx)
-	var large []int
-	for _, i := range idx {
-		if tooLarge(res[i]) {
-			large = append(large, i)
-		}
-	}
-	if len(large) <= 1 {
-		return res
-	}
-	s.log.Warn("kafka rejected a record batch as too large; resending its messages in smaller batches",
-		slog.Int("messages", len(large)))
-	for i, err := range s.isolate(ctx, msgs, large) {
-		res[i] = err
-	}
-	return res
-}
-
-// isolate resends the messages idx, all rejected together as too large: the
-// first half, fully resolved, then the second. It stops at the first
-// retriable failure, failing the messages not yet sent.
-func (s *Sink) isolate(ctx context.Context, msgs []kafkago.Message, idx []int) map[int]error {
-	res := map[int]error{}
-	halves := [][]int{idx[:len(idx)/2], idx[len(idx)/2:]}
-	for h, half := range halves {
-		r := s.send(ctx, msgs, half)
-		var retriable error
-		for _, i := range half {
-			res[i] = r[i]
-			if r[i] != nil && !sink.IsPermanent(r[i]) && retriable == nil {
-				retriable = r[i]
-			}
-		}
-		if retriable != nil {
-			for _, rest := range halves[h+1:] {
-				for _, i := range rest {
-					res[i] = errNotSent{retriable}
-				}
-			}
-			break
-		}
-	}
-	return res
-}
-
-// writeRound makes one WriteMessages call: one record batch per partition.
-func (s *Sink) writeRound(ctx context.Context, msgs []kafkago.Message, idx []int) map[int]error {
-	round := make([]kafkago.Message, len(idx))
-	for j, i := range idx {
-		round[j] = msgs[i]
-	}
-	// The writer bounds each produce request by request_timeout; this bounds
-	// the wait for metadata too.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout+s.cfg.RequestTimeout/2)
-	defer cancel()
-	err := s.writer.WriteMessages(ctx, round...)
-	res := make(map[int]error, len(idx))
-	if err == nil {
-		return res
-	}
-	var werrs kafkago.WriteErrors
-	var tooBig kafkago.MessageTooLargeError
-	switch {
-	case errors.As(err, &werrs) && len(werrs) == len(idx):
-		for j, i := range idx {
-			if werrs[j] != nil {
-				res[i] = s.messageError(&msgs[i], werrs[j])
-			}
-		}
-	case errors.As(err, &tooBig):
-		// Not expected (Write checks sizes first); nothing was sent.
-		for _, i := range idx {
-			if i == tooBig.Message.WriterData {
-				res[i] = sink.Permanent(fmt.Errorf("write to kafka topic %q: %w", msgs[i].Topic, err))
-			} else {
-				res[i] = errNotSent{err}
-			}
-		}
-	default:
-		for _, i := range idx {
-			res[i] = s.messageError(&msgs[i], err)
-		}
-	}
-	return res
-}
-
 // messageError describes and classifies the failure to write m.
 func (s *Sink) messageError(m *kafkago.Message, err error) error {
 	if errors.Is(err, kafkago.UnknownTopicOrPartition) {
@@ -436,59 +332,4 @@ func (s *Sink) messageError(m *kafkago.Message, err error) error {
 		return fmt.Errorf("write to kafka topic %q: the topic is missing (%s): %w", m.Topic, hint, err)
 	}
 	return classify(fmt.Errorf("write to kafka topic %q: %w", m.Topic, err))
-}
-
-// deadLetter writes the permanently failed messages to the dead-letter
-// topic and removes from errs those the brokers acknowledged there.
-func (s *Sink) deadLetter(ctx context.Context, batch []*event.Event, msgs []kafkago.Message, errs map[int]error) {
-	var idx []int
-	for i := range batch {
-		if err := errs[i]; err != nil && sink.IsPermanent(err) {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return
-	}
-	if err := s.ensureTopic(ctx, s.cfg.DeadLetterTopic); err != nil {
-		for _, i := range idx {
-			errs[i] = sink.Permanent(fmt.Errorf("%w; and it cannot go to the dead-letter topic: %v", errs[i], err))
-		}
-		return
-	}
-	dlq := make([]kafkago.Message, len(batch))
-	var pending []int
-	for _, i := range idx {
-		e := batch[i]
-		hs := append(headers(e),
-			kafkago.Header{Key: HeaderDLQReason, Value: []byte(errs[i].Error())},
-			kafkago.Header{Key: HeaderDLQOriginalTopic, Value: []byte(msgs[i].Topic)},
-		)
-		dlq[i] = kafkago.Message{
-			Topic: s.cfg.DeadLetterTopic, Key: msgs[i].Key, Value: e.Payload,
-			Headers: hs, Time: msgs[i].Time, WriterData: i,
-		}
-		if size := messageSize(&dlq[i]); size > s.cfg.BatchBytes {
-			errs[i] = sink.Permanent(fmt.Errorf("%w; and it cannot go to dead-letter topic %q either: %d bytes exceed kafka.batch_bytes (%d)",
-				errs[i], s.cfg.DeadLetterTopic, size, s.cfg.BatchBytes))
-			continue
-		}
-		pending = append(pending, i)
-	}
-	for len(pending) > 0 {
-		round := s.nextRound(dlq, pending)
-		pending = pending[len(round):]
-		res := s.send(ctx, dlq, round)
-		for _, i := range round {
-			if err := res[i]; err != nil {
-				errs[i] = sink.Permanent(fmt.Errorf("%w; and writing it to dead-letter topic %q failed: %v",
-					errs[i], s.cfg.DeadLetterTopic, err))
-				continue
-			}
-			s.log.Warn("event sent to the kafka dead-letter topic",
-				slog.String("event_id", batch[i].ID), slog.String("topic", s.cfg.DeadLetterTopic),
-				slog.String("original_topic", msgs[i].Topic), slog.Any("reason", errs[i]))
-			delete(errs, i)
-		}
-	}
 }

@@ -8,13 +8,18 @@ package stdout
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -28,10 +33,11 @@ type Config struct {
 
 // Sink writes JSON lines to W.
 type Sink struct {
-	cfg  Config
-	out  io.Writer
-	w    *bufio.Writer
-	torn bool // a failed write may have left a partial line
+	cfg     Config
+	out     io.Writer
+	w       *bufio.Writer
+	torn    bool         // a failed write may have left a partial line
+	payload bytes.Buffer // a compacted payload, reused
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -83,17 +89,149 @@ func (s *Sink) write(batch []*event.Event) error {
 		}
 		s.torn = false
 	}
-	enc := json.NewEncoder(s.w)
-	enc.SetEscapeHTML(false)
 	if s.cfg.Pretty {
+		enc := json.NewEncoder(s.w)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
+		for _, e := range batch {
+			if err := enc.Encode(ToLine(e)); err != nil {
+				return fmt.Errorf("write event %s: %w", e.ID, err)
+			}
+		}
+		return s.w.Flush()
 	}
 	for _, e := range batch {
-		if err := enc.Encode(ToLine(e)); err != nil {
+		// The line is built in the writer's own free space when it fits:
+		// no copy, and the payload is validated and compacted in one pass.
+		if _, err := s.w.Write(s.appendLine(s.w.AvailableBuffer(), e)); err != nil {
 			return fmt.Errorf("write event %s: %w", e.ID, err)
 		}
 	}
 	return s.w.Flush()
+}
+
+// appendLine appends e's line, byte for byte what encoding/json writes for
+// ToLine(e) (without HTML escaping), and a newline.
+func (s *Sink) appendLine(b []byte, e *event.Event) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, e.ID)
+	if e.Type != "" {
+		b = append(b, `,"type":`...)
+		b = appendString(b, e.Type)
+	}
+	if e.AggregateType != "" {
+		b = append(b, `,"aggregate_type":`...)
+		b = appendString(b, e.AggregateType)
+	}
+	b = append(b, `,"aggregate_id":`...)
+	b = appendString(b, e.AggregateID)
+	b = append(b, `,"table":`...)
+	b = appendString(b, e.Table)
+	b = append(b, `,"commit_time":`...)
+	if y := e.CommitTime.Year(); y >= 0 && y <= 9999 {
+		b = append(b, '"')
+		b = e.CommitTime.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	} else {
+		b = append(b, `null`...) // not from a binlog; encoding/json fails on it
+	}
+	if e.Source.GTID != "" {
+		b = append(b, `,"gtid":`...)
+		b = appendString(b, e.Source.GTID)
+	}
+	if e.Source.File != "" {
+		b = append(b, `,"binlog_file":`...)
+		b = appendString(b, e.Source.File)
+	}
+	if e.Source.Pos != 0 {
+		b = append(b, `,"binlog_pos":`...)
+		b = strconv.AppendUint(b, uint64(e.Source.Pos), 10)
+	}
+	if len(e.Headers) > 0 {
+		// A JSON object: sorted keys, the last of a repeated key wins.
+		hs := make(map[string]string, len(e.Headers))
+		for _, h := range e.Headers {
+			hs[h.Key] = h.Value
+		}
+		b = append(b, `,"headers":{`...)
+		for i, k := range slices.Sorted(maps.Keys(hs)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, hs[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"payload":`...)
+	s.payload.Reset()
+	switch {
+	case e.Payload == nil:
+		b = append(b, `null,"payload_encoding":"sql_null"`...)
+	case json.Compact(&s.payload, e.Payload) == nil:
+		b = append(b, s.payload.Bytes()...)
+	default:
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, e.Payload)
+		b = append(b, `","payload_encoding":"base64"`...)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendString appends v as a JSON string, escaped as encoding/json does
+// without HTML escaping: quotes, backslashes and control characters
+// escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendString(b []byte, v string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(v); {
+		if c := v[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, v[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, v[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, v[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, v[start:]...)
+	return append(b, '"')
 }
 
 // Close implements sink.Sink.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +51,64 @@ func TestWriteOneJSONLinePerEvent(t *testing.T) {
 	if string(l.Payload) != "null" || l.PayloadEncoding != "" {
 		t.Fatalf("a JSON null payload must be null with no payload_encoding: %s", lines[3])
 	}
+}
+
+// The line is built by hand (one pass over the payload); it must be byte for
+// byte what encoding/json writes for ToLine.
+func TestLinesAreWhatEncodingJSONWrites(t *testing.T) {
+	strs := []string{"", "plain", `q"uote`, `back\slash`, "ctl\x00\x01\x1f\b\f\n\r\t", "<html>&amp;", "utf8 é ✓ 😀",
+		"bad \xff\xfe utf8", "sep \u2028 \u2029", "\x7f del"}
+	payloads := [][]byte{nil, []byte(`{"a": 1, "b": [1, 2.50, "x y"]}`), []byte(" \n{\"k\":\"<&>\"}\t"), []byte(`"str"`), []byte("null"),
+		[]byte("12"), []byte("{bad json"), {0xff, 0x00, 0x10}, []byte(""), []byte(`{"a":"\u2028"}`)}
+	var evs []*event.Event
+	for i, p := range payloads {
+		for j, str := range strs {
+			e := &event.Event{ID: str, AggregateID: strs[(j+1)%len(strs)], Payload: p, Table: "db.outbox",
+				CommitTime: time.Unix(int64(1700000000+i), int64(j*1000)).UTC()}
+			if j%2 == 0 {
+				e.Type, e.AggregateType = strs[(j+2)%len(strs)], str
+				e.Source = event.Source{GTID: "0-1-" + str, File: "binlog.000001", Pos: uint32(i * j)}
+				e.Headers = []event.Header{{Key: "z" + str, Value: str}, {Key: "a", Value: "1"}, {Key: "a", Value: "2"}}
+			}
+			evs = append(evs, e)
+		}
+	}
+	var got bytes.Buffer
+	if err := New(Config{}, &got).Write(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	for _, e := range evs {
+		if err := enc.Encode(ToLine(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, wl := strings.Split(got.String(), "\n"), strings.Split(want.String(), "\n")
+	if len(gl) != len(wl) {
+		t.Fatalf("%d lines, want %d", len(gl), len(wl))
+	}
+	for i := range gl {
+		if gl[i] != wl[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i, gl[i], wl[i])
+		}
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	evs := make([]*event.Event, 500)
+	for i := range evs {
+		evs[i] = &event.Event{ID: fmt.Sprintf("p1-%d", i), AggregateType: "order", AggregateID: fmt.Sprintf("agg-%d", i%100), Type: "created",
+			Payload: []byte(fmt.Sprintf(`{"id": "p1-%d", "amount": %d, "note": "a typical small event payload"}`, i, i)),
+			Table:   "db.outbox", CommitTime: time.Unix(1700000000, 0).UTC(), Source: event.Source{GTID: "0-1-12345", File: "binlog.000001", Pos: 123456}}
+	}
+	s := New(Config{}, io.Discard)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Write(context.Background(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
 }

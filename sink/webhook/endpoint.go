@@ -81,8 +81,12 @@ type Endpoint struct {
 	started  bool
 	closed   bool
 	disabled bool
-	probing  bool          // a probe goroutine runs
-	closing  chan struct{} // closed by Close
+	probing  bool // a probe goroutine runs
+	// mayWaitUnreachable: a lane head may be waiting after a connection
+	// failure; false after wakeUnreachableLocked readied them all, so a
+	// delivery does not scan every lane when none waits.
+	mayWaitUnreachable bool
+	closing            chan struct{} // closed by Close
 
 	probeEvery time.Duration // retry.DefaultProbe; tests shorten it
 }
@@ -543,6 +547,10 @@ func (e *Endpoint) retryTimer(d *delivery, gen int) {
 // wakeUnreachableLocked readies at once every lane head waiting after a
 // connection failure: the endpoint is reachable again.
 func (e *Endpoint) wakeUnreachableLocked() {
+	if !e.mayWaitUnreachable {
+		return
+	}
+	e.mayWaitUnreachable = false
 	for _, l := range e.lanes {
 		if len(l.q) == 0 {
 			continue
@@ -720,6 +728,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		gen := d.timerGen
 		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d, gen) })
 		d.unreachable = o.conn
+		e.mayWaitUnreachable = e.mayWaitUnreachable || o.conn
 		if o.conn && wait > e.probeEvery && !e.probing && !e.closed {
 			e.probing = true
 			e.workers.Add(1)

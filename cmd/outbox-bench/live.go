@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
+
+// seen records when each event id was seen by one observer.
+type seen struct {
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+func newSeen() *seen { return &seen{at: map[int64]time.Time{}} }
+
+func (s *seen) mark(id int64, t time.Time) {
+	s.mu.Lock()
+	if _, ok := s.at[id]; !ok {
+		s.at[id] = t
+	}
+	s.mu.Unlock()
+}
+
+func (s *seen) get(id int64) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.at[id]
+	return t, ok
+}
+
+// receiver is the local webhook receiver: /hook (the relay's webhook sink,
+// id in webhook-id) and /poll (the poller, id in the body) answer 204.
+type receiver struct {
+	srv        *http.Server
+	url        string
+	hook, poll *seen
+}
+
+func newReceiver() *receiver {
+	r := &receiver{hook: newSeen(), poll: newSeen()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		_, _ = io.Copy(io.Discard, req.Body)
+		if id, err := strconv.ParseInt(req.Header.Get("webhook-id"), 10, 64); err == nil {
+			r.hook.mark(id, now)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/poll", func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		b, _ := io.ReadAll(req.Body)
+		if id, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+			r.poll.mark(id, now)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	r.srv = &http.Server{Handler: mux}
+	go func() { _ = r.srv.Serve(l) }()
+	r.url = "http://" + l.Addr().String()
+	return r
+}
+
+func (r *receiver) close() { _ = r.srv.Close() }
+
+// floor reads the binlog with a bare BinlogSyncer from start and marks each
+// row of table when it is decoded: the lowest latency any reader here gets.
+func floor(ctx context.Context, host string, port int, start, table string, s *seen) error {
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 9002, Flavor: mysql.MariaDBFlavor, Host: host, Port: uint16(port), User: "root",
+		HeartbeatPeriod: time.Second, Logger: slog.New(slog.DiscardHandler),
+	})
+	set, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, start)
+	if err != nil {
+		return err
+	}
+	st, err := syncer.StartSyncGTID(set)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer syncer.Close()
+		for {
+			ev, err := st.GetEvent(ctx)
+			if err != nil {
+				return
+			}
+			if re, ok := ev.Event.(*replication.RowsEvent); ok && re.Type() == replication.EnumRowsEventTypeInsert &&
+				string(re.Table.Schema)+"."+string(re.Table.Table) == table {
+				now := time.Now()
+				for _, row := range re.Rows {
+					if id, ok := row[0].(int64); ok {
+						s.mark(id, now)
+					}
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// consume marks each record of topic (its "id" header) when consumed.
+func consume(ctx context.Context, broker, topic string, s *seen) (func(), error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				for _, h := range r.Headers {
+					if h.Key == "id" {
+						if id, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+							s.mark(id, now)
+						}
+					}
+				}
+			})
+		}
+	}()
+	return func() { cancel(); <-done; cl.Close() }, nil
+}
+
+// produce commits single-row transactions into table at rate per second
+// (0: as fast as 4 connections go) for d, and returns each id with the time
+// its INSERT was sent.
+func produce(db *sql.DB, table string, rate float64, d time.Duration) (map[int64]time.Time, error) {
+	const conns = 4
+	var (
+		mu   sync.Mutex
+		sent = map[int64]time.Time{}
+		ferr error
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan struct{}, 1024)
+	for range conns {
+		wg.Go(func() {
+			for range jobs {
+				at := time.Now()
+			again:
+				res, err := db.Exec("INSERT INTO "+table+` (aggregatetype, aggregateid, type, payload) VALUES ('order', ?, 'order.created', ?)`,
+					fmt.Sprintf("ord-%06d", at.UnixNano()%5000),
+					fmt.Sprintf(`{"order_id": "ord-%d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}`, at.UnixNano(), at.UnixNano()%9973))
+				if deadlock(err) {
+					goto again
+				}
+				mu.Lock()
+				if err != nil {
+					ferr = err
+				} else if id, err := res.LastInsertId(); err == nil {
+					sent[id] = at
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		if rate > 0 {
+			next := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if next.Sub(start) >= d {
+				break
+			}
+			time.Sleep(time.Until(next))
+		} else if time.Since(start) >= d {
+			break
+		}
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	wg.Wait()
+	return sent, ferr
+}
+
+// liveRow is one observer at one rate.
+type liveRow struct {
+	rate     string
+	achieved float64
+	observer string
+	n, got   int
+	p50, p99 time.Duration
+	max      time.Duration
+}
+
+func latencies(sent map[int64]time.Time, s *seen, wait time.Duration) (got int, p50, p99, mx time.Duration) {
+	deadline := time.Now().Add(wait)
+	var ds []time.Duration
+	for {
+		ds = ds[:0]
+		for id, at := range sent {
+			if t, ok := s.get(id); ok {
+				ds = append(ds, max(0, t.Sub(at)))
+			}
+		}
+		if len(ds) == len(sent) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0, 0
+	}
+	slices.Sort(ds)
+	return len(ds), ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)], ds[len(ds)-1]
+}
+
+func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info canal.ServerInfo, recv *receiver, tmp string, serverID *int, d time.Duration) ([]liveRow, error) {
+	pos, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		return nil, err
+	}
+	broker, addr, err := startBackground([]string{"-role", "broker"}, "BROKER ")
+	if err != nil {
+		return nil, err
+	}
+	defer broker.stop()
+	*serverID++
+	cfg := fmt.Sprintf(`source: {host: %s, port: %d, user: root, server_id: %d}
+tables: [{name: bench.outbox}]
+checkpoint: {path: %s/live.json, start: "gtid:%s"}
+sinks:
+  - {name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}
+  - {name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}
+`, srv.Host, srv.Port, *serverID, tmp, pos.GTIDSet, addr, recv.url+"/hook")
+	relayProc, _, err := startBackground([]string{"-role", "relay-live", "-config", cfg}, "")
+	if err != nil {
+		return nil, err
+	}
+	defer relayProc.stop()
+	fctx, stopFloor := context.WithCancel(ctx)
+	defer stopFloor()
+	fl := newSeen()
+	if err := floor(fctx, srv.Host, srv.Port, pos.GTIDSet, "bench.outbox", fl); err != nil {
+		return nil, err
+	}
+	ks := newSeen()
+	stopConsume, err := consume(ctx, addr, "outbox.bench", ks)
+	if err != nil {
+		return nil, err
+	}
+	defer stopConsume()
+	// Warm up: the relay connects, the consumer joins.
+	if _, err := produce(db, "outbox", 100, time.Second); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second)
+
+	var rows []liveRow
+	for _, rate := range []float64{500, 2000, 0} {
+		name := fmt.Sprintf("%.0f/s", rate)
+		if rate == 0 {
+			name = "max (4 connections)"
+		}
+		fmt.Fprintf(os.Stderr, "live: relay at %s…\n", name)
+		sent, err := produce(db, "outbox", rate, d)
+		if err != nil {
+			return nil, err
+		}
+		achieved := float64(len(sent)) / d.Seconds()
+		for _, o := range []struct {
+			name string
+			s    *seen
+		}{{"bare go-mysql reader (floor)", fl}, {"relay → webhook received", recv.hook}, {"relay → Kafka, consumed", ks}} {
+			got, p50, p99, mx := latencies(sent, o.s, 10*time.Second)
+			rows = append(rows, liveRow{rate: name, achieved: achieved, observer: o.name, n: len(sent), got: got, p50: p50, p99: p99, max: mx})
+		}
+	}
+	relayProc.stop()
+	broker.stop()
+
+	pollDSN := srv.DSN("bench") + "&interpolateParams=true"
+	for _, iv := range []time.Duration{100 * time.Millisecond, time.Second} {
+		p, _, err := startBackground([]string{"-role", "poller-live", "-dsn", pollDSN, "-table", "poll_outbox", "-url", recv.url + "/poll", "-interval", iv.String()}, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, rate := range []float64{500, 2000} {
+			fmt.Fprintf(os.Stderr, "live: poller every %s at %.0f/s…\n", iv, rate)
+			sent, err := produce(db, "poll_outbox", rate, d)
+			if err != nil {
+				p.stop()
+				return nil, err
+			}
+			got, p50, p99, mx := latencies(sent, recv.poll, 10*time.Second)
+			rows = append(rows, liveRow{rate: fmt.Sprintf("%.0f/s", rate), achieved: float64(len(sent)) / d.Seconds(),
+				observer: fmt.Sprintf("seed poller every %s, 1 worker → received", iv), n: len(sent), got: got, p50: p50, p99: p99, max: mx})
+		}
+		p.stop()
+	}
+	return rows, nil
+}

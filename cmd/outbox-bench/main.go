@@ -1,0 +1,186 @@
+// Command outbox-bench measures outbox-relay against the limit of the binlog
+// reader it is built on and against the polling relay it replaces, side by
+// side in one run, on a private MariaDB it starts itself:
+//
+//	go run ./cmd/outbox-bench                 # full size: 200,000 rows, 10 s live steps
+//	go run ./cmd/outbox-bench -rows 2000 -live 1s -out "" -png ""   # smoke size (CI)
+//
+// With -baseline BIN (an outbox-bench built from another commit), that
+// build's relay also drains the backlog to stdout and to Kafka in the same
+// run, so a change is measured against its parent side by side.
+//
+// Backlog phase: it commits -rows outbox rows (transactions of 10, ~100-byte
+// JSON payloads), then drains them with, each in a process of its own:
+// a bare go-mysql BinlogSyncer decoding every row (the limit); the relay with
+// the stdout sink writing to a discard writer; the relay to a Kafka-protocol
+// broker (kfake, in its own process), directly and through connections
+// adding a 2 ms round trip; the relay to a local webhook receiver; and the
+// polling relay of the seeds (SELECT … FOR UPDATE SKIP LOCKED, batches of
+// 100, a lease, mark published) with 1 and 4 workers. Each reports events/s,
+// CPU seconds per 100k events and its peak RSS; the server's Questions
+// counter gives the statements each ran on the source per 1,000 events.
+//
+// Live phase: one relay (Kafka and webhook sinks, default config) runs while
+// single-row transactions are committed at 500/s, 2,000/s and as fast as 4
+// connections can; a bare BinlogSyncer in the bench process is the floor.
+// Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
+// Latency is from the INSERT being sent to the event being seen: by the bare
+// reader, by the webhook receiver, by a Kafka consumer, or published by the
+// poller to the receiver.
+//
+// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR.
+//
+// It prints Markdown tables (and writes them to -out) and a PNG chart (-png).
+// The relay runs with its default config except for the source, the table,
+// the checkpoint file and the sinks; the exact config is in the output.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+)
+
+func main() {
+	role := flag.String("role", "", "internal: the part a child process plays")
+	rows := flag.Int("rows", 200000, "backlog rows (transactions of 10)")
+	live := flag.Duration("live", 10*time.Second, "duration of each live step")
+	out := flag.String("out", "bench-results.md", "write the Markdown report here too (\"\" for none)")
+	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
+	skipLive := flag.Bool("skip-live", false, "backlog phase only")
+	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
+	// Child flags.
+	host := flag.String("host", "127.0.0.1", "internal")
+	port := flag.Int("port", 0, "internal")
+	start := flag.String("start", "", "internal")
+	table := flag.String("table", "", "internal")
+	n := flag.Int("n", 0, "internal")
+	cfgText := flag.String("config", "", "internal")
+	dsn := flag.String("dsn", "", "internal")
+	workers := flag.Int("workers", 1, "internal")
+	delay := flag.Duration("delay", 0, "internal")
+	url := flag.String("url", "", "internal")
+	interval := flag.Duration("interval", 100*time.Millisecond, "internal")
+	flag.Parse()
+
+	if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && *role != "" {
+		// Each child writes a CPU profile of its whole life: name it by role and sinks.
+		tag := *role
+		if i := strings.Index(*cfgText, "type: "); i >= 0 {
+			tag += "-" + strings.Fields((*cfgText)[i+len("type: "):])[0]
+		}
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", strings.Trim(tag, ",}"), os.Getpid()))); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	var err error
+	switch *role {
+	case "":
+		err = run(*rows, *live, *skipLive, *baseline, *out, *png)
+	case "broker":
+		err = roleBroker(*delay, "outbox.bench", 6)
+	case "decode":
+		finish(roleDecode(*host, *port, *start, *table, *n))
+	case "relay":
+		finish(roleRelay(*cfgText, *n))
+	case "relay-live":
+		err = roleRelayLive(*cfgText)
+	case "poller":
+		finish(rolePoller(*dsn, *table, *workers))
+	case "poller-live":
+		err = rolePollerLive(*dsn, *table, *url, *interval)
+	default:
+		err = fmt.Errorf("unknown role %q", *role)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "outbox-bench: %v\n", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func execCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, name, args...)
+}
+
+// background is a child that runs until stopped.
+type background struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startBackground starts this binary with args; ready, if set, is the
+// prefix of the stdout line to wait for, whose rest is returned.
+func startBackground(args []string, ready string) (*background, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	b := &background{cmd: cmd, stdin: in}
+	if ready == "" {
+		go func() { _, _ = io.Copy(io.Discard, out) }()
+		return b, "", nil
+	}
+	buf := make([]byte, 0, 256)
+	one := make([]byte, 1)
+	for {
+		if _, err := out.Read(one); err != nil {
+			b.stop()
+			return nil, "", fmt.Errorf("%s: exited before it was ready", strings.Join(args, " "))
+		}
+		if one[0] != '\n' {
+			buf = append(buf, one[0])
+			continue
+		}
+		if rest, ok := strings.CutPrefix(string(buf), ready); ok {
+			go func() { _, _ = io.Copy(io.Discard, out) }()
+			return b, rest, nil
+		}
+		buf = buf[:0]
+	}
+}
+
+// stop closes the child's stdin (its signal to stop) and waits for it.
+func (b *background) stop() {
+	_ = b.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = b.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// questions reads the server's Questions counter: statements clients ran.
+func questions(db *sql.DB) int64 {
+	var name string
+	var v int64
+	_ = db.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v)
+	return v
+}

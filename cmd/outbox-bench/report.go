@@ -1,0 +1,228 @@
+package main
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"strings"
+	"time"
+)
+
+type reportInput struct {
+	rows    int
+	live    time.Duration
+	table   []backlogRow
+	lives   []liveRow
+	version string
+	took    time.Duration
+	machine string
+}
+
+func rate(r backlogRow) float64 {
+	if r.res.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.res.Events) / r.res.Seconds
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
+
+func report(in reportInput) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("## outbox-bench: %d-row backlog, %s live steps\n\n", in.rows, in.live)
+	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`). Run took %s.\n\n",
+		in.machine, in.version, in.took.Round(time.Second))
+	p("### Backlog: %d rows committed in transactions of 10 (~100-byte JSON), drained by each in its own process\n\n", in.rows)
+	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | statements on the source per 1,000 events |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	limit := 0.0
+	if len(in.table) > 0 {
+		limit = rate(in.table[0])
+	}
+	for _, r := range in.table {
+		if r.err != nil {
+			p("| %s | failed: %v | | | | | |\n", r.name, r.err)
+			continue
+		}
+		x := 0.0
+		if limit > 0 {
+			x = rate(r) / limit
+		}
+		cpu := 0.0
+		if r.res.Events > 0 {
+			cpu = r.res.CPU / float64(r.res.Events) * 100000
+		}
+		p("| %s | %d | %.0f | %.2f | %.2f | %.0f | %.1f |\n", r.name, r.res.Events, rate(r), x, cpu,
+			float64(r.res.MaxRSS)/1024, float64(r.stmts)/float64(max(1, r.res.Events))*1000)
+	}
+	if len(in.lives) > 0 {
+		p("\n### Live: single-row transactions at a steady rate; latency from the INSERT being sent to the event being seen (ms)\n\n")
+		p("| rate asked | achieved/s | observer | seen | p50 | p99 | max |\n|---|---:|---|---:|---:|---:|---:|\n")
+		for _, l := range in.lives {
+			p("| %s | %.0f | %s | %d/%d | %s | %s | %s |\n", l.rate, l.achieved, l.observer, l.got, l.n, ms(l.p50), ms(l.p99), ms(l.max))
+		}
+	}
+	p("\n### Targets (issue 12; ratios from this run)\n\n")
+	for _, t := range targets(in) {
+		p("- %s\n", t)
+	}
+	p("\nThe relay ran with its default config except for these lines (source, table, checkpoint, sinks); e.g. the stdout run:\n\n```yaml\n%s```\n", configOf(in.table, "stdout"))
+	return b.String()
+}
+
+func configOf(rows []backlogRow, sub string) string {
+	for _, r := range rows {
+		if strings.Contains(r.name, sub) && r.config != "" {
+			return r.config
+		}
+	}
+	return ""
+}
+
+func find(rows []backlogRow, sub string) (backlogRow, bool) {
+	for _, r := range rows {
+		if strings.Contains(r.name, sub) && r.err == nil {
+			return r, true
+		}
+	}
+	return backlogRow{}, false
+}
+
+func findLive(rows []liveRow, rate, sub string) (liveRow, bool) {
+	for _, r := range rows {
+		if r.rate == rate && strings.Contains(r.observer, sub) {
+			return r, true
+		}
+	}
+	return liveRow{}, false
+}
+
+func met(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**not met**"
+}
+
+func targets(in reportInput) []string {
+	var out []string
+	limit, ok := find(in.table, "the limit")
+	if !ok {
+		return []string{"no limit measured"}
+	}
+	L := rate(limit)
+	if r, ok := find(in.table, "stdout"); ok {
+		x := rate(r) / L
+		out = append(out, fmt.Sprintf("relay, stdout sink ≥ 0.8× the bare decode rate: %.2f× — %s", x, met(x >= 0.8)))
+		extra := (r.res.CPU - limit.res.CPU) / float64(r.res.Events) * 1e6
+		out = append(out, fmt.Sprintf("relay CPU per event beyond go-mysql's decoding ≤ 3 µs: %.2f µs (stdout run CPU − bare decode CPU, per event) — %s", extra, met(extra <= 3)))
+		if in.rows >= 1000000 {
+			mb := float64(r.res.MaxRSS) / 1024
+			out = append(out, fmt.Sprintf("peak RSS ≤ 150 MB on %d rows: %.0f MB — %s", in.rows, mb, met(mb <= 150)))
+		} else {
+			out = append(out, fmt.Sprintf("peak RSS ≤ 150 MB on 1M rows: not measured at this size (%.0f MB on %d rows; run with -rows 1000000)", float64(r.res.MaxRSS)/1024, in.rows))
+		}
+	}
+	poll, havePoll := find(in.table, "1 worker")
+	if r, ok := find(in.table, "Kafka (kfake"); ok {
+		x := rate(r) / L
+		s := fmt.Sprintf("relay → Kafka ≥ 0.5× the bare decode rate: %.2f× — %s", x, met(x >= 0.5))
+		out = append(out, s)
+		if havePoll {
+			y := rate(r) / rate(poll)
+			out = append(out, fmt.Sprintf("relay → Kafka ≥ 10× the 1-worker poller: %.1f× — %s", y, met(y >= 10)))
+		}
+	}
+	if r, ok := find(in.table, "+2 ms"); ok {
+		out = append(out, fmt.Sprintf("relay → Kafka through +2 ms round trip ≥ 100k events/s: %.0f/s — %s", rate(r), met(rate(r) >= 100000)))
+	}
+	if f, ok := findLive(in.lives, "2000/s", "floor"); ok {
+		for _, sub := range []string{"webhook", "Kafka"} {
+			if l, ok := findLive(in.lives, "2000/s", sub); ok {
+				out = append(out, fmt.Sprintf("commit → %s at 2,000/s: p99 ≤ bare reader's p99 + 3 ms: %s ms vs %s + 3 ms — %s (p50 %s vs %s + 1 ms — %s)",
+					sub, ms(l.p99), ms(f.p99), met(l.got == l.n && l.p99 <= f.p99+3*time.Millisecond),
+					ms(l.p50), ms(f.p50), met(l.p50 <= f.p50+time.Millisecond)))
+			}
+		}
+	}
+	return out
+}
+
+// writeChart draws, without text, the backlog rates relative to the limit
+// (one bar per table row, in order: the limit dark grey, the relay blue, a
+// baseline build light blue, the poller orange; grey lines at 0.5× and
+// 0.8×) and, for the 2,000/s live step, p50 (dark) and p99 (light) of the
+// bare reader, the relay's webhook and its Kafka sink (grey line: the bare
+// reader's p99 + 3 ms).
+func writeChart(path string, table []backlogRow, lives []liveRow) error {
+	const w, h, pad = 900, 420, 20
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	fill := func(x0, y0, x1, y1 int, c color.Color) {
+		for y := max(0, y0); y < min(h, y1); y++ {
+			for x := max(0, x0); x < min(w, x1); x++ {
+				img.Set(x, y, c)
+			}
+		}
+	}
+	fill(0, 0, w, h, color.White)
+	grey := color.RGBA{160, 160, 160, 255}
+	// Left panel: rates.
+	limit := 0.0
+	if len(table) > 0 {
+		limit = rate(table[0])
+	}
+	left := w/2 - pad
+	base := h - pad
+	top := pad
+	scale := func(x float64) int { return base - int(x*float64(base-top)/1.2) }
+	fill(pad, scale(0.8), left, scale(0.8)+1, grey)
+	fill(pad, scale(0.5), left, scale(0.5)+1, grey)
+	if limit > 0 && len(table) > 0 {
+		bw := (left - pad) / len(table)
+		for i, r := range table {
+			x := rate(r) / limit
+			c := color.RGBA{40, 110, 200, 255}
+			if i == 0 {
+				c = color.RGBA{90, 90, 90, 255}
+			}
+			if strings.Contains(r.name, "poller") {
+				c = color.RGBA{220, 120, 40, 255}
+			}
+			if strings.HasPrefix(r.name, "baseline") {
+				c = color.RGBA{170, 190, 220, 255}
+			}
+			fill(pad+i*bw+4, scale(min(x, 1.2)), pad+(i+1)*bw-4, base, c)
+		}
+	}
+	// Right panel: latencies at 2,000/s.
+	var at []liveRow
+	for _, l := range lives {
+		if l.rate == "2000/s" && !strings.Contains(l.observer, "poller") {
+			at = append(at, l)
+		}
+	}
+	if len(at) > 0 {
+		maxD := time.Millisecond
+		for _, l := range at {
+			maxD = max(maxD, l.p99)
+		}
+		x0 := w/2 + pad
+		bw := (w - pad - x0) / len(at)
+		ly := func(d time.Duration) int { return base - int(float64(d)/float64(maxD)*float64(base-top)) }
+		if f, ok := findLive(at, "2000/s", "floor"); ok {
+			fill(x0, ly(f.p99+3*time.Millisecond), w-pad, ly(f.p99+3*time.Millisecond)+1, grey)
+		}
+		for i, l := range at {
+			fill(x0+i*bw+4, ly(l.p99), x0+(i+1)*bw-4, base, color.RGBA{150, 200, 240, 255})
+			fill(x0+i*bw+4, ly(l.p50), x0+(i+1)*bw-4, base, color.RGBA{30, 80, 160, 255})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return png.Encode(f, img)
+}

@@ -1,0 +1,505 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// A role is what a child process of the bench does; the parent re-executes
+// its own binary with "-role NAME" so that every measured part (and the
+// broker) has a process, a CPU account and a peak RSS of its own.
+
+// result is what a measuring child prints, as one JSON line, when done.
+type result struct {
+	Events  int     `json:"events"`
+	Seconds float64 `json:"seconds"`
+	CPU     float64 `json:"cpu_seconds"` // user+system of the whole child
+	MaxRSS  int64   `json:"max_rss_kb"`
+	Err     string  `json:"err,omitempty"`
+}
+
+func finish(r result) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	r.CPU = tv(ru.Utime) + tv(ru.Stime)
+	r.MaxRSS = ru.Maxrss
+	b, _ := json.Marshal(r)
+	fmt.Println("RESULT " + string(b))
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// roleBroker runs a Kafka-protocol broker (kfake) whose connections carry
+// delay each way, prints its address, and runs until stdin closes.
+func roleBroker(delay time.Duration, topic string, partitions int) error {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic)}
+	if delay > 0 {
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			l, err := net.Listen(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &delayListener{Listener: l, oneWay: delay / 2}, nil
+		}))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Println("BROKER " + c.ListenAddrs()[0])
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	return nil
+}
+
+// delayListener's connections deliver every byte oneWay after it was sent,
+// in each direction: a round trip gains 2×oneWay, throughput is untouched.
+type delayListener struct {
+	net.Listener
+	oneWay time.Duration
+}
+
+func (l *delayListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	d := &delayConn{Conn: c, oneWay: l.oneWay, in: make(chan chunk, 1024), out: make(chan chunk, 1024)}
+	go d.readLoop()
+	go d.writeLoop()
+	return d, nil
+}
+
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+type delayConn struct {
+	net.Conn
+	oneWay  time.Duration
+	in, out chan chunk
+	pending []byte
+	rerr    error
+	once    sync.Once
+}
+
+func (d *delayConn) readLoop() {
+	defer close(d.in)
+	for {
+		b := make([]byte, 64<<10)
+		n, err := d.Conn.Read(b)
+		if n > 0 {
+			d.in <- chunk{b[:n], time.Now().Add(d.oneWay)}
+		}
+		if err != nil {
+			d.rerr = err
+			return
+		}
+	}
+}
+
+func (d *delayConn) Read(p []byte) (int, error) {
+	if len(d.pending) == 0 {
+		c, ok := <-d.in
+		if !ok {
+			return 0, d.rerr
+		}
+		time.Sleep(time.Until(c.at))
+		d.pending = c.b
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	return n, nil
+}
+
+func (d *delayConn) Write(p []byte) (int, error) {
+	d.out <- chunk{append([]byte(nil), p...), time.Now().Add(d.oneWay)}
+	return len(p), nil
+}
+
+func (d *delayConn) writeLoop() {
+	for c := range d.out {
+		time.Sleep(time.Until(c.at))
+		if _, err := d.Conn.Write(c.b); err != nil {
+			_ = d.Conn.Close()
+			for range d.out {
+			}
+			return
+		}
+	}
+}
+
+func (d *delayConn) Close() error {
+	d.once.Do(func() { close(d.out) })
+	return d.Conn.Close()
+}
+
+// roleDecode reads the binlog from start with a bare go-mysql BinlogSyncer,
+// decoding every row event in full (go-mysql's defaults), until it has seen
+// n rows inserted into table: the limit no binlog reader built on go-mysql
+// can pass on this machine.
+func roleDecode(host string, port int, start, table string, n int) result {
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 9001, Flavor: mysql.MariaDBFlavor, Host: host, Port: uint16(port), User: "root",
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	defer syncer.Close()
+	set, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, start)
+	if err != nil {
+		return result{Err: err.Error()}
+	}
+	st, err := syncer.StartSyncGTID(set)
+	if err != nil {
+		return result{Err: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	schema, name, _ := strings.Cut(table, ".")
+	seen := 0
+	var first time.Time
+	for seen < n {
+		ev, err := st.GetEvent(ctx)
+		if err != nil {
+			return result{Err: err.Error()}
+		}
+		if re, ok := ev.Event.(*replication.RowsEvent); ok && re.Type() == replication.EnumRowsEventTypeInsert &&
+			string(re.Table.Schema) == schema && string(re.Table.Table) == name {
+			if seen == 0 {
+				first = time.Now()
+			}
+			seen += len(re.Rows)
+		}
+	}
+	return result{Events: seen, Seconds: time.Since(first).Seconds()}
+}
+
+// roleRelay runs the relay with cfgText (default config but for the source,
+// table, checkpoint and sinks) until its sinks acknowledged n events in
+// total, counted by its own outbox_relay_events_delivered_total.
+func roleRelay(cfgText string, n int) result {
+	cfg, err := config.Parse([]byte(cfgText))
+	if err != nil {
+		return result{Err: err.Error()}
+	}
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler), Stdout: io.Discard, Registerer: reg}).Run(ctx)
+	}()
+	var first time.Time
+	for {
+		select {
+		case err := <-done:
+			return result{Err: fmt.Sprintf("relay stopped: %v", err)}
+		case <-time.After(2 * time.Millisecond):
+		}
+		got := delivered(reg)
+		if got > 0 && first.IsZero() {
+			first = time.Now()
+		}
+		if n > 0 && got >= n {
+			r := result{Events: got, Seconds: time.Since(first).Seconds()}
+			cancel()
+			<-done
+			return r
+		}
+	}
+}
+
+// roleRelayLive runs the relay with cfgText until stdin closes.
+func roleRelayLive(cfgText string) error {
+	cfg, err := config.Parse([]byte(cfgText))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	err = relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Registerer: prometheus.NewRegistry()}).Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func delivered(g prometheus.Gatherer) int {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "outbox_relay_events_delivered_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return int(total)
+}
+
+// poller is the seeds' polling relay, as written there: claim a batch of
+// pending rows with SELECT … FOR UPDATE SKIP LOCKED and mark them
+// processing under a lease (claimed_at, claimed_by, attempts+1), commit,
+// publish outside the transaction, then mark them published; a reaper
+// returns rows whose lease expired to pending.
+type poller struct {
+	db       *sql.DB
+	table    string
+	batch    int
+	interval time.Duration // sleep when a poll finds nothing
+	publish  func(ids []int64) error
+}
+
+// run polls until ctx ends, or, with drain, until a poll finds nothing.
+func (p *poller) run(ctx context.Context, drain bool) (int, error) {
+	token := uuid.New()
+	total := 0
+	for ctx.Err() == nil {
+		ids, err := p.claim(ctx, token[:])
+		if deadlock(err) {
+			continue // InnoDB chose this transaction as a deadlock victim: claim again
+		}
+		if err != nil {
+			return total, err
+		}
+		if len(ids) == 0 {
+			if drain {
+				return total, nil
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(p.interval):
+			}
+			continue
+		}
+		if err := p.publish(ids); err != nil {
+			return total, err
+		}
+		for {
+			_, err := p.db.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'published', published_at = NOW(6),
+			claimed_at = NULL, claimed_by = NULL, last_error = NULL WHERE id IN (`+inList(ids)+`) AND claimed_by = ?`, token[:])
+			if deadlock(err) {
+				continue
+			}
+			if err != nil {
+				return total, err
+			}
+			break
+		}
+		total += len(ids)
+	}
+	return total, nil
+}
+
+func (p *poller) claim(ctx context.Context, token []byte) ([]int64, error) {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, "SELECT id, aggregateid, type, payload FROM "+p.table+
+		` WHERE status = 'pending' AND available_at <= NOW(6) ORDER BY id LIMIT `+strconv.Itoa(p.batch)+` FOR UPDATE SKIP LOCKED`)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var agg, typ string
+		var payload []byte
+		if err := rows.Scan(&id, &agg, &typ, &payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'processing', claimed_at = NOW(6), claimed_by = ?,
+		attempts = attempts + 1 WHERE id IN (`+inList(ids)+`)`, token); err != nil {
+		return nil, err
+	}
+	return ids, tx.Commit()
+}
+
+// reap returns rows whose lease (5 minutes) expired to pending, every 5 s.
+func (p *poller) reap(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = p.db.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'pending', available_at = DATE_ADD(NOW(6), INTERVAL 30 SECOND),
+			claimed_at = NULL, claimed_by = NULL WHERE status = 'processing' AND claimed_at < NOW(6) - INTERVAL 5 MINUTE`)
+	}
+}
+
+// deadlock reports a deadlock or lock wait timeout, which a poller retries.
+func deadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+func inList(ids []int64) string {
+	b := make([]byte, 0, len(ids)*8)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(b)
+}
+
+// rolePoller drains table with workers pollers (no-op publish) and reports.
+func rolePoller(dsn, table string, workers int) result {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return result{Err: err.Error()}
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(workers + 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+		ferr  error
+	)
+	start := time.Now()
+	for range workers {
+		p := &poller{db: db, table: table, batch: 100, interval: 100 * time.Millisecond, publish: func([]int64) error { return nil }}
+		wg.Go(func() {
+			n, err := p.run(ctx, true)
+			mu.Lock()
+			total += n
+			if err != nil && ferr == nil {
+				ferr = err
+			}
+			mu.Unlock()
+		})
+	}
+	go (&poller{db: db, table: table}).reap(ctx)
+	wg.Wait()
+	r := result{Events: total, Seconds: time.Since(start).Seconds()}
+	if ferr != nil {
+		r.Err = ferr.Error()
+	}
+	return r
+}
+
+// rolePollerLive polls table every interval with one worker, publishing each
+// claimed batch to url (one POST per event, its id as the body), until stdin
+// closes.
+func rolePollerLive(dsn, table, url string, interval time.Duration) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	client := &http.Client{Timeout: 10 * time.Second}
+	p := &poller{db: db, table: table, batch: 100, interval: interval, publish: func(ids []int64) error {
+		for _, id := range ids {
+			res, err := client.Post(url, "text/plain", strings.NewReader(strconv.FormatInt(id, 10)))
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		return nil
+	}}
+	go p.reap(ctx)
+	_, err = p.run(ctx, false)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// child runs this binary with args and returns its result line.
+func child(ctx context.Context, args ...string) (result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	return childOf(ctx, self, args...)
+}
+
+// childOf runs bin (an outbox-bench binary, possibly of another build) with
+// args and returns its result line.
+func childOf(ctx context.Context, bin string, args ...string) (result, error) {
+	cmd := execCommand(ctx, bin, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	var r result
+	found := false
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "RESULT "); ok {
+			found = json.Unmarshal([]byte(line), &r) == nil
+		}
+	}
+	werr := cmd.Wait()
+	switch {
+	case !found && werr != nil:
+		return r, fmt.Errorf("%s: %w", strings.Join(args, " "), werr)
+	case !found:
+		return r, fmt.Errorf("%s: no result", strings.Join(args, " "))
+	case r.Err != "":
+		return r, fmt.Errorf("%s: %s", strings.Join(args, " "), r.Err)
+	}
+	return r, nil
+}
+
+// tempDir is where children keep their checkpoints.
+func tempDir(parent, name string) string {
+	d := filepath.Join(parent, name)
+	_ = os.MkdirAll(d, 0o755)
+	return d
+}

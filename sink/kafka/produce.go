@@ -1,0 +1,467 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// partitionKey names one partition of one topic.
+type partitionKey struct {
+	topic     string
+	partition int
+}
+
+// pending is one message waiting in its partition's queue.
+type pending struct {
+	ctx  context.Context
+	ev   *event.Event
+	msg  kafkago.Message
+	size int
+	ack  func(error) // called once, from the partition's goroutine
+	// once: a Write's message, tried once; a retriable failure fails it and
+	// the Write's later messages of the partition, unsent. Otherwise (Submit)
+	// the sink retries it until it is acknowledged or fails for good.
+	once  bool
+	write *int // identifies the Write (once only)
+}
+
+// partitionQueue holds the messages of one partition in binlog order. One
+// goroutine at a time (running) sends them: one produce request in flight
+// per partition, so a failed request is retried before anything after it.
+type partitionQueue struct {
+	key     partitionKey
+	queue   []*pending
+	running bool
+}
+
+// Submit implements sink.Submitter: it places each message of batch in its
+// partition's queue, in order, and returns. Each partition has at most one
+// produce request in flight, and many partitions are in flight at once. A
+// request that fails retriably is sent again (the retry package's policy,
+// Config.Retry) before anything queued behind it, so a key's messages are
+// never reordered; only permanent failures are acknowledged with an error
+// (after the dead-letter topic, when set, refused them too).
+//
+// Submit may block to look a topic up (or create it), retrying while the
+// brokers cannot answer.
+func (s *Sink) Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error)) {
+	s.enqueue(ctx, batch, ack, false)
+}
+
+// Write delivers batch and returns nil once the brokers acknowledged every
+// message with acks=all, or a *sink.BatchError naming each failed event.
+//
+// The messages go through the same partition queues as Submit's, but each
+// request is tried once: after a retriable failure on a partition, the
+// batch's later messages of that partition are not sent (and fail too), so a
+// failure never lets a later message of a key in ahead of an earlier one;
+// the caller retries the failed events in order.
+func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
+	done := make(chan error, 1)
+	s.enqueue(ctx, batch, sink.Collect(len(batch), func(err error) { done <- err }), true)
+	return <-done
+}
+
+func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, error), once bool) {
+	write := new(int)
+	bo := retry.Backoff{Policy: s.cfg.Retry}
+	var logged time.Time
+	queued := make([]*pending, 0, len(batch))
+	for i, e := range batch {
+		m, err := s.message(e)
+		var partitions int
+		for err == nil {
+			partitions, err = s.partitions(ctx, m.Topic)
+			if err == nil || once || sink.IsPermanent(err) || ctx.Err() != nil {
+				break
+			}
+			// The topic cannot be looked up (or created) now: wait here, in
+			// order, as a failed produce request would.
+			wait := bo.Next(err)
+			if d, ok := sink.RetryAfter(err); ok {
+				wait = max(wait, min(d, s.cfg.Retry.Max))
+			}
+			if time.Since(logged) > time.Minute || bo.Failures() == 1 {
+				logged = time.Now()
+				s.log.Warn("kafka topic lookup failed; retrying", slog.String("topic", m.Topic),
+					slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
+			}
+			if serr := s.sleep(ctx, wait); serr != nil {
+				err = serr
+			}
+		}
+		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
+			err = sink.Permanent(fmt.Errorf("message of %d bytes exceeds kafka.batch_bytes (%d): %w",
+				messageSize(&m), s.cfg.BatchBytes, kafkago.MessageSizeTooLarge))
+		}
+		p := &pending{ctx: ctx, ev: e, msg: m, ack: func(err error) { ack(i, err) }, once: once, write: write}
+		if err != nil {
+			if sink.IsPermanent(err) && m.Topic != "" {
+				err = s.deadLetter(ctx, p, err)
+			}
+			p.ack(err)
+			continue
+		}
+		p.size = messageSize(&m)
+		p.msg.Partition = s.balancer.Balance(m, indexes(partitions)...)
+		queued = append(queued, p)
+	}
+	s.push(queued)
+}
+
+// indexes returns 0..n-1 (the balancer wants the partition numbers).
+func indexes(n int) []int {
+	if n <= len(partitionNumbers) {
+		return partitionNumbers[:n]
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+var partitionNumbers = func() []int {
+	out := make([]int, 1024)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}()
+
+// push appends each message to its partition's queue, all under one lock
+// (a partition's goroutine sees the batch whole), and starts the goroutine
+// of each partition where none runs.
+func (s *Sink) push(ps []*pending) {
+	if len(ps) == 0 {
+		return
+	}
+	var start []*partitionQueue
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		for _, p := range ps {
+			p.ack(errClosed)
+		}
+		return
+	}
+	var last *partitionQueue
+	for _, p := range ps {
+		key := partitionKey{p.msg.Topic, p.msg.Partition}
+		q := last
+		if q == nil || q.key != key {
+			q = s.parts[key]
+			if q == nil {
+				q = &partitionQueue{key: key}
+				s.parts[key] = q
+			}
+		}
+		last = q
+		q.queue = append(q.queue, p)
+		if !q.running {
+			q.running = true
+			start = append(start, q)
+		}
+	}
+	s.workers.Add(len(start))
+	s.qmu.Unlock()
+	for _, q := range start {
+		go s.drain(q)
+	}
+}
+
+var errClosed = errors.New("kafka sink closed")
+
+// errAbandoned fails a message queued behind one whose caller went away
+// (its ctx ended): it is not sent ahead of that one, which will be read
+// again.
+var errAbandoned = errors.New("not sent: an earlier message of its partition was abandoned")
+
+// next returns the messages to send next on q (a prefix of its queue within
+// limit messages and batch_bytes), or nil when the queue is empty, ending
+// the goroutine.
+func (s *Sink) next(q *partitionQueue, limit int) []*pending {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	n, bytes := 0, 0
+	for n < len(q.queue) && n < limit {
+		if n > 0 && bytes+q.queue[n].size > s.cfg.BatchBytes {
+			break
+		}
+		bytes += q.queue[n].size
+		n++
+	}
+	if n == 0 {
+		q.running = false
+		if len(q.queue) == 0 {
+			delete(s.parts, q.key)
+		}
+		return nil
+	}
+	return append([]*pending(nil), q.queue[:n]...) // settle clears the queue's slots
+}
+
+// settle removes the first n messages of q (they are done).
+func (s *Sink) settle(q *partitionQueue, n int) {
+	s.qmu.Lock()
+	clear(q.queue[:n])
+	q.queue = q.queue[n:]
+	if len(q.queue) == 0 {
+		q.queue = nil // let the backing array go
+	}
+	s.qmu.Unlock()
+}
+
+// failQueued fails the messages queued on q after its first n that match.
+func (s *Sink) failQueued(q *partitionQueue, n int, match func(*pending) bool, err func(*pending) error) {
+	s.qmu.Lock()
+	var keep, failed []*pending
+	for j, p := range q.queue {
+		if j >= n && match(p) {
+			failed = append(failed, p)
+			continue
+		}
+		keep = append(keep, p)
+	}
+	q.queue = keep
+	s.qmu.Unlock()
+	for _, p := range failed {
+		p.ack(err(p))
+	}
+}
+
+// drain sends q's messages until its queue is empty: one produce request at
+// a time, each retried (Submit) until it succeeds or fails for good.
+func (s *Sink) drain(q *partitionQueue) {
+	defer s.workers.Done()
+	bo := retry.Backoff{Policy: s.cfg.Retry}
+	var logged time.Time
+	limit := s.cfg.BatchSize
+	isolating := 0 // messages left of a batch the broker found too large
+	for {
+		batch := s.next(q, limit)
+		if batch == nil {
+			return
+		}
+		head := batch[0]
+		if err := head.ctx.Err(); err != nil || s.isClosing() {
+			if err == nil {
+				err = errClosed
+			}
+			// The caller went away: fail what it left, and everything behind
+			// it on this partition, unsent.
+			cause := err
+			s.failQueued(q, 0, func(*pending) bool { return true }, func(p *pending) error {
+				if p.ctx.Err() != nil {
+					return p.ctx.Err()
+				}
+				if p == head {
+					return cause
+				}
+				return fmt.Errorf("%w: %v", errAbandoned, cause)
+			})
+			continue
+		}
+		err := s.produce(head.ctx, q.key, batch)
+		n := len(batch)
+		switch {
+		case err == nil:
+			bo.Reset()
+			s.settle(q, n)
+			for _, p := range batch {
+				p.ack(nil)
+			}
+			if isolating > 0 {
+				if isolating -= n; isolating <= 0 {
+					limit = s.cfg.BatchSize
+				}
+			}
+		case tooLarge(err) && n > 1:
+			// The broker rejects a whole record batch larger than the topic's
+			// max.message.bytes, innocent messages included: send it in
+			// halves, in order, until each rejected message is alone, as
+			// Java's producer splits batches.
+			if isolating <= 0 {
+				isolating = n
+				s.log.Warn("kafka rejected a record batch as too large; resending its messages in smaller batches",
+					slog.Int("messages", n), slog.String("topic", q.key.topic), slog.Int("partition", q.key.partition))
+			}
+			limit = max(1, n/2)
+		case sink.IsPermanent(err):
+			s.settle(q, n)
+			for _, p := range batch {
+				p.ack(s.deadLetter(p.ctx, p, err))
+			}
+			if isolating > 0 {
+				if isolating -= n; isolating <= 0 {
+					limit = s.cfg.BatchSize
+				}
+			}
+		case head.once:
+			// A Write: fail this request's messages and the Write's later
+			// ones on this partition, unsent; the caller retries them in order.
+			s.settle(q, n)
+			for _, p := range batch {
+				p.ack(err)
+			}
+			w := head.write
+			s.failQueued(q, 0, func(p *pending) bool { return p.write == w },
+				func(*pending) error { return errNotSent{err} })
+		default:
+			wait := bo.Next(err)
+			if d, ok := sink.RetryAfter(err); ok {
+				wait = max(wait, min(d, s.cfg.Retry.Max))
+			}
+			if time.Since(logged) > time.Minute || bo.Failures()&(bo.Failures()-1) == 0 {
+				logged = time.Now()
+				s.log.Warn("kafka produce failed; retrying", slog.String("topic", q.key.topic), slog.Int("partition", q.key.partition),
+					slog.Int("messages", n), slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
+			}
+			if s.sleep(head.ctx, wait) == nil && errors.Is(err, kafkago.UnknownTopicOrPartition) {
+				// Create it again, when configured to. Once it exists, a
+				// "missing" answer is the client's metadata catching up
+				// (kafka-go caches it for seconds): retry with a fresh
+				// backoff rather than one grown by those answers.
+				if _, perr := s.partitions(head.ctx, q.key.topic); perr == nil {
+					bo.Reset()
+				}
+			}
+		}
+	}
+}
+
+func (s *Sink) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d, or until ctx ends or the sink closes.
+func (s *Sink) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return errClosed
+	}
+}
+
+// produce sends batch as one record batch in one produce request (acks=all)
+// to the partition's leader, and returns the classified error of the whole
+// request: a broker takes or rejects a record batch whole.
+func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.client.Produce(ctx, &kafkago.ProduceRequest{
+		Topic:        key.topic,
+		Partition:    key.partition,
+		RequiredAcks: kafkago.RequireAll,
+		Compression:  s.cfg.compression(),
+		Records:      &records{msgs: batch},
+	})
+	if err == nil && res != nil && res.Error != nil {
+		err = res.Error
+		for _, rerr := range res.RecordErrors {
+			err = fmt.Errorf("%w (%v)", err, rerr)
+			break
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	return s.messageError(&batch[0].msg, err)
+}
+
+// records reads a batch's messages as kafka-go records, without copying them.
+type records struct {
+	msgs       []*pending
+	i          int
+	rec        kafkago.Record
+	key, value bytesReader
+}
+
+func (r *records) ReadRecord() (*kafkago.Record, error) {
+	if r.i >= len(r.msgs) {
+		return nil, io.EOF
+	}
+	m := &r.msgs[r.i].msg
+	r.i++
+	r.rec = kafkago.Record{Time: m.Time, Headers: m.Headers}
+	if m.Key != nil {
+		r.key.reset(m.Key)
+		r.rec.Key = &r.key
+	}
+	if m.Value != nil {
+		r.value.reset(m.Value)
+		r.rec.Value = &r.value
+	}
+	return &r.rec, nil
+}
+
+// bytesReader is a kafkago.Bytes over a byte slice.
+type bytesReader struct {
+	b   []byte
+	off int
+}
+
+func (b *bytesReader) reset(p []byte) { b.b, b.off = p, 0 }
+func (b *bytesReader) Len() int       { return len(b.b) - b.off }
+func (b *bytesReader) Close() error   { return nil }
+func (b *bytesReader) Read(p []byte) (int, error) {
+	if b.off >= len(b.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// deadLetter produces p's message to the dead-letter topic, when one is
+// configured, and returns nil when the brokers acknowledged it there;
+// otherwise it returns the permanent failure cause, described.
+func (s *Sink) deadLetter(ctx context.Context, p *pending, cause error) error {
+	if s.cfg.DeadLetterTopic == "" {
+		return cause
+	}
+	dlq := s.cfg.DeadLetterTopic
+	m := kafkago.Message{
+		Topic: dlq, Key: p.msg.Key, Value: p.ev.Payload, Time: p.msg.Time,
+		Headers: append(headers(p.ev),
+			kafkago.Header{Key: HeaderDLQReason, Value: []byte(cause.Error())},
+			kafkago.Header{Key: HeaderDLQOriginalTopic, Value: []byte(p.msg.Topic)},
+		),
+	}
+	if size := messageSize(&m); size > s.cfg.BatchBytes {
+		return sink.Permanent(fmt.Errorf("%w; and it cannot go to dead-letter topic %q either: %d bytes exceed kafka.batch_bytes (%d)",
+			cause, dlq, size, s.cfg.BatchBytes))
+	}
+	n, err := s.partitions(ctx, dlq)
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("%w; and it cannot go to the dead-letter topic: %v", cause, err))
+	}
+	key := partitionKey{dlq, s.balancer.Balance(m, indexes(n)...)}
+	if err := s.produce(ctx, key, []*pending{{msg: m}}); err != nil {
+		return sink.Permanent(fmt.Errorf("%w; and writing it to dead-letter topic %q failed: %v", cause, dlq, err))
+	}
+	s.log.Warn("event sent to the kafka dead-letter topic",
+		slog.String("event_id", p.ev.ID), slog.String("topic", dlq),
+		slog.String("original_topic", p.msg.Topic), slog.Any("reason", cause))
+	return nil
+}
