@@ -415,7 +415,10 @@ func (r *records) ReadRecord() (*kafkago.Record, error) {
 	return &r.rec, nil
 }
 
-// bytesReader is a kafkago.Bytes over a byte slice.
+// bytesReader is a kafkago.Bytes over a byte slice. It is an io.WriterTo,
+// so kafka-go's io.Copy into a compressor writes it with Write: without
+// it, io.Copy would call the lz4 writer's ReadFrom, which fails after a
+// first Write ("lz4: unhandled state").
 type bytesReader struct {
 	b   []byte
 	off int
@@ -424,6 +427,11 @@ type bytesReader struct {
 func (b *bytesReader) reset(p []byte) { b.b, b.off = p, 0 }
 func (b *bytesReader) Len() int       { return len(b.b) - b.off }
 func (b *bytesReader) Close() error   { return nil }
+func (b *bytesReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.b[b.off:])
+	b.off += n
+	return int64(n), err
+}
 func (b *bytesReader) Read(p []byte) (int, error) {
 	if b.off >= len(b.b) {
 		return 0, io.EOF
