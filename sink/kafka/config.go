@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -201,14 +202,14 @@ func (c *Config) Validate() error {
 			bad("brokers[%d]: %v", i, err)
 		}
 	}
-	if t, err := parseFieldTemplate("topic", c.Topic); err != nil {
+	if t, err := route.Parse("kafka.topic", c.Topic); err != nil {
 		errs = append(errs, err)
-	} else if t.fixed != nil {
-		if err := validTopicName(*t.fixed); err != nil {
+	} else if fixed, ok := t.Fixed(); ok {
+		if err := validTopicName(fixed); err != nil {
 			bad("topic: %q: %v", c.Topic, err)
 		}
 	}
-	if _, err := parseFieldTemplate("key", c.Key); err != nil {
+	if _, err := route.Parse("kafka.key", c.Key); err != nil {
 		errs = append(errs, err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100000 {

@@ -11,6 +11,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 func TestDefaults(t *testing.T) {
@@ -120,11 +121,11 @@ func TestTopicTemplate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ft, err := parseFieldTemplate("topic", tt.template)
+			ft, err := route.Parse("kafka.topic", tt.template)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ft.render(e)
+			got, err := ft.Render(e)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,14 +14,15 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 // Sink delivers outbox events to Kafka. Create it with New.
 type Sink struct {
 	cfg       Config
 	log       *slog.Logger
-	topic     *fieldTemplate
-	key       *fieldTemplate
+	topic     *route.Template
+	key       *route.Template
 	transport *kafkago.Transport
 	client    *kafkago.Client
 	balancer  kafkago.Murmur2Balancer
@@ -61,11 +62,11 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	topic, err := parseFieldTemplate("topic", cfg.Topic)
+	topic, err := route.Parse("kafka.topic", cfg.Topic)
 	if err != nil {
 		return nil, err
 	}
-	key, err := parseFieldTemplate("key", cfg.Key)
+	key, err := route.Parse("kafka.key", cfg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +134,8 @@ func (s *Sink) Connect(ctx context.Context) error {
 		return fmt.Errorf("connect to kafka brokers %s: read cluster metadata: %w", brokers, err)
 	}
 	var topics []string
-	if s.topic.fixed != nil {
-		topics = append(topics, *s.topic.fixed)
+	if fixed, ok := s.topic.Fixed(); ok {
+		topics = append(topics, fixed)
 	}
 	if s.cfg.DeadLetterTopic != "" {
 		topics = append(topics, s.cfg.DeadLetterTopic)
@@ -288,14 +289,14 @@ func (s *Sink) forgetTopic(topic string) {
 
 // message builds the Kafka message of e; an error is permanent.
 func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
-	topic, err := s.topic.render(e)
+	topic, err := s.topic.Render(e)
 	if err != nil {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.topic for event %q: %w", e.ID, err))
 	}
 	if err := validTopicName(topic); err != nil {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("kafka.topic rendered %q for event %q: %w", topic, e.ID, err))
 	}
-	key, err := s.key.render(e)
+	key, err := s.key.Render(e)
 	if err != nil {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
 	}

@@ -4,13 +4,14 @@ import (
 	"crypto/tls"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 // ReadBack is what reading a sink's messages back needs (outbox-relay
 // audit): where each event goes, and how to reach the brokers. It is safe
 // for use by one goroutine.
 type ReadBack struct {
-	topic *fieldTemplate
+	topic *route.Template
 	// TLS is the sink's TLS configuration; nil without TLS.
 	TLS *tls.Config
 	// SASLMechanism, SASLUser and SASLPassword are the sink's credentials
@@ -20,7 +21,7 @@ type ReadBack struct {
 
 // NewReadBack returns the ReadBack of a (defaulted) sink config.
 func NewReadBack(c Config) (*ReadBack, error) {
-	t, err := parseFieldTemplate("topic", c.Topic)
+	t, err := route.Parse("kafka.topic", c.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -38,4 +39,4 @@ func NewReadBack(c Config) (*ReadBack, error) {
 }
 
 // Topic is the topic the sink produces e to.
-func (r *ReadBack) Topic(e *event.Event) (string, error) { return r.topic.render(e) }
+func (r *ReadBack) Topic(e *event.Event) (string, error) { return r.topic.Render(e) }

@@ -1,7 +1,7 @@
 // Package route renders the name a message goes to (a subject, a stream key,
 // a routing key) from an event, and lists the metadata headers every
-// message carries, for the sinks other than Kafka (whose own copy predates
-// it). A Template is not safe for concurrent use: sinks write serially.
+// message carries, for every sink that routes (Kafka, NATS, Redis, RabbitMQ).
+// A Template is not safe for concurrent use: sinks render serially.
 package route
 
 import (
