@@ -140,7 +140,7 @@ sinks:
 	return cfg, stop
 }
 
-func newOutbox(t *testing.T) (string, *outboxtest.Workload) {
+func newOutbox(t testing.TB) (string, *outboxtest.Workload) {
 	dbname := srv.NewDatabase(t)
 	if _, err := srv.DB(t, dbname).Exec(outboxtest.Schema); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,7 +26,7 @@ import (
 )
 
 // pruneOutbox is newOutbox with the server-set created_at prune needs.
-func pruneOutbox(t *testing.T) (string, *sql.DB, *outboxtest.Workload) {
+func pruneOutbox(t testing.TB) (string, *sql.DB, *outboxtest.Workload) {
 	dbname, w := newOutbox(t)
 	db := srv.DB(t, dbname)
 	if _, err := db.Exec("ALTER TABLE outbox ADD created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), ADD INDEX (created_at)"); err != nil {
@@ -79,7 +78,7 @@ func presentIDs(t *testing.T, db *sql.DB) []string {
 
 // runPrune runs one prune of cfg's tables, reading the checkpoints as
 // they are on disk now.
-func runPrune(t *testing.T, cfg *config.Config, opts prune.Options) (prune.Result, error) {
+func runPrune(t testing.TB, cfg *config.Config, opts prune.Options) (prune.Result, error) {
 	t.Helper()
 	ctx := context.Background()
 	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
@@ -553,11 +552,10 @@ sinks: [{name: out, type: stdout}]
 	}
 }
 
-// The prune rate on this machine: OUTBOX_MEASURE=1 go test ./relay -run TestMeasurePruneRate -v
-func TestMeasurePruneRate(t *testing.T) {
-	if os.Getenv("OUTBOX_MEASURE") == "" {
-		t.Skip("a measurement: set OUTBOX_MEASURE=1")
-	}
+// The prune rate on this machine (a measurement, so a benchmark: one
+// iteration is the whole run): go test ./relay -run '^$' -bench PruneRate -benchtime 1x -v
+func BenchmarkPruneRate(b *testing.B) {
+	t := b
 	dbname, db, _ := pruneOutbox(t)
 	const rows = 50000
 	ctx := context.Background()
