@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,24 +18,17 @@ import (
 // writable primary (prune.CheckPrimary): with source.servers, the relay may
 // read a replica, but prune deletes on the primary.
 func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, canal.ServerInfo, error) {
-	var errs []error
-	for _, a := range cfg.Source.Addrs() {
-		db, err := source.OpenAddr(ctx, cfg.Source, a)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	var info canal.ServerInfo
+	db, err := source.OpenWhere(ctx, cfg.Source, func(ctx context.Context, db *sql.DB) (err error) {
+		if info, err = source.Inspect(ctx, db, cfg.Source); err != nil {
+			return err
 		}
-		info, err := source.Inspect(ctx, db, cfg.Source)
-		if err == nil {
-			err = prune.CheckPrimary(ctx, db)
-		}
-		if err == nil {
-			return db, info, nil
-		}
-		db.Close()
-		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		return prune.CheckPrimary(ctx, db)
+	})
+	if err != nil {
+		return nil, info, fmt.Errorf("no writable primary among the source servers: %w", err)
 	}
-	return nil, canal.ServerInfo{}, fmt.Errorf("no writable primary among the source servers: %w", errors.Join(errs...))
+	return db, info, nil
 }
 
 // NewPruner returns the pruner of cfg's outbox tables on db, bounded by the

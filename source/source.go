@@ -22,13 +22,29 @@ import (
 // Open connects to the first source server that answers (source.host, or
 // the first of source.servers that does) and checks the connection.
 func Open(ctx context.Context, c config.Source) (*sql.DB, error) {
+	return OpenWhere(ctx, c, nil)
+}
+
+// OpenWhere connects to the first source server, in order, that answers and,
+// when accept is not nil, passes accept (e.g. "a writable primary" for
+// prune). The errors of the others are joined in its error.
+func OpenWhere(ctx context.Context, c config.Source, accept func(context.Context, *sql.DB) error) (*sql.DB, error) {
 	var errs []error
 	for _, a := range c.Addrs() {
 		db, err := OpenAddr(ctx, c, a)
-		if err == nil {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if accept == nil {
 			return db, nil
 		}
-		errs = append(errs, err)
+		if err := accept(ctx, db); err != nil {
+			db.Close()
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			continue
+		}
+		return db, nil
 	}
 	return nil, errors.Join(errs...)
 }
