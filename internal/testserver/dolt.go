@@ -1,8 +1,6 @@
 package testserver
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -236,31 +234,7 @@ func (s *DoltServer) launch() error {
 }
 
 func (s *DoltServer) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	db, err := sql.Open("mysql", s.DSN(""))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	for {
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("dolt sql-server exited during start:\n%s", tail(log, 3000))
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("dolt sql-server not ready after %s: %v\n%s", limit, err, tail(log, 3000))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return s.endpoint.waitReady("dolt sql-server", limit, s.exited, s.logPath)
 }
 
 // kill stops the server with SIGKILL and waits for it: Dolt's graceful

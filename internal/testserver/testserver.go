@@ -212,17 +212,23 @@ func (s *Server) Start(t testing.TB) {
 }
 
 func (s *Server) waitReady(limit time.Duration) error {
+	return s.endpoint.waitReady("mariadbd", limit, s.exited, s.logPath)
+}
+
+// waitReady pings the server until it answers, it exits (exited closes), or
+// limit passes; errors carry the end of its log.
+func (e endpoint) waitReady(name string, limit time.Duration, exited <-chan struct{}, logPath string) error {
 	deadline := time.Now().Add(limit)
-	db, err := sql.Open("mysql", s.DSN(""))
+	db, err := sql.Open("mysql", e.DSN(""))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	for {
 		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("mariadbd exited during start:\n%s", tail(log, 3000))
+		case <-exited:
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s exited during start:\n%s", name, tail(log, 3000))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -232,8 +238,8 @@ func (s *Server) waitReady(limit time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(s.logPath)
-			return fmt.Errorf("mariadbd not ready after %s: %v\n%s", limit, err, tail(log, 3000))
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s not ready after %s: %v\n%s", name, limit, err, tail(log, 3000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
