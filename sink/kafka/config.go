@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,22 +95,7 @@ type Config struct {
 }
 
 // TLSConfig configures TLS to the brokers.
-type TLSConfig struct {
-	// Enabled turns TLS on. Default false.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a PEM client certificate and key, for mutual
-	// TLS. Default "" (no client certificate); both or neither.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// InsecureSkipVerify disables verification of the brokers'
-	// certificates. Default false; never in production.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-	// ServerName overrides the name verified in the brokers' certificates.
-	// Default "" (the broker's host).
-	ServerName string `yaml:"server_name"`
-}
+type TLSConfig = tlsfiles.Settings
 
 // SASLConfig configures SASL authentication.
 type SASLConfig struct {
@@ -278,14 +262,6 @@ func (c *Config) compression() kafkago.Compression {
 		return kafkago.Zstd
 	}
 	return 0
-}
-
-func (c *TLSConfig) build() (*tls.Config, error) {
-	if !c.Enabled {
-		return nil, nil
-	}
-	return tlsfiles.Files{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-		ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config("kafka.tls")
 }
 
 func (c *SASLConfig) password() (string, error) {

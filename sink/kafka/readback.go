@@ -25,7 +25,7 @@ func NewReadBack(c Config) (*ReadBack, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := c.TLS.build()
+	tc, err := c.TLS.Build("kafka.tls")
 	if err != nil {
 		return nil, err
 	}

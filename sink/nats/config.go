@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,20 +96,7 @@ type CreateStreamConfig struct {
 }
 
 // TLSConfig configures TLS to the servers.
-type TLSConfig struct {
-	// Enabled turns TLS on. Default false.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a client certificate and key. Default none.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// InsecureSkipVerify disables verification. Default false; never in
-	// production.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-	// ServerName overrides the name verified. Default "" (the URL's host).
-	ServerName string `yaml:"server_name"`
-}
+type TLSConfig = tlsfiles.Settings
 
 // LogValue keeps the secrets out of logs.
 func (c Config) LogValue() slog.Value {
@@ -237,14 +223,6 @@ func (c *Config) Validate() error {
 		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
 	}
 	return errors.Join(errs...)
-}
-
-func (c *TLSConfig) build() (*tls.Config, error) {
-	if !c.Enabled {
-		return nil, nil
-	}
-	return tlsfiles.Files{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-		ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config("nats.tls")
 }
 
 // validSubject applies NATS's rules for a subject to publish to.

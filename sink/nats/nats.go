@@ -47,7 +47,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "nats")), subject: subject}
-	tlsCfg, err := cfg.TLS.build()
+	tlsCfg, err := cfg.TLS.Build("nats.tls")
 	if err != nil {
 		return nil, err
 	}

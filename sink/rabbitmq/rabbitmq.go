@@ -50,7 +50,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := cfg.TLS.build()
+	tlsCfg, err := cfg.TLS.Build("rabbitmq.tls")
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,19 +50,7 @@ type Config struct {
 }
 
 // TLSConfig configures TLS to the server.
-type TLSConfig struct {
-	// Enabled turns TLS on. Default false.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of CAs to trust. Default "" (the system pool).
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a client certificate and key. Default none.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// InsecureSkipVerify disables verification. Default false.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-	// ServerName overrides the name verified. Default "" (the host).
-	ServerName string `yaml:"server_name"`
-}
+type TLSConfig = tlsfiles.Settings
 
 // LogValue keeps the password out of logs.
 func (c Config) LogValue() slog.Value {
@@ -129,12 +116,4 @@ func redactAddr(a string) string {
 		}
 	}
 	return a
-}
-
-func (c *TLSConfig) build() (*tls.Config, error) {
-	if !c.Enabled {
-		return nil, nil
-	}
-	return tlsfiles.Files{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-		ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config("redis.tls")
 }

@@ -46,7 +46,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := cfg.TLS.build()
+	tlsCfg, err := cfg.TLS.Build("redis.tls")
 	if err != nil {
 		return nil, err
 	}
