@@ -231,19 +231,30 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A server's "purged" (1236) is double-checked against its GTID state
-	// before a sink stops: a server that still has the position (Dolt
-	// answers a dump racing a commit with 1236) is read on.
-	pick := func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
-		if err := canal.CheckResume(ctx, db, info, pos); err != nil {
-			return canal.Endpoint{}, err
-		}
-		return canal.Endpoint{Host: first.Host, Port: uint16(first.Port), TLS: tlsConfig}, nil
-	}
+	// One server: a checkpoint it cannot serve stops the sink before it
+	// reads (CanResume). Later, a server's "purged" (1236) is double-checked
+	// against its GTID state before the sink stops: a server that still has
+	// the position (Dolt answers a dump racing a commit with 1236) is read
+	// on. The reader's first Pick is the start the pipeline has just checked
+	// or resolved, so it asks the server nothing.
 	canResume := func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) }
+	newPick := func() func(context.Context, event.Position) (canal.Endpoint, error) {
+		started := false
+		return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+			if started {
+				if err := canal.CheckResume(ctx, db, info, pos); err != nil {
+					return canal.Endpoint{}, err
+				}
+			}
+			started = true
+			return canal.Endpoint{Host: first.Host, Port: uint16(first.Port), TLS: tlsConfig}, nil
+		}
+	}
 	if srcs.Len() > 1 {
-		pick = func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
-			return srcs.Pick(ctx, info.Flavor, pos)
+		newPick = func() func(context.Context, event.Position) (canal.Endpoint, error) {
+			return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+				return srcs.Pick(ctx, info.Flavor, pos)
+			}
 		}
 		canResume = nil
 	}
@@ -258,7 +269,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i, t := range targets {
 		reader, err := canal.New(canal.Config{
 			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-			Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
+			Pick: newPick(), FailoverAfter: cfg.Source.FailoverAfter,
 			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
 			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
