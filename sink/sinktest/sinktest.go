@@ -115,7 +115,7 @@ func Require(t testing.TB, what, addr string) {
 		return
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not reachable at %s under CI=true (the CI script starts it): %v", what, addr, err)
+		t.Fatalf("%s is not reachable at %s under CI=true (this machine kind starts it before every CI run): %v", what, addr, err)
 	}
 	t.Skipf("%s is not reachable at %s: %v", what, addr, err)
 }
