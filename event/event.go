@@ -107,4 +107,23 @@ type Txn struct {
 	Events     []*Event
 	Position   Position
 	CommitTime time.Time
+	// Changes are the row changes of watched tables, in binlog order.
+	Changes []Change
+}
+
+// ChangeOp is the kind of a row change.
+type ChangeOp uint8
+
+// Row change kinds.
+const (
+	Insert ChangeOp = iota + 1
+	Update
+	Delete
+)
+
+// Change is one row change of a watched table.
+type Change struct {
+	Table string
+	Op    ChangeOp
+	Row   map[string]any
 }

@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// DefaultRejoinWindow: endpoints whose cursors' commit times are within
+// this of the newest start on the shared stream after a restart; older
+// ones catch up on their own.
+const DefaultRejoinWindow = time.Minute
+
+// Endpoint is one endpoint of the gateway.
+type Endpoint struct {
+	// Key is its checkpoint key and name in logs and metrics ("sink/endpoint").
+	Key    string
+	Sink   sink.Sink
+	Filter Filter
+}
+
+// Config wires a gateway.
+type Config struct {
+	Hub HubConfig
+	// Store holds the endpoints' cursors; Run reads them to pick the
+	// shared stream's start.
+	Store checkpoint.Store
+	// Start is where an endpoint with no cursor begins.
+	Start event.Position
+	// Endpoints are the endpoints known at start.
+	Endpoints []Endpoint
+	// NewPipeline builds an endpoint's pipeline; start is where it begins
+	// when it has no cursor.
+	NewPipeline func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error)
+	// Stopped, if set, is called when an endpoint's pipeline stops with an
+	// error other than the end of ctx: the other endpoints go on.
+	Stopped func(key string, err error)
+	// RejoinWindow: see DefaultRejoinWindow.
+	RejoinWindow time.Duration
+	Logger       *slog.Logger
+}
+
+// Gateway runs the endpoints of one webhook sink on one hub.
+type Gateway struct {
+	cfg Config
+	hub *Hub
+	log *slog.Logger
+	// from are the cursors of cfg.Endpoints read by New.
+	from []event.Position
+
+	mu      sync.Mutex
+	running map[string]*running
+	wg      sync.WaitGroup
+	ctx     context.Context
+}
+
+type running struct {
+	tap    *Tap
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New reads the endpoints' cursors and returns a gateway whose shared
+// stream starts where StartOf says.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RejoinWindow <= 0 {
+		cfg.RejoinWindow = DefaultRejoinWindow
+	}
+	var cursors []Cursor
+	from := make([]event.Position, len(cfg.Endpoints))
+	fresh := false // an endpoint without a cursor starts at cfg.Start
+	for i, ep := range cfg.Endpoints {
+		cp, err := cfg.Store.Load(ctx, ep.Key)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			fresh = true
+			from[i] = cfg.Start
+		case err != nil:
+			return nil, fmt.Errorf("load checkpoint %q: %w", ep.Key, err)
+		default:
+			cursors = append(cursors, Cursor{Position: cp.Position, Commit: cp.CommitTime})
+			from[i] = cp.Position
+		}
+	}
+	if fresh || len(cursors) == 0 {
+		cursors = append(cursors, Cursor{Position: cfg.Start})
+	}
+	hc := cfg.Hub
+	hc.Start = StartOf(hc.Flavor, cursors, cfg.RejoinWindow)
+	hc.Logger = cfg.Logger
+	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)), running: map[string]*running{}}, nil
+}
+
+// Hub returns the gateway's hub.
+func (g *Gateway) Hub() *Hub { return g.hub }
+
+// Run runs the shared stream and every endpoint until ctx ends. An
+// endpoint's fatal error stops that endpoint only (Config.Stopped); the
+// shared stream's stops them all, and Run returns it.
+func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.Txn)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.mu.Lock()
+	g.ctx = ctx
+	g.mu.Unlock()
+	g.log.Info("webhook gateway starting", slog.Int("endpoints", len(g.cfg.Endpoints)), slog.String("from", g.hub.Position().String()))
+	// Endpoints whose cursor covers the shared stream's start are on it
+	// before it reads its first transaction; the others catch up.
+	g.hub.Lock()
+	for i, ep := range g.cfg.Endpoints {
+		if err := g.start(ep, g.from[i], canal.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
+			g.hub.Unlock()
+			cancel()
+			g.wg.Wait()
+			return err
+		}
+	}
+	g.hub.Unlock()
+	var onChange func(*event.Txn)
+	if changed != nil {
+		onChange = func(txn *event.Txn) { changed(g, txn) }
+	}
+	err := g.hub.Run(ctx, onChange)
+	cancel()
+	g.wg.Wait()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("shared stream: %w", err)
+	}
+	return err
+}
+
+// StartLocked starts a new endpoint on the shared stream at its current
+// position (call it from Run's changed function, under the hub's lock).
+func (g *Gateway) StartLocked(ep Endpoint) error { return g.start(ep, g.hub.pos, true) }
+
+// StopLocked takes an endpoint off the shared stream at its current
+// position and stops its pipeline (after it drains and saves its cursor).
+// It returns a channel closed once the pipeline has stopped.
+func (g *Gateway) StopLocked(key string) <-chan struct{} {
+	g.mu.Lock()
+	r := g.running[key]
+	delete(g.running, key)
+	g.mu.Unlock()
+	if r == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	g.hub.RemoveLocked(r.tap)
+	r.cancel()
+	return r.done
+}
+
+// Tap returns a running endpoint's tap, or nil.
+func (g *Gateway) Tap(key string) *Tap {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.running[key]; r != nil {
+		return r.tap
+	}
+	return nil
+}
+
+// Keys returns the running endpoints' keys.
+func (g *Gateway) Keys() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.running))
+	for k := range g.running {
+		out = append(out, k)
+	}
+	return out
+}
+
+// start builds ep's pipeline and runs it. from is where it starts (its
+// cursor, or its start when it has none); attach (under the hub's lock, with
+// from covering the hub's position) puts it on the shared stream at once.
+func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
+	p, err := g.cfg.NewPipeline(ep.Key, ep.Sink, from)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Key, err)
+	}
+	tap := g.hub.Tap(ep.Key, ep.Filter)
+	if attach {
+		g.hub.attachLocked(tap, from)
+		tap.state.Store(int32(Attached))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running[ep.Key] != nil {
+		if attach {
+			g.hub.RemoveLocked(tap)
+		}
+		return fmt.Errorf("endpoint %s is already running", ep.Key)
+	}
+	ctx, cancel := context.WithCancel(g.ctx)
+	r := &running{tap: tap, cancel: cancel, done: make(chan struct{})}
+	g.running[ep.Key] = r
+	g.wg.Go(func() {
+		defer close(r.done)
+		defer cancel()
+		err := p.Run(ctx, tap)
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		g.log.Error("endpoint stopped; the other endpoints go on", slog.String("endpoint", ep.Key), slog.Any("err", err))
+		if g.cfg.Stopped != nil {
+			g.cfg.Stopped(ep.Key, err)
+		}
+	})
+	return nil
+}

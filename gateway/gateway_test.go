@@ -1,0 +1,421 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// binlog is an in-memory MariaDB-flavored binlog: transaction n ends at
+// GTID position "0-1-n". Streams opened on it read from a position to the
+// live end and wait for more, like a replica.
+type binlog struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	txns  []*event.Txn
+	opens map[int]int // slot → streams opened
+	open  map[int]int // slot → streams open now
+	max   int         // most catch-up streams open at once
+}
+
+func newBinlog() *binlog {
+	b := &binlog{opens: map[int]int{}, open: map[int]int{}}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func pos(n int) event.Position { return event.Position{GTIDSet: "0-1-" + strconv.Itoa(n)} }
+
+func seq(p event.Position) int {
+	n, err := strconv.Atoi(p.GTIDSet[strings.LastIndexByte(p.GTIDSet, '-')+1:])
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// commit appends a transaction with one event per tenant given (aggregate
+// "<tenant>-agg"), or none.
+func (b *binlog) commit(tenants ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.txns) + 1
+	txn := &event.Txn{Position: pos(n), CommitTime: time.Unix(int64(n), 0)}
+	for i, tn := range tenants {
+		txn.Events = append(txn.Events, &event.Event{
+			ID: fmt.Sprintf("%d.%d", n, i), AggregateID: tn + "-agg", Type: "t",
+			Headers: []event.Header{{Key: "tenant", Value: tn}},
+		})
+	}
+	b.txns = append(b.txns, txn)
+	b.cond.Broadcast()
+}
+
+type stream struct {
+	b    *binlog
+	slot int
+}
+
+func (b *binlog) Open(slot int) pipeline.Source { return stream{b, slot} }
+
+func (s stream) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	b := s.b
+	b.mu.Lock()
+	b.opens[s.slot]++
+	b.open[s.slot]++
+	if s.slot > 0 {
+		n := 0
+		for sl, c := range b.open {
+			if sl > 0 {
+				n += c
+			}
+		}
+		b.max = max(b.max, n)
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.open[s.slot]--
+		b.mu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
+	defer stop()
+	next := seq(from) // index of the first transaction after from
+	for {
+		b.mu.Lock()
+		for next >= len(b.txns) && ctx.Err() == nil {
+			b.cond.Wait()
+		}
+		if ctx.Err() != nil {
+			b.mu.Unlock()
+			return ctx.Err()
+		}
+		txn := b.txns[next]
+		b.mu.Unlock()
+		if err := handle(ctx, txn); err != nil {
+			return err
+		}
+		next++
+	}
+}
+
+// recorder is a sink that keeps what it was written; while gate is closed
+// (held) its writes wait.
+type recorder struct {
+	mu   sync.Mutex
+	got  []string
+	hold chan struct{} // nil: never waits
+}
+
+func (r *recorder) Connect(context.Context) error { return nil }
+func (r *recorder) Close(context.Context) error   { return nil }
+func (r *recorder) Write(ctx context.Context, batch []*event.Event) error {
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range batch {
+		r.got = append(r.got, e.ID)
+	}
+	return nil
+}
+
+func (r *recorder) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+func tenantFilter(tn string) Filter {
+	return Filter{Header: "tenant", Value: tn, Match: func(e *event.Event) bool {
+		for _, h := range e.Headers {
+			if h.Key == "tenant" && h.Value == tn {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
+// want lists the ids of tn's events in b, in order.
+func (b *binlog) want(tn string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, txn := range b.txns {
+		for _, e := range txn.Events {
+			if e.Headers[0].Value == tn {
+				out = append(out, e.ID)
+			}
+		}
+	}
+	return out
+}
+
+type fixture struct {
+	t     *testing.T
+	b     *binlog
+	store checkpoint.Store
+	recs  map[string]*recorder
+	cfg   Config
+}
+
+func newFixture(t *testing.T, endpoints int) *fixture {
+	store, err := checkpoint.OpenFile(filepath.Join(t.TempDir(), "cp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, b: newBinlog(), store: store, recs: map[string]*recorder{}}
+	f.cfg = Config{
+		Hub:   HubConfig{Name: "hooks", Flavor: "mariadb", QueueTxns: 4, MaxCatchUp: 2, YieldAfter: 50 * time.Millisecond, Open: f.b.Open},
+		Store: store, Start: pos(0),
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start,
+				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond})
+		},
+	}
+	for i := range endpoints {
+		tn := fmt.Sprintf("t%d", i%5)
+		key := fmt.Sprintf("hooks/ep%d", i)
+		r := &recorder{}
+		f.recs[key] = r
+		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: key, Sink: r, Filter: tenantFilter(tn)})
+	}
+	return f
+}
+
+func (f *fixture) tenant(key string) string {
+	n, _ := strconv.Atoi(strings.TrimPrefix(key, "hooks/ep"))
+	return fmt.Sprintf("t%d", n%5)
+}
+
+func (f *fixture) run(ctx context.Context) (*Gateway, chan error) {
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nil) }()
+	return g, done
+}
+
+// waitFor polls cond until it holds (the test's own deadline bounds it).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if t.Context().Err() != nil {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) waitAll() {
+	for key, r := range f.recs {
+		want := f.b.want(f.tenant(key))
+		waitFor(f.t, key+" to receive its events", func() bool { return len(r.ids()) >= len(want) })
+		if got := r.ids(); !slices.Equal(got, want) {
+			f.t.Fatalf("%s received %d events %v, want %d %v", key, len(got), got, len(want), want)
+		}
+	}
+}
+
+func commitMany(b *binlog, n int) {
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			b.commit(fmt.Sprintf("t%d", i%5))
+		case 1:
+			b.commit(fmt.Sprintf("t%d", i%5), fmt.Sprintf("t%d", (i+1)%5))
+		default:
+			b.commit() // no outbox rows
+		}
+	}
+}
+
+func TestEveryEndpointGetsItsEventsOnceFromOneStream(t *testing.T) {
+	f := newFixture(t, 20)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, done := f.run(ctx)
+	commitMany(f.b, 300)
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if f.b.opens[0] != 1 || len(f.b.opens) != 1 {
+		t.Fatalf("streams opened per slot: %v, want only the shared one, once", f.b.opens)
+	}
+}
+
+func TestSlowEndpointDetachesCatchesUpAndRejoins(t *testing.T) {
+	f := newFixture(t, 6)
+	slow := f.recs["hooks/ep0"]
+	slow.hold = make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	g, done := f.run(ctx)
+	commitMany(f.b, 200)
+	// The others get everything while ep0 is stuck.
+	for key, r := range f.recs {
+		if key == "hooks/ep0" {
+			continue
+		}
+		want := f.b.want(f.tenant(key))
+		waitFor(t, key, func() bool { return len(r.ids()) >= len(want) })
+	}
+	if s := g.Tap("hooks/ep0").State(); s == Attached {
+		t.Fatalf("the stuck endpoint is still %s", s)
+	}
+	close(slow.hold)
+	waitFor(t, "ep0 to re-join", func() bool { return g.Tap("hooks/ep0").State() == Attached })
+	commitMany(f.b, 60) // after the re-join, on the shared stream
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if f.b.opens[1]+f.b.opens[2] == 0 {
+		t.Fatalf("no catch-up stream was opened: %v", f.b.opens)
+	}
+	if f.b.max > f.cfg.Hub.MaxCatchUp {
+		t.Fatalf("%d catch-up streams open at once, want at most %d", f.b.max, f.cfg.Hub.MaxCatchUp)
+	}
+}
+
+func TestManyStuckEndpointsWaitTheirTurn(t *testing.T) {
+	f := newFixture(t, 10)
+	var holds []chan struct{}
+	for i := range 6 {
+		r := f.recs[fmt.Sprintf("hooks/ep%d", i)]
+		r.hold = make(chan struct{})
+		holds = append(holds, r.hold)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	_, done := f.run(ctx)
+	commitMany(f.b, 200)
+	for _, h := range holds {
+		close(h)
+	}
+	commitMany(f.b, 100)
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if f.b.max > 2 {
+		t.Fatalf("%d catch-up streams open at once, want at most 2", f.b.max)
+	}
+}
+
+func TestRestartResumesEachCursorWithoutDuplicates(t *testing.T) {
+	f := newFixture(t, 8)
+	slow := f.recs["hooks/ep3"]
+	slow.hold = make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	_, done := f.run(ctx)
+	commitMany(f.b, 120)
+	for key, r := range f.recs {
+		if key == "hooks/ep3" {
+			continue
+		}
+		want := f.b.want(f.tenant(key))
+		waitFor(t, key, func() bool { return len(r.ids()) >= len(want) })
+	}
+	// Stop with ep3 stuck: its events are not acknowledged.
+	go func() { time.Sleep(50 * time.Millisecond); close(slow.hold) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	for key, r := range f.recs {
+		before[key] = len(r.ids())
+	}
+	// Restart on the same store: every endpoint resumes at its cursor.
+	ctx, cancel = context.WithCancel(t.Context())
+	_, done = f.run(ctx)
+	commitMany(f.b, 60)
+	for key, r := range f.recs {
+		want := f.b.want(f.tenant(key))
+		waitFor(t, key+" after restart", func() bool { return len(r.ids()) >= len(want) })
+		got := r.ids()
+		if key != "hooks/ep3" && !slices.Equal(got, want) {
+			t.Fatalf("%s: %d events after restart, want %d exactly once (received before restart: %d)", key, len(got), len(want), before[key])
+		}
+		// ep3 may see again what was in flight at the stop (at least once), but
+		// nothing is missing and its first deliveries are in order.
+		seen := map[string]bool{}
+		var firsts []string
+		for _, id := range got {
+			if !seen[id] {
+				seen[id] = true
+				firsts = append(firsts, id)
+			}
+		}
+		if !slices.Equal(firsts, want) {
+			t.Fatalf("%s: first deliveries %v, want %v", key, firsts, want)
+		}
+	}
+	cancel()
+	<-done
+}
+
+func TestEndpointAttachedAtATransactionGetsOnlyLaterEvents(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &recorder{}
+	var at int
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(ctx, func(g *Gateway, txn *event.Txn) {
+			at = seq(txn.Position)
+			if err := g.StartLocked(Endpoint{Key: "hooks/late", Sink: late, Filter: tenantFilter("t1")}); err != nil {
+				t.Error(err)
+			}
+		})
+	}()
+	commitMany(f.b, 50)
+	f.b.mu.Lock()
+	n := len(f.b.txns) + 1
+	f.b.txns = append(f.b.txns, &event.Txn{Position: pos(n), Changes: []event.Change{{Table: "x.endpoints", Op: event.Insert}},
+		Events: []*event.Event{{ID: "same-txn", Headers: []event.Header{{Key: "tenant", Value: "t1"}}}}})
+	f.b.cond.Broadcast()
+	f.b.mu.Unlock()
+	commitMany(f.b, 50)
+	var want []string
+	for _, id := range f.b.want("t1") {
+		txn, _ := strconv.Atoi(strings.Split(id, ".")[0])
+		if id != "same-txn" && txn > n {
+			want = append(want, id)
+		}
+	}
+	waitFor(t, "the late endpoint", func() bool { return len(late.ids()) >= len(want) })
+	if got := late.ids(); !slices.Equal(got, want) || at != n {
+		t.Fatalf("endpoint created at txn %d (changed at %d) got %v, want %v", n, at, got, want)
+	}
+	cancel()
+	<-done
+}

@@ -1,0 +1,409 @@
+// Package gateway runs a webhook sink as a fan-out gateway: one binlog
+// stream, read and decoded once, feeds every endpoint of the sink, each with
+// its own cursor (its checkpoint), queue, retries and dead letters.
+//
+// It promises:
+//
+//   - one stream: the sink's replication connections are 1 + the endpoints
+//     catching up (at most MaxCatchUp at once), never one per endpoint;
+//   - isolation: an endpoint that cannot keep up is detached when its queue
+//     is full; it catches up from its own cursor on a stream of its own
+//     (waiting its turn for one of MaxCatchUp) and re-joins the shared
+//     stream once it has read everything the shared stream has handed on.
+//     The shared stream never waits for an endpoint;
+//   - exactly the events it would get alone: an endpoint is handed the
+//     events its filter matches, in binlog order, each once (no duplicates
+//     on detach or re-join: both are decided at a transaction boundary
+//     against positions), and its cursor moves over transactions it has no
+//     events in, so restart and prune are not held back by quiet endpoints;
+//   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
+//     its pipeline's in-flight limits.
+//
+// Each endpoint is a pipeline (package pipeline) whose source is a Tap of the
+// Hub: checkpoints, retries, dead letters and fencing are the pipeline's.
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+)
+
+// Defaults of HubConfig.
+const (
+	DefaultQueueTxns  = 256
+	DefaultMaxCatchUp = 4
+	// markEvery is how often an endpoint with no events of its own is
+	// handed the shared stream's position, so its cursor moves.
+	markEvery = 250 * time.Millisecond
+	// DefaultYieldAfter is how long a catch-up stream may wait on a full
+	// queue while another endpoint waits for a stream before it gives its
+	// stream up.
+	DefaultYieldAfter = 2 * time.Second
+	// DefaultDetachAfter: see HubConfig.DetachAfter.
+	DefaultDetachAfter = 500 * time.Millisecond
+	detachWindow       = 10 * time.Second
+)
+
+// HubConfig configures a Hub.
+type HubConfig struct {
+	// Name is the sink's name, for logs.
+	Name string
+	// Flavor is the server's ("mysql" or "mariadb"), to compare positions.
+	Flavor string
+	// Start is where the shared stream begins (see StartOf).
+	Start event.Position
+	// Open returns a binlog stream: slot 0 is the shared stream, 1 to
+	// MaxCatchUp the catch-up streams (each needs its own replica id).
+	Open func(slot int) pipeline.Source
+	// QueueTxns is each endpoint's queue between the shared stream and its
+	// pipeline, in transactions that hold events for it. Default 256.
+	QueueTxns int
+	// MaxCatchUp caps the catch-up streams open at once. Default 4.
+	MaxCatchUp int
+	// YieldAfter: see DefaultYieldAfter.
+	YieldAfter time.Duration
+	// DetachAfter is how long, in all within 10s, an endpoint's full queue
+	// may make the shared stream wait before it is detached. Default 500ms.
+	DetachAfter time.Duration
+	// Observer, if set, is told about detaches and re-joins.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Observer receives what the hub does, for metrics. Methods must not block.
+type Observer interface {
+	// State is called when an endpoint's tap changes state.
+	State(endpoint string, s State)
+}
+
+// State is where a tap's events come from.
+type State int
+
+const (
+	// Attached: the shared stream hands it its events.
+	Attached State = iota
+	// Waiting: detached, waiting for its queue to drain or for a stream.
+	Waiting
+	// CatchingUp: reading on a stream of its own.
+	CatchingUp
+	// Stopped: its pipeline is not running.
+	Stopped
+)
+
+func (s State) String() string {
+	switch s {
+	case Attached:
+		return "attached"
+	case Waiting:
+		return "waiting"
+	case CatchingUp:
+		return "catching_up"
+	}
+	return "stopped"
+}
+
+// Hub reads the shared stream and hands each transaction to the taps
+// attached to it.
+type Hub struct {
+	cfg   HubConfig
+	log   *slog.Logger
+	obs   Observer
+	slots chan int     // free catch-up slot numbers
+	queue atomic.Int32 // taps waiting for a slot
+
+	mu       sync.Mutex
+	pos      event.Position // after the last transaction handed on (or Start)
+	commit   time.Time
+	attached map[*Tap]struct{}
+	// byHeader indexes attached taps that select on one header value (a
+	// tenant): header key → value → taps. The others are in plain.
+	byHeader map[string]map[string]map[*Tap]struct{}
+	plain    map[*Tap]struct{}
+	groups   map[*Tap][]*event.Event // scratch for dispatch
+}
+
+// NewHub returns a hub; Run starts its shared stream.
+func NewHub(cfg HubConfig) *Hub {
+	if cfg.QueueTxns <= 0 {
+		cfg.QueueTxns = DefaultQueueTxns
+	}
+	if cfg.MaxCatchUp <= 0 {
+		cfg.MaxCatchUp = DefaultMaxCatchUp
+	}
+	if cfg.DetachAfter <= 0 {
+		cfg.DetachAfter = DefaultDetachAfter
+	}
+	if cfg.YieldAfter <= 0 {
+		cfg.YieldAfter = DefaultYieldAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: cfg.Observer,
+		slots: make(chan int, cfg.MaxCatchUp), pos: cfg.Start,
+		attached: map[*Tap]struct{}{}, byHeader: map[string]map[string]map[*Tap]struct{}{},
+		plain: map[*Tap]struct{}{}, groups: map[*Tap][]*event.Event{},
+	}
+	for i := 1; i <= cfg.MaxCatchUp; i++ {
+		h.slots <- i
+	}
+	if h.obs == nil {
+		h.obs = nopObserver{}
+	}
+	return h
+}
+
+// Position returns the shared stream's position: after the last transaction
+// it handed on.
+func (h *Hub) Position() event.Position {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pos
+}
+
+// Run reads the shared stream until ctx ends or it fails for good. It calls
+// changed, if not nil, with every transaction that changed rows of a watched
+// table, under the hub's lock and before the transaction's events are handed
+// on, so that endpoint changes take effect at that transaction (see AttachAt).
+func (h *Hub) Run(ctx context.Context, changed func(*event.Txn)) error {
+	stop := make(chan struct{})
+	defer close(stop)
+	go h.markLoop(stop)
+	return h.cfg.Open(0).Run(ctx, h.Position(), func(_ context.Context, txn *event.Txn) error {
+		h.dispatch(txn, changed)
+		return nil
+	})
+}
+
+// dispatch hands txn's events to the attached taps whose filter matches
+// them, then calls changed. A tap whose queue stays full is detached before
+// this transaction: it catches up from the last transaction it was handed.
+func (h *Hub) dispatch(txn *event.Txn, changed func(*event.Txn)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pos, h.commit = txn.Position, txn.CommitTime
+	if len(txn.Events) > 0 && len(h.attached) > 0 {
+		h.handOn(txn)
+	}
+	if changed != nil && len(txn.Changes) > 0 {
+		changed(txn)
+	}
+}
+
+func (h *Hub) handOn(txn *event.Txn) {
+	groups := h.groups
+	clear(groups)
+	for _, e := range txn.Events {
+		for key, values := range h.byHeader {
+			for _, hd := range e.Headers {
+				if hd.Key != key {
+					continue
+				}
+				for t := range values[hd.Value] {
+					if t.matches(e) {
+						groups[t] = append(groups[t], e)
+					}
+				}
+			}
+		}
+		for t := range h.plain {
+			if t.matches(e) {
+				groups[t] = append(groups[t], e)
+			}
+		}
+	}
+	for t, evs := range groups {
+		if t.skip != nil {
+			if canal.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
+				continue // it read this transaction on its own stream
+			}
+			t.skip = nil
+		}
+		if h.offer(t, &event.Txn{Events: evs, Position: txn.Position, CommitTime: txn.CommitTime}) {
+			t.sent = txn.Position
+		} else {
+			h.detachLocked(t)
+		}
+	}
+}
+
+// offer puts txn in t's queue. A full queue is waited for, so that a burst
+// (a backlog at start) slows the shared stream down instead of detaching
+// every endpoint; but an endpoint that has made the stream wait DetachAfter
+// in all within detachWindow is not keeping up: offer then gives up, and t
+// is detached.
+func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
+	select {
+	case t.ch <- txn:
+		return true
+	default:
+	}
+	now := time.Now()
+	if now.Sub(t.waitFrom) > detachWindow {
+		t.waitFrom, t.waited = now, 0
+	}
+	left := h.cfg.DetachAfter - t.waited
+	if left <= 0 {
+		return false
+	}
+	timer := time.NewTimer(left)
+	defer timer.Stop()
+	select {
+	case t.ch <- txn:
+		t.waited += time.Since(now)
+		return true
+	case <-timer.C:
+		t.waited += time.Since(now)
+		return false
+	}
+}
+
+// markLoop hands attached taps with no events pending the shared stream's
+// position, so that their cursors move over transactions without events
+// for them.
+func (h *Hub) markLoop(stop <-chan struct{}) {
+	tick := time.NewTicker(markEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		h.mu.Lock()
+		for t := range h.attached {
+			if t.skip != nil {
+				if canal.Covers(h.cfg.Flavor, *t.skip, h.pos) {
+					continue // the tap is ahead of the shared stream
+				}
+				t.skip = nil
+			}
+			if t.sent == h.pos || len(t.ch) > 0 {
+				continue
+			}
+			select {
+			case t.ch <- &event.Txn{Position: h.pos, CommitTime: h.commit}:
+				t.sent = h.pos
+			default:
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// join attaches t if it has read every transaction the shared stream has
+// handed on (its position pos covers the hub's): from the next transaction
+// the shared stream hands it its events, skipping those pos already holds.
+func (h *Hub) join(t *Tap, pos event.Position) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.pos.IsZero() && !canal.Covers(h.cfg.Flavor, pos, h.pos) {
+		return false
+	}
+	h.attachLocked(t, pos)
+	return true
+}
+
+func (h *Hub) attachLocked(t *Tap, pos event.Position) {
+	t.sent = pos
+	t.skip = nil
+	if pos != h.pos {
+		p := pos
+		t.skip = &p
+	}
+	h.attached[t] = struct{}{}
+	h.indexLocked(t)
+	h.obs.State(t.name, Attached)
+}
+
+// indexLocked files an attached tap under its route.
+func (h *Hub) indexLocked(t *Tap) {
+	f := t.filter.Load()
+	if f.Header == "" {
+		h.plain[t] = struct{}{}
+		return
+	}
+	values := h.byHeader[f.Header]
+	if values == nil {
+		values = map[string]map[*Tap]struct{}{}
+		h.byHeader[f.Header] = values
+	}
+	if values[f.Value] == nil {
+		values[f.Value] = map[*Tap]struct{}{}
+	}
+	values[f.Value][t] = struct{}{}
+}
+
+func (h *Hub) unindexLocked(t *Tap) {
+	f := t.filter.Load()
+	if f.Header == "" {
+		delete(h.plain, t)
+		return
+	}
+	delete(h.byHeader[f.Header][f.Value], t)
+	if len(h.byHeader[f.Header][f.Value]) == 0 {
+		delete(h.byHeader[f.Header], f.Value)
+	}
+	if len(h.byHeader[f.Header]) == 0 {
+		delete(h.byHeader, f.Header)
+	}
+}
+
+// detachLocked takes t off the shared stream and tells it where to catch up
+// from: the last transaction it was handed.
+func (h *Hub) detachLocked(t *Tap) {
+	if !h.removeLocked(t) {
+		return
+	}
+	select {
+	case t.detached <- t.sent:
+	default: // cannot happen: one detach per attach, and the tap reads it
+	}
+}
+
+// removeLocked takes t off the shared stream; false if it was not on it.
+func (h *Hub) removeLocked(t *Tap) bool {
+	if _, ok := h.attached[t]; !ok {
+		return false
+	}
+	h.unindexLocked(t)
+	delete(h.attached, t)
+	return true
+}
+
+// SetFilterLocked replaces t's filter. Called from Run's changed function,
+// the change takes effect exactly after that transaction: every later
+// transaction is matched with f, on the shared stream and on t's catch-up
+// stream alike.
+func (h *Hub) SetFilterLocked(t *Tap, f Filter) {
+	_, on := h.attached[t]
+	if on {
+		h.unindexLocked(t)
+	}
+	t.filter.Store(&f)
+	if on {
+		h.indexLocked(t)
+	}
+}
+
+// Filter selects a tap's events.
+type Filter struct {
+	// Match reports whether an event is for the endpoint. Nil: every event.
+	Match func(*event.Event) bool
+	// Header and Value, when Header is set, say that Match accepts only
+	// events with that header value (a tenant): the hub then looks the tap
+	// up by value instead of asking it about every event.
+	Header, Value string
+}
+
+type nopObserver struct{}
+
+func (nopObserver) State(string, State) {}

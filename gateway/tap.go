@@ -1,0 +1,307 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Tap is one endpoint's source (a pipeline.Source): its events come from the
+// shared stream while it is attached, from a catch-up stream of its own
+// while it is not.
+type Tap struct {
+	hub    *Hub
+	name   string
+	filter atomic.Pointer[Filter]
+	ch     chan *event.Txn // its queue: transactions for its pipeline
+	// detached receives, when the hub takes it off the shared stream, the
+	// position of the last transaction it was handed.
+	detached chan event.Position
+	state    atomic.Int32
+
+	// Guarded by hub.mu while attached.
+	sent event.Position  // the last position put in ch
+	skip *event.Position // attached ahead of the shared stream: skip what this covers
+	// The shared stream's waits on a full queue, within the window from waitFrom.
+	waitFrom time.Time
+	waited   time.Duration
+}
+
+// Tap returns a source for the endpoint name whose events f selects. It
+// joins the shared stream when its pipeline starts it.
+func (h *Hub) Tap(name string, f Filter) *Tap {
+	t := &Tap{hub: h, name: name, ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1)}
+	t.filter.Store(&f)
+	t.state.Store(int32(Stopped))
+	return t
+}
+
+// RemoveLocked takes t off the shared stream for good (its endpoint was
+// disabled or deleted): it gets no event of a later transaction. Its
+// pipeline is stopped by its owner.
+func (h *Hub) RemoveLocked(t *Tap) { h.removeLocked(t) }
+
+// Lock and Unlock hold the hub between transactions.
+func (h *Hub) Lock()   { h.mu.Lock() }
+func (h *Hub) Unlock() { h.mu.Unlock() }
+
+// State returns where t's events come from now.
+func (t *Tap) State() State { return State(t.state.Load()) }
+
+func (t *Tap) setState(s State) {
+	if State(t.state.Swap(int32(s))) != s {
+		t.hub.obs.State(t.name, s)
+	}
+}
+
+func (t *Tap) matches(e *event.Event) bool {
+	f := t.filter.Load()
+	return f.Match == nil || f.Match(e)
+}
+
+// errJoined stops a catch-up stream that has re-joined the shared one.
+var errJoined = errors.New("re-joined the shared stream")
+
+// errYield stops a catch-up stream that gives its slot to a waiting endpoint.
+var errYield = errors.New("gave the catch-up stream to a waiting endpoint")
+
+// Run implements pipeline.Source: it hands the pipeline, from position from,
+// every transaction with events for the endpoint, and the positions of
+// those without, until ctx ends or a catch-up stream fails for good.
+func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := t.produce(ctx, from); err != nil && ctx.Err() == nil {
+			failed <- err
+		}
+	}()
+	defer func() {
+		cancel()
+		<-done
+		t.hub.mu.Lock()
+		t.hub.removeLocked(t)
+		t.hub.mu.Unlock()
+		t.setState(Stopped)
+		// What is left in the queue is not acknowledged: the cursor stays
+		// before it. Empty the queue for the next Run.
+		for len(t.ch) > 0 {
+			<-t.ch
+		}
+		select {
+		case <-t.detached:
+		default:
+		}
+	}()
+	for {
+		select {
+		case txn := <-t.ch:
+			if err := handle(ctx, txn); err != nil {
+				return err
+			}
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// produce keeps t's queue fed: by the shared stream while attached, by a
+// catch-up stream of its own while not.
+func (t *Tap) produce(ctx context.Context, pos event.Position) error {
+	h := t.hub
+	// A tap attached by AttachLocked is on the shared stream already.
+	if t.State() == Attached {
+		select {
+		case pos = <-t.detached:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.logDetach(pos)
+	}
+	for {
+		if h.join(t, pos) {
+			t.setState(Attached)
+			select {
+			case pos = <-t.detached:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			t.logDetach(pos)
+		}
+		t.setState(Waiting)
+		// Take a stream only once the endpoint has room: one that is down
+		// would hold it while the others wait.
+		if err := t.waitForRoom(ctx); err != nil {
+			return err
+		}
+		if h.join(t, pos) {
+			continue
+		}
+		slot, err := h.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		t.setState(CatchingUp)
+		next, joined, err := t.catchUp(ctx, slot, pos)
+		h.slots <- slot
+		pos = next
+		switch {
+		case joined:
+			t.setState(Attached)
+			select {
+			case pos = <-t.detached:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			t.logDetach(pos)
+		case err != nil:
+			return err
+		}
+	}
+}
+
+func (t *Tap) logDetach(pos event.Position) {
+	t.hub.log.Info("endpoint detached from the shared stream: its queue is full; it catches up on its own stream",
+		slog.String("endpoint", t.name), slog.String("from", pos.String()))
+}
+
+// waitForRoom waits until t's queue is at most half full.
+func (t *Tap) waitForRoom(ctx context.Context) error {
+	for len(t.ch) > cap(t.ch)/2 {
+		if err := retry.Sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acquire waits for a free catch-up slot, in turn.
+func (h *Hub) acquire(ctx context.Context) (int, error) {
+	h.queue.Add(1)
+	defer h.queue.Add(-1)
+	select {
+	case slot := <-h.slots:
+		return slot, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// catchUp reads a stream of t's own from pos, putting t's transactions in
+// its queue, until it re-joins the shared stream (joined), gives the stream
+// up to a waiting endpoint, or fails. It returns the position of the last
+// transaction it put in the queue.
+func (t *Tap) catchUp(ctx context.Context, slot int, pos event.Position) (event.Position, bool, error) {
+	h := t.hub
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.log.Info("endpoint catching up on its own stream", slog.String("endpoint", t.name), slog.Int("slot", slot), slog.String("from", pos.String()))
+	var joined bool
+	err := h.cfg.Open(slot).Run(ctx, pos, func(ctx context.Context, txn *event.Txn) error {
+		var evs []*event.Event
+		for _, e := range txn.Events {
+			if t.matches(e) {
+				evs = append(evs, e)
+			}
+		}
+		out := &event.Txn{Events: evs, Position: txn.Position, CommitTime: txn.CommitTime}
+		if len(evs) == 0 {
+			// Nothing for it: hand on the position if there is room, and
+			// count the transaction as read either way.
+			select {
+			case t.ch <- out:
+			default:
+			}
+			pos = txn.Position
+		} else if err := t.put(ctx, out); err != nil {
+			return err
+		} else {
+			pos = txn.Position
+		}
+		if h.join(t, pos) {
+			joined = true
+			return errJoined
+		}
+		return nil
+	})
+	switch {
+	case joined:
+		h.log.Info("endpoint re-joined the shared stream", slog.String("endpoint", t.name), slog.String("at", pos.String()))
+		return pos, true, nil
+	case errors.Is(err, errYield):
+		return pos, false, nil
+	case ctx.Err() != nil:
+		return pos, false, ctx.Err()
+	case err == nil:
+		err = errors.New("stream ended")
+	}
+	return pos, false, fmt.Errorf("endpoint %s: catch-up stream: %w", t.name, err)
+}
+
+// put queues txn, waiting for room; it gives up (errYield) after YieldAfter
+// of waiting while another endpoint waits for a stream.
+func (t *Tap) put(ctx context.Context, txn *event.Txn) error {
+	select {
+	case t.ch <- txn:
+		return nil
+	default:
+	}
+	tick := time.NewTicker(t.hub.cfg.YieldAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case t.ch <- txn:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if t.hub.queue.Load() > 0 {
+				return errYield
+			}
+		}
+	}
+}
+
+// StartOf returns where a hub should start, given its endpoints' cursors:
+// the oldest of those within window (by commit time) of the newest, so
+// that endpoints that were current together re-join at once after a
+// restart and one far behind catches up on its own stream instead of
+// making every endpoint re-read its backlog. Cursors with no commit time
+// (new endpoints) count as current.
+func StartOf(flavor string, cursors []Cursor, window time.Duration) event.Position {
+	var newest time.Time
+	for _, c := range cursors {
+		if c.Commit.After(newest) {
+			newest = c.Commit
+		}
+	}
+	var start event.Position
+	found := false
+	for _, c := range cursors {
+		if !c.Commit.IsZero() && c.Commit.Before(newest.Add(-window)) {
+			continue
+		}
+		if !found || canal.Covers(flavor, start, c.Position) {
+			start, found = c.Position, true
+		}
+	}
+	return start
+}
+
+// Cursor is an endpoint's position and the commit time of its transaction.
+type Cursor struct {
+	Position event.Position
+	Commit   time.Time
+}
