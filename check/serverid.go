@@ -27,7 +27,7 @@ func serverIDResult(ctx context.Context, db *sql.DB, s server, cfg *config.Confi
 	reps, err := replicas(ctx, db, s)
 	hostname, _ := os.Hostname()
 	standby := cfg.Checkpoint.Lock != nil && *cfg.Checkpoint.Lock && lockHeld(ctx, cfg)
-	return serverIDDecision(idRange{cfg.Source.ServerID, len(cfg.PipelineNames())}, uint32(own), reps, err, hostname, standby, s)
+	return serverIDDecision(idRange{cfg.Source.ServerID, cfg.ReplicaIDs()}, uint32(own), reps, err, hostname, standby, s)
 }
 
 // idRange is the relay's replica ids: first .. first+n-1.

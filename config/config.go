@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -107,9 +108,10 @@ type Source struct {
 	Password Secret `yaml:"password"`
 	// Flavor is auto (detected from the server), mysql or mariadb. Default auto.
 	Flavor string `yaml:"flavor"`
-	// ServerID is the replica id of the first sink's stream; sink i (webhook
-	// endpoints count one each) uses ServerID+i. It must not collide with the
-	// server's own id or any replica's. Default 4041.
+	// ServerID is the replica id of the first sink's stream; sink i uses
+	// ServerID+i, and the catch-up streams of webhook sinks the ids after
+	// those (see Config.ReplicaIDs). None may collide with the server's own
+	// id or any replica's. Default 4041.
 	ServerID uint32 `yaml:"server_id"`
 	// Heartbeat is the server heartbeat period on an idle binlog. Default 5s.
 	Heartbeat time.Duration `yaml:"heartbeat"`
@@ -306,6 +308,30 @@ type Sink struct {
 type Webhook struct {
 	// Endpoints, at least one. See sink/webhook for every field and default.
 	Endpoints []webhook.EndpointConfig `yaml:"endpoints"`
+	// Gateway tunes how the sink fans one binlog stream out to its
+	// endpoints (package gateway).
+	Gateway Gateway `yaml:"gateway"`
+}
+
+// Gateway tunes a webhook sink's fan-out: one shared binlog stream, and per
+// endpoint a queue, in-flight limits and, when it falls behind, a catch-up
+// stream of its own. An endpoint holds at most queue transactions plus
+// max_in_flight events (max_in_flight_bytes) in memory.
+type Gateway struct {
+	// Queue is each endpoint's queue from the shared stream, in
+	// transactions with events for it. Default 256.
+	Queue int `yaml:"queue"`
+	// MaxInFlight caps each endpoint's unacknowledged events. Default 1000.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxInFlightBytes caps their bytes. Default 1048576.
+	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
+	// DetachAfter is how long, in all within 10s, an endpoint's full queue
+	// may make the shared stream wait before the endpoint is detached to
+	// catch up on its own. Default 500ms.
+	DetachAfter time.Duration `yaml:"detach_after"`
+	// MaxCatchUp caps the catch-up streams open at once; the others wait
+	// their turn. Each takes a replica id. Default 4.
+	MaxCatchUp int `yaml:"max_catch_up"`
 }
 
 // Log configures logging.
@@ -647,7 +673,24 @@ func (c *Config) Defaults() {
 		pr.PartitionsAhead = &n
 	}
 	setD(&pr.LockWaitTimeout, 5*time.Second)
+	for _, s := range c.Sinks {
+		if s.Webhook != nil {
+			g := &s.Webhook.Gateway
+			setI(&g.Queue, gateway.DefaultQueueTxns)
+			setI(&g.MaxInFlight, DefaultEndpointInFlight)
+			setI(&g.MaxInFlightBytes, DefaultEndpointInFlightBytes)
+			setD(&g.DetachAfter, gateway.DefaultDetachAfter)
+			setI(&g.MaxCatchUp, gateway.DefaultMaxCatchUp)
+		}
+	}
 }
+
+// Defaults of a webhook endpoint's in-flight limits in a gateway: smaller
+// than a sink's (delivery.max_in_flight), as a gateway runs many endpoints.
+const (
+	DefaultEndpointInFlight      = 1000
+	DefaultEndpointInFlightBytes = 1 << 20
+)
 
 // Validate reports the first problems found, each naming its field.
 func (c *Config) Validate() error {
@@ -806,6 +849,10 @@ func (c *Config) Validate() error {
 				}
 				seenEP[ep.Name] = true
 			}
+			g := s.Webhook.Gateway
+			if g.Queue < 0 || g.MaxInFlight < 0 || g.MaxInFlightBytes < 0 || g.DetachAfter < 0 || g.MaxCatchUp < 0 {
+				bad("sinks[%d].webhook.gateway: queue, max_in_flight, max_in_flight_bytes, detach_after and max_catch_up must not be negative (leave one out for its default)", i)
+			}
 		default:
 			bad("sinks[%d].type: %q is not one of %s", i, s.Type, strings.Join(SinkTypes, ", "))
 		}
@@ -859,10 +906,23 @@ func (c *Config) StartGTID() (string, error) {
 	}
 }
 
+// ReplicaIDs is how many replica ids the relay registers with, from
+// source.server_id on: one stream per sink (ServerID+i for sink i), then
+// each webhook sink's catch-up streams (gateway.max_catch_up each), in sink
+// order.
+func (c *Config) ReplicaIDs() int {
+	n := len(c.Sinks)
+	for _, s := range c.Sinks {
+		if s.Type == "webhook" && s.Webhook != nil {
+			n += s.Webhook.Gateway.MaxCatchUp
+		}
+	}
+	return n
+}
+
 // PipelineNames lists the pipelines the sinks need, in the order the relay
-// runs them (pipeline i registers with replica id source.server_id+i): one
-// per sink, named after it, and one per endpoint for webhook sinks, named
-// "<sink>/<endpoint>". Each name keys a checkpoint.
+// runs them: one per sink, named after it, and one per endpoint for webhook
+// sinks, named "<sink>/<endpoint>". Each name keys a checkpoint.
 func (c *Config) PipelineNames() []string {
 	var out []string
 	for _, s := range c.Sinks {

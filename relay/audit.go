@@ -17,7 +17,7 @@ func AuditReader(cfg *config.Config, info canal.ServerInfo, log *slog.Logger) (c
 		return canal.Config{}, err
 	}
 	return canal.Config{Host: a.Host, Port: uint16(a.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-		ServerID: cfg.Source.ServerID + uint32(len(cfg.PipelineNames())), Flavor: info.Flavor, GTIDMode: info.GTIDMode,
+		ServerID: cfg.Source.ServerID + uint32(cfg.ReplicaIDs()), Flavor: info.Flavor, GTIDMode: info.GTIDMode,
 		Tables: Tables(cfg), TLS: tlsConfig, HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout,
 		MaxBackoff: cfg.Source.MaxReconnectBackoff, Logger: log}, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -39,6 +40,12 @@ import (
 type Target struct {
 	Name string
 	Sink sink.Sink
+	// Gateway is the webhook sink an endpoint belongs to: the endpoints of
+	// one webhook sink share its binlog stream (package gateway). Empty for
+	// the other sinks.
+	Gateway string
+	// Filter selects a gateway endpoint's events.
+	Filter gateway.Filter
 }
 
 // Options are what the caller injects.
@@ -258,39 +265,127 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		canResume = nil
 	}
-	// Build every pipeline before starting any, so a bad one leaves none running.
-	type run struct {
-		name   string
-		p      *pipeline.Pipeline
-		reader *canal.Reader
-		obs    *metrics.PipelineObserver
-	}
-	var runs []run
-	for i, t := range targets {
-		reader, err := canal.New(canal.Config{
+	// Build every pipeline before starting any, so a bad one leaves none
+	// running. Stream i (sink i, or webhook sink i's shared stream)
+	// registers with replica id source.server_id+i; the webhook sinks'
+	// catch-up streams take the ids after those (config.ReplicaIDs).
+	newReader := func(name string, serverID uint32) (*canal.Reader, error) {
+		return canal.New(canal.Config{
 			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 			Pick: newPick(), FailoverAfter: cfg.Source.FailoverAfter,
-			ServerID: cfg.Source.ServerID + uint32(i), Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
+			ServerID: serverID, Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
-			Logger: r.log.With(slog.String("sink", t.Name)), Observer: m.Source(t.Name, tableNames...),
+			Logger: r.log.With(slog.String("sink", name)), Observer: m.Source(name, tableNames...),
 		})
-		if err != nil {
-			return err
-		}
+	}
+	newPipeline := func(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int) (*pipeline.Pipeline, *metrics.PipelineObserver, error) {
 		d := cfg.Delivery
-		obs := m.Pipeline(t.Name)
+		obs := m.Pipeline(name)
 		p, err := pipeline.New(pipeline.Config{
-			Name: t.Name, Sink: t.Sink, Store: store, Identity: identity, Start: start, DeadLetters: dl,
+			Name: name, Sink: s, Store: store, Identity: identity, Start: start, DeadLetters: dl,
 			CanResume: canResume,
-			BatchSize: d.BatchSize, BatchBytes: d.BatchBytes, Linger: d.Linger,
-			MaxInFlight: d.MaxInFlight, MaxInFlightBytes: d.MaxInFlightBytes,
+			BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
+			MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
 			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs, Fence: lock.fence,
 		})
+		return p, obs, err
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []error
+	)
+	// stopped records one sink's (or endpoint's) fatal error: it stops that
+	// one only, the others go on. /readyz and the logs say which and why.
+	// A fenced one means another relay took over: every pipeline stops.
+	stopped := func(name string, obs *metrics.PipelineObserver, err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		if errors.Is(err, checkpoint.ErrFenced) {
+			lock.lose()
+			return
+		}
+		err = fmt.Errorf("sink %s: %w", name, err)
+		r.log.Error("sink stopped; the other sinks go on", slog.String("sink", name), slog.Any("err", err))
+		if obs != nil {
+			obs.Stopped(err)
+		}
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	}
+	var runs []func()
+	var stream uint32 // the next stream's replica id offset
+	catchUpID := cfg.Source.ServerID + uint32(len(cfg.Sinks))
+	gateways := map[string][]Target{}
+	var order []string
+	for _, t := range targets {
+		if t.Gateway != "" {
+			if gateways[t.Gateway] == nil {
+				order = append(order, t.Gateway)
+			}
+			gateways[t.Gateway] = append(gateways[t.Gateway], t)
+			continue
+		}
+		reader, err := newReader(t.Name, cfg.Source.ServerID+stream)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, run{t.Name, p, reader, obs})
+		stream++
+		p, obs, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes)
+		if err != nil {
+			return err
+		}
+		src := r.guardServerID(db, info.ServerID, lock.tookOver, reader)
+		runs = append(runs, func() { stopped(t.Name, obs, p.Run(ctx, src)) })
+	}
+	for _, name := range order {
+		var gc config.Gateway
+		for _, s := range cfg.Sinks {
+			if s.Name == name && s.Webhook != nil {
+				gc = s.Webhook.Gateway
+			}
+		}
+		readers := make([]pipeline.Source, gc.MaxCatchUp+1)
+		for slot := range readers {
+			id := cfg.Source.ServerID + stream
+			if slot > 0 {
+				id = catchUpID
+				catchUpID++
+			}
+			reader, err := newReader(name, id)
+			if err != nil {
+				return err
+			}
+			readers[slot] = r.guardServerID(db, info.ServerID, lock.tookOver, reader)
+		}
+		stream++
+		var eps []gateway.Endpoint
+		for _, t := range gateways[name] {
+			eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
+		}
+		var observers sync.Map // endpoint key → *metrics.PipelineObserver
+		g, err := gateway.New(ctx, gateway.Config{
+			Hub: gateway.HubConfig{Name: name, Flavor: info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
+				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter},
+			Store: store, Start: start, Endpoints: eps, Logger: r.log,
+			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+				p, obs, err := newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes)
+				observers.Store(key, obs)
+				return p, err
+			},
+			Stopped: func(key string, err error) {
+				obs, _ := observers.Load(key)
+				o, _ := obs.(*metrics.PipelineObserver)
+				stopped(key, o, err)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		runs = append(runs, func() { stopped(name, nil, g.Run(ctx, nil)) })
 	}
 	// Prune on schedule only here, holding the checkpoint lock: a standby
 	// never reaches this point. It stops before the lock is released.
@@ -301,31 +396,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer pruning.Wait()
 	defer stopPrune()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		failures []error
-	)
-	for _, t := range runs {
-		wg.Go(func() {
-			err := t.p.Run(ctx, r.guardServerID(db, info.ServerID, lock.tookOver, t.reader))
-			if err == nil || errors.Is(err, context.Canceled) {
-				return
-			}
-			if errors.Is(err, checkpoint.ErrFenced) { // another relay took over: every pipeline stops
-				lock.lose()
-				return
-			}
-			// One sink's fatal error (a purged position, a permanent
-			// failure with no dead-letter store) stops that sink only: the
-			// others go on. /readyz and the logs say which stopped and why.
-			err = fmt.Errorf("sink %s: %w", t.name, err)
-			r.log.Error("sink stopped; the other sinks go on", slog.String("sink", t.name), slog.Any("err", err))
-			t.obs.Stopped(err)
-			mu.Lock()
-			failures = append(failures, err)
-			mu.Unlock()
-		})
+	for _, run := range runs {
+		wg.Go(run)
 	}
 	wg.Wait()
 	if errors.Is(context.Cause(ctx), errLockLost) {

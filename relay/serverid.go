@@ -37,6 +37,7 @@ type idGuard struct {
 	tookOver bool
 	wait     time.Duration
 	log      *slog.Logger
+	checked  bool // before has let a stream connect
 }
 
 // idWait bounds the wait for a registration to go away: a few heartbeats of
@@ -55,8 +56,13 @@ func (r *Relay) guardServerID(db *sql.DB, own uint32, tookOver bool, src *canal.
 }
 
 func (g *idGuard) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
-	if err := g.before(ctx); err != nil {
-		return err
+	// Only before the first stream: a gateway's catch-up stream opens again
+	// on its id, which its own last stream may still hold for a moment.
+	if !g.checked {
+		if err := g.before(ctx); err != nil {
+			return err
+		}
+		g.checked = true
 	}
 	err := g.src.Run(ctx, from, handle)
 	if errors.Is(err, canal.ErrServerIDInUse) && ctx.Err() == nil {
@@ -113,7 +119,7 @@ func (g *idGuard) before(ctx context.Context) error {
 // advice names the ids in use and a free range for this relay.
 func (g *idGuard) advice(reps []canal.Replica) string {
 	first := g.relay.cfg.Source.ServerID
-	n := uint32(max(len(g.relay.cfg.PipelineNames()), 1))
+	n := uint32(max(g.relay.cfg.ReplicaIDs(), 1))
 	free := max(first+n-1, g.own)
 	var used []string
 	for _, x := range reps {
