@@ -242,7 +242,7 @@ func TestFileStoreGroupCommitUnderConcurrency(t *testing.T) {
 	})
 	t.Run("a store with Save only", func(t *testing.T) {
 		kind := fileKind(t)
-		testGroupCommitUnderConcurrency(t, saveOnly{kind.open(t)}, kind.open, 100, 5)
+		testGroupCommitUnderConcurrency(t, saveOnly{kind.open(t)}, kind.open, 50, 3)
 	})
 }
 

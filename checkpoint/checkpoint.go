@@ -7,6 +7,12 @@
 // fsynced, so a crash leaves the old or the new checkpoint, never a torn one)
 // and MySQL (a table in a database of its own, each save one transaction).
 //
+// Both can also save many keys in one write (BatchSaver), delete a key
+// (Deleter) and list every key (Lister). Many pipelines saving at once (a
+// webhook gateway's thousand endpoints, each every checkpoint interval) save
+// through a GroupCommit, which writes the saves that wait together with one
+// SaveMany; the lock and the fence stay on the store it wraps.
+//
 // A Store is safe for concurrent use by several sinks' pipelines.
 package checkpoint
 

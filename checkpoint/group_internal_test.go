@@ -106,17 +106,24 @@ func TestGroupCommitWritesWhatWaitedInOneWriteAndReportsItsErrorToThoseOnly(t *t
 		waiting[i] = saveAsync(ctx, g, fmt.Sprintf("k%02d", i), at(100+i))
 	}
 	waitQueued(t, g, n)
+	// A second save of a key in the same batch: the later one is written.
+	waiting = append(waiting, saveAsync(ctx, g, "k00", at(999)))
+	waitQueued(t, g, n+1)
 	w1.release <- nil
 	if err := <-first; err != nil {
 		t.Fatalf("the first save: %v", err)
 	}
 	w2 := <-st.started
 	if len(w2.cps) != n {
-		t.Fatalf("the second write carries %d checkpoints, want the %d that waited", len(w2.cps), n)
+		t.Fatalf("the second write carries %d checkpoints, want the %d keys that waited", len(w2.cps), n)
 	}
 	for i := range n {
-		if cp := w2.cps[fmt.Sprintf("k%02d", i)]; cp != at(100+i) {
-			t.Fatalf("k%02d written as %+v, want %+v", i, cp, at(100+i))
+		want := at(100 + i)
+		if i == 0 {
+			want = at(999)
+		}
+		if cp := w2.cps[fmt.Sprintf("k%02d", i)]; cp != want {
+			t.Fatalf("k%02d written as %+v, want %+v", i, cp, want)
 		}
 	}
 	boom := errors.New("disk full")
