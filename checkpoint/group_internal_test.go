@@ -65,6 +65,14 @@ func saveAsync(ctx context.Context, g *GroupCommit, key string, cp Checkpoint) <
 	return res
 }
 
+// holdWrite starts a Save of key that finds no write under way, so its own
+// write begins, and returns that write (held until released) and where the
+// Save's result arrives.
+func holdWrite(ctx context.Context, g *GroupCommit, st *heldStore, key string, cp Checkpoint) (heldWrite, <-chan error) {
+	res := saveAsync(ctx, g, key, cp)
+	return <-st.started, res
+}
+
 // waitQueued waits until the batch after the write under way carries n
 // saves.
 func waitQueued(t *testing.T, g *GroupCommit, n int) {
@@ -95,8 +103,7 @@ func TestGroupCommitWritesWhatWaitedInOneWriteAndReportsItsErrorToThoseOnly(t *t
 	st := newHeldStore()
 	g := NewGroupCommit(st)
 	ctx := context.Background()
-	first := saveAsync(ctx, g, "first", at(1))
-	w1 := <-st.started
+	w1, first := holdWrite(ctx, g, st, "first", at(1))
 	if got := keys(w1.cps); !slices.Equal(got, []string{"first"}) {
 		t.Fatalf("first write carries %v", got)
 	}
@@ -134,8 +141,7 @@ func TestGroupCommitWritesWhatWaitedInOneWriteAndReportsItsErrorToThoseOnly(t *t
 		}
 	}
 	// The failure was that write's only: the next one succeeds.
-	after := saveAsync(ctx, g, "k00", at(7))
-	w3 := <-st.started
+	w3, after := holdWrite(ctx, g, st, "k00", at(7))
 	w3.release <- nil
 	if err := <-after; err != nil {
 		t.Fatalf("a save after the failed write: %v", err)
@@ -153,8 +159,7 @@ func TestGroupCommitCancellation(t *testing.T) {
 	st := newHeldStore()
 	g := NewGroupCommit(st)
 	bg := context.Background()
-	first := saveAsync(bg, g, "first", at(1))
-	w1 := <-st.started
+	w1, first := holdWrite(bg, g, st, "first", at(1))
 
 	aCtx, cancelA := context.WithCancel(bg)
 	a := saveAsync(aCtx, g, "a", at(2))
@@ -187,8 +192,7 @@ func TestGroupCommitCancellation(t *testing.T) {
 
 	// A write under way carrying two callers: it goes on when one gives up,
 	// and is cancelled when both have.
-	first = saveAsync(bg, g, "first", at(5))
-	w3 := <-st.started
+	w3, first := holdWrite(bg, g, st, "first", at(5))
 	xCtx, cancelX := context.WithCancel(bg)
 	yCtx, cancelY := context.WithCancel(bg)
 	x := saveAsync(xCtx, g, "x", at(6))
