@@ -278,11 +278,15 @@ func (r *Relay) Run(ctx context.Context) error {
 			Logger: r.log.With(slog.String("sink", name)), Observer: m.Source(name, tableNames...),
 		})
 	}
+	// Pipelines save through one group commit: the saves of many pipelines
+	// (a gateway's thousands of endpoints) due together are written at once.
+	// The lock and fence stay on the store itself.
+	saver := checkpoint.NewGroupCommit(store)
 	newPipeline := func(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int) (*pipeline.Pipeline, *metrics.PipelineObserver, error) {
 		d := cfg.Delivery
 		obs := m.Pipeline(name)
 		p, err := pipeline.New(pipeline.Config{
-			Name: name, Sink: s, Store: store, Identity: identity, Start: start, DeadLetters: dl,
+			Name: name, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
 			CanResume: canResume,
 			BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,

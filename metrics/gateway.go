@@ -1,0 +1,300 @@
+package metrics
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
+)
+
+// TopLaggingEndpoints is how many endpoints of each webhook sink get a
+// series of their own in outbox_relay_gateway_endpoint_lag_seconds: the
+// ones with the oldest unacknowledged events. Every other per-endpoint
+// figure is served as JSON on /endpoints, not as series, so a gateway with
+// 10,000 endpoints adds a few dozen series, not hundreds of thousands.
+const TopLaggingEndpoints = 10
+
+// Gateway holds the metrics of one webhook sink run as a gateway. The
+// sink's series (delivered, failed, latency, in flight, checkpoint saves,
+// sink_up) are labeled with the webhook sink's name and sum its endpoints;
+// per endpoint there are only outbox_relay_gateway_endpoints (a count per
+// state) and the TopLaggingEndpoints lag series.
+type Gateway struct {
+	m    *Metrics
+	name string
+	base *PipelineObserver // the sink-level series
+
+	mu            sync.Mutex
+	eps           map[string]*endpointStats
+	inFlight      int
+	inFlightBytes int
+}
+
+// EndpointStats is what /endpoints reports of one endpoint.
+type EndpointStats struct {
+	Endpoint  string    `json:"endpoint"`
+	State     string    `json:"state"`
+	Delivered uint64    `json:"delivered"`
+	Failed    uint64    `json:"failed"`
+	Retried   uint64    `json:"retried"`
+	DeadLetters uint64  `json:"dead_letters"`
+	InFlight  int       `json:"in_flight"`
+	// LagSeconds is the age of its oldest unacknowledged event (0: none).
+	LagSeconds float64   `json:"lag_seconds"`
+	// P99Seconds is the 99th percentile of its commit-to-ack latency, from
+	// LatencyBuckets (an upper bound), over its life.
+	P99Seconds float64   `json:"p99_seconds"`
+	LastSave   time.Time `json:"last_checkpoint_save,omitzero"`
+	Stopped    string    `json:"stopped,omitempty"`
+	// Failing is when its current run of failed attempts began (zero: its
+	// last attempt succeeded).
+	Failing time.Time `json:"failing_since,omitzero"`
+}
+
+type endpointStats struct {
+	EndpointStats
+	bytes   int
+	oldest  time.Time
+	latency []uint64 // counts per LatencyBuckets, and one past the last
+}
+
+// Gateway returns the metrics of the webhook sink name.
+func (m *Metrics) Gateway(name string) *Gateway {
+	g := &Gateway{m: m, name: name, base: m.Pipeline(name), eps: map[string]*endpointStats{}}
+	m.mu.Lock()
+	if m.gateways == nil {
+		m.gateways = map[string]*Gateway{}
+	}
+	m.gateways[name] = g
+	m.mu.Unlock()
+	return g
+}
+
+func (g *Gateway) stats(key string) *endpointStats {
+	s := g.eps[key]
+	if s == nil {
+		s = &endpointStats{EndpointStats: EndpointStats{Endpoint: key, State: gateway.Stopped.String()}, latency: make([]uint64, len(LatencyBuckets)+1)}
+		g.eps[key] = s
+	}
+	return s
+}
+
+// State records an endpoint's state (a gateway.Observer).
+func (g *Gateway) State(key string, st gateway.State) {
+	g.mu.Lock()
+	g.stats(key).State = st.String()
+	g.mu.Unlock()
+}
+
+// Endpoint returns the pipeline observer of one endpoint.
+func (g *Gateway) Endpoint(key string) *GatewayEndpoint {
+	g.mu.Lock()
+	g.stats(key)
+	g.mu.Unlock()
+	return &GatewayEndpoint{g: g, key: key}
+}
+
+// GatewayEndpoint observes one endpoint's pipeline (a pipeline.Observer).
+type GatewayEndpoint struct {
+	g   *Gateway
+	key string
+}
+
+func (o *GatewayEndpoint) with(f func(s *endpointStats)) {
+	o.g.mu.Lock()
+	f(o.g.stats(o.key))
+	o.g.mu.Unlock()
+}
+
+// Delivered counts an acknowledged event.
+func (o *GatewayEndpoint) Delivered(e *event.Event, at time.Time) {
+	o.g.base.Delivered(e, at)
+	o.with(func(s *endpointStats) {
+		s.Delivered++
+		s.Failing = time.Time{}
+		if !e.CommitTime.IsZero() {
+			d := max(at.Sub(e.CommitTime).Seconds(), 0)
+			i, _ := slices.BinarySearch(LatencyBuckets, d)
+			s.latency[i]++
+		}
+	})
+}
+
+// Failed counts a failed attempt.
+func (o *GatewayEndpoint) Failed(e *event.Event, err error, permanent bool) {
+	o.g.base.Failed(e, err, permanent)
+	o.with(func(s *endpointStats) {
+		s.Failed++
+		if !permanent {
+			s.Retried++
+		}
+		if s.Failing.IsZero() {
+			s.Failing = o.g.m.now()
+		}
+	})
+}
+
+// Retry counts a retry scheduled by the endpoint itself (a webhook.Observer
+// is told of those; the pipeline is not).
+func (o *GatewayEndpoint) Retry() {
+	o.with(func(s *endpointStats) {
+		s.Failed++
+		s.Retried++
+		if s.Failing.IsZero() {
+			s.Failing = o.g.m.now()
+		}
+	})
+}
+
+// DeadLettered counts a dead letter.
+func (o *GatewayEndpoint) DeadLettered(e *event.Event, reason string) {
+	o.g.base.DeadLettered(e, reason)
+	o.with(func(s *endpointStats) { s.DeadLetters++ })
+}
+
+// InFlight records the endpoint's unacknowledged events; the sink's gauges
+// are the sum over its endpoints.
+func (o *GatewayEndpoint) InFlight(events, bytes int, oldest time.Time) {
+	g := o.g
+	g.mu.Lock()
+	s := g.stats(o.key)
+	g.inFlight += events - s.InFlight
+	g.inFlightBytes += bytes - s.bytes
+	s.InFlight, s.bytes, s.oldest = events, bytes, oldest
+	total, totalBytes := g.inFlight, g.inFlightBytes
+	var oldestAll time.Time
+	if events > 0 {
+		oldestAll = oldest
+	}
+	g.mu.Unlock()
+	g.base.inFlight.Set(float64(total))
+	g.base.inFlightBytes.Set(float64(totalBytes))
+	st := g.base.s
+	st.mu.Lock()
+	st.inFlight = total
+	if total == 0 {
+		st.oldest = time.Time{}
+	} else if !oldestAll.IsZero() && (st.oldest.IsZero() || oldestAll.Before(st.oldest)) {
+		st.oldest = oldestAll
+	}
+	st.mu.Unlock()
+}
+
+// CheckpointSaved counts a save of the endpoint's cursor.
+func (o *GatewayEndpoint) CheckpointSaved(pos event.Position, at time.Time) {
+	o.g.base.CheckpointSaved(pos, at)
+	o.with(func(s *endpointStats) { s.LastSave = at })
+}
+
+// SinkUp is the sink's: up when any endpoint's last attempt succeeded.
+func (o *GatewayEndpoint) SinkUp(up bool) {
+	if up {
+		o.g.base.SinkUp(true)
+	}
+}
+
+// Stopped records that the endpoint stopped for good; the sink goes on.
+func (o *GatewayEndpoint) Stopped(err error) {
+	o.with(func(s *endpointStats) {
+		s.Stopped = err.Error()
+		s.State = gateway.Stopped.String()
+	})
+}
+
+// Attempt is not counted (a webhook.Observer method).
+func (o *GatewayEndpoint) Attempt(int, time.Duration) {}
+
+// Endpoints returns every endpoint's figures, oldest unacknowledged first.
+func (g *Gateway) Endpoints() []EndpointStats {
+	now := g.m.now()
+	g.mu.Lock()
+	out := make([]EndpointStats, 0, len(g.eps))
+	for _, s := range g.eps {
+		e := s.EndpointStats
+		if s.InFlight > 0 && !s.oldest.IsZero() {
+			e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
+		}
+		e.P99Seconds = quantile(s.latency, 0.99)
+		out = append(out, e)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(out, func(a, b EndpointStats) int {
+		if c := cmp.Compare(b.LagSeconds, a.LagSeconds); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Endpoint, b.Endpoint)
+	})
+	return out
+}
+
+// quantile reads q from per-bucket counts (upper bounds; +Inf past the last).
+func quantile(counts []uint64, q float64) float64 {
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(n-1)) + 1
+	var seen uint64
+	for i, c := range counts {
+		seen += c
+		if seen >= rank {
+			if i < len(LatencyBuckets) {
+				return LatencyBuckets[i]
+			}
+			break
+		}
+	}
+	return LatencyBuckets[len(LatencyBuckets)-1]
+}
+
+// collect emits the bounded per-endpoint series.
+func (g *Gateway) collect(ch chan<- prometheus.Metric, m *Metrics) {
+	all := g.Endpoints()
+	states := map[string]int{}
+	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped} {
+		states[s.String()] = 0
+	}
+	for _, e := range all {
+		states[e.State]++
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(m.gwStatesDesc, prometheus.GaugeValue, float64(n), g.name, st)
+	}
+	for _, e := range all[:min(len(all), TopLaggingEndpoints)] {
+		if e.LagSeconds > 0 {
+			ch <- prometheus.MustNewConstMetric(m.gwLagDesc, prometheus.GaugeValue, e.LagSeconds, g.name, e.Endpoint)
+		}
+	}
+}
+
+// EndpointsHandler serves every gateway endpoint's figures as JSON
+// (/endpoints; ?sink=NAME for one webhook sink).
+func EndpointsHandler(m *Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := r.URL.Query().Get("sink")
+		m.mu.Lock()
+		gws := make(map[string]*Gateway, len(m.gateways))
+		for k, g := range m.gateways {
+			if want == "" || k == want {
+				gws[k] = g
+			}
+		}
+		m.mu.Unlock()
+		out := map[string][]EndpointStats{}
+		for k, g := range gws {
+			out[k] = g.Endpoints()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+}
