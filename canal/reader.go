@@ -462,7 +462,7 @@ type txnState struct {
 	skipFile string
 	skipTo   uint32
 
-	xa       string                 // the XA transaction in progress (its xid as logged), "" if none
+	xa       string                // the XA transaction in progress (its xid as logged), "" if none
 	prepared map[string]preparedXA // XA PREPAREd rows waiting for XA COMMIT / ROLLBACK
 	// hold is where a restart must resume while prepared holds rows: the
 	// position before the oldest of those transactions. Positions handed

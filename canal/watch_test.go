@@ -256,5 +256,3 @@ func clone(m map[string]any) map[string]any {
 	}
 	return out
 }
-
-
