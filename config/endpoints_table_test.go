@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -72,9 +73,9 @@ func TestWebhookEndpointsTableErrors(t *testing.T) {
 			"sinks[0].webhook.endpoints_table: defaults.url is set; each row has its url"},
 		{"a bad body in the defaults", sink("      endpoints_table: {table: s.t, defaults: {body: xml}}\n"),
 			`sinks[0].webhook.endpoints_table: defaults: webhook endpoint "defaults": body "xml"`},
-		{"a secrets key that is not a key is named, not quoted", sink("      endpoints_table: {table: s.t, secrets_key: '"+secret+"'}\n"),
+		{"a secrets key that is not a key is named, not quoted", sink("      endpoints_table: {table: s.t, secrets_key: '" + secret + "'}\n"),
 			"sinks[0].webhook.endpoints_table: secrets_key: not valid base64"},
-		{"a secrets key of the wrong shape is not quoted", sink("      endpoints_table:\n        table: s.t\n        secrets_key: ["+secret+"]\n"),
+		{"a secrets key of the wrong shape is not quoted", sink("      endpoints_table:\n        table: s.t\n        secrets_key: [" + secret + "]\n"),
 			"secrets_key: line 8: want a string, got a list"},
 		{"both problems are each named", sink("      endpoints_table: {table: t, defaults: {name: x}}\n"),
 			"sinks[0].webhook.endpoints_table: defaults.name is set"},
@@ -102,5 +103,39 @@ func TestWebhookEndpointsAndTableTogether(t *testing.T) {
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The example's commented webhook sink parses once uncommented.
+func TestTheExampleWebhookSinkParses(t *testing.T) {
+	b, err := os.ReadFile("../deploy/config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  # - name: hooks"):
+			in = true
+		case in && strings.HasPrefix(line, "  # - name:"):
+			in = false
+		}
+		if in {
+			block = append(block, "  "+strings.TrimPrefix(line, "  # "))
+		}
+	}
+	if len(block) < 10 {
+		t.Fatalf("no commented webhook sink found in the example (%d lines)", len(block))
+	}
+	t.Setenv("BILLING_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	t.Setenv("OUTBOX_RELAY_SECRETS_KEY", base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	cfg, err := config.Parse([]byte(tableBase + "sinks:\n" + strings.Join(block, "\n") + "\n"))
+	if err != nil {
+		t.Fatalf("the example's webhook sink: %v", err)
+	}
+	w := cfg.Sinks[0].Webhook
+	if len(w.Endpoints) != 1 || w.Endpoints[0].Filter.Headers["tenant"] != "acme" || w.EndpointsTable == nil || w.EndpointsTable.TenantHeader != "tenant" {
+		t.Errorf("webhook sink = %+v", w)
 	}
 }
