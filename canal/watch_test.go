@@ -256,3 +256,55 @@ func clone(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// A watched table's changes in an XA transaction are handed on at its XA
+// COMMIT, with the outbox rows of it, and never after XA ROLLBACK.
+func TestWatchedChangesOfXATransactionsAtCommitOnly(t *testing.T) {
+	dbname, db, cfg := setup(t)
+	if _, err := db.Exec(watchedDDL); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Watch = []canal.Watched{{Schema: dbname, Name: "hooks"}}
+	start := position(t, db, false)
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"XA START 'w'", "INSERT INTO hooks (id, url) VALUES ('x', 'https://x.example/')",
+		"INSERT INTO outbox VALUES (UNHEX('000000000000000000000000000000A1'), 'order', 'o', 'xa', '{}', NULL)",
+		"XA END 'w'", "XA PREPARE 'w'",
+		"other: INSERT INTO outbox VALUES (UNHEX('000000000000000000000000000000A2'), 'order', 'o', 'mid', '{}', NULL)",
+		"XA COMMIT 'w'",
+		"XA START 'r'", "INSERT INTO hooks (id, url) VALUES ('r', 'https://r.example/')", "XA END 'r'", "XA PREPARE 'r'", "XA ROLLBACK 'r'",
+		"INSERT INTO outbox VALUES (UNHEX('000000000000000000000000000000A3'), 'order', 'o', 'last', '{}', NULL)",
+	} {
+		var err error
+		if other, ok := strings.CutPrefix(q, "other: "); ok {
+			_, err = db.ExecContext(ctx, other) // committed while 'w' is prepared
+		} else {
+			_, err = conn.ExecContext(ctx, q)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	txns := collectTxns(t, cfg, start, func(txns []*event.Txn) bool {
+		last := txns[len(txns)-1]
+		return len(last.Events) == 1 && last.Events[0].Type == "last"
+	})
+	var got []string
+	for _, x := range txns {
+		for _, e := range x.Events {
+			got = append(got, e.Type)
+		}
+		for _, c := range x.Changes {
+			got = append(got, c.Op.String()+":"+c.Row["id"].(string))
+		}
+	}
+	if s := strings.Join(got, ","); s != "mid,xa,insert:x,last" {
+		t.Fatalf("handed on %s, want mid,xa,insert:x,last (x at its XA COMMIT with its outbox row; r rolled back)", s)
+	}
+}
