@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
@@ -284,6 +289,14 @@ func TestLoad(t *testing.T) {
 	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 0 {
 		t.Fatalf("Load of an empty table = %v, %v", eps, err)
 	}
+	info, err := canal.Inspect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
 	enc := encrypt(t, testKey, rotatedSecret)
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant, event_types, aggregate_types, rate_limit, enabled) VALUES
 		('b-plain', 'https://b.example/in', ?, 'acme', 'order.*,invoice.*', NULL, 2.5, 1),
@@ -315,6 +328,40 @@ func TestLoad(t *testing.T) {
 	if !c.Enabled || len(c.Config.Secrets) != 0 || c.Config.URL != "https://c.example/in" || !c.Config.FromData {
 		t.Errorf("c-min: %+v", c)
 	}
+	// The same rows as the binlog reader hands them on (a watched table)
+	// give the same endpoints.
+	fromBinlog := map[string]TableEndpoint{}
+	r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: 4242, Flavor: "mariadb",
+		Tables: []canal.Table{{Schema: dbname, Name: "no_outbox", Columns: canal.Columns{ID: "id", AggregateID: "a", Payload: "p"}}},
+		Watch:  []canal.Watched{{Schema: dbname, Name: "outbox_endpoints"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	errDone := errors.New("done")
+	err = r.Run(rctx, start, func(_ context.Context, txn *event.Txn) error {
+		for _, c := range txn.Changes {
+			ep, err := tc.FromRow(c.Row)
+			if err != nil {
+				return err
+			}
+			fromBinlog[ep.ID] = ep
+		}
+		if len(fromBinlog) == len(eps) {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("reading the rows from the binlog: %v", err)
+	}
+	for _, ep := range eps {
+		if got := fromBinlog[ep.ID]; !reflect.DeepEqual(got, ep) {
+			t.Errorf("row %s from the binlog:\n%+v\nfrom Load:\n%+v", ep.ID, got, ep)
+		}
+	}
+
 	if got := logs.String(); !strings.Contains(got, "plain secrets") || !strings.Contains(got, "b-plain") || strings.Contains(got, "a-enc") {
 		t.Errorf("want one warning naming b-plain (and not a-enc), got %q", got)
 	}
