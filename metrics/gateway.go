@@ -39,15 +39,15 @@ type Gateway struct {
 
 // EndpointStats is what /endpoints reports of one endpoint.
 type EndpointStats struct {
-	Endpoint  string    `json:"endpoint"`
-	State     string    `json:"state"`
-	Delivered uint64    `json:"delivered"`
-	Failed    uint64    `json:"failed"`
-	Retried   uint64    `json:"retried"`
-	DeadLetters uint64  `json:"dead_letters"`
-	InFlight  int       `json:"in_flight"`
+	Endpoint    string `json:"endpoint"`
+	State       string `json:"state"`
+	Delivered   uint64 `json:"delivered"`
+	Failed      uint64 `json:"failed"`
+	Retried     uint64 `json:"retried"`
+	DeadLetters uint64 `json:"dead_letters"`
+	InFlight    int    `json:"in_flight"`
 	// LagSeconds is the age of its oldest unacknowledged event (0: none).
-	LagSeconds float64   `json:"lag_seconds"`
+	LagSeconds float64 `json:"lag_seconds"`
 	// P99Seconds is the 99th percentile of its commit-to-ack latency, from
 	// LatencyBuckets (an upper bound), over its life.
 	P99Seconds float64   `json:"p99_seconds"`
@@ -65,15 +65,24 @@ type endpointStats struct {
 	latency []uint64 // counts per LatencyBuckets, and one past the last
 }
 
-// Gateway returns the metrics of the webhook sink name.
+// Gateway returns the metrics of the webhook sink name (the same each call).
 func (m *Metrics) Gateway(name string) *Gateway {
-	g := &Gateway{m: m, name: name, base: m.Pipeline(name), eps: map[string]*endpointStats{}}
 	m.mu.Lock()
+	g := m.gateways[name]
+	m.mu.Unlock()
+	if g != nil {
+		return g
+	}
+	g = &Gateway{m: m, name: name, base: m.Pipeline(name), eps: map[string]*endpointStats{}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.gateways == nil {
 		m.gateways = map[string]*Gateway{}
 	}
+	if old := m.gateways[name]; old != nil {
+		return old
+	}
 	m.gateways[name] = g
-	m.mu.Unlock()
 	return g
 }
 
@@ -141,9 +150,28 @@ func (o *GatewayEndpoint) Failed(e *event.Event, err error, permanent bool) {
 	})
 }
 
-// Retry counts a retry scheduled by the endpoint itself (a webhook.Observer
-// is told of those; the pipeline is not).
-func (o *GatewayEndpoint) Retry() {
+// Retries returns the endpoint's webhook.Observer: the webhook endpoint
+// runs its own retries, which the pipeline never sees.
+func (o *GatewayEndpoint) Retries() EndpointRetries { return EndpointRetries{o} }
+
+// EndpointRetries counts the retries a webhook endpoint schedules itself (a
+// webhook.Observer).
+type EndpointRetries struct{ o *GatewayEndpoint }
+
+// Attempt is not counted.
+func (EndpointRetries) Attempt(int, time.Duration) {}
+
+// Delivered is counted by the pipeline.
+func (EndpointRetries) Delivered(time.Duration) {}
+
+// Failed is counted by the pipeline.
+func (EndpointRetries) Failed(string) {}
+
+// Retry counts a failed attempt that will be retried.
+func (r EndpointRetries) Retry() {
+	o := r.o
+	o.g.m.failed.WithLabelValues(o.g.name, ReasonRetriable).Inc()
+	o.g.m.retried.WithLabelValues(o.g.name, ReasonRetriable).Inc()
 	o.with(func(s *endpointStats) {
 		s.Failed++
 		s.Retried++
@@ -208,8 +236,8 @@ func (o *GatewayEndpoint) Stopped(err error) {
 	})
 }
 
-// Attempt is not counted (a webhook.Observer method).
-func (o *GatewayEndpoint) Attempt(int, time.Duration) {}
+// Stopped records that the whole sink stopped (its shared stream failed for good).
+func (g *Gateway) Stopped(err error) { g.base.Stopped(err) }
 
 // Endpoints returns every endpoint's figures, oldest unacknowledged first.
 func (g *Gateway) Endpoints() []EndpointStats {

@@ -26,7 +26,8 @@ const DefaultReadyCheckpointAge = 2 * time.Minute
 //   - /metrics: everything g gathers, in the Prometheus exposition formats;
 //   - /healthz: 200 "ok" while the process serves HTTP at all (liveness);
 //   - /readyz: 200 "ready" when m.Ready(maxAge) holds, else 503 with one
-//     line per sink that is not ready.
+//     line per sink that is not ready;
+//   - /endpoints: every gateway endpoint's figures as JSON (?sink=NAME).
 //
 // maxAge <= 0 means DefaultReadyCheckpointAge.
 func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handler {
@@ -39,6 +40,7 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /endpoints", EndpointsHandler(m))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ok, reasons := m.Ready(maxAge)

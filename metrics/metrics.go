@@ -90,6 +90,8 @@ var Names = []string{
 	"outbox_relay_checkpoint_binlog_purge_margin_files",
 	"outbox_relay_checkpoint_binlog_behind_files",
 	"outbox_relay_source_binary_logs",
+	"outbox_relay_gateway_endpoints",
+	"outbox_relay_gateway_endpoint_lag_seconds",
 }
 
 // Metrics holds every outbox-relay metric of one relay. Create it with New.
@@ -119,12 +121,15 @@ type Metrics struct {
 	buildInfo     *prometheus.GaugeVec
 
 	lagDesc, oldestDesc, marginDesc, behindDesc, filesDesc *prometheus.Desc
+	gwStatesDesc, gwLagDesc                                *prometheus.Desc
 
 	mu      sync.Mutex
 	sinks   map[string]*sinkState
 	order   []string
 	binlogs []string // the server's binary logs, oldest first; nil until polled
 	prune   *PruneObserver
+	// gateways are the webhook sinks run as gateways, by name.
+	gateways map[string]*Gateway
 }
 
 // sinkState is what the time-dependent gauges and readiness are computed from.
@@ -202,6 +207,8 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 		"how many can be purged before the checkpoint's is. 0: the checkpoint's file is the oldest; -1: it was purged.", "sink")
 	m.behindDesc = desc("checkpoint_binlog_behind_files", "Binary logs on the source newer than the one holding the sink's checkpoint (0: the checkpoint is in the newest).", "sink")
 	m.filesDesc = desc("source_binary_logs", "Binary log files the source still has (SHOW BINARY LOGS, polled).")
+	m.gwStatesDesc = desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), stopped.", "sink", "state")
+	m.gwLagDesc = desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint")
 	m.collectors = append(m.collectors, dynamic{m})
 
 	for i, c := range m.collectors {
@@ -440,6 +447,8 @@ func (d dynamic) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.m.marginDesc
 	ch <- d.m.behindDesc
 	ch <- d.m.filesDesc
+	ch <- d.m.gwStatesDesc
+	ch <- d.m.gwLagDesc
 }
 
 func (d dynamic) Collect(ch chan<- prometheus.Metric) {
@@ -452,7 +461,14 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 		states[i] = m.sinks[n]
 	}
 	binlogs := m.binlogs
+	gws := make([]*Gateway, 0, len(m.gateways))
+	for _, g := range m.gateways {
+		gws = append(gws, g)
+	}
 	m.mu.Unlock()
+	for _, g := range gws {
+		g.collect(ch, m)
+	}
 
 	if binlogs != nil {
 		ch <- prometheus.MustNewConstMetric(m.filesDesc, prometheus.GaugeValue, float64(len(binlogs)))

@@ -269,22 +269,21 @@ func (r *Relay) Run(ctx context.Context) error {
 	// running. Stream i (sink i, or webhook sink i's shared stream)
 	// registers with replica id source.server_id+i; the webhook sinks'
 	// catch-up streams take the ids after those (config.ReplicaIDs).
-	newReader := func(name string, serverID uint32) (*canal.Reader, error) {
+	newReader := func(name string, serverID uint32, obs canal.Observer) (*canal.Reader, error) {
 		return canal.New(canal.Config{
 			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 			Pick: newPick(), FailoverAfter: cfg.Source.FailoverAfter,
 			ServerID: serverID, Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
-			Logger: r.log.With(slog.String("sink", name)), Observer: m.Source(name, tableNames...),
+			Logger: r.log.With(slog.String("sink", name)), Observer: obs,
 		})
 	}
 	// Pipelines save through one group commit: the saves of many pipelines
 	// (a gateway's thousands of endpoints) due together are written at once.
 	// The lock and fence stay on the store itself.
 	saver := checkpoint.NewGroupCommit(store)
-	newPipeline := func(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int) (*pipeline.Pipeline, *metrics.PipelineObserver, error) {
+	newPipeline := func(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int, obs pipeline.Observer) (*pipeline.Pipeline, error) {
 		d := cfg.Delivery
-		obs := m.Pipeline(name)
 		p, err := pipeline.New(pipeline.Config{
 			Name: name, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
 			CanResume: canResume,
@@ -293,7 +292,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs, Fence: lock.fence,
 		})
-		return p, obs, err
+		return p, err
 	}
 	var (
 		wg       sync.WaitGroup
@@ -303,7 +302,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// stopped records one sink's (or endpoint's) fatal error: it stops that
 	// one only, the others go on. /readyz and the logs say which and why.
 	// A fenced one means another relay took over: every pipeline stops.
-	stopped := func(name string, obs *metrics.PipelineObserver, err error) {
+	stopped := func(name string, obs interface{ Stopped(error) }, err error) {
 		if err == nil || errors.Is(err, context.Canceled) {
 			return
 		}
@@ -333,12 +332,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			gateways[t.Gateway] = append(gateways[t.Gateway], t)
 			continue
 		}
-		reader, err := newReader(t.Name, cfg.Source.ServerID+stream)
+		reader, err := newReader(t.Name, cfg.Source.ServerID+stream, m.Source(t.Name, tableNames...))
 		if err != nil {
 			return err
 		}
 		stream++
-		p, obs, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes)
+		obs := m.Pipeline(t.Name)
+		p, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes, obs)
 		if err != nil {
 			return err
 		}
@@ -354,12 +354,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		readers := make([]pipeline.Source, gc.MaxCatchUp+1)
 		for slot := range readers {
-			id := cfg.Source.ServerID + stream
+			// The shared stream is the sink's in the source metrics; the
+			// catch-up streams come and go, and are counted by state.
+			id, obs := cfg.Source.ServerID+stream, canal.Observer(m.Source(name, tableNames...))
 			if slot > 0 {
-				id = catchUpID
+				id, obs = catchUpID, nil
 				catchUpID++
 			}
-			reader, err := newReader(name, id)
+			reader, err := newReader(name, id, obs)
 			if err != nil {
 				return err
 			}
@@ -370,26 +372,20 @@ func (r *Relay) Run(ctx context.Context) error {
 		for _, t := range gateways[name] {
 			eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
 		}
-		var observers sync.Map // endpoint key → *metrics.PipelineObserver
+		gm := m.Gateway(name)
 		g, err := gateway.New(ctx, gateway.Config{
 			Hub: gateway.HubConfig{Name: name, Flavor: info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
-				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter},
+				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
 			Store: store, Start: start, Endpoints: eps, Logger: r.log,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-				p, obs, err := newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes)
-				observers.Store(key, obs)
-				return p, err
+				return newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
 			},
-			Stopped: func(key string, err error) {
-				obs, _ := observers.Load(key)
-				o, _ := obs.(*metrics.PipelineObserver)
-				stopped(key, o, err)
-			},
+			Stopped: func(key string, err error) { stopped(key, gm.Endpoint(key), err) },
 		})
 		if err != nil {
 			return err
 		}
-		runs = append(runs, func() { stopped(name, nil, g.Run(ctx, nil)) })
+		runs = append(runs, func() { stopped(name, gm, g.Run(ctx, nil)) })
 	}
 	// Prune on schedule only here, holding the checkpoint lock: a standby
 	// never reaches this point. It stops before the lock is released.

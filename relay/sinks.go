@@ -61,7 +61,7 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 		for j, ep := range s.Webhook.Endpoints {
 			name := s.Name + "/" + ep.Name
 			if r.metrics != nil {
-				ep.Observer = r.metrics.Endpoint(name)
+				ep.Observer = r.metrics.Gateway(s.Name).Endpoint(name).Retries()
 			}
 			e, err := webhook.NewEndpoint(ep, r.log.With(slog.String("sink", name)))
 			if err != nil {
