@@ -148,6 +148,11 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 // position (call it from Run's changed function, under the hub's lock).
 func (g *Gateway) StartLocked(ep Endpoint) error { return g.start(ep, g.hub.pos, true) }
 
+// Start starts an endpoint that is not running (not under the hub's lock):
+// from its cursor, or from the shared stream's position when it has none,
+// joining the shared stream or catching up first.
+func (g *Gateway) Start(ep Endpoint) error { return g.start(ep, g.hub.Position(), false) }
+
 // StopLocked takes an endpoint off the shared stream at its current
 // position and stops its pipeline (after it drains and saves its cursor).
 // It returns a channel closed once the pipeline has stopped.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/canal"
@@ -32,9 +34,38 @@ func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, canal.Server
 }
 
 // NewPruner returns the pruner of cfg's outbox tables on db, bounded by the
-// checkpoints in store of every pipeline (every webhook endpoint included).
+// checkpoints in store of every pipeline: every webhook endpoint included,
+// those of an endpoints table too (every checkpoint the store holds under
+// such a sink's name, read when the store can list its keys).
 func NewPruner(db *sql.DB, info canal.ServerInfo, store checkpoint.Store, cfg *config.Config, opts prune.Options) *prune.Pruner {
-	return prune.New(db, info, store, cfg.PipelineNames(), prune.TablesFrom(cfg), opts)
+	return prune.New(db, info, store, PruneKeys(context.Background(), store, cfg), prune.TablesFrom(cfg), opts)
+}
+
+// PruneKeys are the checkpoint keys that bound prune: the configured
+// pipelines, and every key of a webhook sink with an endpoints table.
+func PruneKeys(ctx context.Context, store checkpoint.Store, cfg *config.Config) []string {
+	keys := cfg.PipelineNames()
+	l, ok := store.(checkpoint.Lister)
+	if !ok {
+		return keys
+	}
+	all, err := l.List(ctx)
+	for _, s := range cfg.Sinks {
+		if s.Type != "webhook" || s.Webhook == nil || s.Webhook.EndpointsTable == nil {
+			continue
+		}
+		if err != nil {
+			// A key with no checkpoint holds prune back, and says why.
+			keys = append(keys, fmt.Sprintf("%s/(its endpoints table's checkpoints could not be listed: %v)", s.Name, err))
+			continue
+		}
+		for k := range all {
+			if strings.HasPrefix(k, s.Name+"/") && !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
 }
 
 // pruneLoop prunes at once, then every prune.schedule, until ctx ends. It

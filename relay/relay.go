@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -269,11 +271,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	// running. Stream i (sink i, or webhook sink i's shared stream)
 	// registers with replica id source.server_id+i; the webhook sinks'
 	// catch-up streams take the ids after those (config.ReplicaIDs).
-	newReader := func(name string, serverID uint32, obs canal.Observer) (*canal.Reader, error) {
+	newReader := func(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (*canal.Reader, error) {
 		return canal.New(canal.Config{
 			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 			Pick: newPick(), FailoverAfter: cfg.Source.FailoverAfter,
-			ServerID: serverID, Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, TLS: tlsConfig,
+			ServerID: serverID, Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, Watch: watch, TLS: tlsConfig,
 			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
 			Logger: r.log.With(slog.String("sink", name)), Observer: obs,
 		})
@@ -323,12 +325,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	var stream uint32 // the next stream's replica id offset
 	catchUpID := cfg.Source.ServerID + uint32(len(cfg.Sinks))
 	gateways := map[string][]Target{}
-	var order []string
 	for _, t := range targets {
 		if t.Gateway != "" {
-			if gateways[t.Gateway] == nil {
-				order = append(order, t.Gateway)
-			}
 			gateways[t.Gateway] = append(gateways[t.Gateway], t)
 			continue
 		}
@@ -345,12 +343,41 @@ func (r *Relay) Run(ctx context.Context) error {
 		src := r.guardServerID(db, info.ServerID, lock.tookOver, reader)
 		runs = append(runs, func() { stopped(t.Name, obs, p.Run(ctx, src)) })
 	}
-	for _, name := range order {
-		var gc config.Gateway
-		for _, s := range cfg.Sinks {
-			if s.Name == name && s.Webhook != nil {
-				gc = s.Webhook.Gateway
+	for _, sc := range cfg.Sinks {
+		if sc.Type != "webhook" || sc.Webhook == nil {
+			continue
+		}
+		name, gc, gm := sc.Name, sc.Webhook.Gateway, m.Gateway(sc.Name)
+		var eps []gateway.Endpoint
+		var static []string
+		for _, t := range gateways[name] {
+			eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
+			static = append(static, t.Name)
+		}
+		// Endpoints from a table: read now, then followed on the shared
+		// stream (relay/endpoints.go has the rule).
+		var table *tableEndpoints
+		var watch []canal.Watched
+		if tc := sc.Webhook.EndpointsTable; tc != nil {
+			tc := tc.WithDefaults()
+			tc.Logger = r.log
+			table = &tableEndpoints{sink: name, tc: tc, store: store, log: r.log.With(slog.String("sink", name)),
+				build: func(ec webhook.EndpointConfig) (gateway.Endpoint, error) {
+					key := name + "/" + ec.Name
+					ec.Observer = gm.Endpoint(key).Retries()
+					e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))
+					if err != nil {
+						return gateway.Endpoint{}, err
+					}
+					return gateway.Endpoint{Key: key, Sink: e, Filter: gatewayFilter(ec.Filter)}, nil
+				}}
+			more, err := table.load(ctx, db, static)
+			if err != nil {
+				return err
 			}
+			eps = append(eps, more...)
+			schema, tname, _ := strings.Cut(tc.Table, ".")
+			watch = []canal.Watched{{Schema: schema, Name: tname}}
 		}
 		readers := make([]pipeline.Source, gc.MaxCatchUp+1)
 		for slot := range readers {
@@ -361,18 +388,17 @@ func (r *Relay) Run(ctx context.Context) error {
 				id, obs = catchUpID, nil
 				catchUpID++
 			}
-			reader, err := newReader(name, id, obs)
+			var w []canal.Watched
+			if slot == 0 {
+				w = watch
+			}
+			reader, err := newReader(name, id, obs, w...)
 			if err != nil {
 				return err
 			}
 			readers[slot] = r.guardServerID(db, info.ServerID, lock.tookOver, reader)
 		}
 		stream++
-		var eps []gateway.Endpoint
-		for _, t := range gateways[name] {
-			eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
-		}
-		gm := m.Gateway(name)
 		g, err := gateway.New(ctx, gateway.Config{
 			Hub: gateway.HubConfig{Name: name, Flavor: info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
 				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
@@ -385,7 +411,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		runs = append(runs, func() { stopped(name, gm, g.Run(ctx, nil)) })
+		var changed func(*gateway.Gateway, *event.Txn)
+		if table != nil {
+			changed = table.changed
+		}
+		runs = append(runs, func() { stopped(name, gm, g.Run(ctx, changed)) })
 	}
 	// Prune on schedule only here, holding the checkpoint lock: a standby
 	// never reaches this point. It stops before the lock is released.

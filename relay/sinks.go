@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
@@ -67,7 +66,7 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 			if err != nil {
 				return nil, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
 			}
-			out = append(out, Target{Name: name, Sink: e, Gateway: s.Name, Filter: gateway.Filter{Match: ep.Filter.Match}})
+			out = append(out, Target{Name: name, Sink: e, Gateway: s.Name, Filter: gatewayFilter(ep.Filter)})
 		}
 		return out, nil
 	},

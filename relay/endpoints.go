@@ -1,0 +1,194 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+// tableEndpoints follows a webhook sink's endpoints table: the rows read at
+// start, then every INSERT, UPDATE and DELETE of the table read on the
+// sink's shared stream, applied at the transaction that made it.
+//
+// The rule: a change of an endpoint's row takes effect for the transactions
+// committed after the one that changed it. An endpoint inserted by
+// transaction T gets the events of every transaction after T (none before:
+// its cursor starts at T); disabled or deleted by T, it gets none after T
+// (it still gets T's own and the earlier ones it had not yet delivered).
+// A change of its filter (tenant, event_types, aggregate_types) routes the
+// transactions after T with the new one; a change of its url, secrets or
+// rate limit restarts its pipeline, which drains what it holds, saves its
+// cursor, and goes on from there with the new row — requests after the
+// restart use the new row, whatever transaction their events came from. An
+// endpoint catching up on its own stream gets a filter change when the
+// shared stream reads it.
+type tableEndpoints struct {
+	sink  string // the webhook sink's name
+	tc    webhook.TableConfig
+	store checkpoint.Store
+	log   *slog.Logger
+	build func(webhook.EndpointConfig) (gateway.Endpoint, error)
+	// rows are the enabled endpoints' rows by key, as last applied.
+	rows map[string]webhook.TableEndpoint
+}
+
+func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id }
+
+// load reads the table; static are the keys of the sink's YAML endpoints,
+// which a row's id must not take.
+func (te *tableEndpoints) load(ctx context.Context, db *sql.DB, static []string) ([]gateway.Endpoint, error) {
+	rows, err := te.tc.Load(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	te.rows = map[string]webhook.TableEndpoint{}
+	var out []gateway.Endpoint
+	for _, row := range rows {
+		key := te.key(row.ID)
+		if slices.Contains(static, key) {
+			return nil, fmt.Errorf("endpoints table %s: row %q has the name of an endpoint of the configuration (sinks: %s): rename one of them", te.tc.Table, row.ID, te.sink)
+		}
+		if !row.Enabled {
+			continue
+		}
+		ep, err := te.build(row.Config)
+		if err != nil {
+			return nil, fmt.Errorf("endpoints table %s: row %q: %w", te.tc.Table, row.ID, err)
+		}
+		te.rows[key] = row
+		out = append(out, ep)
+	}
+	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)), slog.Int("enabled", len(out)))
+	return out, nil
+}
+
+// changed applies the table's row changes of txn (under the hub's lock).
+func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
+	for _, c := range txn.Changes {
+		if c.Table != te.tc.Table {
+			continue
+		}
+		row, err := te.tc.FromRow(c.Row)
+		if err != nil {
+			// Not applied: the endpoint keeps its last good row.
+			te.log.Error("endpoints table: a changed row cannot be used; the endpoint keeps its last good row until it is fixed",
+				slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()), slog.Any("err", err))
+			continue
+		}
+		key := te.key(row.ID)
+		old, running := te.rows[key]
+		switch {
+		case c.Op == event.Delete || !row.Enabled:
+			if !running {
+				continue
+			}
+			delete(te.rows, key)
+			done := g.StopLocked(key)
+			te.log.Info("endpoint removed from the table or disabled: it gets no later event", slog.String("endpoint", key),
+				slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()))
+			if c.Op == event.Delete {
+				go te.forget(key, done)
+			}
+		case !running:
+			ep, err := te.build(row.Config)
+			if err != nil {
+				te.log.Error("endpoints table: endpoint not started", slog.String("endpoint", key), slog.Any("err", err))
+				continue
+			}
+			te.rows[key] = row
+			if _, err := te.store.Load(context.Background(), key); err == nil {
+				// Re-enabled: it resumes from its cursor, catching up.
+				go te.restart(g, ep, nil)
+				continue
+			}
+			if err := g.StartLocked(ep); err != nil {
+				te.log.Error("endpoints table: endpoint not started", slog.String("endpoint", key), slog.Any("err", err))
+				delete(te.rows, key)
+				continue
+			}
+			te.log.Info("endpoint added from the table", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
+		case onlyFilterChanged(old.Config, row.Config):
+			te.rows[key] = row
+			if t := g.Tap(key); t != nil {
+				ep, err := te.build(row.Config)
+				if err == nil {
+					g.Hub().SetFilterLocked(t, ep.Filter)
+				}
+			}
+			te.log.Info("endpoint filter changed", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
+		default:
+			ep, err := te.build(row.Config)
+			if err != nil {
+				te.log.Error("endpoints table: changed endpoint not restarted; it keeps its last good row", slog.String("endpoint", key), slog.Any("err", err))
+				continue
+			}
+			te.rows[key] = row
+			go te.restart(g, ep, g.StopLocked(key))
+			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
+		}
+	}
+}
+
+// restart starts ep once its old pipeline (done) has stopped: from its
+// cursor, catching up to the shared stream.
+func (te *tableEndpoints) restart(g *gateway.Gateway, ep gateway.Endpoint, done <-chan struct{}) {
+	if done != nil {
+		<-done
+	}
+	if err := g.Start(ep); err != nil && !errors.Is(err, context.Canceled) {
+		te.log.Error("endpoints table: endpoint not restarted", slog.String("endpoint", ep.Key), slog.Any("err", err))
+	}
+}
+
+// forget drops a deleted endpoint's cursor once its pipeline has stopped,
+// so it no longer holds back prune or binlog retention.
+func (te *tableEndpoints) forget(key string, done <-chan struct{}) {
+	<-done
+	d, ok := te.store.(checkpoint.Deleter)
+	if !ok {
+		return
+	}
+	if err := d.Delete(context.Background(), key); err != nil {
+		te.log.Warn("endpoints table: could not drop a deleted endpoint's checkpoint (it holds back prune until removed)", slog.String("endpoint", key), slog.Any("err", err))
+	}
+}
+
+// onlyFilterChanged reports whether a and b differ in their filter only.
+func onlyFilterChanged(a, b webhook.EndpointConfig) bool {
+	a.Filter, b.Filter = webhook.Filter{}, webhook.Filter{}
+	return a.URL == b.URL && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
+		a.Timeout == b.Timeout && a.MaxConcurrency == b.MaxConcurrency && a.Body == b.Body &&
+		maps.Equal(a.Headers, b.Headers) && a.Retry == b.Retry
+}
+
+// gatewayFilter routes an endpoint's filter: by its one header value (a
+// tenant) when it has exactly one, so the hub looks it up instead of asking.
+func gatewayFilter(f webhook.Filter) gateway.Filter {
+	gf := gateway.Filter{Match: f.Match}
+	if len(f.Headers) == 1 {
+		for k, v := range f.Headers {
+			gf.Header, gf.Value = k, v
+		}
+	}
+	return gf
+}
+
+// webhookSink returns the configuration of the webhook sink name.
+func webhookSink(cfg *config.Config, name string) *config.Webhook {
+	for _, s := range cfg.Sinks {
+		if s.Name == name && s.Type == "webhook" {
+			return s.Webhook
+		}
+	}
+	return nil
+}
