@@ -89,13 +89,12 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		old, running := te.rows[key]
 		switch {
 		case c.Op == event.Delete || !row.Enabled:
-			if !running {
-				continue
-			}
 			delete(te.rows, key)
-			done := g.StopLocked(key)
-			te.log.Info("endpoint removed from the table or disabled: it gets no later event", slog.String("endpoint", key),
-				slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()))
+			done := g.StopLocked(key) // closed at once when it was not running
+			if running {
+				te.log.Info("endpoint removed from the table or disabled: it gets no later event", slog.String("endpoint", key),
+					slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()))
+			}
 			if c.Op == event.Delete {
 				go te.forget(key, done)
 			}
@@ -120,10 +119,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		case onlyFilterChanged(old.Config, row.Config):
 			te.rows[key] = row
 			if t := g.Tap(key); t != nil {
-				ep, err := te.build(row.Config)
-				if err == nil {
-					g.Hub().SetFilterLocked(t, ep.Filter)
-				}
+				g.Hub().SetFilterLocked(t, gatewayFilter(row.Config.Filter))
 			}
 			te.log.Info("endpoint filter changed", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		default:
@@ -169,6 +165,24 @@ func onlyFilterChanged(a, b webhook.EndpointConfig) bool {
 	return a.URL == b.URL && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
 		a.Timeout == b.Timeout && a.MaxConcurrency == b.MaxConcurrency && a.Body == b.Body &&
 		maps.Equal(a.Headers, b.Headers) && a.Retry == b.Retry
+}
+
+// gatewayEndpoint builds the webhook endpoint ec of the webhook sink named
+// sink. Its filter is the gateway's, which routes its events and can change
+// at a transaction (endpoints table); the webhook endpoint itself filters
+// nothing.
+func (r *Relay) gatewayEndpoint(sink string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
+	key := sink + "/" + ec.Name
+	if r.metrics != nil {
+		ec.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
+	}
+	filter := gatewayFilter(ec.Filter)
+	ec.Filter = webhook.Filter{}
+	e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))
+	if err != nil {
+		return gateway.Endpoint{}, err
+	}
+	return gateway.Endpoint{Key: key, Sink: e, Filter: filter}, nil
 }
 
 // gatewayFilter routes an endpoint's filter: by its one header value (a

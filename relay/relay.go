@@ -362,15 +362,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			tc := tc.WithDefaults()
 			tc.Logger = r.log
 			table = &tableEndpoints{sink: name, tc: tc, store: store, log: r.log.With(slog.String("sink", name)),
-				build: func(ec webhook.EndpointConfig) (gateway.Endpoint, error) {
-					key := name + "/" + ec.Name
-					ec.Observer = gm.Endpoint(key).Retries()
-					e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))
-					if err != nil {
-						return gateway.Endpoint{}, err
-					}
-					return gateway.Endpoint{Key: key, Sink: e, Filter: gatewayFilter(ec.Filter)}, nil
-				}}
+				build: func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }}
 			more, err := table.load(ctx, db, static)
 			if err != nil {
 				return err

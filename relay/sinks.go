@@ -11,7 +11,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // builders make a sink type's targets from its config section.
@@ -58,15 +57,11 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 	"webhook": func(s config.Sink, r *Relay) ([]Target, error) {
 		var out []Target
 		for j, ep := range s.Webhook.Endpoints {
-			name := s.Name + "/" + ep.Name
-			if r.metrics != nil {
-				ep.Observer = r.metrics.Gateway(s.Name).Endpoint(name).Retries()
-			}
-			e, err := webhook.NewEndpoint(ep, r.log.With(slog.String("sink", name)))
+			e, err := r.gatewayEndpoint(s.Name, ep)
 			if err != nil {
 				return nil, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
 			}
-			out = append(out, Target{Name: name, Sink: e, Gateway: s.Name, Filter: gatewayFilter(ep.Filter)})
+			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
 		}
 		return out, nil
 	},

@@ -1,0 +1,179 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+// Endpoints as data: rows inserted, updated and deleted in the endpoints
+// table while producers commit take effect for the transactions committed
+// after the one that changed the row, on the sink's one shared stream.
+func TestEndpointsTableChangesTakeEffectAfterTheirTransaction(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{
+		`CREATE TABLE outbox (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, id VARCHAR(64) NOT NULL UNIQUE,
+		  aggregatetype VARCHAR(64) NOT NULL, aggregateid VARCHAR(64) NOT NULL, type VARCHAR(64) NOT NULL,
+		  payload JSON NOT NULL, tenant VARCHAR(32) NOT NULL)`,
+		webhook.EndpointsTableSchema,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := newReceiver(t, nil), newReceiver(t, nil)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	// "static" is read at start; "late" is inserted mid-stream.
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('static', ?, ?, 't1')`, a.srv.URL+"/hook", secret); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
+tables: [{name: %[2]s.outbox, headers: [tenant]}]
+checkpoint: {path: %[3]s, interval: 100ms}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      endpoints_table:
+        table: %[2]s.outbox_endpoints
+        tenant_header: tenant
+        defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
+`, srv.Port, dbname, filepath.Join(dir, "cp.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
+	}()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+
+	var seq int
+	commit := func(tenants ...string) []string {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, tn := range tenants {
+			seq++
+			id := fmt.Sprintf("e%04d", seq)
+			if _, err := tx.Exec(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES (?, 'order', ?, 'order.created', '{}', ?)`,
+				id, "agg-"+tn, tn); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	exec := func(q string, args ...any) {
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// inTxn runs q in the same transaction as one event of tenant tn.
+	inTxn := func(tn, q string, args ...any) string {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		id := fmt.Sprintf("e%04d", seq)
+		if _, err := tx.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES (?, 'order', ?, 'order.created', '{}', ?)`,
+			id, "agg-"+tn, tn); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	var wantA, wantB []string
+	wantA = append(wantA, commit("t1", "t2")[0])
+	wantA = append(wantA, commit("t1")...)
+	// "late" is created in a transaction with a t2 event: it gets the
+	// events committed after it, not that one.
+	inTxn("t2", `INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('late', ?, ?, 't2')`, b.srv.URL+"/hook", secret)
+	ids := commit("t2", "t1")
+	wantB = append(wantB, ids[0])
+	wantA = append(wantA, ids[1])
+	ids = commit("t1", "t2")
+	wantA = append(wantA, ids[0])
+	wantB = append(wantB, ids[1])
+	// "static" moves from tenant t1 to t3 (a filter change: no restart).
+	switchID := inTxn("t1", `UPDATE outbox_endpoints SET tenant = 't3' WHERE id = 'static'`)
+	wantA = append(wantA, switchID) // the changing transaction's own event is routed with the old filter
+	ids = commit("t1", "t3")
+	wantA = append(wantA, ids[1])
+	// "late" is disabled, then deleted: nothing after.
+	disableID := inTxn("t2", `UPDATE outbox_endpoints SET enabled = 0 WHERE id = 'late'`)
+	wantB = append(wantB, disableID)
+	commit("t2")
+	exec(`DELETE FROM outbox_endpoints WHERE id = 'late'`)
+	ids = commit("t3", "t2")
+	wantA = append(wantA, ids[0])
+
+	waitForIDs := func(rc *receiver, want []string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for rc.unique() < len(want) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitForIDs(a, wantA)
+	waitForIDs(b, wantB)
+	// Let anything that should not arrive have its chance.
+	commit("t3")
+	wantA = append(wantA, fmt.Sprintf("e%04d", seq))
+	waitForIDs(a, wantA)
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+	ids2 := func(rc *receiver) []string {
+		var out []string
+		for _, d := range rc.got() {
+			out = append(out, d.eventID)
+		}
+		return out
+	}
+	if got := ids2(a); !slices.Equal(got, wantA) {
+		t.Errorf("static endpoint got %v, want %v", got, wantA)
+	}
+	if got := ids2(b); !slices.Equal(got, wantB) {
+		t.Errorf("late endpoint got %v, want %v", got, wantB)
+	}
+	// The deleted endpoint's checkpoint is gone, the other's is there.
+	st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(context.Background(), "hooks/late"); err == nil {
+		t.Errorf("the deleted endpoint's checkpoint is still in the store")
+	}
+	if _, err := st.Load(context.Background(), "hooks/static"); err != nil {
+		t.Errorf("static endpoint's checkpoint: %v", err)
+	}
+}
