@@ -39,6 +39,11 @@ type Checkpoint struct {
 	// version before 0.2). prune reads it; resuming does not.
 	CommitTime time.Time `json:"commit_time,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Disabled, when set, says why and since when the pipeline of this key
+	// is disabled (a webhook endpoint that failed without a break for too
+	// long): it is not started until this is cleared (`outbox-relay
+	// endpoints enable`). A running pipeline's saves leave it empty.
+	Disabled string `json:"disabled,omitempty"`
 }
 
 // ErrNotFound is returned by Load when the key has no checkpoint yet.

@@ -340,6 +340,12 @@ type Gateway struct {
 	// MaxCatchUp caps the catch-up streams open at once; the others wait
 	// their turn. Each takes a replica id. Default 4.
 	MaxCatchUp int `yaml:"max_catch_up"`
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long (its failed events are dead letters; its later ones wait
+	// behind its cursor until it is enabled again: `outbox-relay endpoints
+	// enable`, or an UPDATE of its row in the endpoints table). Default 120h
+	// (5 days); a negative value (-1s) never disables.
+	DisableAfter time.Duration `yaml:"disable_after"`
 }
 
 // Log configures logging.
@@ -689,6 +695,7 @@ func (c *Config) Defaults() {
 			setI(&g.MaxInFlightBytes, DefaultEndpointInFlightBytes)
 			setD(&g.DetachAfter, gateway.DefaultDetachAfter)
 			setI(&g.MaxCatchUp, gateway.DefaultMaxCatchUp)
+			setD(&g.DisableAfter, gateway.DefaultDisableAfter)
 		}
 	}
 }

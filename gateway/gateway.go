@@ -20,6 +20,10 @@ import (
 // ones catch up on their own.
 const DefaultRejoinWindow = time.Minute
 
+// DefaultDisableAfter: an endpoint whose attempts have all failed for five
+// days is disabled (Svix's figure).
+const DefaultDisableAfter = 5 * 24 * time.Hour
+
 // Endpoint is one endpoint of the gateway.
 type Endpoint struct {
 	// Key is its checkpoint key and name in logs and metrics ("sink/endpoint").
@@ -46,6 +50,13 @@ type Config struct {
 	Stopped func(key string, err error)
 	// RejoinWindow: see DefaultRejoinWindow.
 	RejoinWindow time.Duration
+	// Health, if set, is told every endpoint's attempts (by the sinks'
+	// observers); with DisableAfter > 0, an endpoint whose attempts have
+	// all failed for DisableAfter is disabled: its pipeline stops, its
+	// checkpoint says why (checkpoint.Checkpoint.Disabled), and it stays
+	// so, across restarts, until enabled again.
+	Health       *Health
+	DisableAfter time.Duration
 	Logger       *slog.Logger
 }
 
@@ -57,10 +68,15 @@ type Gateway struct {
 	// from are the cursors of cfg.Endpoints read by New.
 	from []event.Position
 
-	mu      sync.Mutex
-	running map[string]*running
-	wg      sync.WaitGroup
-	ctx     context.Context
+	mu       sync.Mutex
+	running  map[string]*running
+	eps      map[string]Endpoint // every endpoint started, by key
+	disabled map[string]Endpoint
+	// pollEvery is how often disabled endpoints' checkpoints are read
+	// (default disabledPoll; tests shorten it).
+	pollEvery time.Duration
+	wg        sync.WaitGroup
+	ctx       context.Context
 }
 
 type running struct {
@@ -81,6 +97,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	var cursors []Cursor
 	from := make([]event.Position, len(cfg.Endpoints))
 	fresh := false // an endpoint without a cursor starts at cfg.Start
+	disabled := map[string]Endpoint{}
 	for i, ep := range cfg.Endpoints {
 		cp, err := cfg.Store.Load(ctx, ep.Key)
 		switch {
@@ -89,6 +106,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			from[i] = cfg.Start
 		case err != nil:
 			return nil, fmt.Errorf("load checkpoint %q: %w", ep.Key, err)
+		case cp.Disabled != "":
+			disabled[ep.Key] = ep
+			cfg.Logger.Warn("endpoint is disabled: not started (enable it with `outbox-relay endpoints enable`)", slog.String("endpoint", ep.Key), slog.String("reason", cp.Disabled))
 		default:
 			cursors = append(cursors, Cursor{Position: cp.Position, Commit: cp.CommitTime})
 			from[i] = cp.Position
@@ -100,7 +120,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	hc := cfg.Hub
 	hc.Start = StartOf(hc.Flavor, cursors, cfg.RejoinWindow)
 	hc.Logger = cfg.Logger
-	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)), running: map[string]*running{}}, nil
+	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
+		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled}, nil
 }
 
 // Hub returns the gateway's hub.
@@ -119,7 +140,13 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 	// Endpoints whose cursor covers the shared stream's start are on it
 	// before it reads its first transaction; the others catch up.
 	g.hub.Lock()
+	for key := range g.disabled {
+		g.hub.obs.State(key, Disabled)
+	}
 	for i, ep := range g.cfg.Endpoints {
+		if g.disabled[ep.Key].Key != "" {
+			continue
+		}
 		if err := g.start(ep, g.from[i], canal.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
 			g.hub.Unlock()
 			cancel()
@@ -132,8 +159,11 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 	if changed != nil {
 		onChange = func(txn *event.Txn) { changed(g, txn) }
 	}
+	var health sync.WaitGroup
+	health.Go(func() { g.watchHealth(ctx) })
 	err := g.hub.Run(ctx, onChange)
 	cancel()
+	health.Wait()
 	g.wg.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
@@ -216,6 +246,7 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 	ctx, cancel := context.WithCancel(g.ctx)
 	r := &running{tap: tap, cancel: cancel, done: make(chan struct{})}
 	g.running[ep.Key] = r
+	g.eps[ep.Key] = ep
 	g.wg.Go(func() {
 		defer close(r.done)
 		defer cancel()

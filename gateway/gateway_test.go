@@ -190,7 +190,7 @@ func newFixture(t *testing.T, endpoints int) *fixture {
 		Store: store, Start: pos(0),
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start,
-				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond})
+				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond, DrainTimeout: 300 * time.Millisecond})
 		},
 	}
 	for i := range endpoints {
@@ -418,4 +418,45 @@ func TestEndpointAttachedAtATransactionGetsOnlyLaterEvents(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestFailingEndpointIsDisabledUntilEnabled(t *testing.T) {
+	f := newFixture(t, 3)
+	health := NewHealth()
+	f.cfg.Health, f.cfg.DisableAfter = health, 100*time.Millisecond
+	bad := f.recs["hooks/ep1"]
+	bad.hold = make(chan struct{}) // it never acknowledges while held
+	ctx, cancel := context.WithCancel(t.Context())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.pollEvery = 20 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nil) }()
+	commitMany(f.b, 30)
+	waitFor(t, "ep1 to be running", func() bool { return g.Tap("hooks/ep1") != nil })
+	health.Attempt("hooks/ep1", false) // its attempts fail from now on
+	waitFor(t, "ep1 to be disabled", func() bool { return g.IsDisabled("hooks/ep1") })
+	cp, err := f.store.Load(t.Context(), "hooks/ep1")
+	if err != nil || cp.Disabled == "" {
+		t.Fatalf("disabled endpoint's checkpoint: %+v, %v; want a reason in Disabled", cp, err)
+	}
+	close(bad.hold)
+	commitMany(f.b, 30) // committed while it is disabled: wait behind its cursor
+	time.Sleep(50 * time.Millisecond)
+	if g.Tap("hooks/ep1") != nil {
+		t.Fatal("a disabled endpoint runs")
+	}
+	// Enabled through the store (what `outbox-relay endpoints enable` does):
+	// it resumes from its cursor and gets every event of its tenant once.
+	cp.Disabled = ""
+	if err := f.store.Save(t.Context(), "hooks/ep1", cp); err != nil {
+		t.Fatal(err)
+	}
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

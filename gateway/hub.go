@@ -95,6 +95,9 @@ const (
 	CatchingUp
 	// Stopped: its pipeline is not running.
 	Stopped
+	// Disabled: it failed without a break for too long and waits to be
+	// enabled again.
+	Disabled
 )
 
 func (s State) String() string {
@@ -105,6 +108,8 @@ func (s State) String() string {
 		return "waiting"
 	case CatchingUp:
 		return "catching_up"
+	case Disabled:
+		return "disabled"
 	}
 	return "stopped"
 }

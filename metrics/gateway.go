@@ -289,7 +289,7 @@ func quantile(counts []uint64, q float64) float64 {
 func (g *Gateway) collect(ch chan<- prometheus.Metric, m *Metrics) {
 	all := g.Endpoints()
 	states := map[string]int{}
-	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped} {
+	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped, gateway.Disabled} {
 		states[s.String()] = 0
 	}
 	for _, e := range all {

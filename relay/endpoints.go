@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -87,6 +88,22 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		}
 		key := te.key(row.ID)
 		old, running := te.rows[key]
+		if c.Op != event.Delete && row.Enabled && g.IsDisabled(key) {
+			// Disabled for failing: an UPDATE of its row enables it, with
+			// the row as it is now, from its cursor.
+			ep, err := te.build(row.Config)
+			if err != nil {
+				te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
+				continue
+			}
+			te.rows[key] = row
+			go func() {
+				if _, err := g.Enable(context.Background(), key, &ep); err != nil {
+					te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
+				}
+			}()
+			continue
+		}
 		switch {
 		case c.Op == event.Delete || !row.Enabled:
 			delete(te.rows, key)
@@ -173,9 +190,11 @@ func onlyFilterChanged(a, b webhook.EndpointConfig) bool {
 // nothing.
 func (r *Relay) gatewayEndpoint(sink string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
 	key := sink + "/" + ec.Name
+	obs := healthObserver{key: key, health: r.health}
 	if r.metrics != nil {
-		ec.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
+		obs.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
 	}
+	ec.Observer = obs
 	filter := gatewayFilter(ec.Filter)
 	ec.Filter = webhook.Filter{}
 	e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))
@@ -183,6 +202,39 @@ func (r *Relay) gatewayEndpoint(sink string, ec webhook.EndpointConfig) (gateway
 		return gateway.Endpoint{}, err
 	}
 	return gateway.Endpoint{Key: key, Sink: e, Filter: filter}, nil
+}
+
+// healthObserver tells the gateway's Health of every attempt, besides the
+// metrics' observer.
+type healthObserver struct {
+	webhook.Observer // nil without metrics
+	key              string
+	health           *gateway.Health
+}
+
+func (o healthObserver) Attempt(status int, dur time.Duration) {
+	o.health.Attempt(o.key, status/100 == 2)
+	if o.Observer != nil {
+		o.Observer.Attempt(status, dur)
+	}
+}
+
+func (o healthObserver) Retry() {
+	if o.Observer != nil {
+		o.Observer.Retry()
+	}
+}
+
+func (o healthObserver) Delivered(d time.Duration) {
+	if o.Observer != nil {
+		o.Observer.Delivered(d)
+	}
+}
+
+func (o healthObserver) Failed(reason string) {
+	if o.Observer != nil {
+		o.Observer.Failed(reason)
+	}
 }
 
 // gatewayFilter routes an endpoint's filter: by its one header value (a

@@ -72,6 +72,7 @@ type Relay struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics.Metrics // set by Run; nil for Targets used alone (dlq replay)
+	health  *gateway.Health  // every webhook endpoint's run of failures
 }
 
 // New returns a relay for cfg. It does not connect yet.
@@ -79,7 +80,7 @@ func New(cfg *config.Config, opts Options) *Relay {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, opts: opts, log: opts.Logger}
+	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth()}
 }
 
 // Tables converts the configured outbox tables.
@@ -394,7 +395,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		g, err := gateway.New(ctx, gateway.Config{
 			Hub: gateway.HubConfig{Name: name, Flavor: info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
 				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-			Store: store, Start: start, Endpoints: eps, Logger: r.log,
+			Store: store, Start: start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
 			},

@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Health tracks each endpoint's run of failed attempts: a gateway disables
+// an endpoint whose attempts have all failed for Config.DisableAfter.
+type Health struct {
+	mu      sync.Mutex
+	failing map[string]time.Time // key → start of its run of failures
+	now     func() time.Time
+}
+
+// NewHealth returns an empty tracker.
+func NewHealth() *Health { return &Health{failing: map[string]time.Time{}, now: time.Now} }
+
+// Attempt records an attempt of endpoint key: ok ends its run of failures,
+// a failure starts one if none runs.
+func (h *Health) Attempt(key string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ok {
+		delete(h.failing, key)
+	} else if _, on := h.failing[key]; !on {
+		h.failing[key] = h.now()
+	}
+}
+
+// FailingSince returns when key's run of failures began (zero: none runs).
+func (h *Health) FailingSince(key string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failing[key]
+}
+
+func (h *Health) forget(key string) {
+	h.mu.Lock()
+	delete(h.failing, key)
+	h.mu.Unlock()
+}
+
+// disabledPoll is how often the cursors of disabled endpoints are read, to
+// notice `outbox-relay endpoints enable`.
+const disabledPoll = 5 * time.Second
+
+// watchHealth disables running endpoints that have failed without a break
+// for DisableAfter, and restarts disabled ones whose flag was cleared in
+// the store, until ctx ends.
+func (g *Gateway) watchHealth(ctx context.Context) {
+	poll := g.pollEvery
+	if poll <= 0 {
+		poll = disabledPoll
+	}
+	every := min(poll, max(g.cfg.DisableAfter/10, 10*time.Millisecond))
+	lastPoll := time.Time{}
+	for retry.Sleep(ctx, every) == nil {
+		if g.cfg.Health != nil && g.cfg.DisableAfter > 0 {
+			for _, key := range g.Keys() {
+				since := g.cfg.Health.FailingSince(key)
+				if !since.IsZero() && time.Since(since) >= g.cfg.DisableAfter {
+					reason := fmt.Sprintf("disabled at %s: every attempt failed since %s (longer than disable_after %s); its events after its cursor wait, its failed ones are dead letters",
+						time.Now().UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), g.cfg.DisableAfter)
+					g.disable(ctx, key, reason)
+				}
+			}
+		}
+		if time.Since(lastPoll) >= poll {
+			lastPoll = time.Now()
+			g.pollDisabled(ctx)
+		}
+	}
+}
+
+// disable stops key's pipeline and records why in its checkpoint, so it
+// stays disabled across restarts until enabled again.
+func (g *Gateway) disable(ctx context.Context, key, reason string) {
+	g.mu.Lock()
+	ep, known := g.eps[key]
+	g.mu.Unlock()
+	if !known {
+		return
+	}
+	g.hub.Lock()
+	done := g.StopLocked(key)
+	g.hub.Unlock()
+	<-done
+	g.cfg.Health.forget(key)
+	g.log.Error("endpoint disabled: it failed without a break for too long; enable it with `outbox-relay endpoints enable` or an UPDATE of its row, and it resumes from its cursor",
+		slog.String("endpoint", key), slog.String("reason", reason))
+	g.mu.Lock()
+	g.disabled[key] = ep
+	g.mu.Unlock()
+	g.hub.obs.State(key, Disabled)
+	if err := g.setDisabled(ctx, key, reason); err != nil {
+		g.log.Error("could not record the endpoint as disabled (it starts again at the next restart)", slog.String("endpoint", key), slog.Any("err", err))
+	}
+}
+
+// setDisabled writes reason into key's checkpoint ("" enables it).
+func (g *Gateway) setDisabled(ctx context.Context, key, reason string) error {
+	cp, err := g.cfg.Store.Load(ctx, key)
+	if err != nil {
+		return err
+	}
+	cp.Disabled = reason
+	cp.UpdatedAt = time.Now().UTC()
+	return g.cfg.Store.Save(ctx, key, cp)
+}
+
+// pollDisabled restarts the disabled endpoints whose checkpoint no longer
+// says disabled.
+func (g *Gateway) pollDisabled(ctx context.Context) {
+	g.mu.Lock()
+	var keys []string
+	for k := range g.disabled {
+		keys = append(keys, k)
+	}
+	g.mu.Unlock()
+	for _, key := range keys {
+		cp, err := g.cfg.Store.Load(ctx, key)
+		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			continue
+		}
+		if cp.Disabled == "" {
+			g.enabled(key)
+		}
+	}
+}
+
+// Enable clears key's disabled flag and starts it from its cursor, as ep
+// when given (an UPDATE of its row in the endpoints table does this). It
+// reports whether key was disabled.
+func (g *Gateway) Enable(ctx context.Context, key string, ep *Endpoint) (bool, error) {
+	g.mu.Lock()
+	_, off := g.disabled[key]
+	if off && ep != nil {
+		g.disabled[key] = *ep
+	}
+	g.mu.Unlock()
+	if !off {
+		return false, nil
+	}
+	if err := g.setDisabled(ctx, key, ""); err != nil {
+		return true, err
+	}
+	g.enabled(key)
+	return true, nil
+}
+
+func (g *Gateway) enabled(key string) {
+	g.mu.Lock()
+	ep, off := g.disabled[key]
+	delete(g.disabled, key)
+	g.mu.Unlock()
+	if !off {
+		return
+	}
+	g.log.Warn("endpoint enabled again: it resumes from its cursor", slog.String("endpoint", key))
+	if err := g.Start(ep); err != nil {
+		g.log.Error("endpoint not restarted", slog.String("endpoint", key), slog.Any("err", err))
+	}
+}
+
+// IsDisabled reports whether key is disabled.
+func (g *Gateway) IsDisabled(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, off := g.disabled[key]
+	return off
+}
