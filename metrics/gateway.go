@@ -62,6 +62,7 @@ type endpointStats struct {
 	EndpointStats
 	bytes   int
 	oldest  time.Time
+	file    string   // binlog file of its last saved cursor
 	latency []uint64 // counts per LatencyBuckets, and one past the last
 }
 
@@ -215,10 +216,23 @@ func (o *GatewayEndpoint) InFlight(events, bytes int, oldest time.Time) {
 	st.mu.Unlock()
 }
 
-// CheckpointSaved counts a save of the endpoint's cursor.
+// CheckpointSaved counts a save of the endpoint's cursor. The sink's
+// binlog purge margin is its oldest cursor's (collect sets it).
 func (o *GatewayEndpoint) CheckpointSaved(pos event.Position, at time.Time) {
-	o.g.base.CheckpointSaved(pos, at)
-	o.with(func(s *endpointStats) { s.LastSave = at })
+	b := o.g.base
+	b.saves.Inc()
+	b.m.lastSave.WithLabelValues(b.name).Set(float64(at.UnixNano()) / 1e9)
+	b.s.mu.Lock()
+	if at.After(b.s.lastSave) {
+		b.s.lastSave = at
+	}
+	b.s.mu.Unlock()
+	o.with(func(s *endpointStats) {
+		s.LastSave = at
+		if pos.File != "" {
+			s.file = pos.File
+		}
+	})
 }
 
 // SinkUp is the sink's: up when any endpoint's last attempt succeeded.
@@ -285,8 +299,23 @@ func quantile(counts []uint64, q float64) float64 {
 	return LatencyBuckets[len(LatencyBuckets)-1]
 }
 
-// collect emits the bounded per-endpoint series.
+// collect emits the bounded per-endpoint series, and sets the sink's
+// checkpoint binlog file to its oldest cursor's: the binlog retention the
+// sink needs.
 func (g *Gateway) collect(ch chan<- prometheus.Metric, m *Metrics) {
+	g.mu.Lock()
+	oldest := ""
+	for _, s := range g.eps {
+		if s.file != "" && (oldest == "" || compareLogs(s.file, oldest) < 0) {
+			oldest = s.file
+		}
+	}
+	g.mu.Unlock()
+	if oldest != "" {
+		g.base.s.mu.Lock()
+		g.base.s.checkpointLog = oldest
+		g.base.s.mu.Unlock()
+	}
 	all := g.Endpoints()
 	states := map[string]int{}
 	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped, gateway.Disabled} {

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // tableEndpoints follows a webhook sink's endpoints table: the rows read at
@@ -257,4 +258,41 @@ func webhookSink(cfg *config.Config, name string) *config.Webhook {
 		}
 	}
 	return nil
+}
+
+// TableTargets builds the enabled endpoints of every webhook sink's
+// endpoints table, read from the source now (for dlq replay: the running
+// relay follows the table on its stream).
+func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
+	var out []Target
+	var db *sql.DB
+	for _, s := range r.cfg.Sinks {
+		if s.Type != "webhook" || s.Webhook == nil || s.Webhook.EndpointsTable == nil {
+			continue
+		}
+		if db == nil {
+			var err error
+			if db, err = source.Open(ctx, r.cfg.Source); err != nil {
+				return nil, err
+			}
+			defer db.Close()
+		}
+		tc := s.Webhook.EndpointsTable.WithDefaults()
+		tc.Logger = r.log
+		rows, err := tc.Load(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			if !row.Enabled {
+				continue
+			}
+			e, err := r.gatewayEndpoint(s.Name, row.Config)
+			if err != nil {
+				return nil, fmt.Errorf("endpoints table %s: row %q: %w", tc.Table, row.ID, err)
+			}
+			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+		}
+	}
+	return out, nil
 }

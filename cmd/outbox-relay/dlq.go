@@ -116,19 +116,34 @@ Dead letters are events a sink could not deliver for good. Selectors:
 // replay delivers each record's event to its sink again, in stored order per
 // sink, and deletes the record once the sink acknowledged it.
 func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, recs []deadletter.Record, stdout io.Writer, logger *slog.Logger) error {
-	targets, err := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).Targets()
+	rl := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout})
+	targets, err := rl.Targets()
 	if err != nil {
 		return err
 	}
-	byName := map[string]sink.Sink{}
+	byName := map[string]relay.Target{}
 	for _, t := range targets {
-		byName[t.Name] = t.Sink
+		byName[t.Name] = t
+	}
+	// Endpoints kept in a table are read from it, when a record needs one.
+	for _, r := range recs {
+		if _, ok := byName[r.Sink]; !ok {
+			more, err := rl.TableTargets(ctx)
+			if err != nil {
+				return fmt.Errorf("read the webhook endpoints tables: %w", err)
+			}
+			for _, t := range more {
+				byName[t.Name] = t
+			}
+			break
+		}
 	}
 	connected := map[string]bool{}
 	var ok, failed int
 	var errs []error
 	for _, r := range recs {
-		s := byName[r.Sink]
+		t := byName[r.Sink]
+		s := t.Sink
 		if s == nil {
 			errs = append(errs, fmt.Errorf("record %s: sink %q is not in the config (kept)", r.ID, r.Sink))
 			failed++
@@ -141,7 +156,7 @@ func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, rec
 			connected[r.Sink] = true
 			defer s.Close(context.WithoutCancel(ctx))
 		}
-		if f, ok := s.(interface{ Selects(*event.Event) bool }); ok && !f.Selects(r.Event) {
+		if f, ok := s.(interface{ Selects(*event.Event) bool }); ok && !f.Selects(r.Event) || t.Filter.Match != nil && !t.Filter.Match(r.Event) {
 			// The sink would acknowledge it without sending it: keep it.
 			errs = append(errs, fmt.Errorf("record %s (event %s): the filter of %s no longer selects it; change the filter or purge it (kept)", r.ID, r.Event.ID, r.Sink))
 			failed++

@@ -7,7 +7,12 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
+	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -21,9 +26,17 @@ var stdin io.Reader = os.Stdin
 // endpointsCmd works on the webhook endpoints table's values.
 func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, `Usage: outbox-relay endpoints <encrypt-secret> [flags]
+		fmt.Fprintf(w, `Usage: outbox-relay endpoints <enable|encrypt-secret> [flags]
 
-Helpers for webhook endpoints kept in a table (deploy/outbox_endpoints.sql).
+Helpers for webhook endpoints (of the configuration or of a table,
+deploy/outbox_endpoints.sql).
+
+  enable          enable endpoints disabled for failing too long
+                  (webhook.gateway.disable_after): --config FILE SINK/ENDPOINT...;
+                  each resumes from its cursor. A running relay notices within
+                  seconds with a MySQL checkpoint store; with the file store, stop
+                  the relay first (or UPDATE the endpoint's table row, which a
+                  running relay applies at once)
 
   encrypt-secret  read a signing secret ("whsec_...") on standard input and print it
                   encrypted ("enc:v1:..."), for the table's secrets column; the key
@@ -38,6 +51,9 @@ Helpers for webhook endpoints kept in a table (deploy/outbox_endpoints.sql).
 		}
 		usage(stdout)
 		return nil
+	}
+	if args[0] == "enable" {
+		return enableEndpoints(ctx, args[1:], stdout, stderr)
 	}
 	if args[0] != "encrypt-secret" {
 		fmt.Fprintf(stderr, "unknown endpoints command %q\n", args[0])
@@ -78,4 +94,59 @@ Helpers for webhook endpoints kept in a table (deploy/outbox_endpoints.sql).
 	}
 	fmt.Fprintln(stdout, enc)
 	return nil
+}
+
+// enableEndpoints clears the disabled flag of endpoints' checkpoints.
+func enableEndpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("endpoints enable", "endpoints enable --config FILE SINK/ENDPOINT...", stderr)
+	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	keys := fs.Args()
+	if len(keys) == 0 {
+		return fmt.Errorf("name the endpoints to enable, as SINK/ENDPOINT (outbox-relay status lists them): %w", errUsage)
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	if cfg.Checkpoint.Store != "mysql" {
+		held, err := checkpoint.FileLockHeld(cfg.Checkpoint.Path)
+		if err != nil {
+			return err
+		}
+		if held {
+			return fmt.Errorf("a running relay holds %s and would write its own copy over the change: stop it first, or UPDATE the endpoint's row in its endpoints table, or use checkpoint.store mysql (a running relay then notices within seconds)", cfg.Checkpoint.Path)
+		}
+	}
+	store, closeStore, err := relay.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	defer store.Close()
+	var errs []error
+	for _, key := range keys {
+		cp, err := store.Load(ctx, key)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			errs = append(errs, fmt.Errorf("%s has no checkpoint: check the name with outbox-relay status", printable.String(key)))
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case cp.Disabled == "":
+			fmt.Fprintf(stdout, "%s is not disabled\n", printable.String(key))
+			continue
+		}
+		cp.Disabled = ""
+		cp.UpdatedAt = time.Now().UTC()
+		if err := store.Save(ctx, key, cp); err != nil {
+			errs = append(errs, fmt.Errorf("enable %s: %w", printable.String(key), err))
+			continue
+		}
+		fmt.Fprintf(stdout, "%s enabled: it resumes from %s\n", printable.String(key), printable.String(cp.Position.String()))
+	}
+	return errors.Join(errs...)
 }

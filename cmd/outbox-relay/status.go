@@ -74,7 +74,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for i, name := range append(names, others...) {
 		label := p(name)
 		if i >= len(names) {
-			label += " (not in the config)"
+			if inTable(cfg, name) {
+				label += " (endpoints table)"
+			} else {
+				label += " (not in the config)"
+			}
 		}
 		cp, err := store.Load(ctx, name)
 		switch {
@@ -83,6 +87,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case err != nil:
 			fmt.Fprintf(tw, "%s\t(error: %s)\t-\t-\n", label, p(err.Error()))
 		default:
+			if cp.Disabled != "" {
+				label += " DISABLED (" + p(cp.Disabled) + ")"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", label, p(cp.Position.String()), now.Sub(cp.UpdatedAt).Round(time.Second), p(behind(files, cp.Position.File)))
 		}
 	}
@@ -138,4 +145,14 @@ func srcName(cfg *config.Config) string {
 		names = append(names, a.String())
 	}
 	return strings.Join(names, ", ")
+}
+
+// inTable reports whether key is under a webhook sink with an endpoints table.
+func inTable(cfg *config.Config, key string) bool {
+	for _, s := range cfg.Sinks {
+		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil && strings.HasPrefix(key, s.Name+"/") {
+			return true
+		}
+	}
+	return false
 }
