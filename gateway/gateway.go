@@ -72,6 +72,7 @@ type Gateway struct {
 	running  map[string]*running
 	eps      map[string]Endpoint // every endpoint started, by key
 	disabled map[string]Endpoint
+	stopping map[string]<-chan struct{} // the last stopped pipeline of a key, closed when it has
 	// pollEvery is how often disabled endpoints' checkpoints are read
 	// (default disabledPoll; tests shorten it).
 	pollEvery time.Duration
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	hc.Start = StartOf(hc.Flavor, cursors, cfg.RejoinWindow)
 	hc.Logger = cfg.Logger
 	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
-		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled}, nil
+		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}}, nil
 }
 
 // Hub returns the gateway's hub.
@@ -184,22 +185,44 @@ func (g *Gateway) StartLocked(ep Endpoint) error { return g.start(ep, g.hub.pos,
 func (g *Gateway) Start(ep Endpoint) error { return g.start(ep, g.hub.Position(), false) }
 
 // StopLocked takes an endpoint off the shared stream at its current
-// position and stops its pipeline (after it drains and saves its cursor).
+// position and stops its pipeline once it has delivered what it was given
+// (at most stopGrace) and saved its cursor.
 // It returns a channel closed once the pipeline has stopped.
 func (g *Gateway) StopLocked(key string) <-chan struct{} {
 	g.mu.Lock()
 	r := g.running[key]
 	delete(g.running, key)
+	last := g.stopping[key]
+	if r != nil {
+		g.stopping[key] = r.done
+	}
 	g.mu.Unlock()
 	if r == nil {
+		if last != nil {
+			return last // it was stopped earlier: done when that one is
+		}
 		c := make(chan struct{})
 		close(c)
 		return c
 	}
+	// It gets no later transaction, but hands on what it was given (the
+	// transactions up to this one) and drains, for at most stopGrace.
 	g.hub.RemoveLocked(r.tap)
-	r.cancel()
+	r.tap.Finish()
+	go func() {
+		select {
+		case <-r.done:
+		case <-time.After(stopGrace):
+			r.cancel()
+		}
+	}()
 	return r.done
 }
+
+// stopGrace bounds how long a stopped endpoint may take to hand on and
+// deliver what it holds before it is cancelled (what it did not deliver is
+// delivered again when it starts again, from its cursor).
+const stopGrace = 10 * time.Second
 
 // Tap returns a running endpoint's tap, or nil.
 func (g *Gateway) Tap(key string) *Tap {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,9 @@ type Tap struct {
 	// position of the last transaction it was handed.
 	detached chan event.Position
 	state    atomic.Int32
+	// finish, closed by Finish, makes Run hand on what is queued and end.
+	finish     chan struct{}
+	finishOnce sync.Once
 
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in ch
@@ -37,7 +41,7 @@ type Tap struct {
 // Tap returns a source for the endpoint name whose events f selects. It
 // joins the shared stream when its pipeline starts it.
 func (h *Hub) Tap(name string, f Filter) *Tap {
-	t := &Tap{hub: h, name: name, ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1)}
+	t := &Tap{hub: h, name: name, ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}
 	t.filter.Store(&f)
 	t.state.Store(int32(Stopped))
 	return t
@@ -113,9 +117,26 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-t.finish:
+			// Taken off the shared stream (RemoveLocked): hand on what it
+			// was given, then end; the pipeline drains and saves.
+			for {
+				select {
+				case txn := <-t.ch:
+					if err := handle(ctx, txn); err != nil {
+						return err
+					}
+				default:
+					return nil
+				}
+			}
 		}
 	}
 }
+
+// Finish makes Run hand its pipeline what is queued and return: call it
+// once the tap is off the shared stream.
+func (t *Tap) Finish() { t.finishOnce.Do(func() { close(t.finish) }) }
 
 // produce keeps t's queue fed: by the shared stream while attached, by a
 // catch-up stream of its own while not.

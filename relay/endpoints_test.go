@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -175,5 +178,114 @@ sinks:
 	}
 	if _, err := st.Load(context.Background(), "hooks/static"); err != nil {
 		t.Errorf("static endpoint's checkpoint: %v", err)
+	}
+}
+
+// An endpoint that answers nothing but 503 for webhook.gateway.disable_after
+// is disabled: its checkpoint says why, it stays disabled across a restart,
+// and once enabled it resumes from its cursor and gets every event.
+func TestFailingEndpointIsDisabledAndResumesWhenEnabled(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	good := newReceiver(t, nil)
+	bad := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+		if down.Load() {
+			return 503, nil, 0
+		}
+		return 200, nil, 0
+	})
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 720, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 100ms}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      gateway: {disable_after: 1s}
+      endpoints:
+        - {name: good, url: "%s/hook", body: envelope}
+        - {name: bad, url: "%s/hook", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 100ms, max_attempts: 1000}}
+`, srv.Port, dbname, filepath.Join(dir, "cp.json"), good.srv.URL, bad.srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))}).Run(ctx)
+		}()
+		return cancel, done
+	}
+	stop := func(cancel context.CancelFunc, done chan error) {
+		cancel()
+		if err := <-done; err != nil && err != context.Canceled {
+			t.Fatalf("relay: %v", err)
+		}
+	}
+	cancel, done := run()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+	w := &outboxtest.Workload{}
+	outboxtest.Produce(context.Background(), t, db, w, 1, 20, []int{1, 2}, 5)
+	disabled := func() string {
+		st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, _ := st.Load(context.Background(), "hooks/bad")
+		return cp.Disabled
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for disabled() == "" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if disabled() == "" {
+		t.Fatal("the failing endpoint was not disabled")
+	}
+	// The healthy one went on.
+	for good.unique() < w.Events() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop(cancel, done)
+	down.Store(false)
+	// Still disabled after a restart: nothing reaches it.
+	cancel, done = run()
+	time.Sleep(2 * time.Second)
+	stop(cancel, done)
+	if n := len(bad.got()); n != 0 {
+		t.Fatalf("the disabled endpoint accepted %d events", n)
+	}
+	// Enabled (what `outbox-relay endpoints enable` writes), it resumes.
+	st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "hooks/bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Disabled = ""
+	if err := st.Save(context.Background(), "hooks/bad", cp); err != nil {
+		t.Fatal(err)
+	}
+	cancel, done = run()
+	deadline = time.Now().Add(60 * time.Second)
+	for bad.unique() < w.Events() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop(cancel, done)
+	for name, rc := range map[string]*receiver{"good": good, "bad": bad} {
+		var d []outboxtest.Delivered
+		for _, g := range rc.got() {
+			d = append(d, outboxtest.Delivered{ID: g.eventID, AggregateID: g.aggregateID})
+		}
+		t.Run(name, func(t *testing.T) { outboxtest.Check(t, w, d, false) })
 	}
 }
