@@ -20,6 +20,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -72,8 +73,19 @@ func populated(t *testing.T) (*Metrics, *prometheus.Registry, *clock) {
 	return m, reg, c
 }
 
+// withGateway adds a webhook sink run as a gateway, with one endpoint.
+func withGateway(m *Metrics, c *clock) {
+	g := m.Gateway("hooks")
+	g.State("hooks/a", gateway.Attached)
+	ep := g.Endpoint("hooks/a")
+	ep.Delivered(&event.Event{ID: "2", CommitTime: c.t.Add(-time.Second)}, c.t)
+	ep.InFlight(1, 100, c.t.Add(-3*time.Second))
+	ep.CheckpointSaved(event.Position{File: "bin.000001", Pos: 4}, c.t)
+}
+
 func TestMetricsPassPromlint(t *testing.T) {
-	_, reg, _ := populated(t)
+	m, reg, c := populated(t)
+	withGateway(m, c)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +103,8 @@ func TestMetricsPassPromlint(t *testing.T) {
 }
 
 func TestEveryNamesMetricIsRegisteredAndNoOther(t *testing.T) {
-	_, reg, _ := populated(t)
+	m, reg, c := populated(t)
+	withGateway(m, c)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -295,5 +308,74 @@ func TestNewFailsOnARegistererAlreadyHoldingTheMetricsAndUnregisterFreesIt(t *te
 	m.Unregister()
 	if _, err := New(reg, "dev"); err != nil {
 		t.Fatalf("New after Unregister: %v", err)
+	}
+}
+
+// A gateway of 10,000 endpoints adds a bounded number of series: a count per
+// state and the top lagging endpoints; its sink's series sum the endpoints,
+// and its purge margin follows the oldest cursor.
+func TestGatewayMetricsAreBounded(t *testing.T) {
+	m, reg, c := newTest(t)
+	m.SetBinaryLogs([]string{"bin.000001", "bin.000002", "bin.000003"})
+	g := m.Gateway("hooks")
+	for i := range 10000 {
+		key := fmt.Sprintf("hooks/ep%d", i)
+		g.State(key, gateway.Attached)
+		ep := g.Endpoint(key)
+		ep.InFlight(1, 10, c.t.Add(-time.Duration(i)*time.Second))
+		file := "bin.000003"
+		if i == 4242 {
+			file = "bin.000002"
+		}
+		ep.CheckpointSaved(event.Position{File: file, Pos: 4}, c.t)
+	}
+	g.State("hooks/ep7", gateway.Disabled)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		series += len(mf.GetMetric())
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "sink" && l.GetValue() != "hooks" {
+					t.Errorf("%s has a series of sink %q: endpoints must not be sinks", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+		switch mf.GetName() {
+		case "outbox_relay_in_flight_events":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 10000 {
+				t.Errorf("in_flight_events = %v, want the sum 10000", v)
+			}
+		case "outbox_relay_gateway_endpoint_lag_seconds":
+			if n := len(mf.GetMetric()); n != TopLaggingEndpoints {
+				t.Errorf("%d lag series, want %d", n, TopLaggingEndpoints)
+			}
+		case "outbox_relay_checkpoint_binlog_purge_margin_files":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 1 {
+				t.Errorf("purge margin %v, want 1: the oldest cursor is in bin.000002", v)
+			}
+		case "outbox_relay_gateway_endpoints":
+			for _, s := range mf.GetMetric() {
+				st := ""
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "state" {
+						st = l.GetValue()
+					}
+				}
+				want := map[string]float64{"attached": 9999, "disabled": 1}[st]
+				if v := s.GetGauge().GetValue(); v != want {
+					t.Errorf("gateway_endpoints{state=%q} = %v, want %v", st, v, want)
+				}
+			}
+		}
+	}
+	if series > 200 {
+		t.Errorf("%d series for 10,000 endpoints: the label cardinality is not bounded", series)
+	}
+	if eps := g.Endpoints(); len(eps) != 10000 || eps[0].Endpoint != "hooks/ep9999" {
+		t.Errorf("/endpoints lists %d, worst lag first %q; want all 10000, hooks/ep9999 first", len(eps), eps[0].Endpoint)
 	}
 }
