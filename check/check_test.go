@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // One good server for the package; tests flip dynamic settings on it with
@@ -570,4 +571,25 @@ func TestUnreachableServerIsAnErrorNamingHostPortAndUser(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Access denied") {
 		t.Errorf("want %q with the server's error, got %v", want, err)
 	}
+}
+
+func TestEndpointsTableIsReadAsTheRelayWould(t *testing.T) {
+	srv.Exec(t, strings.Replace(webhook.EndpointsTableSchema, "CREATE TABLE IF NOT EXISTS outbox_endpoints", "CREATE TABLE shop.hooks_endpoints", 1),
+		"INSERT INTO shop.hooks_endpoints (id, url, tenant) VALUES ('a', 'https://a.example/hook', NULL), ('b', 'https://b.example/hook', NULL)",
+		"UPDATE shop.hooks_endpoints SET enabled = 0 WHERE id = 'b'")
+	t.Cleanup(func() { srv.Exec(t, "DROP TABLE shop.hooks_endpoints") })
+	sinks := func(table, tenant string) string {
+		return fmt.Sprintf("sinks: [{name: hooks, type: webhook, webhook: {endpoints_table: {table: %s%s}}}]", table, tenant)
+	}
+	rep := runChecks(t, testConfig(t, srv, "root", "", sinks("shop.hooks_endpoints", "")))
+	rs := rep.Get(NameTables)
+	expect(t, rep, rs[len(rs)-1], Pass, "sink hooks: endpoints table shop.hooks_endpoints: 2 endpoints, 1 enabled", "")
+
+	rep = runChecks(t, testConfig(t, srv, "root", "", sinks("shop.nope", "")))
+	rs = rep.Get(NameTables)
+	expect(t, rep, rs[len(rs)-1], Fail, "sink hooks: endpoints table", "deploy/outbox_endpoints.sql")
+
+	rep = runChecks(t, testConfig(t, srv, "root", "", sinks("shop.hooks_endpoints", ", tenant_header: tenant")))
+	rs = rep.Get(NameTables)
+	expect(t, rep, rs[len(rs)-1], Fail, `tenant_header "tenant" is not a header of any outbox table`, "tables[].headers")
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // Column kinds, from information_schema.COLUMNS.DATA_TYPE.
@@ -41,7 +43,40 @@ func tablesResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result
 		}
 		out = append(out, tableDecision(t, cols))
 	}
+	for _, s := range cfg.Sinks {
+		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil {
+			out = append(out, endpointsTableResult(ctx, db, cfg, s.Name, s.Webhook.EndpointsTable.WithDefaults()))
+		}
+	}
 	return out
+}
+
+// endpointsTableResult reads a webhook sink's endpoints table as the relay
+// will at start: every row must be usable.
+func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) Result {
+	rows, err := tc.Load(ctx, db)
+	if err != nil {
+		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err),
+			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}
+	}
+	enabled := 0
+	for _, r := range rows {
+		if r.Enabled {
+			enabled++
+		}
+	}
+	if h := tc.TenantHeader; h != "" {
+		found := false
+		for _, t := range cfg.Tables {
+			found = found || slices.Contains(t.Headers, h)
+		}
+		if !found {
+			return Result{Name: NameTables, Status: Fail,
+				Detail: fmt.Sprintf("sink %s: endpoints_table.tenant_header %q is not a header of any outbox table, so no event has it and no endpoint with a tenant gets anything", sink, h),
+				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}
+		}
+	}
+	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}
 }
 
 // columnTypes maps lower-case column names to DATA_TYPE.
