@@ -99,7 +99,11 @@ func (g *Gateway) stats(key string) *endpointStats {
 // State records an endpoint's state (a gateway.Observer).
 func (g *Gateway) State(key string, st gateway.State) {
 	g.mu.Lock()
-	g.stats(key).State = st.String()
+	s := g.stats(key)
+	s.State = st.String()
+	if st == gateway.Attached || st == gateway.CatchingUp {
+		s.Stopped = "" // running again
+	}
 	g.mu.Unlock()
 }
 

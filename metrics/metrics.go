@@ -602,8 +602,36 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 				name, st.inFlight, now.Sub(since).Round(time.Second)))
 		}
 	}
+	// A gateway endpoint stopped for good is named like a sink (at most
+	// maxStoppedNamed of them; the others are counted).
+	m.mu.Lock()
+	gws := make([]*Gateway, 0, len(m.gateways))
+	for _, g := range m.gateways {
+		gws = append(gws, g)
+	}
+	m.mu.Unlock()
+	named, more := 0, 0
+	for _, g := range gws {
+		for _, e := range g.Endpoints() {
+			if e.Stopped == "" {
+				continue
+			}
+			if named < maxStoppedNamed {
+				reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", e.Endpoint, e.Stopped))
+				named++
+			} else {
+				more++
+			}
+		}
+	}
+	if more > 0 {
+		reasons = append(reasons, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+	}
 	return len(reasons) == 0, reasons
 }
+
+// maxStoppedNamed caps the stopped gateway endpoints /readyz names.
+const maxStoppedNamed = 20
 
 // Endpoint returns an observer for a sink that runs its own retries (a
 // webhook endpoint, a sink.Submitter), which the pipeline never sees: each

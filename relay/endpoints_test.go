@@ -155,18 +155,30 @@ sinks:
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
 	}
-	ids2 := func(rc *receiver) []string {
-		var out []string
+	// Each received exactly its events, once, in order per aggregate (one
+	// aggregate per tenant): events of two aggregates may interleave.
+	ids2 := func(rc *receiver) (all []string, perAgg map[string][]string) {
+		perAgg = map[string][]string{}
 		for _, d := range rc.got() {
-			out = append(out, d.eventID)
+			all = append(all, d.eventID)
+			perAgg[d.aggregateID] = append(perAgg[d.aggregateID], d.eventID)
 		}
-		return out
+		slices.Sort(all)
+		return all, perAgg
 	}
-	if got := ids2(a); !slices.Equal(got, wantA) {
-		t.Errorf("static endpoint got %v, want %v", got, wantA)
-	}
-	if got := ids2(b); !slices.Equal(got, wantB) {
-		t.Errorf("late endpoint got %v, want %v", got, wantB)
+	for name, c := range map[string]struct {
+		rc   *receiver
+		want []string
+	}{"static": {a, wantA}, "late": {b, wantB}} {
+		all, perAgg := ids2(c.rc)
+		if !slices.Equal(all, c.want) {
+			t.Errorf("%s endpoint got %v, want %v", name, all, c.want)
+		}
+		for agg, ids := range perAgg {
+			if !slices.IsSorted(ids) {
+				t.Errorf("%s endpoint got aggregate %s's events out of commit order: %v", name, agg, ids)
+			}
+		}
 	}
 	// The deleted endpoint's checkpoint is gone, the other's is there.
 	st, err := checkpoint.OpenFile(cfg.Checkpoint.Path)
