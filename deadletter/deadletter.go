@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +58,9 @@ var ErrReadOnly = errors.New("the dead-letter store was opened read-only")
 
 // Filter selects records; zero fields select everything.
 type Filter struct {
-	IDs   []string
+	IDs []string
+	// Sink selects one sink's records; a webhook sink's name selects those
+	// of all its endpoints ("hooks" selects "hooks/billing" too).
 	Sink  string
 	Since time.Time // stored at or after
 	Until time.Time // stored before
@@ -77,7 +80,7 @@ func (f Filter) Match(r Record) bool {
 			return false
 		}
 	}
-	if f.Sink != "" && f.Sink != r.Sink {
+	if f.Sink != "" && f.Sink != r.Sink && !strings.HasPrefix(r.Sink, f.Sink+"/") {
 		return false
 	}
 	if !f.Since.IsZero() && r.Stored.Before(f.Since) {

@@ -36,6 +36,13 @@ func exercise(t *testing.T, st deadletter.Store) {
 	if len(hooks) != 1 || hooks[0].Event.ID != "e2" {
 		t.Fatalf("sink filter: %+v", hooks)
 	}
+	// A webhook sink's name selects every endpoint's records; a sink whose
+	// name merely starts the same does not match.
+	for name, want := range map[string]int{"hooks": 1, "hook": 0, "kafka": 2, "kafk": 0} {
+		if got, _ := st.List(ctx, deadletter.Filter{Sink: name}); len(got) != want {
+			t.Errorf("sink filter %q selects %d records, want %d", name, len(got), want)
+		}
+	}
 	future, _ := st.List(ctx, deadletter.Filter{Since: time.Now().Add(time.Hour)})
 	if len(future) != 0 {
 		t.Fatalf("since filter kept %d", len(future))

@@ -96,8 +96,8 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 		}
 	}
 	if f.Sink != "" {
-		q += " AND sink = ?"
-		args = append(args, f.Sink)
+		q += " AND (sink = ? OR sink LIKE ?)"
+		args = append(args, f.Sink, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
 	}
 	if !f.Since.IsZero() {
 		q += " AND stored >= ?"

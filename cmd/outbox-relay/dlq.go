@@ -26,7 +26,8 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 Dead letters are events a sink could not deliver for good. Selectors:
   --id ID        a record id (repeatable)
-  --sink NAME    records of one sink (a webhook endpoint is "sink/endpoint")
+  --sink NAME    records of one sink (a webhook endpoint is "sink/endpoint"; a webhook
+                 sink's name selects all its endpoints)
   --since TIME   stored at or after TIME (RFC 3339, or a duration ago like 2h)
   --until TIME   stored before TIME
   --all          every record (replay and purge need a selector or --all)
