@@ -71,6 +71,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The store may hold keys the config does not name (endpoints kept as
 	// data, or removed from the config): they are listed after, marked.
 	others, listErr := otherKeys(ctx, store, names)
+	cps := map[string]checkpoint.Checkpoint{}
 	for i, name := range append(names, others...) {
 		label := p(name)
 		if i >= len(names) {
@@ -87,6 +88,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case err != nil:
 			fmt.Fprintf(tw, "%s\t(error: %s)\t-\t-\n", label, p(err.Error()))
 		default:
+			cps[name] = cp
 			if cp.Disabled != "" {
 				label += " DISABLED (" + p(cp.Disabled) + ")"
 			}
@@ -98,6 +100,30 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if listErr != nil {
 		fmt.Fprintf(stdout, "could not list the store's other checkpoints: %s\n", p(listErr.Error()))
+	}
+	// A webhook sink needs the binlog back to its oldest endpoint cursor.
+	for _, sc := range cfg.Sinks {
+		if sc.Type != "webhook" {
+			continue
+		}
+		n, off, oldest := 0, 0, ""
+		for key, cp := range cps {
+			if !strings.HasPrefix(key, sc.Name+"/") {
+				continue
+			}
+			n++
+			if cp.Disabled != "" {
+				off++
+			}
+			if oldest == "" || cp.CommitTime.Before(cps[oldest].CommitTime) || cp.CommitTime.Equal(cps[oldest].CommitTime) && key < oldest {
+				oldest = key
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "webhook sink %s: %d endpoint cursors, %d disabled; the binlog must go back to its oldest, %s at %s (%s)\n",
+			p(sc.Name), n, off, p(oldest), p(cps[oldest].Position.String()), p(behind(files, cps[oldest].Position.File)))
 	}
 	return nil
 }

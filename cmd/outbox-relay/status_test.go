@@ -49,3 +49,36 @@ sinks: [{name: console, type: stdout}, {name: fresh, type: stdout}]
 		t.Errorf("status does not say the checkpoint is 1 binlog file behind:\n%s", s)
 	}
 }
+
+func TestStatusShowsAGatewaysCursorsAndItsOldest(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{ServerID: 13})
+	srv.Exec(t, "CREATE DATABASE shop")
+	dir := t.TempDir()
+	cpPath := filepath.Join(dir, "cp.json")
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root}
+tables: [{name: shop.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}, {name: b, url: "https://b.example/"}]}}]
+`, srv.Port, cpPath)), 0o600)
+	st, err := checkpoint.OpenFile(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	st.Save(context.Background(), "hooks/a", checkpoint.Checkpoint{Flavor: "mariadb", CommitTime: now,
+		Position: event.Position{GTIDSet: "0-13-9", File: "binlog.000001", Pos: 900}, UpdatedAt: now})
+	st.Save(context.Background(), "hooks/b", checkpoint.Checkpoint{Flavor: "mariadb", CommitTime: now.Add(-time.Hour),
+		Position: event.Position{GTIDSet: "0-13-2", File: "binlog.000001", Pos: 200}, UpdatedAt: now, Disabled: "failing since yesterday"})
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"status", "--config", cfgPath}, &out, &errOut); code != 0 {
+		t.Fatalf("status exited %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{"hooks/b DISABLED (failing since yesterday)", `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("status output lacks %q:\n%s", want, s)
+		}
+	}
+}
