@@ -1,0 +1,567 @@
+package relay_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/relay"
+)
+
+// GatewayScaleEndpoints is the scale test's endpoint count: the issue's
+// 1,000 (in 100 tenants) fits the CI budget (2 cores), so it is not scaled
+// down. OUTBOX_RELAY_GATEWAY_ENDPOINTS overrides it.
+const GatewayScaleEndpoints = 1000
+
+// gatewayScaleTxns is the scale test's transactions: about 1.8 events each,
+// 10 deliveries each (10 endpoints per tenant). Under -race (CI) fewer, so
+// the test stays under a minute on 2 cores.
+var gatewayScaleTxns = map[bool]int{false: 2000, true: 800}[raceDetector]
+
+// tenantSchema is an outbox table with a tenant column, delivered as a
+// header (tables[].headers) that endpoints filter on.
+const tenantSchema = `CREATE TABLE outbox (
+  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  id VARCHAR(64) NOT NULL UNIQUE,
+  aggregatetype VARCHAR(64) NOT NULL,
+  aggregateid VARCHAR(64) NOT NULL,
+  type VARCHAR(64) NOT NULL,
+  payload JSON NOT NULL,
+  tenant VARCHAR(16) NOT NULL
+)`
+
+// epKind is how a scale-test endpoint answers.
+type epKind int
+
+const (
+	epHealthy  epKind = iota
+	epDown            // 503 until the test lets it recover
+	epHang            // hangs past its timeout: every event dead-letters
+	epGone            // 410: every event dead-letters
+	epNotFound        // not an endpoint of the run
+)
+
+// tenantEvent is one committed outbox event.
+type tenantEvent struct {
+	id, agg string
+	tenant  int
+	seq     int // its producer's counter: per aggregate, commit order
+	at      time.Time
+}
+
+// tenantWorkload is what the producers committed, by tenant in commit order
+// per producer (every aggregate belongs to one producer).
+type tenantWorkload struct {
+	mu       sync.Mutex
+	byTenant map[int][]tenantEvent
+	byID     map[string]tenantEvent
+	txns     int
+}
+
+func (w *tenantWorkload) events() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.byID)
+}
+
+func (w *tenantWorkload) tenant(t int) []tenantEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.byTenant[t])
+}
+
+// produceTenants runs producers goroutines that together commit txns
+// transactions at a steady rate (one per every, per producer): each of 1 to
+// 3 events, of one tenant (every fifth of two), on aggregates that only
+// that producer writes, so per aggregate its counter is commit order. A
+// third of the tenants drawn are among the first hot tenants (when hot > 0).
+func produceTenants(ctx context.Context, t testing.TB, db *sql.DB, w *tenantWorkload, producers, txns, tenants, hot int, every time.Duration) {
+	t.Helper()
+	w.mu.Lock()
+	if w.byTenant == nil {
+		w.byTenant, w.byID = map[int][]tenantEvent{}, map[string]tenantEvent{}
+	}
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(p), 14))
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			seq := 0
+			for i := p; i < txns; i += producers {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				tenant := func() int {
+					if hot > 0 && r.IntN(3) == 0 {
+						return r.IntN(hot)
+					}
+					return r.IntN(tenants)
+				}
+				ts := []int{tenant()}
+				if i%5 == 4 {
+					ts = append(ts, tenant())
+				}
+				var evs []tenantEvent
+				var vals []string
+				var args []any
+				for _, tn := range ts {
+					for range 1 + r.IntN(2) {
+						seq++
+						e := tenantEvent{id: fmt.Sprintf("p%d-%d", p, seq), agg: fmt.Sprintf("t%d-p%d-a%d", tn, p, r.IntN(4)), tenant: tn, seq: seq}
+						evs = append(evs, e)
+						vals = append(vals, "(?, 'order', ?, 'created', '{}', ?)")
+						args = append(args, e.id, e.agg, "t"+strconv.Itoa(tn))
+					}
+				}
+				if _, err := conn.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES "+strings.Join(vals, ","), args...); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("producer %d: %v", p, err)
+					}
+					return
+				}
+				now := time.Now()
+				w.mu.Lock()
+				for _, e := range evs {
+					e.at = now
+					w.byTenant[e.tenant] = append(w.byTenant[e.tenant], e)
+					w.byID[e.id] = e
+				}
+				w.txns++
+				w.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// receipt is one event an endpoint accepted.
+type receipt struct {
+	id string
+	at time.Time
+}
+
+// fleet is the HTTP side of a gateway run: a few servers on loopback, one
+// path per endpoint (/e/<index>), each answering as its kind says.
+type fleet struct {
+	servers []*httptest.Server
+	kinds   []epKind
+	up      atomic.Bool // the epDown endpoints answer 200 once set
+	mu      []sync.Mutex
+	got     [][]receipt
+	reqs    []atomic.Int64
+}
+
+func newFleet(t testing.TB, kinds []epKind, servers int) *fleet {
+	f := &fleet{kinds: kinds, mu: make([]sync.Mutex, len(kinds)), got: make([][]receipt, len(kinds)), reqs: make([]atomic.Int64, len(kinds))}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/e/"))
+		if err != nil || i < 0 || i >= len(kinds) {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		f.reqs[i].Add(1)
+		switch kinds[i] {
+		case epDown:
+			if !f.up.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		case epHang:
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second): // 10 times its timeout
+			}
+			return
+		case epGone:
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		id := r.Header.Get("webhook-id")
+		f.mu[i].Lock()
+		f.got[i] = append(f.got[i], receipt{id, time.Now()})
+		f.mu[i].Unlock()
+	})
+	for range servers {
+		s := httptest.NewUnstartedServer(h)
+		s.Config.SetKeepAlivesEnabled(true)
+		s.Start()
+		f.servers = append(f.servers, s)
+		t.Cleanup(s.Close)
+	}
+	return f
+}
+
+func (f *fleet) url(i int) string { return fmt.Sprintf("%s/e/%d", f.servers[i%len(f.servers)].URL, i) }
+
+func (f *fleet) received(i int) []receipt {
+	f.mu[i].Lock()
+	defer f.mu[i].Unlock()
+	return slices.Clone(f.got[i])
+}
+
+// gatewayRun configures a relay for a fleet: one webhook sink of every
+// endpoint (the gateway), or, perEndpointSinks, one webhook sink per endpoint
+// (each its own binlog stream: the design before the gateway).
+type gatewayRun struct {
+	port             int
+	db               string
+	dir              string
+	tenants          int
+	perEndpointSinks bool
+	maxCatchUp       int
+	queue            int
+	maxInFlight      int
+	maxInFlightBytes int
+}
+
+func (g gatewayRun) config(t testing.TB, f *fleet) *config.Config {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 3000, heartbeat: 1s}
+tables: [{name: %s.outbox, headers: [tenant]}]
+checkpoint: {path: %s, interval: 200ms}
+dead_letter: {path: %s}
+sinks:
+`, g.port, g.db, filepath.Join(g.dir, "cp.json"), filepath.Join(g.dir, "dlq"))
+	gw := fmt.Sprintf("{queue: %d, max_in_flight: %d, max_in_flight_bytes: %d, max_catch_up: %d, detach_after: 200ms}", g.queue, g.maxInFlight, g.maxInFlightBytes, g.maxCatchUp)
+	endpoint := func(i int) string {
+		retry := "{initial_backoff: 50ms, max_backoff: 200ms, max_attempts: 100000, max_age: 1h}"
+		timeout := "5s"
+		if f.kinds[i] == epHang {
+			retry, timeout = "{initial_backoff: 20ms, max_backoff: 50ms, max_attempts: 2}", "100ms"
+		}
+		return fmt.Sprintf(`{name: e%04d, url: "%s", body: raw, timeout: %s, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: %s}`,
+			i, f.url(i), timeout, i%g.tenants, retry)
+	}
+	if g.perEndpointSinks {
+		for i := range f.kinds {
+			fmt.Fprintf(&b, "  - {name: h%04d, type: webhook, webhook: {gateway: %s, endpoints: [%s]}}\n", i, gw, endpoint(i))
+		}
+	} else {
+		fmt.Fprintf(&b, "  - name: hooks\n    type: webhook\n    webhook:\n      gateway: %s\n      endpoints:\n", gw)
+		for i := range f.kinds {
+			fmt.Fprintf(&b, "        - %s\n", endpoint(i))
+		}
+	}
+	cfg, err := config.Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// countingHandler counts log records whose message contains one of its
+// keys, and writes those above Error level to stderr (dead letters log at Error: thousands here).
+type countingHandler struct {
+	slog.Handler
+	keys   []string
+	counts []atomic.Int64
+}
+
+func newCountingHandler(keys ...string) *countingHandler {
+	return &countingHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}), keys: keys, counts: make([]atomic.Int64, len(keys))}
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	for i, k := range h.keys {
+		if strings.Contains(r.Message, k) {
+			h.counts[i].Add(1)
+		}
+	}
+	if r.Level > slog.LevelError {
+		return h.Handler.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithAttrs(as), keys: h.keys, counts: h.counts}
+}
+
+func (h *countingHandler) WithGroup(name string) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithGroup(name), keys: h.keys, counts: h.counts}
+}
+
+// dumpThreads counts the server's binlog dump threads.
+func dumpThreads(ctx context.Context, db *sql.DB) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')`).Scan(&n)
+	return n, err
+}
+
+// sampler runs f every period until stop is called.
+func sampler(period time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			f()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// The issue's scale test: 1,000 endpoints in 100 tenants on one webhook
+// sink, served by four HTTP servers on loopback, each endpoint subscribed
+// to its tenant (filter.headers on the outbox's tenant column). Producers
+// commit at a steady rate; 10 endpoints answer 503 until the producers are
+// done, 5 hang past their 100 ms timeout (2 attempts, then dead letters), 1
+// answers 410. Every healthy endpoint gets every event of its tenant
+// exactly once, in per-aggregate order; the 503 ones catch up (on catch-up
+// streams: they were detached) and get everything exactly once too; the
+// hanging and 410 ones have every event of their tenant in the dead-letter
+// store; the server never shows more than 1 + max_catch_up binlog dump
+// threads; and the Go heap stays under a bound derived from the queue
+// budgets.
+func TestGatewayScaleThousandEndpoints(t *testing.T) {
+	n := GatewayScaleEndpoints
+	if v := os.Getenv("OUTBOX_RELAY_GATEWAY_ENDPOINTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 100 {
+			t.Fatalf("OUTBOX_RELAY_GATEWAY_ENDPOINTS=%q: want a number of at least 100", v)
+		}
+	}
+	tenants := n / 10
+	kinds := make([]epKind, n)
+	// Endpoint i serves tenant i%tenants: the bad ones (0-15) are in
+	// distinct tenants, each with 9 healthy neighbours.
+	for i := range 10 {
+		kinds[i] = epDown
+	}
+	for i := 10; i < 15; i++ {
+		kinds[i] = epHang
+	}
+	kinds[15] = epGone
+
+	s := testserver.Start(t, testserver.Options{ServerID: 14})
+	dbname := s.NewDatabase(t)
+	db := s.DB(t, dbname)
+	if _, err := db.Exec(tenantSchema); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t, kinds, 4)
+	run := gatewayRun{port: s.Port, db: dbname, dir: t.TempDir(), tenants: tenants,
+		maxCatchUp: 2, queue: 4, maxInFlight: 8, maxInFlightBytes: 32 << 10}
+	cfg := run.config(t, f)
+	logs := newCountingHandler("catching up on its own stream", "re-joined the shared stream")
+
+	heap0, _ := memNow()
+	var peakHeap atomic.Uint64
+	stopHeap := sampler(250*time.Millisecond, func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > peakHeap.Load() {
+			peakHeap.Store(ms.HeapAlloc)
+		}
+	})
+	defer stopHeap()
+	var maxDumps, samples atomic.Int64
+	monitor := s.DB(t, "")
+	stopDumps := sampler(100*time.Millisecond, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := dumpThreads(ctx, monitor)
+		if err != nil {
+			t.Errorf("count binlog dump threads: %v", err)
+			return
+		}
+		samples.Add(1)
+		if int64(d) > maxDumps.Load() {
+			maxDumps.Store(int64(d))
+		}
+	})
+	defer stopDumps()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(logs)}).Run(ctx) }()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+
+	w := &tenantWorkload{}
+	// 4 producers, one transaction each every 10 ms (up to 400/s); a third
+	// of the transactions go to the 16 tenants of the bad endpoints, so that
+	// the 503 ones fill their queues (4 transactions, 8 events in flight)
+	// and are detached.
+	start := time.Now()
+	produceTenants(ctx, t, db, w, 4, gatewayScaleTxns, tenants, 16, 10*time.Millisecond)
+	produced := time.Since(start)
+	f.up.Store(true)
+	total := w.events()
+	t.Logf("%d endpoints, %d tenants: committed %d events in %d transactions in %s", n, tenants, total, w.txns, produced.Round(time.Millisecond))
+
+	dlq, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadOf := func(i int) map[string]bool {
+		recs, err := dlq.List(context.Background(), deadletter.Filter{Sink: fmt.Sprintf("hooks/e%04d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, r := range recs {
+			out[r.Event.ID] = true
+		}
+		return out
+	}
+	missing := func() (endpoints int, first string) {
+		for i, k := range kinds {
+			want := w.tenant(i % tenants)
+			have := map[string]bool{}
+			if k == epHang || k == epGone {
+				have = deadOf(i)
+			}
+			for _, r := range f.received(i) {
+				have[r.id] = true
+			}
+			for _, e := range want {
+				if !have[e.id] {
+					if endpoints == 0 {
+						first = fmt.Sprintf("e%04d (kind %d) lacks %s", i, k, e.id)
+					}
+					endpoints++
+					break
+				}
+			}
+		}
+		return endpoints, first
+	}
+	var left int
+	var example string
+	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		if left, example = missing(); left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 4 minutes %d endpoints still lack events (first: %s)", left, example)
+		}
+	}
+	drained := time.Since(start)
+	stopDumps()
+	stopHeap()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+
+	var healthyLatency []time.Duration
+	recovered := 0
+	for i, k := range kinds {
+		want := w.tenant(i % tenants)
+		got := f.received(i)
+		switch k {
+		case epHang, epGone:
+			if len(got) != 0 {
+				t.Errorf("e%04d (kind %d) accepted %d events", i, k, len(got))
+			}
+			dead := deadOf(i)
+			if len(dead) != len(want) {
+				t.Errorf("e%04d (kind %d): %d dead letters for the %d events of its tenant", i, k, len(dead), len(want))
+			}
+			continue
+		case epDown:
+			recovered++
+		}
+		// Exactly once (no crash here: no duplicates at all), nothing
+		// foreign, per aggregate in commit order.
+		seen := map[string]bool{}
+		last := map[string]int{}
+		bad := 0
+		for _, r := range got {
+			e, ok := w.byID[r.id]
+			switch {
+			case !ok || e.tenant != i%tenants:
+				t.Errorf("e%04d got %s, not an event of its tenant t%d", i, r.id, i%tenants)
+				bad++
+			case seen[r.id]:
+				t.Errorf("e%04d got %s twice", i, r.id)
+				bad++
+			case e.seq < last[e.agg]:
+				t.Errorf("e%04d: aggregate %s: %s after seq %d, out of commit order", i, e.agg, r.id, last[e.agg])
+				bad++
+			}
+			seen[r.id] = true
+			last[e.agg] = max(last[e.agg], e.seq)
+			if k == epHealthy && ok {
+				healthyLatency = append(healthyLatency, r.at.Sub(e.at))
+			}
+			if bad >= 3 {
+				break
+			}
+		}
+		if len(seen) != len(want) {
+			t.Errorf("e%04d (kind %d) got %d of its tenant's %d events", i, k, len(seen), len(want))
+		}
+	}
+	catchUps, rejoins := logs.counts[0].Load(), logs.counts[1].Load()
+	slices.Sort(healthyLatency)
+	var p50, p99 time.Duration
+	if len(healthyLatency) > 0 {
+		p50, p99 = healthyLatency[len(healthyLatency)/2], healthyLatency[len(healthyLatency)*99/100]
+	}
+	t.Logf("all delivered or dead-lettered %s after the first commit; healthy: %d deliveries, commit→receipt p50 %s p99 %s; %d 503 endpoints recovered; %d catch-up streams opened, %d re-joins; binlog dump threads at most %d in %d samples (limit %d); Go heap %.1f MB before, peak %.1f MB",
+		drained.Round(time.Millisecond), len(healthyLatency), p50.Round(time.Millisecond), p99.Round(time.Millisecond), recovered,
+		catchUps, rejoins, maxDumps.Load(), samples.Load(), 1+run.maxCatchUp, mb(heap0), mb(peakHeap.Load()))
+	if samples.Load() == 0 {
+		t.Fatal("the dump threads were never sampled")
+	}
+	if d := maxDumps.Load(); d > int64(1+run.maxCatchUp) || d < 1 {
+		t.Errorf("the server showed up to %d binlog dump threads; want 1 (the shared stream) to %d (+ max_catch_up)", d, 1+run.maxCatchUp)
+	}
+	// The 503 endpoints' queues filled while they were down: they were
+	// detached and caught up on streams of their own.
+	if catchUps == 0 {
+		t.Error("no endpoint ever caught up on its own stream: the 503 endpoints were never detached")
+	}
+	// Memory: per endpoint its queue (queue transactions of at most 6 small
+	// events, ~4 KB each with their decoded rows, generously), its in-flight
+	// bytes, its HTTP connections (max_concurrency 4, each with the client's
+	// and this process's receiving server's buffers: 64 KB, generously) and
+	// its pipeline's goroutines and state (64 KB), over the heap before the
+	// relay started. A generous bound, not a tight one: it catches memory
+	// that grows with the traffic or the backlog (a 503 endpoint's whole
+	// backlog held, per endpoint), not small leaks.
+	bound := heap0 + uint64(n)*uint64(run.queue*4<<10+run.maxInFlightBytes+4*64<<10+64<<10)
+	if p := peakHeap.Load(); p > bound {
+		t.Errorf("Go heap peaked at %.1f MB, over the queue budgets' bound of %.1f MB", mb(p), mb(bound))
+	}
+}
