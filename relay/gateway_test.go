@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -33,19 +33,7 @@ const GatewayScaleEndpoints = 1000
 // gatewayScaleTxns is the scale test's transactions: about 1.8 events each,
 // 10 deliveries each (10 endpoints per tenant). Under -race (CI) fewer, so
 // the test stays under a minute on 2 cores.
-var gatewayScaleTxns = map[bool]int{false: 2000, true: 800}[raceDetector]
-
-// tenantSchema is an outbox table with a tenant column, delivered as a
-// header (tables[].headers) that endpoints filter on.
-const tenantSchema = `CREATE TABLE outbox (
-  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  id VARCHAR(64) NOT NULL UNIQUE,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  tenant VARCHAR(16) NOT NULL
-)`
+var gatewayScaleTxns = map[bool]int{false: 2000, true: 500}[raceDetector]
 
 // epKind is how a scale-test endpoint answers.
 type epKind int
@@ -57,109 +45,6 @@ const (
 	epGone            // 410: every event dead-letters
 	epNotFound        // not an endpoint of the run
 )
-
-// tenantEvent is one committed outbox event.
-type tenantEvent struct {
-	id, agg string
-	tenant  int
-	seq     int // its producer's counter: per aggregate, commit order
-	at      time.Time
-}
-
-// tenantWorkload is what the producers committed, by tenant in commit order
-// per producer (every aggregate belongs to one producer).
-type tenantWorkload struct {
-	mu       sync.Mutex
-	byTenant map[int][]tenantEvent
-	byID     map[string]tenantEvent
-	txns     int
-}
-
-func (w *tenantWorkload) events() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.byID)
-}
-
-func (w *tenantWorkload) tenant(t int) []tenantEvent {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.byTenant[t])
-}
-
-// produceTenants runs producers goroutines that together commit txns
-// transactions at a steady rate (one per every, per producer): each of 1 to
-// 3 events, of one tenant (every fifth of two), on aggregates that only
-// that producer writes, so per aggregate its counter is commit order. A
-// third of the tenants drawn are among the first hot tenants (when hot > 0).
-func produceTenants(ctx context.Context, t testing.TB, db *sql.DB, w *tenantWorkload, producers, txns, tenants, hot int, every time.Duration) {
-	t.Helper()
-	w.mu.Lock()
-	if w.byTenant == nil {
-		w.byTenant, w.byID = map[int][]tenantEvent{}, map[string]tenantEvent{}
-	}
-	w.mu.Unlock()
-	var wg sync.WaitGroup
-	for p := range producers {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(p), 14))
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close()
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			seq := 0
-			for i := p; i < txns; i += producers {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				tenant := func() int {
-					if hot > 0 && r.IntN(3) == 0 {
-						return r.IntN(hot)
-					}
-					return r.IntN(tenants)
-				}
-				ts := []int{tenant()}
-				if i%5 == 4 {
-					ts = append(ts, tenant())
-				}
-				var evs []tenantEvent
-				var vals []string
-				var args []any
-				for _, tn := range ts {
-					for range 1 + r.IntN(2) {
-						seq++
-						e := tenantEvent{id: fmt.Sprintf("p%d-%d", p, seq), agg: fmt.Sprintf("t%d-p%d-a%d", tn, p, r.IntN(4)), tenant: tn, seq: seq}
-						evs = append(evs, e)
-						vals = append(vals, "(?, 'order', ?, 'created', '{}', ?)")
-						args = append(args, e.id, e.agg, "t"+strconv.Itoa(tn))
-					}
-				}
-				if _, err := conn.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES "+strings.Join(vals, ","), args...); err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("producer %d: %v", p, err)
-					}
-					return
-				}
-				now := time.Now()
-				w.mu.Lock()
-				for _, e := range evs {
-					e.at = now
-					w.byTenant[e.tenant] = append(w.byTenant[e.tenant], e)
-					w.byID[e.id] = e
-				}
-				w.txns++
-				w.mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-}
 
 // receipt is one event an endpoint accepted.
 type receipt struct {
@@ -374,7 +259,7 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{ServerID: 14})
 	dbname := s.NewDatabase(t)
 	db := s.DB(t, dbname)
-	if _, err := db.Exec(tenantSchema); err != nil {
+	if _, err := db.Exec(outboxtest.TenantSchema); err != nil {
 		t.Fatal(err)
 	}
 	f := newFleet(t, kinds, 4)
@@ -416,17 +301,17 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(logs)}).Run(ctx) }()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
-	w := &tenantWorkload{}
+	w := &outboxtest.TenantWorkload{}
 	// 4 producers, one transaction each every 10 ms (up to 400/s); a third
-	// of the transactions go to the 16 tenants of the bad endpoints, so that
-	// the 503 ones fill their queues (4 transactions, 8 events in flight)
+	// of the transactions go to the 10 tenants of the 503 endpoints, so that
+	// they fill their queues (4 transactions, 8 events in flight)
 	// and are detached.
 	start := time.Now()
-	produceTenants(ctx, t, db, w, 4, gatewayScaleTxns, tenants, 16, 10*time.Millisecond)
+	outboxtest.ProduceTenants(ctx, t, db, w, outboxtest.TenantLoad{Producers: 4, Txns: gatewayScaleTxns, Tenants: tenants, Hot: 10, Every: 10 * time.Millisecond})
 	produced := time.Since(start)
 	f.up.Store(true)
-	total := w.events()
-	t.Logf("%d endpoints, %d tenants: committed %d events in %d transactions in %s", n, tenants, total, w.txns, produced.Round(time.Millisecond))
+	total := w.Events()
+	t.Logf("%d endpoints, %d tenants: committed %d events in %d transactions in %s", n, tenants, total, w.Txns(), produced.Round(time.Millisecond))
 
 	dlq, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
 	if err != nil {
@@ -445,7 +330,7 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	}
 	missing := func() (endpoints int, first string) {
 		for i, k := range kinds {
-			want := w.tenant(i % tenants)
+			want := w.Tenant(i % tenants)
 			have := map[string]bool{}
 			if k == epHang || k == epGone {
 				have = deadOf(i)
@@ -454,9 +339,9 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 				have[r.id] = true
 			}
 			for _, e := range want {
-				if !have[e.id] {
+				if !have[e.ID] {
 					if endpoints == 0 {
-						first = fmt.Sprintf("e%04d (kind %d) lacks %s", i, k, e.id)
+						first = fmt.Sprintf("e%04d (kind %d) lacks %s", i, k, e.ID)
 					}
 					endpoints++
 					break
@@ -486,7 +371,7 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	var healthyLatency []time.Duration
 	recovered := 0
 	for i, k := range kinds {
-		want := w.tenant(i % tenants)
+		want := w.Tenant(i % tenants)
 		got := f.received(i)
 		switch k {
 		case epHang, epGone:
@@ -503,33 +388,17 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 		}
 		// Exactly once (no crash here: no duplicates at all), nothing
 		// foreign, per aggregate in commit order.
-		seen := map[string]bool{}
-		last := map[string]int{}
-		bad := 0
-		for _, r := range got {
-			e, ok := w.byID[r.id]
-			switch {
-			case !ok || e.tenant != i%tenants:
-				t.Errorf("e%04d got %s, not an event of its tenant t%d", i, r.id, i%tenants)
-				bad++
-			case seen[r.id]:
-				t.Errorf("e%04d got %s twice", i, r.id)
-				bad++
-			case e.seq < last[e.agg]:
-				t.Errorf("e%04d: aggregate %s: %s after seq %d, out of commit order", i, e.agg, r.id, last[e.agg])
-				bad++
-			}
-			seen[r.id] = true
-			last[e.agg] = max(last[e.agg], e.seq)
-			if k == epHealthy && ok {
-				healthyLatency = append(healthyLatency, r.at.Sub(e.at))
-			}
-			if bad >= 3 {
-				break
+		ids := make([]string, len(got))
+		for j, r := range got {
+			ids[j] = r.id
+			if e, ok := w.Lookup(r.id); ok && k == epHealthy {
+				healthyLatency = append(healthyLatency, r.at.Sub(e.At))
 			}
 		}
-		if len(seen) != len(want) {
-			t.Errorf("e%04d (kind %d) got %d of its tenant's %d events", i, k, len(seen), len(want))
+		rep := outboxtest.CheckTenant(w, i%tenants, ids)
+		if len(rep.Missing) > 0 || len(rep.Foreign) > 0 || len(rep.OutOfOrder) > 0 || rep.Duplicates > 0 {
+			t.Errorf("e%04d (kind %d, tenant t%d): %d of %d events, %d duplicates, missing %q, foreign %q, out of per-aggregate order %q",
+				i, k, i%tenants, rep.Unique, len(want), rep.Duplicates, firstOf(rep.Missing), firstOf(rep.Foreign), firstOf(rep.OutOfOrder))
 		}
 	}
 	catchUps, rejoins := logs.counts[0].Load(), logs.counts[1].Load()
@@ -565,3 +434,6 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 		t.Errorf("Go heap peaked at %.1f MB, over the queue budgets' bound of %.1f MB", mb(p), mb(bound))
 	}
 }
+
+// firstOf returns the first three of ids, for a message.
+func firstOf(ids []string) []string { return ids[:min(len(ids), 3)] }
