@@ -161,7 +161,7 @@ func compact(t *testing.T, s string) string {
 	return b.String()
 }
 
-func waitForCheckpoint(t *testing.T, path string) {
+func waitForCheckpoint(t testing.TB, path string) {
 	t.Helper()
 	// The relay saves its first checkpoint once the heartbeat or a
 	// transaction moves it; until the reader is connected, writes would be

@@ -1,0 +1,6 @@
+//go:build !race
+
+package relay_test
+
+// raceDetector is set in a -race build; see race_test.go.
+const raceDetector = false
