@@ -120,6 +120,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	hc := cfg.Hub
 	hc.Start = StartOf(hc.Flavor, cursors, cfg.RejoinWindow)
+	if cfg.Health != nil && hc.Failing == nil {
+		hc.Failing = func(key string) bool { return !cfg.Health.FailingSince(key).IsZero() }
+	}
 	hc.Logger = cfg.Logger
 	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
 		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}}, nil

@@ -72,6 +72,10 @@ type HubConfig struct {
 	// DetachAfter is how long, in all within 10s, an endpoint's full queue
 	// may make the shared stream wait before it is detached. Default 500ms.
 	DetachAfter time.Duration
+	// Failing, if set, reports whether an endpoint's last attempts failed:
+	// a failing endpoint with a full queue is detached at once, without
+	// making the shared stream wait for it.
+	Failing func(endpoint string) bool
 	// Observer, if set, is told about detaches and re-joins.
 	Observer Observer
 	Logger   *slog.Logger
@@ -250,6 +254,9 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	case t.ch <- txn:
 		return true
 	default:
+	}
+	if h.cfg.Failing != nil && h.cfg.Failing(t.name) {
+		return false
 	}
 	now := time.Now()
 	if now.Sub(t.waitFrom) > detachWindow {
