@@ -22,7 +22,7 @@ import (
 )
 
 // auditKafka audits cfg's kafka sink over (from, to].
-func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position) audit.Report {
+func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -50,11 +50,10 @@ func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position) audit
 		t.Fatal(err)
 	}
 	began := time.Now()
-	idx, err := audit.Collect(ctx, rc, audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}, from, cur, rb.Topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := audit.Kafka(ctx, idx, "kafka", kc.Brokers, rb)
+	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
+	rep, err := audit.Run(ctx, opts, rc, rng, from, cur, "kafka", rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
+		return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := collect(t, k.ListenAddrs(), "outbox.event.order")
-	txns := 20
+	txns := 60 // enough for the 64 KiB audit below to spill
 	if os.Getenv("OUTBOX_MEASURE") != "" { // the audit rate: -run TestAuditKafka -v
 		txns = 3000
 	}
@@ -100,7 +99,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	stop()
 
-	rep := auditKafka(t, cfg, from, to)
+	rep := auditKafka(t, cfg, from, to, audit.Options{})
 	if rep.Events != w.Events() || !rep.OK() || len(rep.Unexpected) != 0 || len(rep.Order) != 0 {
 		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", rep.Events, w.Events(), missingIDs(rep), rep.Unexpected, rep.Order)
 	}
@@ -137,15 +136,20 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep = auditKafka(t, cfg, from, to)
+	rep = auditKafka(t, cfg, from, to, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, lost) {
 		t.Fatalf("after dropping partition 0's %d records, missing %v; want exactly %v", len(lost), got, lost)
+	}
+	// The same audit with the least memory spills its sorts and finds the same.
+	small := auditKafka(t, cfg, from, to, audit.Options{Memory: audit.MinMemory, TempDir: t.TempDir()})
+	if got := missingIDs(small); small.Spill.Runs == 0 || !slices.Equal(got, lost) || small.DuplicateCount != rep.DuplicateCount || small.OrderCount != 0 {
+		t.Fatalf("with 64 KiB (%d runs spilled): missing %v, %d duplicates, %d order; want %v, %d, 0", small.Spill.Runs, got, small.DuplicateCount, small.OrderCount, lost, rep.DuplicateCount)
 	}
 
 	// One event committed while the relay is stopped.
 	insertAt(t, db, time.Now(), "never-produced")
 	to2, _ := canal.CurrentPosition(ctx, db, info)
-	rep = auditKafka(t, cfg, to, to2)
+	rep = auditKafka(t, cfg, to, to2, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, []string{"never-produced"}) {
 		t.Fatalf("an event never produced: missing %v", got)
 	}
