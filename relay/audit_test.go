@@ -2,12 +2,16 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,11 +22,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// auditKafka audits cfg's kafka sink over (from, to].
-func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
+// auditRange audits cfg's first sink over (from, to]: dest routes an event,
+// readBack reads the destinations back.
+func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options,
+	dest func(*event.Event) (string, error), readBack func(context.Context, *audit.Comparison, *audit.Span, []string) error) audit.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -43,23 +52,186 @@ func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
+	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
+	rep, err := audit.Run(ctx, opts, rc, rng, from, cur, cfg.Sinks[0].Name, dest, func(c *audit.Comparison, span *audit.Span, dests []string) error {
+		return readBack(ctx, c, span, dests)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// auditKafka audits cfg's kafka sink over (from, to].
+func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
+	t.Helper()
 	kc := *cfg.Sinks[0].Kafka
 	kc.Defaults()
 	rb, err := kafka.NewReadBack(kc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	began := time.Now()
-	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
-	rep, err := audit.Run(ctx, opts, rc, rng, from, cur, "kafka", rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
+	return auditRange(t, cfg, from, to, opts, rb.Topic, func(ctx context.Context, c *audit.Comparison, span *audit.Span, topics []string) error {
 		return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
 	})
+}
+
+// healthy fails unless r found every one of n events and nothing else wrong.
+func healthy(t *testing.T, r audit.Report, n int) {
+	t.Helper()
+	if r.Events != n || !r.OK() || r.UnexpectedCount != 0 || r.OrderCount != 0 {
+		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", r.Events, n, missingIDs(r), r.Unexpected, r.Order)
+	}
+}
+
+// streamAudit runs a relay with sinkYAML, commits a workload, waits until
+// read (the destination's ids in order, and a function that deletes one)
+// holds every event, and checks that an audit finds the run healthy and,
+// after every 7th id is deleted from the destination, exactly those
+// missing.
+func streamAudit(t *testing.T, sinkYAML string, read func() (ids []string, del func(i int)),
+	auditWith func(cfg *config.Config, from, to event.Position) audit.Report) {
+	t.Helper()
+	dbname, w := newOutbox(t)
+	db := srv.DB(t, dbname)
+	cfg := streamRelay(t, dbname, sinkYAML)
+	ctx := context.Background()
+	info, _ := canal.Inspect(ctx, db)
+	from, err := canal.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(began)
-	t.Logf("audit of %d events (%d transactions) took %s: %.0f events/s", rep.Events, rep.Transactions, took.Round(time.Millisecond), float64(rep.Events)/took.Seconds())
-	return rep
+	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
+	var ids []string
+	var del func(int)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ids, del = read()
+		if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); distinct >= w.Events() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events at the destination", len(ids), w.Events())
+		}
+	}
+	to, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy(t, auditWith(cfg, from, to), w.Events())
+
+	var lost []string
+	for i, id := range ids {
+		if i%7 == 3 {
+			lost = append(lost, id)
+		}
+	}
+	for i, id := range ids { // every copy of a lost id
+		if slices.Contains(lost, id) {
+			del(i)
+		}
+	}
+	slices.Sort(lost)
+	lost = slices.Compact(lost)
+	r := auditWith(cfg, from, to)
+	if got := missingIDs(r); !slices.Equal(got, lost) || r.Events != w.Events() {
+		t.Fatalf("after deleting %d ids: %d events, missing %v; want exactly %v", len(lost), r.Events, got, lost)
+	}
+}
+
+// An audit of a healthy NATS JetStream run reports nothing; deleting
+// messages from the stream makes it report exactly their ids.
+func TestAuditNATSFindsExactlyTheDeletedMessages(t *testing.T) {
+	sinktest.Require(t, "nats-server (JetStream)", "127.0.0.1:4222")
+	u := sinktest.Unique()
+	stream, prefix := "A"+u, "a"+u
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	defer js.DeleteStream(context.Background(), stream)
+	streamAudit(t, fmt.Sprintf(`
+  - name: nats
+    type: nats
+    nats:
+      urls: [nats://127.0.0.1:4222]
+      stream: %s
+      subject: %s.outbox.event.{{.AggregateType}}
+      create_stream: {enabled: true, subjects: [%s.>], storage: memory}
+`, stream, prefix, prefix), func() ([]string, func(int)) {
+		ctx := context.Background()
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, nil
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		var seqs []uint64
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				continue // deleted
+			}
+			ids, seqs = append(ids, m.Header.Get("id")), append(seqs, seq)
+		}
+		return ids, func(i int) {
+			if err := st.DeleteMsg(ctx, seqs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(cfg *config.Config, from, to event.Position) audit.Report {
+		rb, err := nats.NewReadBack(*cfg.Sinks[0].NATS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return auditRange(t, cfg, from, to, audit.Options{}, rb.Subject, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.NATS(ctx, c, span, rb, time.Minute)
+		})
+	})
+}
+
+// An audit of a healthy Redis Streams run reports nothing; deleting entries
+// (XDEL) makes it report exactly their ids.
+func TestAuditRedisFindsExactlyTheDeletedEntries(t *testing.T) {
+	sinktest.Require(t, "redis-server", "127.0.0.1:6379")
+	prefix := "a" + sinktest.Unique()
+	cl := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer cl.Close()
+	key := prefix + ":outbox:event:order"
+	defer cl.Del(context.Background(), key)
+	streamAudit(t, fmt.Sprintf(`
+  - name: redis
+    type: redis
+    redis: {addr: "127.0.0.1:6379", stream: "%s:outbox:event:{{.AggregateType}}"}
+`, prefix), func() ([]string, func(int)) {
+		ctx := context.Background()
+		msgs, err := cl.XRange(ctx, key, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i], _ = m.Values["id"].(string)
+		}
+		return ids, func(i int) {
+			if err := cl.XDel(ctx, key, msgs[i].ID).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(cfg *config.Config, from, to event.Position) audit.Report {
+		rb, err := redis.NewReadBack(*cfg.Sinks[0].Redis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		return auditRange(t, cfg, from, to, audit.Options{}, rb.Stream, func(ctx context.Context, c *audit.Comparison, span *audit.Span, keys []string) error {
+			return audit.Redis(ctx, c, span, keys, rb.Client, time.Minute)
+		})
+	})
 }
 
 func missingIDs(r audit.Report) []string {
@@ -87,7 +259,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := collect(t, k.ListenAddrs(), "outbox.event.order")
-	txns := 60 // enough for the 64 KiB audit below to spill
+	txns := 60                             // enough for the 64 KiB audit below to spill
 	if os.Getenv("OUTBOX_MEASURE") != "" { // the audit rate: -run TestAuditKafka -v
 		txns = 3000
 	}
@@ -100,9 +272,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	stop()
 
 	rep := auditKafka(t, cfg, from, to, audit.Options{})
-	if rep.Events != w.Events() || !rep.OK() || len(rep.Unexpected) != 0 || len(rep.Order) != 0 {
-		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", rep.Events, w.Events(), missingIDs(rep), rep.Unexpected, rep.Order)
-	}
+	healthy(t, rep, w.Events())
 
 	// Drop every record of partition 0.
 	var lost []string

@@ -22,8 +22,8 @@ import (
 )
 
 // streamRelay runs a relay with one sink (its YAML under `sinks:`) until
-// the test ends.
-func streamRelay(t *testing.T, dbname, sinkYAML string) {
+// the test ends, and returns its config.
+func streamRelay(t *testing.T, dbname, sinkYAML string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: 710, heartbeat: 1s}
@@ -47,6 +47,7 @@ sinks:
 			t.Errorf("relay: %v", err)
 		}
 	})
+	return cfg
 }
 
 // outage commits a workload, then breaks the link to the server for several

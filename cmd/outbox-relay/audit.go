@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/audit"
 	"github.com/outbox-relay/outbox-relay/canal"
@@ -21,6 +22,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -38,6 +41,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	receivedPath := fs.String("received", "", "webhook: a file of the ids the receiver got, one a line, to match instead of trusting acknowledgements")
 	limit := fs.Int("list", audit.DefaultList, "list at most this many ids of each kind")
 	memoryS := fs.String("memory", "256MiB", "the most memory the comparison's sort buffers take (K, M, G: binary units); past it they spill to --temp-dir")
+	skew := fs.Duration("clock-skew", time.Minute, "nats, redis: how far the destination server's clock may be behind the source's (messages are found by the time they were stored)")
 	tempDir := fs.String("temp-dir", "", "where the comparison spills when it outgrows --memory (default: $TMPDIR or /tmp)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -132,6 +136,31 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
 			return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	case "nats":
+		rb, err := nats.NewReadBack(*sc.NATS)
+		if err != nil {
+			return err
+		}
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Subject, func(c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.NATS(ctx, c, span, rb, *skew)
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	case "redis":
+		rb, err := redis.NewReadBack(*sc.Redis)
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Stream, func(c *audit.Comparison, span *audit.Span, keys []string) error {
+			return audit.Redis(ctx, c, span, keys, rb.Client, *skew)
 		})
 		if err != nil {
 			return err
