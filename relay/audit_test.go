@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,6 +25,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -322,5 +325,116 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	rep = auditKafka(t, cfg, to, to2, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, []string{"never-produced"}) {
 		t.Fatalf("an event never produced: missing %v", got)
+	}
+}
+
+// A RabbitMQ stream queue bound for auditing: a healthy run audits clean;
+// events whose messages never reached it (routed past it) are reported
+// exactly; a classic queue is refused and left untouched.
+func TestAuditRabbitMQStreamQueue(t *testing.T) {
+	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
+	name := "a" + sinktest.Unique()
+	auditQ, classicQ := name+"-audit", name+"-all"
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.ExchangeDelete(name, false, false)
+	defer ch.QueueDelete(auditQ, false, false, false)
+	defer ch.QueueDelete(classicQ, false, false, false)
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The consumers' queue takes everything; the audit's stream only orders.
+	if _, err := ch.QueueDeclare(classicQ, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(auditQ, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	for q, key := range map[string]string{classicQ: "outbox.event.#", auditQ: "outbox.event.order"} {
+		if err := ch.QueueBind(q, key, name, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbname, w := newOutbox(t)
+	db := srv.DB(t, dbname)
+	cfg := streamRelay(t, dbname, fmt.Sprintf(`
+  - name: rabbitmq
+    type: rabbitmq
+    rabbitmq: {addr: "127.0.0.1:5672", exchange: %s}
+`, name))
+	ctx := context.Background()
+	info, _ := canal.Inspect(ctx, db)
+	from, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
+	mid, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i := range 5 {
+		id := fmt.Sprintf("invoice-%d", i)
+		lost = append(lost, id)
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'invoice', 'inv', 'created', '{}')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := w.Events() + len(lost)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		q, err := ch.QueueDeclarePassive(classicQ, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages in the consumers' queue", q.Messages, n)
+		}
+	}
+	to, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := rabbitmq.NewReadBack(*cfg.Sinks[0].RabbitMQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditQueue := func(q string, to event.Position) (audit.Report, error) {
+		var rerr error
+		r := auditRange(t, cfg, from, to, audit.Options{}, rb.RoutingKey, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
+			rerr = audit.RabbitMQ(ctx, c, span, rb, q, time.Minute)
+			return nil
+		})
+		return r, rerr
+	}
+	// Up to the last order event: clean.
+	r, err := auditQueue(auditQ, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy(t, r, w.Events())
+	// With the invoices: exactly they are missing.
+	if r, err = auditQueue(auditQ, to); err != nil {
+		t.Fatal(err)
+	}
+	if got := missingIDs(r); !slices.Equal(got, lost) || r.Events != n {
+		t.Fatalf("%d events, missing %v; want exactly %v", r.Events, got, lost)
+	}
+	// A classic queue is refused, and keeps every message.
+	if _, err := auditQueue(classicQ, to); err == nil || !strings.Contains(err.Error(), "not a stream queue") {
+		t.Fatalf("auditing a classic queue: %v", err)
+	}
+	if q, err := ch.QueueDeclarePassive(classicQ, true, false, false, false, nil); err != nil || q.Messages != n {
+		t.Fatalf("the classic queue holds %d messages after the refusal (%v); want %d", q.Messages, err, n)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -33,7 +34,7 @@ var errMissing = errors.New("events are missing at the destination")
 // auditCmd re-reads a binlog range and checks a sink's destination holds
 // every committed outbox event of it.
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit", "audit --config FILE --sink NAME --from GTID-SET|TIME --to GTID-SET|TIME [--received FILE]", stderr)
+	fs := newFlags("audit", "audit --config FILE --sink NAME --from GTID-SET|TIME [--to GTID-SET|TIME] [--memory SIZE] [--temp-dir DIR] [--received FILE] [--queue NAME] [--clock-skew D]", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
 	sinkName := fs.String("sink", "", "the sink to audit (a webhook sink: all its endpoints, or one as sink/endpoint)")
 	fromS := fs.String("from", "", "start: a GTID set (the transactions after it, as a checkpoint) or a commit time (RFC 3339 or '2006-01-02 15:04:05' UTC; read from the oldest binlog)")
@@ -42,6 +43,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limit := fs.Int("list", audit.DefaultList, "list at most this many ids of each kind")
 	memoryS := fs.String("memory", "256MiB", "the most memory the comparison's sort buffers take (K, M, G: binary units); past it they spill to --temp-dir")
 	skew := fs.Duration("clock-skew", time.Minute, "nats, redis: how far the destination server's clock may be behind the source's (messages are found by the time they were stored)")
+	queue := fs.String("queue", "", "rabbitmq: the stream queue (x-queue-type: stream) bound for auditing to read back")
 	tempDir := fs.String("temp-dir", "", "where the comparison spills when it outgrows --memory (default: $TMPDIR or /tmp)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -161,6 +163,21 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer rb.Close()
 		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Stream, func(c *audit.Comparison, span *audit.Span, keys []string) error {
 			return audit.Redis(ctx, c, span, keys, rb.Client, *skew)
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	case "rabbitmq":
+		if *queue == "" {
+			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, sc.RabbitMQ.Exchange)
+		}
+		rb, err := rabbitmq.NewReadBack(*sc.RabbitMQ)
+		if err != nil {
+			return err
+		}
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.RoutingKey, func(c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.RabbitMQ(ctx, c, span, rb, *queue, *skew)
 		})
 		if err != nil {
 			return err
