@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -436,5 +437,77 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
 	}
 	if q, err := ch.QueueDeclarePassive(classicQ, true, false, false, false, nil); err != nil || q.Messages != n {
 		t.Fatalf("the classic queue holds %d messages after the refusal (%v); want %d", q.Messages, err, n)
+	}
+}
+
+// A --from time starts at the last binlog begun StartSlack before it (its
+// GTID list as the server reads it), or at the oldest; the read from there
+// keeps exactly the events committed at or after the time.
+func TestAuditFromATimeStartsAtTheLastFileBegunBeforeIt(t *testing.T) {
+	dbname, _ := newOutbox(t)
+	db := srv.DB(t, dbname)
+	ctx := context.Background()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 720}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertAt(t, db, time.Now(), "before-the-flush")
+	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	insertAt(t, db, time.Now(), "present")
+	insertAt(t, db, future, "future-1", "future-2")
+	info, err := source.Inspect(ctx, db, cfg.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := relay.AuditReader(cfg, info, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := canal.BinaryLogs(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := canal.FileNames(files)
+	if len(names) < 2 {
+		t.Fatalf("binlogs %v: want at least two", names)
+	}
+	last := names[len(names)-1]
+	start, fs, err := audit.StartFor(ctx, rc, names, future)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := canal.OldestGTIDList(ctx, db, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.File != last || start.File != last || !canal.Covers(info.Flavor, event.Position{GTIDSet: fs.GTIDs}, event.Position{GTIDSet: list}) ||
+		!canal.Covers(info.Flavor, event.Position{GTIDSet: list}, event.Position{GTIDSet: fs.GTIDs}) || fs.Begun.IsZero() {
+		t.Fatalf("from %s: start %+v (file start %+v); want %s with GTID list %q", future, start, fs, last, list)
+	}
+	if _, fs, err := audit.StartFor(ctx, rc, names, time.Unix(0, 0)); err != nil || fs.File != names[0] {
+		t.Fatalf("from 1970: %+v, %v; want the oldest, %s", fs, err, names[0])
+	}
+	cur, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	span, err := audit.Scan(ctx, rc, audit.Range{From: audit.Bound{Time: future}}, start, cur, func(e audit.Event, _ *event.Event, _ event.Position) error {
+		got = append(got, e.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"future-1", "future-2"}) || span.Transactions != 1 {
+		t.Fatalf("read %v in %d transactions; want future-1, future-2 in 1", got, span.Transactions)
 	}
 }

@@ -109,20 +109,25 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	start := event.Position{GTIDSet: from.GTID}
-	if from.GTID == "" {
-		if start, err = canal.EarliestPosition(ctx, db, info); err != nil {
-			return err
-		}
+	rc, err := relay.AuditReader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
+	if err != nil {
+		return err
 	}
+	start := event.Position{GTIDSet: from.GTID}
 	if from.GTID != "" {
 		if err := canal.CheckResume(ctx, db, info, start); err != nil {
 			return fmt.Errorf("--from: %w", err)
 		}
-	}
-	rc, err := relay.AuditReader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
-	if err != nil {
-		return err
+	} else {
+		files, err := canal.BinaryLogs(ctx, db)
+		if err != nil {
+			return err
+		}
+		var fs audit.FileStart
+		if start, fs, err = audit.StartFor(ctx, rc, canal.FileNames(files), from.Time); err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		fmt.Fprintf(stderr, "audit: reading from binlog %s, begun %s\n", fs.File, fs.Begun.Format(time.RFC3339))
 	}
 	rng := audit.Range{From: from, To: to}
 	opts := audit.Options{Memory: memory, TempDir: *tempDir, List: *limit}
