@@ -37,15 +37,11 @@ func RabbitMQ(ctx context.Context, c *Comparison, span *Span, rb *rabbitmq.ReadB
 	if err := checkStreamQueue(rb, queue); err != nil {
 		return err
 	}
-	conn, err := rb.Dial()
+	conn, ch, err := openChannel(rb)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open a rabbitmq channel: %w", err)
-	}
 	marker, err := appendMarker(ctx, ch, queue)
 	if err != nil {
 		return err
@@ -93,15 +89,11 @@ func RabbitMQ(ctx context.Context, c *Comparison, span *Span, rb *rabbitmq.ReadB
 // broker closes the connection that asked), any other queue answers it; a
 // message so got is given back at once.
 func checkStreamQueue(rb *rabbitmq.ReadBack, queue string) error {
-	conn, err := rb.Dial()
+	conn, ch, err := openChannel(rb)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open a rabbitmq channel: %w", err)
-	}
 	if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
@@ -146,4 +138,19 @@ func appendMarker(ctx context.Context, ch *amqp.Channel, queue string) (string, 
 		return "", fmt.Errorf("append the audit's end marker to rabbitmq stream queue %q (the audit's user needs to write to it through the default exchange): %w", queue, err)
 	}
 	return id, nil
+}
+
+// openChannel dials the broker and opens a channel; closing the connection
+// closes both.
+func openChannel(rb *rabbitmq.ReadBack) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := rb.Dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("open a rabbitmq channel: %w", err)
+	}
+	return conn, ch, nil
 }

@@ -336,15 +336,7 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
 	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
 	name := "a" + sinktest.Unique()
 	auditQ, classicQ := name+"-audit", name+"-all"
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitChannel(t)
 	defer ch.ExchangeDelete(name, false, false)
 	defer ch.QueueDelete(auditQ, false, false, false)
 	defer ch.QueueDelete(classicQ, false, false, false)

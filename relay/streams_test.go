@@ -188,15 +188,7 @@ func TestRedisOutage(t *testing.T) {
 func TestRabbitMQOutage(t *testing.T) {
 	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
 	name := "r" + sinktest.Unique()
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitChannel(t)
 	defer ch.ExchangeDelete(name, false, false)
 	defer ch.QueueDelete(name, false, false, false)
 	// The exchange, queue and binding exist before the relay publishes:
@@ -231,4 +223,20 @@ func TestRabbitMQOutage(t *testing.T) {
 			got = append(got, outboxtest.Delivered{ID: m.MessageId, AggregateID: agg})
 		}
 	})
+}
+
+// rabbitChannel is a channel to the shared RabbitMQ broker, closed when the
+// test ends (after the test's own deferred calls).
+func rabbitChannel(t *testing.T) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

@@ -50,4 +50,6 @@ func (r *ReadBack) RoutingKey(e *event.Event) (string, error) { return r.key.Ren
 func (r *ReadBack) Exchange() string { return r.cfg.Exchange }
 
 // Dial connects to the broker.
-func (r *ReadBack) Dial() (*amqp.Connection, error) { return dial(r.cfg, r.tls, r.pw, "outbox-relay audit") }
+func (r *ReadBack) Dial() (*amqp.Connection, error) {
+	return dial(r.cfg, r.tls, r.pw, "outbox-relay audit")
+}
