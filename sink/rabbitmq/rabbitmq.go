@@ -21,12 +21,11 @@ import (
 // Sink publishes outbox events to a RabbitMQ exchange with publisher
 // confirms. Create it with New.
 type Sink struct {
-	cfg    Config
-	log    *slog.Logger
-	key    *route.Template
-	tls    *tls.Config
-	pw     string
-	scheme string
+	cfg Config
+	log *slog.Logger
+	key *route.Template
+	tls *tls.Config
+	pw  string
 
 	mu      sync.Mutex // guards the connection against Close during a Write
 	conn    *amqp.Connection
@@ -58,11 +57,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw, scheme: "amqp"}
-	if tlsCfg != nil {
-		s.scheme = "amqps"
-	}
-	return s, nil
+	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw}, nil
 }
 
 // Connect dials the broker, opens a confirming channel and checks (or
@@ -73,19 +68,9 @@ func (s *Sink) Connect(ctx context.Context) error {
 
 // dial (re)opens the connection and channel.
 func (s *Sink) dial() error {
-	user, pw := s.cfg.Username, s.pw
-	if user == "" {
-		user, pw = "guest", "guest"
-	}
-	cfg := amqp.Config{
-		Vhost: s.cfg.VHost, Heartbeat: s.cfg.Heartbeat, TLSClientConfig: s.tls,
-		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
-		Dial:       amqp.DefaultDial(s.cfg.Timeout),
-		Properties: amqp.Table{"connection_name": "outbox-relay"},
-	}
-	conn, err := amqp.DialConfig(s.scheme+"://"+s.cfg.Addr+"/", cfg)
+	conn, err := dial(s.cfg, s.tls, s.pw, "outbox-relay")
 	if err != nil {
-		return fmt.Errorf("connect to rabbitmq %s: %w", s.cfg.Addr, err)
+		return err
 	}
 	ch, err := conn.Channel()
 	if err == nil {
@@ -120,6 +105,29 @@ func (s *Sink) dial() error {
 	}
 	s.log.Info("connected to rabbitmq", slog.String("addr", s.cfg.Addr), slog.String("exchange", s.cfg.Exchange))
 	return nil
+}
+
+// dial connects to cfg's broker as the named connection.
+func dial(c Config, tlsCfg *tls.Config, pw, name string) (*amqp.Connection, error) {
+	user := c.Username
+	if user == "" {
+		user, pw = "guest", "guest"
+	}
+	scheme := "amqp"
+	if tlsCfg != nil {
+		scheme = "amqps"
+	}
+	cfg := amqp.Config{
+		Vhost: c.VHost, Heartbeat: c.Heartbeat, TLSClientConfig: tlsCfg,
+		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
+		Dial:       amqp.DefaultDial(c.Timeout),
+		Properties: amqp.Table{"connection_name": name},
+	}
+	conn, err := amqp.DialConfig(scheme+"://"+c.Addr+"/", cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to rabbitmq %s: %w", c.Addr, err)
+	}
+	return conn, nil
 }
 
 // Close closes the channel and the connection; Write has returned, so no
