@@ -125,7 +125,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			te.rows[key] = row
 			if _, err := te.store.Load(context.Background(), key); err == nil {
 				// Re-enabled: it resumes from its cursor, catching up.
-				go te.restart(g, ep, nil)
+				go te.restart(g, key, nil)
 				continue
 			}
 			if err := g.StartLocked(ep); err != nil {
@@ -141,26 +141,40 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			}
 			te.log.Info("endpoint filter changed", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		default:
-			ep, err := te.build(row.Config)
-			if err != nil {
+			// Built once here to refuse a row that cannot be used: the
+			// endpoint then keeps its last good row.
+			if _, err := te.build(row.Config); err != nil {
 				te.log.Error("endpoints table: changed endpoint not restarted; it keeps its last good row", slog.String("endpoint", key), slog.Any("err", err))
 				continue
 			}
 			te.rows[key] = row
-			go te.restart(g, ep, g.StopLocked(key))
+			go te.restart(g, key, g.StopLocked(key))
 			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		}
 	}
 }
 
-// restart starts ep once its old pipeline (done) has stopped: from its
-// cursor, catching up to the shared stream.
-func (te *tableEndpoints) restart(g *gateway.Gateway, ep gateway.Endpoint, done <-chan struct{}) {
+// restart starts key once its old pipeline (done) has stopped, from its
+// cursor, catching up to the shared stream: with its row as it is then
+// (later changes may have come meanwhile), unless the row is gone or
+// disabled by then, or it runs already.
+func (te *tableEndpoints) restart(g *gateway.Gateway, key string, done <-chan struct{}) {
 	if done != nil {
 		<-done
 	}
-	if err := g.Start(ep); err != nil && !errors.Is(err, context.Canceled) {
-		te.log.Error("endpoints table: endpoint not restarted", slog.String("endpoint", ep.Key), slog.Any("err", err))
+	g.Hub().Lock()
+	row, ok := te.rows[key]
+	if !ok || g.Tap(key) != nil {
+		g.Hub().Unlock()
+		return
+	}
+	ep, err := te.build(row.Config)
+	g.Hub().Unlock()
+	if err == nil {
+		err = g.Start(ep)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		te.log.Error("endpoints table: endpoint not restarted", slog.String("endpoint", key), slog.Any("err", err))
 	}
 }
 

@@ -151,6 +151,12 @@ sinks:
 	commit("t3")
 	wantA = append(wantA, fmt.Sprintf("e%04d", seq))
 	waitForIDs(a, wantA)
+	// A new url restarts "static" with the new row: what is committed after
+	// goes to the new address, nothing is lost or sent twice.
+	c := newReceiver(t, nil)
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'static'`, c.srv.URL+"/hook")
+	wantC := commit("t3", "t3")
+	waitForIDs(c, wantC)
 	cancel()
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
@@ -169,7 +175,7 @@ sinks:
 	for name, c := range map[string]struct {
 		rc   *receiver
 		want []string
-	}{"static": {a, wantA}, "late": {b, wantB}} {
+	}{"static": {a, wantA}, "late": {b, wantB}, "static at its new url": {c, wantC}} {
 		all, perAgg := ids2(c.rc)
 		if !slices.Equal(all, c.want) {
 			t.Errorf("%s endpoint got %v, want %v", name, all, c.want)
