@@ -75,7 +75,7 @@ log: {level: warn}
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		kills++
-		resumeSeqs = append(resumeSeqs, checkpointSeq(t, cpPath))
+		resumeSeqs = append(resumeSeqs, checkpointSeq(t, cpPath, "kafka"))
 		cmd = start()
 	}
 	close(stopProducing)
@@ -134,16 +134,16 @@ log: {level: warn}
 	}
 }
 
-func checkpointSeq(t *testing.T, path string) int {
-	st, err := checkpoint.OpenFile(path)
+// checkpointSeq is the sequence number of the last GTID of sink's
+// checkpoint in the file store at path.
+func checkpointSeq(t *testing.T, path, sink string) int {
+	st, err := checkpoint.OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatalf("checkpoint after SIGKILL: %v", err)
 	}
-	cp, err := st.Load(context.Background(), "kafka")
+	cp, err := st.Load(context.Background(), sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := cp.Position.GTIDSet
-	n, _ := strconv.Atoi(g[strings.LastIndexByte(g, '-')+1:])
-	return n
+	return gtidSeq(cp.Position.GTIDSet)
 }
