@@ -73,19 +73,9 @@ func (s *Sink) Connect(ctx context.Context) error {
 
 // dial (re)opens the connection and channel.
 func (s *Sink) dial() error {
-	user, pw := s.cfg.Username, s.pw
-	if user == "" {
-		user, pw = "guest", "guest"
-	}
-	cfg := amqp.Config{
-		Vhost: s.cfg.VHost, Heartbeat: s.cfg.Heartbeat, TLSClientConfig: s.tls,
-		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
-		Dial:       amqp.DefaultDial(s.cfg.Timeout),
-		Properties: amqp.Table{"connection_name": "outbox-relay"},
-	}
-	conn, err := amqp.DialConfig(s.scheme+"://"+s.cfg.Addr+"/", cfg)
+	conn, err := s.open()
 	if err != nil {
-		return fmt.Errorf("connect to rabbitmq %s: %w", s.cfg.Addr, err)
+		return err
 	}
 	ch, err := conn.Channel()
 	if err == nil {
@@ -103,9 +93,9 @@ func (s *Sink) dial() error {
 		}
 		if err != nil {
 			conn.Close()
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return fmt.Errorf("rabbitmq exchange %q does not exist: declare it, or set declare_exchange: true in the sink's rabbitmq section: %w", s.cfg.Exchange, err)
+			if isNotFound(err) {
+				p := s.missingExchange(err)
+				return fmt.Errorf("%w: %s", p, p.Fix)
 			}
 			return fmt.Errorf("check rabbitmq exchange %q: %w", s.cfg.Exchange, err)
 		}
@@ -120,6 +110,25 @@ func (s *Sink) dial() error {
 	}
 	s.log.Info("connected to rabbitmq", slog.String("addr", s.cfg.Addr), slog.String("exchange", s.cfg.Exchange))
 	return nil
+}
+
+// open opens a connection to the broker with the sink's credentials.
+func (s *Sink) open() (*amqp.Connection, error) {
+	user, pw := s.cfg.Username, s.pw
+	if user == "" {
+		user, pw = "guest", "guest"
+	}
+	cfg := amqp.Config{
+		Vhost: s.cfg.VHost, Heartbeat: s.cfg.Heartbeat, TLSClientConfig: s.tls,
+		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
+		Dial:       amqp.DefaultDial(s.cfg.Timeout),
+		Properties: amqp.Table{"connection_name": "outbox-relay"},
+	}
+	conn, err := amqp.DialConfig(s.scheme+"://"+s.cfg.Addr+"/", cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to rabbitmq %s: %w", s.cfg.Addr, err)
+	}
+	return conn, nil
 }
 
 // Close closes the channel and the connection; Write has returned, so no

@@ -31,6 +31,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -470,4 +471,22 @@ func testClose(t *testing.T, h Harness) {
 		}
 	}
 	check(t, h, evs, ours, false)
+}
+
+// CheckProbe fails t unless a sink.Prober's outcome is what a case wants:
+// with problem "", a pass whose text holds found; otherwise an error holding
+// problem that, when fix is not "", is a *sink.Problem whose Fix holds fix.
+func CheckProbe(t testing.TB, found string, err error, wantFound, wantProblem, wantFix string) {
+	t.Helper()
+	var p *sink.Problem
+	switch {
+	case wantProblem == "":
+		if err != nil || !strings.Contains(found, wantFound) {
+			t.Fatalf("probe = %q, %v; want a pass saying %q", found, err, wantFound)
+		}
+	case err == nil || !strings.Contains(err.Error(), wantProblem):
+		t.Fatalf("probe = %q, %v; want an error saying %q", found, err, wantProblem)
+	case wantFix != "" && (!errors.As(err, &p) || !strings.Contains(p.Fix, wantFix)):
+		t.Fatalf("probe error %v; want a problem whose fix says %q", err, wantFix)
+	}
 }
