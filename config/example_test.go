@@ -22,6 +22,41 @@ func TestTheExampleConfigLoads(t *testing.T) {
 	}
 }
 
+// The example's commented-out sinks (NATS, Redis, RabbitMQ) parse once
+// uncommented, with what they show.
+func TestTheExampleConfigsCommentedSinksParse(t *testing.T) {
+	b, err := os.ReadFile("../deploy/config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	inSinks := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "sinks:" || strings.HasPrefix(line, "sinks: "):
+			inSinks = true
+		case line != "" && line[0] != ' ' && line[0] != '#':
+			inSinks = false
+		case inSinks && strings.HasPrefix(line, "  # ") && (strings.HasPrefix(line, "  # - ") || strings.HasPrefix(line, "  #   ")):
+			line = "  " + line[4:]
+		}
+		out = append(out, line)
+	}
+	t.Setenv("RELAY_DB_PASSWORD", "s3cret")
+	cfg, err := config.Parse([]byte(strings.Join(out, "\n")))
+	if err != nil {
+		t.Fatalf("the example with its sinks uncommented: %v", err)
+	}
+	byName := map[string]config.Sink{}
+	for _, s := range cfg.Sinks {
+		byName[s.Name] = s
+	}
+	if n, r, q := byName["nats"], byName["redis"], byName["rabbitmq"]; n.NATS == nil || r.Redis == nil || q.RabbitMQ == nil ||
+		n.NATS.CreateStream.DuplicateWindow.String() != "2m0s" || r.Redis.Addr != "127.0.0.1:6379" || q.RabbitMQ.Exchange != "outbox" {
+		t.Fatalf("uncommented sinks: %+v", cfg.Sinks)
+	}
+}
+
 func TestParseRejectsBadInputNamingTheField(t *testing.T) {
 	base := "tables: [{name: shop.outbox}]\nsinks: [{name: out, type: stdout}]\n"
 	tests := []struct {
