@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,36 +110,8 @@ func get(t *testing.T, url string) (int, string) {
 // says it is caught up, and is live and ready; the listener is gone after
 // the relay stops.
 func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
-	dbname := srv.NewDatabase(t)
-	db := srv.DB(t, dbname)
-	if _, err := db.Exec(outboxtest.Schema); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
-tables: [{name: %s.outbox}]
-checkpoint: {path: %s, interval: 200ms, start: current}
-sinks: [{name: out, type: stdout}]
-http: {listen: %q}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
-	base := "http://" + addr
-
-	// Ready once the stream is connected (nothing in flight yet).
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		code, _ := getQuiet(base + "/readyz")
-		return code == http.StatusOK
-	})
+	r := runRelay(t, 700, `[{name: out, type: stdout}]`)
+	db, dbname, base := r.db, r.dbname, r.base
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d %q", code, body)
 	}
@@ -210,13 +183,68 @@ http: {listen: %q}
 		t.Fatalf("/readyz when caught up = %d %q", code, body)
 	}
 
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := r.stop(); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("the HTTP listener still answers after the relay stopped")
 	}
+}
+
+// testRelay is a relay run by runRelay.
+type testRelay struct {
+	db     *sql.DB // of its outbox database
+	dbname string
+	base   string       // of its HTTP listener: "http://127.0.0.1:port"
+	stop   func() error // ends it and returns its error
+}
+
+// runRelay runs a relay (version v9.9.9-test) on a fresh outbox database
+// of srv with the sinks of sinksYAML and http.listen on a free port, and
+// waits until /readyz answers 200.
+func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
+	t.Helper()
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms, start: current}
+sinks: %s
+http: {listen: %q}
+`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && err != context.Canceled {
+			return err
+		}
+		return nil
+	}
+	t.Cleanup(func() { _ = stop() })
+	base := "http://" + addr
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+		code, _ := getQuiet(base + "/readyz")
+		return code == http.StatusOK
+	})
+	return testRelay{db: db, dbname: dbname, base: base, stop: stop}
 }
 
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
@@ -289,38 +317,12 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	defer js.DeleteStream(context.Background(), "M"+u)
 
-	dbname := srv.NewDatabase(t)
-	db := srv.DB(t, dbname)
-	if _, err := db.Exec(outboxtest.Schema); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 720, heartbeat: 1s}
-tables: [{name: %s.outbox}]
-checkpoint: {path: %s, interval: 200ms, start: current}
-sinks:
+	r := runRelay(t, 720, fmt.Sprintf(`
   - {name: out, type: stdout}
   - {name: js, type: nats, nats: {urls: ["nats://127.0.0.1:4222"], stream: M%s, subject: "m%s.{{.AggregateType}}", create_stream: {enabled: true, subjects: ["m%s.>"], storage: memory}}}
   - {name: rd, type: redis, redis: {addr: "127.0.0.1:6379", stream: "m%s:outbox"}}
-  - {name: mq, type: rabbitmq, rabbitmq: {addr: "127.0.0.1:5672", exchange: amq.topic, routing_key: "m%s.{{.AggregateType}}"}}
-http: {listen: %q}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), u, u, u, u, u, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: io.Discard,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
-	base := "http://" + addr
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		code, _ := getQuiet(base + "/readyz")
-		return code == http.StatusOK
-	})
+  - {name: mq, type: rabbitmq, rabbitmq: {addr: "127.0.0.1:5672", exchange: amq.topic, routing_key: "m%s.{{.AggregateType}}"}}`, u, u, u, u, u))
+	db, base := r.db, r.base
 	const want = 12
 	for i := range want {
 		id := fmt.Sprintf("s-%d", i)
@@ -354,8 +356,7 @@ http: {listen: %q}
 			t.Errorf("sink %s has no %s series: it is not among the dashboard's $sink choices", s, choices)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := r.stop(); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 }
