@@ -13,15 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
-func probe(t *testing.T, cfg redis.Config) (string, error) {
-	t.Helper()
-	s, err := redis.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	return s.Probe(context.Background())
-}
+func newSink(c redis.Config) (sinktest.ProbingSink, error) { return redis.New(c, nil) }
 
 // Probe (what `outbox-relay check` runs) says whether the server takes the
 // sink's XADDs, or what to do; it writes nothing.
@@ -47,28 +39,19 @@ func TestProbe(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 
-	for _, tc := range []struct {
-		name    string
-		cfg     redis.Config
-		found   string // in the result when it passes
-		problem string // in the error when it fails; "" passes
-		fix     string // in the Problem's fix; "" for an error that is no Problem
-	}{
-		{"an existing stream key passes", redis.Config{Addr: sharedServer, Stream: stream}, fmt.Sprintf("stream %q exists", stream), "", ""},
-		{"a missing key passes: the first XADD creates it", redis.Config{Addr: sharedServer, Stream: missing}, "the first XADD creates it", "", ""},
-		{"a template passes", redis.Config{Addr: sharedServer}, "each created by its first XADD", "", ""},
-		{"a key of another type fails with how to fix it", redis.Config{Addr: sharedServer, Stream: other}, "", "holds a string, not a stream", "DEL " + other},
-		{"a wrong password fails naming the credentials", redis.Config{Addr: withAuth, Password: "wrong"}, "", "WRONGPASS", "redis.username and the password"},
-		{"no password where one is required fails", redis.Config{Addr: withAuth}, "", "NOAUTH", "redis.username and the password"},
-		{"the right password passes", redis.Config{Addr: withAuth, Password: "right", Stream: "s"}, `stream "s" does not exist yet`, "", ""},
-		{"a read-only replica fails", redis.Config{Addr: replica}, "", "read-only replica", "point redis.addr at the primary"},
-		{"an unreachable server fails naming it", redis.Config{Addr: closed, Timeout: time.Second}, "", closed, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			found, err := probe(t, tc.cfg)
-			sinktest.CheckProbe(t, found, err, tc.found, tc.problem, tc.fix)
-		})
-	}
+	sinktest.RunProbes(t, newSink, []sinktest.ProbeCase[redis.Config]{
+		{Name: "an existing stream key passes", Config: redis.Config{Addr: sharedServer, Stream: stream}, Found: fmt.Sprintf("stream %q exists", stream)},
+		{Name: "a missing key passes: the first XADD creates it", Config: redis.Config{Addr: sharedServer, Stream: missing}, Found: "the first XADD creates it"},
+		{Name: "a template passes", Config: redis.Config{Addr: sharedServer}, Found: "each created by its first XADD"},
+		{Name: "a key of another type fails with how to fix it", Config: redis.Config{Addr: sharedServer, Stream: other},
+			Problem: "holds a string, not a stream", Fix: "DEL " + other},
+		{Name: "a wrong password fails naming the credentials", Config: redis.Config{Addr: withAuth, Password: "wrong"},
+			Problem: "WRONGPASS", Fix: "redis.username and the password"},
+		{Name: "no password where one is required fails", Config: redis.Config{Addr: withAuth}, Problem: "NOAUTH", Fix: "redis.username and the password"},
+		{Name: "the right password passes", Config: redis.Config{Addr: withAuth, Password: "right", Stream: "s"}, Found: `stream "s" does not exist yet`},
+		{Name: "a read-only replica fails", Config: redis.Config{Addr: replica}, Problem: "read-only replica", Fix: "point redis.addr at the primary"},
+		{Name: "an unreachable server fails naming it", Config: redis.Config{Addr: closed, Timeout: time.Second}, Problem: closed},
+	})
 	if n, err := admin.Exists(ctx, missing).Result(); err != nil || n != 0 {
 		t.Errorf("after the probes, %s exists (%d, %v): a probe must write nothing", missing, n, err)
 	}
