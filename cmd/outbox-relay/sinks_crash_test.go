@@ -18,13 +18,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
-// The shared servers the stream sinks' tests use (sinktest.Require says who
+// The shared servers the NATS, Redis and RabbitMQ sinks' tests use (sinktest.Require says who
 // starts them).
 const (
 	sharedNATS     = "127.0.0.1:4222"
@@ -32,7 +35,7 @@ const (
 	sharedRabbitMQ = "127.0.0.1:5672"
 )
 
-// crashKills is how many times a stream sink's crash run SIGKILLs the relay.
+// crashKills is how many times a sink's crash run SIGKILLs the relay.
 const crashKills = 5
 
 // crashSink is the destination of one crash run: the sink's entry under
@@ -55,24 +58,39 @@ type crashResult struct {
 	resent int // events in the destination, at a kill, committed after the checkpoint the relay resumed from
 }
 
-// The relay process, with each stream sink, is SIGKILLed mid-stream several
-// times (each kill once the restarted relay has saved a checkpoint past
-// what the destination held at the previous kill) while producers commit,
-// and restarted each time: every committed event ends up in the destination, per
-// aggregate the first deliveries are in commit order, nothing rolled back
-// arrives, and an event is there twice only if it was committed after a
-// checkpoint a restart resumed from. NATS JetStream stores none twice: the
-// re-sends carry the event id as Nats-Msg-Id and fall within the stream's
-// duplicate window (the test fails if nothing was re-sent: then it proved
-// nothing). Redis and RabbitMQ keep no dedupe window: their duplicates are
+// The relay process, with each broker sink (Kafka on the in-process broker;
+// NATS JetStream, Redis Streams and RabbitMQ on the shared servers), is
+// SIGKILLed mid-stream several times (each kill once the restarted relay
+// has saved a checkpoint past what the destination held at the previous
+// kill) while producers commit, and restarted each time: every committed
+// event ends up in the destination, per aggregate the first deliveries are
+// in commit order, nothing rolled back arrives, and an event is there twice
+// only if it was committed after a checkpoint a restart resumed from. NATS
+// JetStream stores none twice: the re-sends carry the event id as
+// Nats-Msg-Id and fall within the stream's duplicate window (the test fails
+// if nothing was re-sent: then it proved nothing). Kafka (no idempotent
+// producer), Redis and RabbitMQ keep no dedupe window: their duplicates are
 // logged, beside the events re-sent.
-func TestStreamSinksCrashRunAtLeastOnce(t *testing.T) {
+func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash run skipped with -short")
 	}
 	bin := buildBinary(t)
 	srv := testserver.Start(t, testserver.Options{ServerID: 12})
 
+	t.Run("kafka", func(t *testing.T) {
+		k, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		crashRun(t, bin, srv, 950, crashSink{typ: "kafka",
+			yaml: fmt.Sprintf(`
+    kafka: {brokers: [%s], create_topics: {enabled: true, partitions: 4}}
+`, k.ListenAddrs()[0]),
+			read: kafkaReader(t, k.ListenAddrs(), "outbox.event.order"),
+		})
+	})
 	t.Run("nats", func(t *testing.T) {
 		sinktest.Require(t, "nats-server (JetStream)", sharedNATS)
 		u := sinktest.Unique()
@@ -226,6 +244,20 @@ log: {level: warn}
 	return res
 }
 
+// checkpointSeq is the sequence number of the last GTID of sink's
+// checkpoint in the file store at path.
+func checkpointSeq(t *testing.T, path, sink string) int {
+	st, err := checkpoint.OpenFileReadOnly(path)
+	if err != nil {
+		t.Fatalf("checkpoint after SIGKILL: %v", err)
+	}
+	cp, err := st.Load(context.Background(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gtidSeq(cp.Position.GTIDSet)
+}
+
 // waitCheckpointPast waits until sink's checkpoint is past the transaction
 // with GTID sequence number seq.
 func waitCheckpointPast(t *testing.T, path string, seq int, limit time.Duration) {
@@ -275,6 +307,41 @@ func seqOf(got []outboxtest.Delivered) map[string]int {
 func gtidSeq(g string) int {
 	n, _ := strconv.Atoi(g[strings.LastIndexByte(g, '-')+1:])
 	return n
+}
+
+// kafkaReader consumes topic from its start, and keeps what it read. A read
+// polls until a poll brings nothing new.
+func kafkaReader(t *testing.T, brokers []string, topic string) func(*testing.T) []outboxtest.Delivered {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	header := func(rec *kgo.Record, k string) string {
+		for _, h := range rec.Headers {
+			if h.Key == k {
+				return string(h.Value)
+			}
+		}
+		return ""
+	}
+	var got []outboxtest.Delivered
+	return func(*testing.T) []outboxtest.Delivered {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			n := 0
+			fs.EachRecord(func(rec *kgo.Record) {
+				n++
+				got = append(got, outboxtest.Delivered{ID: header(rec, "id"), AggregateID: string(rec.Key), GTID: header(rec, "gtid")})
+			})
+			if n == 0 {
+				return got
+			}
+		}
+	}
 }
 
 // natsReader consumes the stream from its start, in stream order, with an
