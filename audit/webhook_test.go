@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -9,10 +10,7 @@ import (
 )
 
 func TestWebhookAuditUsesTheCheckpointTheDeadLettersAndTheReceiversList(t *testing.T) {
-	idx := &Index{Events: map[string]*Event{}}
-	for i, id := range []string{"a", "b", "c", "d"} {
-		idx.Events[id] = &Event{ID: id, Seq: i + 1, Position: event.Position{GTIDSet: "0-1-" + string(rune('1'+i))}}
-	}
+	ids := []string{"a", "b", "c", "d"}
 	cp := checkpoint.Checkpoint{Position: event.Position{GTIDSet: "0-1-3"}} // a, b, c acknowledged
 	dead := map[string]string{"b": "410 Gone"}
 	missing := func(r Report) []string {
@@ -37,7 +35,28 @@ func TestWebhookAuditUsesTheCheckpointTheDeadLettersAndTheReceiversList(t *testi
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Webhook(idx, "hooks/ep", "mariadb", cp, tc.found, dead, tc.received)
+			c := NewComparison(Options{TempDir: t.TempDir()})
+			defer c.Close()
+			w := &Webhook{Flavor: "mariadb", Checkpoint: cp, Found: tc.found, Dead: dead, Listed: tc.received != nil, C: c}
+			for i, id := range ids {
+				pos := event.Position{GTIDSet: "0-1-" + string(rune('1'+i))}
+				if err := w.Event(Event{ID: id, Seq: int64(i + 1)}, pos); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := int64(0)
+			for id, k := range tc.received {
+				for range k {
+					n++
+					if err := w.Received(id, n); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			r, err := c.Report(context.Background(), "hooks/ep", &Span{Flavor: "mariadb", Events: len(ids)})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := missing(r); !slices.Equal(got, tc.want) {
 				t.Fatalf("missing %q, want %q", got, tc.want)
 			}

@@ -12,7 +12,10 @@
 //     events, so the position keeps moving on a busy server with a quiet outbox.
 //   - Only write-rows events of outbox tables become events; UPDATE and DELETE
 //     are ignored, so "insert the outbox row and delete it in the same
-//     transaction" works. Rows of other tables are never decoded.
+//     transaction" works. Rows of other tables are never decoded, except
+//     those of watched tables (Config.Watch): each of their inserted,
+//     updated and deleted rows becomes an event.Change of its transaction,
+//     in binlog order, with its column names and normalized values.
 //   - Column names come from the TABLE_MAP event's optional metadata
 //     (binlog_row_metadata=FULL), so a row is always read with the schema it
 //     was written with.

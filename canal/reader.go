@@ -43,6 +43,12 @@ type Config struct {
 
 	// Tables are the outbox tables. At least one.
 	Tables []Table
+	// Watch are other tables whose inserted, updated and deleted rows are
+	// handed on with their transaction (event.Txn.Changes), read from the
+	// same stream; they need binlog_row_metadata=FULL and
+	// binlog_row_image=FULL like the outbox tables. Default none: rows of
+	// tables that are not outbox tables are then never decoded.
+	Watch []Watched
 
 	// HeartbeatPeriod asks the server for a heartbeat when the binlog is idle.
 	// Default 5s.
@@ -135,6 +141,7 @@ var ErrPositionLost = errors.New("binlog position is no longer available on the 
 type Reader struct {
 	cfg    Config
 	tables map[string]map[string]*Table // schema -> table -> outbox table
+	watch  map[string]map[string]string // schema -> table -> "schema.table" of a watched table; nil when none
 	log    *slog.Logger
 }
 
@@ -174,6 +181,23 @@ func New(cfg Config) (*Reader, error) {
 			r.tables[t.Schema] = map[string]*Table{}
 		}
 		r.tables[t.Schema][t.Name] = t
+	}
+	for _, w := range cfg.Watch {
+		switch {
+		case w.Schema == "" || w.Name == "":
+			return nil, fmt.Errorf("canal: watched table %q: give both its schema and its name", w.FullName())
+		case r.tables[w.Schema][w.Name] != nil:
+			return nil, fmt.Errorf("canal: table %s is both an outbox table and a watched table; watch another table", w.FullName())
+		case r.watch[w.Schema][w.Name] != "":
+			return nil, fmt.Errorf("canal: table %s is watched twice; list it once", w.FullName())
+		}
+		if r.watch == nil {
+			r.watch = map[string]map[string]string{}
+		}
+		if r.watch[w.Schema] == nil {
+			r.watch[w.Schema] = map[string]string{}
+		}
+		r.watch[w.Schema][w.Name] = w.FullName()
 	}
 	return r, nil
 }
@@ -422,6 +446,10 @@ type txnState struct {
 	gtid   string
 	events []*event.Event
 	tables map[uint64]*tableMap
+	// changes and watched: the rows and TABLE_MAPs of watched tables; nil
+	// when the reader watches none.
+	changes []event.Change
+	watched map[uint64]*watchMap
 
 	// exec is the executed GTID set including the transaction in progress;
 	// nil when GTIDs are off, or until a file start's header event.
@@ -434,13 +462,19 @@ type txnState struct {
 	skipFile string
 	skipTo   uint32
 
-	xa       string                    // the XA transaction in progress (its xid as logged), "" if none
-	prepared map[string][]*event.Event // XA PREPAREd outbox rows waiting for XA COMMIT / ROLLBACK
+	xa       string                // the XA transaction in progress (its xid as logged), "" if none
+	prepared map[string]preparedXA // XA PREPAREd rows waiting for XA COMMIT / ROLLBACK
 	// hold is where a restart must resume while prepared holds rows: the
 	// position before the oldest of those transactions. Positions handed
 	// on stay there, so a checkpoint never skips a prepared transaction.
 	hold *event.Position
 	last event.Position // the position after the last transaction read
+}
+
+// preparedXA is what an XA PREPAREd transaction holds until its XA COMMIT.
+type preparedXA struct {
+	events  []*event.Event
+	changes []event.Change
 }
 
 // tableMap is a TABLE_MAP event of an outbox table with column indexes resolved.
@@ -471,8 +505,14 @@ func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if re.Table == nil || r.outboxTable(re.Table) == nil {
-		return nil // not an outbox table: never decoded
+	if re.Table == nil {
+		return nil
+	}
+	if r.outboxTable(re.Table) == nil {
+		if r.watch != nil && r.watchedTable(re.Table) != "" {
+			return re.DecodeData(pos, data) // every row change of a watched table
+		}
+		return nil // neither an outbox nor a watched table: never decoded
 	}
 	if re.Type() != replication.EnumRowsEventTypeInsert {
 		return nil // UPDATE and DELETE of the outbox are ignored
@@ -535,6 +575,9 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 	case *replication.TableMapEvent:
 		t := r.outboxTable(e)
 		if t == nil {
+			if r.watch != nil {
+				return r.watchTableMap(st, e)
+			}
 			return nil
 		}
 		tm, err := resolve(t, e)
@@ -546,11 +589,17 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		st.tables[e.TableID] = tm
 	case *replication.RowsEvent:
-		if len(e.Rows) == 0 || e.Type() != replication.EnumRowsEventTypeInsert {
+		if len(e.Rows) == 0 {
 			return nil
 		}
 		tm := st.tables[e.TableID]
 		if tm == nil {
+			if wm := st.watched[e.TableID]; wm != nil {
+				return wm.addChanges(st, e)
+			}
+			return nil
+		}
+		if e.Type() != replication.EnumRowsEventTypeInsert {
 			return nil
 		}
 		for _, row := range e.Rows {
@@ -617,7 +666,9 @@ func (r *Reader) onQuery(ctx context.Context, st *txnState, ev *replication.Binl
 	case bytes.EqualFold(q, []byte("COMMIT")):
 		return r.commit(ctx, st, ev, handle)
 	case bytes.EqualFold(q, []byte("ROLLBACK")):
-		st.events = nil // only non-transactional changes survived; none are ours
+		// Only changes of non-transactional tables survive a ROLLBACK in
+		// the binlog: no outbox rows; a watched table's changes did happen.
+		st.events = nil
 		return r.commit(ctx, st, ev, handle)
 	case hasPrefixFold(q, "XA START "), hasPrefixFold(q, "XA BEGIN "):
 		st.inTxn = true
@@ -632,11 +683,12 @@ func (r *Reader) onQuery(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		// The second phase of a prepared transaction: its own GTID, its
 		// rows were read at XA PREPARE.
-		st.events = append(st.events, st.prepared[id]...)
+		st.events = append(st.events, st.prepared[id].events...)
+		st.changes = append(st.changes, st.prepared[id].changes...)
 		st.release(id)
 		return r.commit(ctx, st, ev, handle)
 	case hasPrefixFold(q, "XA ROLLBACK "):
-		st.events = nil
+		st.events, st.changes = nil, nil
 		st.release(xid(q[len("XA ROLLBACK "):]))
 		return r.commit(ctx, st, ev, handle)
 	case st.inTxn:
@@ -665,17 +717,17 @@ func (r *Reader) xaPrepare(ctx context.Context, st *txnState, ev *replication.Bi
 	}
 	// The form XA COMMIT / XA ROLLBACK are logged with: X'gtrid',X'bqual',formatID.
 	id := fmt.Sprintf("x'%x',x'%x',%d", data[13:13+gl], data[13+gl:13+gl+bl], format)
-	if len(st.events) > 0 {
+	if len(st.events) > 0 || len(st.changes) > 0 {
 		if st.prepared == nil {
-			st.prepared = map[string][]*event.Event{}
+			st.prepared = map[string]preparedXA{}
 		}
-		st.prepared[id] = st.events
+		st.prepared[id] = preparedXA{events: st.events, changes: st.changes}
 		if st.hold == nil {
 			h := st.last
 			st.hold = &h
 		}
 	}
-	st.events = nil
+	st.events, st.changes = nil, nil
 	return r.commit(ctx, st, ev, handle) // moves the executed set; no events
 }
 
@@ -706,6 +758,8 @@ func (st *txnState) begin() {
 	st.gtid = ""
 	st.events = nil
 	st.tables = nil
+	st.changes = nil
+	st.watched = nil
 	st.xa = ""
 }
 
@@ -735,7 +789,7 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	if st.hold != nil {
 		pos = *st.hold
 	}
-	txn := &event.Txn{Events: st.events, Position: pos, CommitTime: commitTime}
+	txn := &event.Txn{Events: st.events, Changes: st.changes, Position: pos, CommitTime: commitTime}
 	st.begin()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.Transaction(commitTime)
@@ -767,17 +821,7 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		}
 		return i, nil
 	}
-	tm := &tableMap{table: t, name: t.FullName(), ev: e, dec: make([]int8, len(e.ColumnType))}
-	for i, typ := range e.ColumnType {
-		switch typ {
-		case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
-			tm.dec[i] = int8(min(e.ColumnMeta[i], 6))
-		case mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_TIMESTAMP:
-			tm.dec[i] = 0
-		default:
-			tm.dec[i] = -1
-		}
-	}
+	tm := &tableMap{table: t, name: t.FullName(), ev: e, dec: temporalDigits(e)}
 	var err error
 	if tm.id, err = find("id", t.Columns.ID); err != nil {
 		return nil, err

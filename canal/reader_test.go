@@ -71,26 +71,14 @@ func position(t *testing.T, db *sql.DB, earliest bool) event.Position {
 // collect reads until want events arrived or the deadline passed.
 func collect(t *testing.T, cfg canal.Config, from event.Position, want int) ([]*event.Event, []event.Position) {
 	t.Helper()
-	r, err := canal.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	var events []*event.Event
 	var positions []event.Position
-	errDone := errors.New("done")
-	err = r.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
+	collectTxns(t, cfg, from, func(txns []*event.Txn) bool {
+		txn := txns[len(txns)-1]
 		events = append(events, txn.Events...)
 		positions = append(positions, txn.Position)
-		if len(events) >= want {
-			return errDone
-		}
-		return nil
+		return len(events) >= want
 	})
-	if !errors.Is(err, errDone) {
-		t.Fatalf("reader stopped with %v after %d of %d events", err, len(events), want)
-	}
 	return events, positions
 }
 

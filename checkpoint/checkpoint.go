@@ -7,6 +7,12 @@
 // fsynced, so a crash leaves the old or the new checkpoint, never a torn one)
 // and MySQL (a table in a database of its own, each save one transaction).
 //
+// Both can also save many keys in one write (BatchSaver), delete a key
+// (Deleter) and list every key (Lister). Many pipelines saving at once (a
+// webhook gateway's thousand endpoints, each every checkpoint interval) save
+// through a GroupCommit, which writes the saves that wait together with one
+// SaveMany; the lock and the fence stay on the store it wraps.
+//
 // A Store is safe for concurrent use by several sinks' pipelines.
 package checkpoint
 
@@ -50,4 +56,34 @@ type Store interface {
 	Save(ctx context.Context, key string, cp Checkpoint) error
 	// Close releases the store.
 	Close() error
+}
+
+// BatchSaver is implemented by stores that can save many keys' checkpoints
+// in one write (File and MySQL). GroupCommit uses it to write, at once, the
+// saves of many pipelines.
+type BatchSaver interface {
+	// SaveMany replaces the checkpoint of every key in cps. When it returns
+	// nil every one is durable; when it returns an error none was saved and
+	// the previous ones are intact. A store that Save would refuse (read-only,
+	// fenced) refuses SaveMany with the same error.
+	SaveMany(ctx context.Context, cps map[string]Checkpoint) error
+}
+
+// Deleter is implemented by stores that can forget a key (File and MySQL):
+// a webhook endpoint removed for good drops its checkpoint, so it no longer
+// holds back prune. Delete a key only once nothing saves it any more (its
+// pipeline has returned): a save that is under way may write it again.
+type Deleter interface {
+	// Delete removes key's checkpoint; a key with none is not an error.
+	// It is refused as Save would be (read-only, fenced).
+	Delete(ctx context.Context, key string) error
+}
+
+// Lister is implemented by stores that can list every key they hold (File
+// and MySQL): with endpoints kept as data, the relay's config does not name
+// every key.
+type Lister interface {
+	// List returns every saved checkpoint by key; an empty store (or, read
+	// only, a missing file or table) returns an empty map.
+	List(ctx context.Context) (map[string]Checkpoint, error)
 }

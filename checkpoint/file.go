@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,16 +119,51 @@ func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
 
 // Save implements Store: the whole document is rewritten atomically.
 func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
+	return f.rewrite(func(all map[string]Checkpoint) { all[key] = cp })
+}
+
+// SaveMany implements BatchSaver: every key's checkpoint in one atomic
+// rewrite of the document (one fsync), all or nothing.
+func (f *File) SaveMany(_ context.Context, cps map[string]Checkpoint) error {
+	if len(cps) == 0 && !f.readOnly {
+		return nil
+	}
+	return f.rewrite(func(all map[string]Checkpoint) {
+		for k, cp := range cps {
+			all[k] = cp
+		}
+	})
+}
+
+// Delete implements Deleter: the document is rewritten without key. A key
+// with no checkpoint is not an error, and writes nothing.
+func (f *File) Delete(_ context.Context, key string) error {
+	f.mu.Lock()
+	_, ok := f.all[key]
+	f.mu.Unlock()
+	if !ok && !f.readOnly {
+		return nil
+	}
+	return f.rewrite(func(all map[string]Checkpoint) { delete(all, key) })
+}
+
+// List implements Lister.
+func (f *File) List(context.Context) (map[string]Checkpoint, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.all), nil
+}
+
+// rewrite applies change to a copy of every checkpoint and writes the copy
+// atomically; the store's view moves to it only once it is durable.
+func (f *File) rewrite(change func(map[string]Checkpoint)) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	next := make(map[string]Checkpoint, len(f.all)+1)
-	for k, v := range f.all {
-		next[k] = v
-	}
-	next[key] = cp
+	next := maps.Clone(f.all)
+	change(next)
 	b, err := encodeFile(next)
 	if err != nil {
 		return err

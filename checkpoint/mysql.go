@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -103,27 +106,73 @@ func IsMissingTable(err error) bool {
 	return errors.As(err, &me) && me.Number == 1146
 }
 
+// columns are a checkpoint row's columns after name, in the order scanRow
+// and upsertArgs use; columnsV1 those of a table of an earlier version.
+const (
+	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time"
+	columnsV1 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at"
+)
+
 // Load implements Store.
 func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
-	var cp Checkpoint
-	err := m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time FROM `"+m.table+"` WHERE name = ?", key).
-		Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime})
-	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
-		cp = Checkpoint{}
-		err = m.db.QueryRowContext(ctx, "SELECT flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at FROM `"+m.table+"` WHERE name = ?", key).
-			Scan(&cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt})
-	}
-	if errors.Is(err, sql.ErrNoRows) || m.readOnly && IsMissingTable(err) {
-		return Checkpoint{}, ErrNotFound
-	}
+	all, err := m.query(ctx, " WHERE name = ?", key)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("load checkpoint %q: %w", key, err)
 	}
-	cp.UpdatedAt = cp.UpdatedAt.UTC()
-	if !cp.CommitTime.IsZero() {
-		cp.CommitTime = cp.CommitTime.UTC()
+	cp, ok := all[key]
+	if !ok {
+		return Checkpoint{}, ErrNotFound
 	}
 	return cp, nil
+}
+
+// List implements Lister.
+func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
+	all, err := m.query(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints in %q: %w", m.table, err)
+	}
+	return all, nil
+}
+
+// query reads the rows that where (empty, or " WHERE …") selects. A table of
+// an earlier version (no commit_time) is read as it is; a missing table
+// reads as empty on a read-only store.
+func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
+	all, err := m.queryColumns(ctx, columns, where, args)
+	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		all, err = m.queryColumns(ctx, columnsV1, where, args)
+	}
+	if m.readOnly && IsMissingTable(err) {
+		return map[string]Checkpoint{}, nil
+	}
+	return all, err
+}
+
+func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any) (map[string]Checkpoint, error) {
+	rows, err := m.db.QueryContext(ctx, "SELECT name, "+cols+" FROM `"+m.table+"`"+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	all := map[string]Checkpoint{}
+	for rows.Next() {
+		var key string
+		var cp Checkpoint
+		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}}
+		if cols == columnsV1 {
+			dest = dest[:len(dest)-1]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		cp.UpdatedAt = cp.UpdatedAt.UTC()
+		if !cp.CommitTime.IsZero() {
+			cp.CommitTime = cp.CommitTime.UTC()
+		}
+		all[key] = cp
+	}
+	return all, rows.Err()
 }
 
 // Save implements Store: one transaction. Once Lock has taken the store's
@@ -132,57 +181,117 @@ func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 // a relay that another one has taken over from gets ErrFenced, and never
 // writes again.
 func (m *MySQL) Save(ctx context.Context, key string, cp Checkpoint) error {
-	if m.readOnly {
-		return ErrReadOnly
-	}
-	epoch, err := m.lease.epochForSave()
-	if err != nil {
-		return fmt.Errorf("save checkpoint %q: %w", key, err)
-	}
-	if epoch == 0 { // not locked (checkpoint.lock: false, or a tool): unfenced
-		if _, err := m.db.ExecContext(ctx, m.upsert(), m.upsertArgs(key, cp)...); err != nil {
-			return fmt.Errorf("save checkpoint %q: %w", key, err)
-		}
-		return nil
-	}
-	tx, err := m.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save checkpoint %q: %w", key, err)
-	}
-	defer tx.Rollback()
-	var cur uint64
-	err = tx.QueryRowContext(ctx, "SELECT epoch FROM `"+FenceTable+"` WHERE name = ? FOR UPDATE", m.table).Scan(&cur)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		m.lease.lose()
-		return fmt.Errorf("save checkpoint %q: %w (the fencing row of %s in %s is gone)", key, ErrFenced, m.table, FenceTable)
-	case err != nil:
-		return fmt.Errorf("save checkpoint %q: %w", key, err)
-	case cur != epoch:
-		m.lease.lose()
-		return fmt.Errorf("save checkpoint %q: %w (fencing epoch %d, this relay's %d)", key, ErrFenced, cur, epoch)
-	}
-	if _, err := tx.ExecContext(ctx, m.upsert(), m.upsertArgs(key, cp)...); err != nil {
-		return fmt.Errorf("save checkpoint %q: %w", key, err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := m.write(ctx, 1, func(ex execer) error {
+		_, err := ex.ExecContext(ctx, m.upsert(1), m.upsertArgs(nil, key, cp)...)
+		return err
+	}); err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", key, err)
 	}
 	return nil
 }
 
-func (m *MySQL) upsert() string {
-	return "INSERT INTO `" + m.table + "` (name, flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time) " +
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
+// rowsPerStatement is how many checkpoints SaveMany writes per INSERT
+// statement; more are written by several statements of one transaction.
+const rowsPerStatement = 500
+
+// SaveMany implements BatchSaver: one transaction, fenced as Save is, of one
+// multi-row INSERT … ON DUPLICATE KEY UPDATE per rowsPerStatement keys,
+// written in key order (two writers lock rows in the same order).
+func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
+	if len(cps) == 0 && !m.readOnly {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(cps))
+	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
+	if err := m.write(ctx, len(chunks), func(ex execer) error {
+		for _, chunk := range chunks {
+			args := make([]any, 0, len(chunk)*9)
+			for _, k := range chunk {
+				args = m.upsertArgs(args, k, cps[k])
+			}
+			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("save %d checkpoints: %w", len(cps), err)
+	}
+	return nil
+}
+
+// Delete implements Deleter, fenced as Save is.
+func (m *MySQL) Delete(ctx context.Context, key string) error {
+	if err := m.write(ctx, 1, func(ex execer) error {
+		_, err := ex.ExecContext(ctx, "DELETE FROM `"+m.table+"` WHERE name = ?", key)
+		return err
+	}); err != nil {
+		return fmt.Errorf("delete checkpoint %q: %w", key, err)
+	}
+	return nil
+}
+
+// execer is a transaction, or the database for one unfenced statement.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// write runs the statements of do (how many: statements) as one transaction.
+// Once Lock has set a fencing epoch, the transaction first reads the epoch
+// row FOR UPDATE and goes on only if it is still this relay's; otherwise
+// the store is fenced for good and write returns ErrFenced. Unlocked, one
+// statement runs on its own (it is a transaction by itself).
+func (m *MySQL) write(ctx context.Context, statements int, do func(execer) error) error {
+	if m.readOnly {
+		return ErrReadOnly
+	}
+	epoch, err := m.lease.epochForSave()
+	if err != nil {
+		return err
+	}
+	if epoch == 0 && statements == 1 { // not locked (checkpoint.lock: false, or a tool): unfenced
+		return do(m.db)
+	}
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if epoch != 0 {
+		var cur uint64
+		err = tx.QueryRowContext(ctx, "SELECT epoch FROM `"+FenceTable+"` WHERE name = ? FOR UPDATE", m.table).Scan(&cur)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			m.lease.lose()
+			return fmt.Errorf("%w (the fencing row of %s in %s is gone)", ErrFenced, m.table, FenceTable)
+		case err != nil:
+			return err
+		case cur != epoch:
+			m.lease.lose()
+			return fmt.Errorf("%w (fencing epoch %d, this relay's %d)", ErrFenced, cur, epoch)
+		}
+	}
+	if err := do(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// upsert is the INSERT … ON DUPLICATE KEY UPDATE of rows checkpoints.
+func (m *MySQL) upsert(rows int) string {
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
+	return "INSERT INTO `" + m.table + "` (name, " + columns + ") " +
+		"VALUES " + values + " ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
 		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time)"
 }
 
-func (m *MySQL) upsertArgs(key string, cp Checkpoint) []any {
+// upsertArgs appends the arguments of one row of upsert to args.
+func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 	var commit any // NULL: unknown
 	if !cp.CommitTime.IsZero() {
 		commit = cp.CommitTime.UTC().Truncate(time.Microsecond)
 	}
-	return []any{key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit}
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit)
 }
 
 // Close implements Store; the caller owns db and closes it.

@@ -304,8 +304,15 @@ type Sink struct {
 // is delivered by a pipeline of its own, with its own checkpoint named
 // "<sink name>/<endpoint name>", so a dead endpoint only falls behind itself.
 type Webhook struct {
-	// Endpoints, at least one. See sink/webhook for every field and default.
+	// Endpoints are the static endpoints. See sink/webhook for every field
+	// and default. A webhook sink needs endpoints, an endpoints_table, or
+	// both. Default none.
 	Endpoints []webhook.EndpointConfig `yaml:"endpoints"`
+	// EndpointsTable takes endpoints from the rows of a table in the source
+	// database (deploy/outbox_endpoints.sql): table, tenant_header,
+	// secrets_key (from the environment: ${VAR}) and the defaults of every
+	// row's endpoint. See webhook.TableConfig. Default none.
+	EndpointsTable *webhook.TableConfig `yaml:"endpoints_table"`
 }
 
 // Log configures logging.
@@ -789,9 +796,16 @@ func (c *Config) Validate() error {
 				bad("sinks[%d]: %v", i, err)
 			}
 		case "webhook":
-			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 {
-				bad("sinks[%d].webhook.endpoints: a webhook sink needs at least one endpoint", i)
+			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 && s.Webhook.EndpointsTable == nil {
+				bad("sinks[%d].webhook: a webhook sink needs endpoints (a list in the file), an endpoints_table (rows in the database), or both", i)
 				break
+			}
+			if et := s.Webhook.EndpointsTable; et != nil {
+				if err := et.Validate(); err != nil {
+					for _, e := range unjoin(err) {
+						bad("sinks[%d].webhook.%v", i, e)
+					}
+				}
 			}
 			seenEP := map[string]bool{}
 			for j, ep := range s.Webhook.Endpoints {
@@ -896,6 +910,14 @@ func (l Log) SlogLevel() slog.Level {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(l.Level))
 	return lv
+}
+
+// unjoin lists the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func oneOf(v string, options ...string) bool {

@@ -101,10 +101,54 @@ func (p Position) String() string {
 }
 
 // Txn is one committed source transaction as the reader hands it on: the
-// outbox events it inserted (possibly none) and the position just after it.
-// A transaction with no outbox events still moves the position forward.
+// outbox events it inserted (possibly none), the row changes of the watched
+// tables it made (possibly none) and the position just after it. A
+// transaction with neither still moves the position forward.
 type Txn struct {
-	Events     []*Event
+	Events []*Event
+	// Changes are the inserted, updated and deleted rows of the tables the
+	// reader watches (not outbox tables), in binlog order. Empty when the
+	// reader watches none.
+	Changes    []Change
 	Position   Position
 	CommitTime time.Time
+}
+
+// ChangeOp is what a statement did to a row of a watched table.
+type ChangeOp uint8
+
+// The row operations, as the binlog's rows events name them.
+const (
+	Insert ChangeOp = iota + 1
+	Update
+	Delete
+)
+
+func (op ChangeOp) String() string {
+	switch op {
+	case Insert:
+		return "insert"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	}
+	return fmt.Sprintf("ChangeOp(%d)", uint8(op))
+}
+
+// Change is one row of a watched table inserted, updated or deleted by a
+// transaction.
+type Change struct {
+	// Table is the table as "schema.table".
+	Table string
+	Op    ChangeOp
+	// Row is the row after the change (Insert, Update) or before it
+	// (Delete), keyed by column name as the table defines it. Values are
+	// normalized: SQL NULL is nil; integers are int64 (an unsigned value
+	// above math.MaxInt64 is uint64); FLOAT and DOUBLE are float64;
+	// character, binary, BLOB, TEXT, JSON, ENUM, SET and DECIMAL values are
+	// string; DATE, TIME, DATETIME, TIMESTAMP and YEAR are string as the
+	// server prints them ("2024-05-01 12:00:00.123456"; TIMESTAMP in the
+	// relay's local time zone); BIT is int64.
+	Row map[string]any
 }

@@ -2,12 +2,19 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,11 +25,17 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// auditKafka audits cfg's kafka sink over (from, to].
-func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position) audit.Report {
+// auditRange audits cfg's first sink over (from, to]: dest routes an event,
+// readBack reads the destinations back.
+func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options,
+	dest func(*event.Event) (string, error), readBack func(context.Context, *audit.Comparison, *audit.Span, []string) error) audit.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -43,24 +56,186 @@ func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position) audit
 	if err != nil {
 		t.Fatal(err)
 	}
+	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
+	rep, err := audit.Run(ctx, opts, rc, rng, from, cur, cfg.Sinks[0].Name, dest, func(c *audit.Comparison, span *audit.Span, dests []string) error {
+		return readBack(ctx, c, span, dests)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// auditKafka audits cfg's kafka sink over (from, to].
+func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
+	t.Helper()
 	kc := *cfg.Sinks[0].Kafka
 	kc.Defaults()
 	rb, err := kafka.NewReadBack(kc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	began := time.Now()
-	idx, err := audit.Collect(ctx, rc, audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}, from, cur, rb.Topic)
+	return auditRange(t, cfg, from, to, opts, rb.Topic, func(ctx context.Context, c *audit.Comparison, span *audit.Span, topics []string) error {
+		return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+	})
+}
+
+// healthy fails unless r found every one of n events and nothing else wrong.
+func healthy(t *testing.T, r audit.Report, n int) {
+	t.Helper()
+	if r.Events != n || !r.OK() || r.UnexpectedCount != 0 || r.OrderCount != 0 {
+		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", r.Events, n, missingIDs(r), r.Unexpected, r.Order)
+	}
+}
+
+// streamAudit runs a relay with sinkYAML, commits a workload, waits until
+// read (the destination's ids in order, and a function that deletes one)
+// holds every event, and checks that an audit finds the run healthy and,
+// after every 7th id is deleted from the destination, exactly those
+// missing.
+func streamAudit(t *testing.T, sinkYAML string, read func() (ids []string, del func(i int)),
+	auditWith func(cfg *config.Config, from, to event.Position) audit.Report) {
+	t.Helper()
+	dbname, w := newOutbox(t)
+	db := srv.DB(t, dbname)
+	cfg := streamRelay(t, dbname, sinkYAML)
+	ctx := context.Background()
+	info, _ := canal.Inspect(ctx, db)
+	from, err := canal.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := audit.Kafka(ctx, idx, "kafka", kc.Brokers, rb)
+	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
+	var ids []string
+	var del func(int)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ids, del = read()
+		if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); distinct >= w.Events() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events at the destination", len(ids), w.Events())
+		}
+	}
+	to, err := canal.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(began)
-	t.Logf("audit of %d events (%d transactions) took %s: %.0f events/s", rep.Events, rep.Transactions, took.Round(time.Millisecond), float64(rep.Events)/took.Seconds())
-	return rep
+	healthy(t, auditWith(cfg, from, to), w.Events())
+
+	var lost []string
+	for i, id := range ids {
+		if i%7 == 3 {
+			lost = append(lost, id)
+		}
+	}
+	for i, id := range ids { // every copy of a lost id
+		if slices.Contains(lost, id) {
+			del(i)
+		}
+	}
+	slices.Sort(lost)
+	lost = slices.Compact(lost)
+	r := auditWith(cfg, from, to)
+	if got := missingIDs(r); !slices.Equal(got, lost) || r.Events != w.Events() {
+		t.Fatalf("after deleting %d ids: %d events, missing %v; want exactly %v", len(lost), r.Events, got, lost)
+	}
+}
+
+// An audit of a healthy NATS JetStream run reports nothing; deleting
+// messages from the stream makes it report exactly their ids.
+func TestAuditNATSFindsExactlyTheDeletedMessages(t *testing.T) {
+	sinktest.Require(t, "nats-server (JetStream)", "127.0.0.1:4222")
+	u := sinktest.Unique()
+	stream, prefix := "A"+u, "a"+u
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	defer js.DeleteStream(context.Background(), stream)
+	streamAudit(t, fmt.Sprintf(`
+  - name: nats
+    type: nats
+    nats:
+      urls: [nats://127.0.0.1:4222]
+      stream: %s
+      subject: %s.outbox.event.{{.AggregateType}}
+      create_stream: {enabled: true, subjects: [%s.>], storage: memory}
+`, stream, prefix, prefix), func() ([]string, func(int)) {
+		ctx := context.Background()
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return nil, nil
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		var seqs []uint64
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				continue // deleted
+			}
+			ids, seqs = append(ids, m.Header.Get("id")), append(seqs, seq)
+		}
+		return ids, func(i int) {
+			if err := st.DeleteMsg(ctx, seqs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(cfg *config.Config, from, to event.Position) audit.Report {
+		rb, err := nats.NewReadBack(*cfg.Sinks[0].NATS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return auditRange(t, cfg, from, to, audit.Options{}, rb.Subject, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.NATS(ctx, c, span, rb, time.Minute)
+		})
+	})
+}
+
+// An audit of a healthy Redis Streams run reports nothing; deleting entries
+// (XDEL) makes it report exactly their ids.
+func TestAuditRedisFindsExactlyTheDeletedEntries(t *testing.T) {
+	sinktest.Require(t, "redis-server", "127.0.0.1:6379")
+	prefix := "a" + sinktest.Unique()
+	cl := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer cl.Close()
+	key := prefix + ":outbox:event:order"
+	defer cl.Del(context.Background(), key)
+	streamAudit(t, fmt.Sprintf(`
+  - name: redis
+    type: redis
+    redis: {addr: "127.0.0.1:6379", stream: "%s:outbox:event:{{.AggregateType}}"}
+`, prefix), func() ([]string, func(int)) {
+		ctx := context.Background()
+		msgs, err := cl.XRange(ctx, key, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i], _ = m.Values["id"].(string)
+		}
+		return ids, func(i int) {
+			if err := cl.XDel(ctx, key, msgs[i].ID).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(cfg *config.Config, from, to event.Position) audit.Report {
+		rb, err := redis.NewReadBack(*cfg.Sinks[0].Redis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		return auditRange(t, cfg, from, to, audit.Options{}, rb.Stream, func(ctx context.Context, c *audit.Comparison, span *audit.Span, keys []string) error {
+			return audit.Redis(ctx, c, span, keys, rb.Client, time.Minute)
+		})
+	})
 }
 
 func missingIDs(r audit.Report) []string {
@@ -88,7 +263,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := collect(t, k.ListenAddrs(), "outbox.event.order")
-	txns := 20
+	txns := 60                             // enough for the 64 KiB audit below to spill
 	if os.Getenv("OUTBOX_MEASURE") != "" { // the audit rate: -run TestAuditKafka -v
 		txns = 3000
 	}
@@ -100,10 +275,8 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	stop()
 
-	rep := auditKafka(t, cfg, from, to)
-	if rep.Events != w.Events() || !rep.OK() || len(rep.Unexpected) != 0 || len(rep.Order) != 0 {
-		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", rep.Events, w.Events(), missingIDs(rep), rep.Unexpected, rep.Order)
-	}
+	rep := auditKafka(t, cfg, from, to, audit.Options{})
+	healthy(t, rep, w.Events())
 
 	// Drop every record of partition 0.
 	var lost []string
@@ -137,16 +310,196 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep = auditKafka(t, cfg, from, to)
+	rep = auditKafka(t, cfg, from, to, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, lost) {
 		t.Fatalf("after dropping partition 0's %d records, missing %v; want exactly %v", len(lost), got, lost)
+	}
+	// The same audit with the least memory spills its sorts and finds the same.
+	small := auditKafka(t, cfg, from, to, audit.Options{Memory: audit.MinMemory, TempDir: t.TempDir()})
+	if got := missingIDs(small); small.Spill.Runs == 0 || !slices.Equal(got, lost) || small.DuplicateCount != rep.DuplicateCount || small.OrderCount != 0 {
+		t.Fatalf("with 64 KiB (%d runs spilled): missing %v, %d duplicates, %d order; want %v, %d, 0", small.Spill.Runs, got, small.DuplicateCount, small.OrderCount, lost, rep.DuplicateCount)
 	}
 
 	// One event committed while the relay is stopped.
 	insertAt(t, db, time.Now(), "never-produced")
 	to2, _ := canal.CurrentPosition(ctx, db, info)
-	rep = auditKafka(t, cfg, to, to2)
+	rep = auditKafka(t, cfg, to, to2, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, []string{"never-produced"}) {
 		t.Fatalf("an event never produced: missing %v", got)
+	}
+}
+
+// A RabbitMQ stream queue bound for auditing: a healthy run audits clean;
+// events whose messages never reached it (routed past it) are reported
+// exactly; a classic queue is refused and left untouched.
+func TestAuditRabbitMQStreamQueue(t *testing.T) {
+	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
+	name := "a" + sinktest.Unique()
+	auditQ, classicQ := name+"-audit", name+"-all"
+	ch := rabbitChannel(t)
+	defer ch.ExchangeDelete(name, false, false)
+	defer ch.QueueDelete(auditQ, false, false, false)
+	defer ch.QueueDelete(classicQ, false, false, false)
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The consumers' queue takes everything; the audit's stream only orders.
+	if _, err := ch.QueueDeclare(classicQ, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(auditQ, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	for q, key := range map[string]string{classicQ: "outbox.event.#", auditQ: "outbox.event.order"} {
+		if err := ch.QueueBind(q, key, name, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbname, w := newOutbox(t)
+	db := srv.DB(t, dbname)
+	cfg := streamRelay(t, dbname, fmt.Sprintf(`
+  - name: rabbitmq
+    type: rabbitmq
+    rabbitmq: {addr: "127.0.0.1:5672", exchange: %s}
+`, name))
+	ctx := context.Background()
+	info, _ := canal.Inspect(ctx, db)
+	from, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
+	mid, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i := range 5 {
+		id := fmt.Sprintf("invoice-%d", i)
+		lost = append(lost, id)
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'invoice', 'inv', 'created', '{}')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := w.Events() + len(lost)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		q, err := ch.QueueDeclarePassive(classicQ, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages in the consumers' queue", q.Messages, n)
+		}
+	}
+	to, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := rabbitmq.NewReadBack(*cfg.Sinks[0].RabbitMQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditQueue := func(q string, to event.Position) (audit.Report, error) {
+		var rerr error
+		r := auditRange(t, cfg, from, to, audit.Options{}, rb.RoutingKey, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
+			rerr = audit.RabbitMQ(ctx, c, span, rb, q, time.Minute)
+			return nil
+		})
+		return r, rerr
+	}
+	// Up to the last order event: clean.
+	r, err := auditQueue(auditQ, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy(t, r, w.Events())
+	// With the invoices: exactly they are missing.
+	if r, err = auditQueue(auditQ, to); err != nil {
+		t.Fatal(err)
+	}
+	if got := missingIDs(r); !slices.Equal(got, lost) || r.Events != n {
+		t.Fatalf("%d events, missing %v; want exactly %v", r.Events, got, lost)
+	}
+	// A classic queue is refused, and keeps every message.
+	if _, err := auditQueue(classicQ, to); err == nil || !strings.Contains(err.Error(), "not a stream queue") {
+		t.Fatalf("auditing a classic queue: %v", err)
+	}
+	if q, err := ch.QueueDeclarePassive(classicQ, true, false, false, false, nil); err != nil || q.Messages != n {
+		t.Fatalf("the classic queue holds %d messages after the refusal (%v); want %d", q.Messages, err, n)
+	}
+}
+
+// A --from time starts at the last binlog begun StartSlack before it (its
+// GTID list as the server reads it), or at the oldest; the read from there
+// keeps exactly the events committed at or after the time.
+func TestAuditFromATimeStartsAtTheLastFileBegunBeforeIt(t *testing.T) {
+	dbname, _ := newOutbox(t)
+	db := srv.DB(t, dbname)
+	ctx := context.Background()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: 720}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertAt(t, db, time.Now(), "before-the-flush")
+	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	insertAt(t, db, time.Now(), "present")
+	insertAt(t, db, future, "future-1", "future-2")
+	info, err := source.Inspect(ctx, db, cfg.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := relay.AuditReader(cfg, info, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := canal.BinaryLogs(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := canal.FileNames(files)
+	if len(names) < 2 {
+		t.Fatalf("binlogs %v: want at least two", names)
+	}
+	last := names[len(names)-1]
+	start, fs, err := audit.StartFor(ctx, rc, names, future)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := canal.OldestGTIDList(ctx, db, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.File != last || start.File != last || !canal.Covers(info.Flavor, event.Position{GTIDSet: fs.GTIDs}, event.Position{GTIDSet: list}) ||
+		!canal.Covers(info.Flavor, event.Position{GTIDSet: list}, event.Position{GTIDSet: fs.GTIDs}) || fs.Begun.IsZero() {
+		t.Fatalf("from %s: start %+v (file start %+v); want %s with GTID list %q", future, start, fs, last, list)
+	}
+	if _, fs, err := audit.StartFor(ctx, rc, names, time.Unix(0, 0)); err != nil || fs.File != names[0] {
+		t.Fatalf("from 1970: %+v, %v; want the oldest, %s", fs, err, names[0])
+	}
+	cur, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	span, err := audit.Scan(ctx, rc, audit.Range{From: audit.Bound{Time: future}}, start, cur, func(e audit.Event, _ *event.Event, _ event.Position) error {
+		got = append(got, e.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"future-1", "future-2"}) || span.Transactions != 1 {
+		t.Fatalf("read %v in %d transactions; want future-1, future-2 in 1", got, span.Transactions)
 	}
 }

@@ -107,34 +107,41 @@ func BenchmarkBacklog(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cpPath := filepath.Join(b.TempDir(), "cp.json")
-			cfg, err := config.Parse([]byte(fmt.Sprintf(`
+			_, elapsed := drainBacklog(b, k.ListenAddrs()[0])
+			k.Close()
+			b.ReportMetric(float64(backlogRows)/elapsed.Seconds(), "events/s")
+		}
+	})
+}
+
+// drainBacklog runs a relay with a kafka sink on brokers until its
+// checkpoint covers the backlog; it returns the config and how long it took.
+func drainBacklog(b *testing.B, brokers string) (*config.Config, time.Duration) {
+	cpPath := filepath.Join(b.TempDir(), "cp.json")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: 7800}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 50ms, start: "gtid:%s"}
 delivery: {batch_size: 2000, max_in_flight: 20000}
 sinks: [{name: kafka, type: kafka, kafka: {brokers: [%s]}}]
-`, srv.Port, backlog.dbname, cpPath, backlog.start.GTIDSet, k.ListenAddrs()[0])))
-			if err != nil {
-				b.Fatal(err)
+`, srv.Port, backlog.dbname, cpPath, backlog.start.GTIDSet, brokers)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	for {
+		if st, err := checkpoint.OpenFile(cpPath); err == nil {
+			if cp, err := st.Load(ctx, "kafka"); err == nil && cp.Position.GTIDSet == backlog.end.GTIDSet {
+				break
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			start := time.Now()
-			go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
-			for {
-				if st, err := checkpoint.OpenFile(cpPath); err == nil {
-					if cp, err := st.Load(ctx, "kafka"); err == nil && cp.Position.GTIDSet == backlog.end.GTIDSet {
-						break
-					}
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			elapsed := time.Since(start)
-			cancel()
-			<-done
-			k.Close()
-			b.ReportMetric(float64(backlogRows)/elapsed.Seconds(), "events/s")
 		}
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	<-done
+	return cfg, elapsed
 }

@@ -22,8 +22,8 @@ import (
 )
 
 // streamRelay runs a relay with one sink (its YAML under `sinks:`) until
-// the test ends.
-func streamRelay(t *testing.T, dbname, sinkYAML string) {
+// the test ends, and returns its config.
+func streamRelay(t *testing.T, dbname, sinkYAML string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: 710, heartbeat: 1s}
@@ -47,6 +47,7 @@ sinks:
 			t.Errorf("relay: %v", err)
 		}
 	})
+	return cfg
 }
 
 // outage commits a workload, then breaks the link to the server for several
@@ -187,15 +188,7 @@ func TestRedisOutage(t *testing.T) {
 func TestRabbitMQOutage(t *testing.T) {
 	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
 	name := "r" + sinktest.Unique()
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitChannel(t)
 	defer ch.ExchangeDelete(name, false, false)
 	defer ch.QueueDelete(name, false, false, false)
 	// The exchange, queue and binding exist before the relay publishes:
@@ -230,4 +223,20 @@ func TestRabbitMQOutage(t *testing.T) {
 			got = append(got, outboxtest.Delivered{ID: m.MessageId, AggregateID: agg})
 		}
 	})
+}
+
+// rabbitChannel is a channel to the shared RabbitMQ broker, closed when the
+// test ends (after the test's own deferred calls).
+func rabbitChannel(t *testing.T) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/audit"
 	"github.com/outbox-relay/outbox-relay/canal"
@@ -20,6 +22,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -29,13 +34,17 @@ var errMissing = errors.New("events are missing at the destination")
 // auditCmd re-reads a binlog range and checks a sink's destination holds
 // every committed outbox event of it.
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit", "audit --config FILE --sink NAME --from GTID-SET|TIME --to GTID-SET|TIME [--received FILE]", stderr)
+	fs := newFlags("audit", "audit --config FILE --sink NAME --from GTID-SET|TIME [--to GTID-SET|TIME] [--memory SIZE] [--temp-dir DIR] [--received FILE] [--queue NAME] [--clock-skew D]", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
 	sinkName := fs.String("sink", "", "the sink to audit (a webhook sink: all its endpoints, or one as sink/endpoint)")
 	fromS := fs.String("from", "", "start: a GTID set (the transactions after it, as a checkpoint) or a commit time (RFC 3339 or '2006-01-02 15:04:05' UTC; read from the oldest binlog)")
 	toS := fs.String("to", "", "end, inclusive: a GTID set or a commit time; default: the server's position now")
 	receivedPath := fs.String("received", "", "webhook: a file of the ids the receiver got, one a line, to match instead of trusting acknowledgements")
-	limit := fs.Int("list", 100, "list at most this many ids of each kind")
+	limit := fs.Int("list", audit.DefaultList, "list at most this many ids of each kind")
+	memoryS := fs.String("memory", "256MiB", "the most memory the comparison's sort buffers take (K, M, G: binary units); past it they spill to --temp-dir")
+	skew := fs.Duration("clock-skew", time.Minute, "nats, redis: how far the destination server's clock may be behind the source's (messages are found by the time they were stored)")
+	queue := fs.String("queue", "", "rabbitmq: the stream queue (x-queue-type: stream) bound for auditing to read back")
+	tempDir := fs.String("temp-dir", "", "where the comparison spills when it outgrows --memory (default: $TMPDIR or /tmp)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -43,6 +52,10 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "--sink and --from are required")
 		fs.Usage()
 		return errUsage
+	}
+	memory, err := parseSize(*memoryS)
+	if err != nil || memory < audit.MinMemory {
+		return fmt.Errorf("--memory %q: give a size of at least 64KiB, such as 256MiB or 2GiB", *memoryS)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -96,22 +109,28 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	start := event.Position{GTIDSet: from.GTID}
-	if from.GTID == "" {
-		if start, err = canal.EarliestPosition(ctx, db, info); err != nil {
-			return err
-		}
-	}
-	if from.GTID != "" {
-		if err := canal.CheckResume(ctx, db, info, start); err != nil {
-			return fmt.Errorf("--from: %w", err)
-		}
-	}
 	rc, err := relay.AuditReader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
 	if err != nil {
 		return err
 	}
+	start := event.Position{GTIDSet: from.GTID}
+	if from.GTID != "" {
+		if err := canal.CheckResume(ctx, db, info, start); err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+	} else {
+		files, err := canal.BinaryLogs(ctx, db)
+		if err != nil {
+			return err
+		}
+		var fs audit.FileStart
+		if start, fs, err = audit.StartFor(ctx, rc, canal.FileNames(files), from.Time); err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		fmt.Fprintf(stderr, "audit: reading from binlog %s, begun %s\n", fs.File, fs.Begun.Format(time.RFC3339))
+	}
 	rng := audit.Range{From: from, To: to}
+	opts := audit.Options{Memory: memory, TempDir: *tempDir, List: *limit}
 
 	var reports []audit.Report
 	switch sc.Type {
@@ -122,62 +141,63 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		idx, err := audit.Collect(ctx, rc, rng, start, cur, rb.Topic)
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
+			return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+		})
 		if err != nil {
 			return err
 		}
-		rep, err := audit.Kafka(ctx, idx, sc.Name, kc.Brokers, rb)
+		reports = append(reports, rep)
+	case "nats":
+		rb, err := nats.NewReadBack(*sc.NATS)
+		if err != nil {
+			return err
+		}
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Subject, func(c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.NATS(ctx, c, span, rb, *skew)
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	case "redis":
+		rb, err := redis.NewReadBack(*sc.Redis)
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Stream, func(c *audit.Comparison, span *audit.Span, keys []string) error {
+			return audit.Redis(ctx, c, span, keys, rb.Client, *skew)
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	case "rabbitmq":
+		if *queue == "" {
+			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, sc.RabbitMQ.Exchange)
+		}
+		rb, err := rabbitmq.NewReadBack(*sc.RabbitMQ)
+		if err != nil {
+			return err
+		}
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.RoutingKey, func(c *audit.Comparison, span *audit.Span, _ []string) error {
+			return audit.RabbitMQ(ctx, c, span, rb, *queue, *skew)
+		})
 		if err != nil {
 			return err
 		}
 		reports = append(reports, rep)
 	case "webhook":
-		idx, err := audit.Collect(ctx, rc, rng, start, cur, nil)
-		if err != nil {
+		if reports, err = auditWebhook(ctx, cfg, opts, rc, rng, start, cur, info.Flavor, endpoints, *receivedPath); err != nil {
 			return err
-		}
-		var received map[string]int
-		if *receivedPath != "" {
-			if received, err = readIDs(*receivedPath); err != nil {
-				return err
-			}
-		}
-		store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		dl, closeDL, err := relay.OpenDeadLettersReadOnly(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer closeDL()
-		for _, name := range endpoints {
-			cp, err := store.Load(ctx, name)
-			found := err == nil
-			if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
-				return err
-			}
-			dead := map[string]string{}
-			if dl != nil {
-				recs, err := dl.List(ctx, deadletter.Filter{Sink: name})
-				if err != nil {
-					return err
-				}
-				for _, r := range recs {
-					if r.Event != nil {
-						dead[r.Event.ID] = r.Reason
-					}
-				}
-			}
-			reports = append(reports, audit.Webhook(idx, name, info.Flavor, cp, found, dead, received))
 		}
 	default:
 		return fmt.Errorf("--sink %s: type %s cannot be audited", sc.Name, sc.Type)
 	}
 	missing := false
 	for _, r := range reports {
-		printAudit(stdout, r, from, to, *limit)
+		printAudit(stdout, r, from, to)
 		missing = missing || !r.OK()
 	}
 	if missing {
@@ -186,7 +206,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func printAudit(w io.Writer, r audit.Report, from, to audit.Bound, limit int) {
+func printAudit(w io.Writer, r audit.Report, from, to audit.Bound) {
 	p := printable.String
 	end := "the server's position at the start"
 	if to != (audit.Bound{}) {
@@ -200,22 +220,16 @@ func printAudit(w io.Writer, r audit.Report, from, to audit.Bound, limit int) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", p(n))
 	}
-	fmt.Fprintf(w, "missing: %d\n", len(r.Missing))
-	for i, m := range r.Missing {
-		if i == limit {
-			fmt.Fprintf(w, "  … %d more\n", len(r.Missing)-limit)
-			break
-		}
+	fmt.Fprintf(w, "missing: %d\n", r.MissingCount)
+	for _, m := range r.Missing {
 		fmt.Fprintf(w, "  %s aggregate %s gtid %s committed %s: %s\n", p(m.ID), p(m.AggregateID), p(m.GTID), m.Commit.Format("2006-01-02 15:04:05Z"), p(m.Why))
 	}
-	fmt.Fprintf(w, "unexpected: %d\n", len(r.Unexpected))
-	for i, u := range r.Unexpected {
-		if i == limit {
-			fmt.Fprintf(w, "  … %d more\n", len(r.Unexpected)-limit)
-			break
-		}
+	more(w, len(r.Missing), r.MissingCount)
+	fmt.Fprintf(w, "unexpected: %d\n", r.UnexpectedCount)
+	for _, u := range r.Unexpected {
 		fmt.Fprintf(w, "  %s\n", p(u))
 	}
+	more(w, len(r.Unexpected), r.UnexpectedCount)
 	dups := slices.Sorted(func(yield func(string) bool) {
 		for id := range r.Duplicates {
 			if !yield(id) {
@@ -223,38 +237,146 @@ func printAudit(w io.Writer, r audit.Report, from, to audit.Bound, limit int) {
 			}
 		}
 	})
-	fmt.Fprintf(w, "duplicates: %d (at-least-once delivery: not an error)\n", len(dups))
-	for i, id := range dups {
-		if i == limit {
-			fmt.Fprintf(w, "  … %d more\n", len(dups)-limit)
-			break
-		}
+	fmt.Fprintf(w, "duplicates: %d (at-least-once delivery: not an error)\n", r.DuplicateCount)
+	for _, id := range dups {
 		fmt.Fprintf(w, "  %s ×%d\n", p(id), r.Duplicates[id])
 	}
-	fmt.Fprintf(w, "order violations: %d\n", len(r.Order))
-	for i, o := range r.Order {
-		if i == limit {
-			fmt.Fprintf(w, "  … %d more\n", len(r.Order)-limit)
-			break
-		}
+	more(w, len(dups), r.DuplicateCount)
+	fmt.Fprintf(w, "order violations: %d\n", r.OrderCount)
+	for _, o := range r.Order {
 		fmt.Fprintf(w, "  %s\n", p(o))
+	}
+	more(w, len(r.Order), r.OrderCount)
+	if r.Spill.Runs > 0 {
+		fmt.Fprintf(w, "spilled: %d sorted runs, %.1f MiB (--memory was exceeded; the result is as exact)\n", r.Spill.Runs, float64(r.Spill.Bytes)/(1<<20))
 	}
 }
 
-// readIDs reads ids, one a line (blank lines ignored), counting repeats.
-func readIDs(path string) (map[string]int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--received: %w", err)
+// more says how many findings were counted but not listed.
+func more(w io.Writer, listed, count int) {
+	if count > listed {
+		fmt.Fprintf(w, "  … %d more (--list raises the limit)\n", count-listed)
 	}
-	defer f.Close()
-	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if id := strings.TrimSpace(sc.Text()); id != "" {
-			out[id]++
+}
+
+// auditWebhook audits webhook endpoints against their checkpoints and the
+// dead-letter store, or against the receiver's list of ids.
+func auditWebhook(ctx context.Context, cfg *config.Config, opts audit.Options, rc canal.Config, rng audit.Range, start, cur event.Position,
+	flavor string, endpoints []string, receivedPath string) ([]audit.Report, error) {
+	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+	dl, closeDL, err := relay.OpenDeadLettersReadOnly(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDL()
+	opts.Memory /= int64(len(endpoints))
+	hooks := make([]*audit.Webhook, len(endpoints))
+	for i, name := range endpoints {
+		cp, err := store.Load(ctx, name)
+		found := err == nil
+		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			return nil, err
+		}
+		dead := map[string]string{}
+		if dl != nil {
+			recs, err := dl.List(ctx, deadletter.Filter{Sink: name})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				if r.Event != nil {
+					dead[r.Event.ID] = r.Reason
+				}
+			}
+		}
+		c := audit.NewComparison(opts)
+		defer c.Close()
+		hooks[i] = &audit.Webhook{Flavor: flavor, Checkpoint: cp, Found: found, Dead: dead, Listed: receivedPath != "", C: c}
+	}
+	span, err := audit.Scan(ctx, rc, rng, start, cur, func(ev audit.Event, _ *event.Event, pos event.Position) error {
+		for _, h := range hooks {
+			if err := h.Event(ev, pos); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if receivedPath != "" {
+		if err := readIDs(receivedPath, func(id string, n int64) error {
+			for _, h := range hooks {
+				if err := h.Received(id, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
 		}
 	}
-	return out, sc.Err()
+	var reports []audit.Report
+	for i, h := range hooks {
+		r, err := h.C.Report(ctx, endpoints[i], span)
+		if err != nil {
+			return nil, err
+		}
+		if receivedPath == "" {
+			r.Notes = append([]string{audit.NoteWebhook}, r.Notes...)
+		} else {
+			r.Notes = append(r.Notes, "matched against the receiver's list "+receivedPath)
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+// readIDs hands each id of path, one a line (blank lines ignored), to each,
+// with its line number.
+func readIDs(path string, each func(id string, line int64) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--received: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var n int64
+	for sc.Scan() {
+		n++
+		if id := strings.TrimSpace(sc.Text()); id != "" {
+			if err := each(id, n); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("--received %s: %w", path, err)
+	}
+	return nil
+}
+
+// parseSize reads a size in bytes: a number with an optional binary unit
+// (K, M, G, T; KB and KiB mean the same).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	shift, ok := map[string]uint{"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20, "g": 30, "gb": 30, "gib": 30, "t": 40, "tb": 40, "tib": 40}[strings.ToLower(unit)]
+	if !ok {
+		return 0, fmt.Errorf("%q: unknown unit %q", s, unit)
+	}
+	return int64(v * float64(uint64(1)<<shift)), nil
 }

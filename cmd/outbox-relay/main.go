@@ -36,6 +36,7 @@ func commands() []command {
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
 		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
 		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
+		{"endpoints", "encrypt a signing secret for the webhook endpoints table", endpointsCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},
 	}

@@ -61,3 +61,16 @@ func TestAuditRefusesAStdoutSink(t *testing.T) {
 		t.Fatalf("audit of a stdout sink: exit %d, %q", code, errOut)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"256MiB": 256 << 20, "256MB": 256 << 20, "1g": 1 << 30, "64KiB": 64 << 10, "1048576": 1 << 20, "1.5G": 3 << 29} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "12XB", "-1M"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): no error", in)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,18 +67,48 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tCHECKPOINT\tSAVED\tBINLOG FILES AFTER IT")
 	now := time.Now()
-	for _, name := range cfg.PipelineNames() {
+	names := cfg.PipelineNames()
+	// The store may hold keys the config does not name (endpoints kept as
+	// data, or removed from the config): they are listed after, marked.
+	others, listErr := otherKeys(ctx, store, names)
+	for i, name := range append(names, others...) {
+		label := p(name)
+		if i >= len(names) {
+			label += " (not in the config)"
+		}
 		cp, err := store.Load(ctx, name)
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
-			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", p(name), p(cfg.Checkpoint.Start))
+			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", label, p(cfg.Checkpoint.Start))
 		case err != nil:
-			fmt.Fprintf(tw, "%s\t(error: %s)\t-\t-\n", p(name), p(err.Error()))
+			fmt.Fprintf(tw, "%s\t(error: %s)\t-\t-\n", label, p(err.Error()))
 		default:
-			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", p(name), p(cp.Position.String()), now.Sub(cp.UpdatedAt).Round(time.Second), p(behind(files, cp.Position.File)))
+			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", label, p(cp.Position.String()), now.Sub(cp.UpdatedAt).Round(time.Second), p(behind(files, cp.Position.File)))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if listErr != nil {
+		fmt.Fprintf(stdout, "could not list the store's other checkpoints: %s\n", p(listErr.Error()))
+	}
+	return nil
+}
+
+// otherKeys lists, sorted, the keys the store holds besides names.
+func otherKeys(ctx context.Context, store checkpoint.Store, names []string) ([]string, error) {
+	l, ok := store.(checkpoint.Lister)
+	if !ok {
+		return nil, nil
+	}
+	all, err := l.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		delete(all, n)
+	}
+	return slices.Sorted(maps.Keys(all)), nil
 }
 
 func mustPosition(p interface{ String() string }, err error) string {

@@ -33,12 +33,14 @@ sinks: [{name: console, type: stdout}, {name: fresh, type: stdout}]
 	}
 	st.Save(context.Background(), "console", checkpoint.Checkpoint{Flavor: "mariadb",
 		Position: event.Position{GTIDSet: "0-12-1", File: "binlog.000001", Pos: 400}, UpdatedAt: time.Now().Add(-time.Minute)})
+	st.Save(context.Background(), "endpoint-gone", checkpoint.Checkpoint{Flavor: "mariadb",
+		Position: event.Position{GTIDSet: "0-12-2", File: "binlog.000001", Pos: 500}, UpdatedAt: time.Now()})
 	var out, errOut bytes.Buffer
 	if code := mainCode(context.Background(), []string{"status", "--config", cfgPath}, &out, &errOut); code != 0 {
 		t.Fatalf("status exited %d: %s", code, errOut.String())
 	}
 	s := out.String()
-	for _, want := range []string{"now at gtid", "binlog.000001 … binlog.000002 (2 files)", "console", `gtid "0-12-1" (binlog.000001:400)`, "1m0s ago", "fresh", "(none: starts at checkpoint.start current)"} {
+	for _, want := range []string{"now at gtid", "binlog.000001 … binlog.000002 (2 files)", "console", `gtid "0-12-1" (binlog.000001:400)`, "1m0s ago", "fresh", "(none: starts at checkpoint.start current)", `endpoint-gone (not in the config)  gtid "0-12-2"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status output lacks %q:\n%s", want, s)
 		}

@@ -48,10 +48,6 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "nats")), subject: subject}
-	tlsCfg, err := cfg.TLS.Build("nats.tls")
-	if err != nil {
-		return nil, err
-	}
 	s.opts = []natsgo.Option{
 		natsgo.Name(cfg.Name),
 		natsgo.Timeout(cfg.Timeout),
@@ -71,8 +67,23 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 			s.log.Info("reconnected to nats", slog.String("server", nc.ConnectedUrlRedacted()))
 		}),
 	}
+	auth, err := authOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.opts = append(s.opts, auth...)
+	return s, nil
+}
+
+// authOptions are the client options for cfg's TLS and credentials.
+func authOptions(cfg Config) ([]natsgo.Option, error) {
+	var opts []natsgo.Option
+	tlsCfg, err := cfg.TLS.Build("nats.tls")
+	if err != nil {
+		return nil, err
+	}
 	if tlsCfg != nil {
-		s.opts = append(s.opts, natsgo.Secure(tlsCfg))
+		opts = append(opts, natsgo.Secure(tlsCfg))
 	}
 	switch {
 	case cfg.User != "":
@@ -80,23 +91,23 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.opts = append(s.opts, natsgo.UserInfo(cfg.User, pw))
+		opts = append(opts, natsgo.UserInfo(cfg.User, pw))
 	case secret.Count(cfg.Token, cfg.TokenFile, cfg.TokenEnv) > 0:
 		tok, err := secret.Resolve("nats.token", cfg.Token, cfg.TokenFile, cfg.TokenEnv)
 		if err != nil {
 			return nil, err
 		}
-		s.opts = append(s.opts, natsgo.Token(tok))
+		opts = append(opts, natsgo.Token(tok))
 	case cfg.CredsFile != "":
-		s.opts = append(s.opts, natsgo.UserCredentials(cfg.CredsFile))
+		opts = append(opts, natsgo.UserCredentials(cfg.CredsFile))
 	case cfg.NKeyFile != "":
 		o, err := natsgo.NkeyOptionFromSeed(cfg.NKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("nats.nkey_file: %w", err)
 		}
-		s.opts = append(s.opts, o)
+		opts = append(opts, o)
 	}
-	return s, nil
+	return opts, nil
 }
 
 // Connect dials the servers and checks that the stream exists, creating it

@@ -16,7 +16,7 @@ var _ sink.Prober = (*Sink)(nil)
 // declare, that the exchange exists, or that declare_exchange will declare
 // it on Connect. It declares nothing.
 func (s *Sink) Probe(ctx context.Context) (string, error) {
-	conn, err := s.open()
+	conn, err := dial(s.cfg, s.tls, s.pw, "outbox-relay check")
 	if err != nil {
 		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.AccessRefused {

@@ -22,12 +22,11 @@ import (
 // Sink publishes outbox events to a RabbitMQ exchange with publisher
 // confirms. Create it with New.
 type Sink struct {
-	cfg    Config
-	log    *slog.Logger
-	key    *route.Template
-	tls    *tls.Config
-	pw     string
-	scheme string
+	cfg Config
+	log *slog.Logger
+	key *route.Template
+	tls *tls.Config
+	pw  string
 
 	mu      sync.Mutex // guards the connection against Close during a Write
 	conn    *amqp.Connection
@@ -59,11 +58,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw, scheme: "amqp"}
-	if tlsCfg != nil {
-		s.scheme = "amqps"
-	}
-	return s, nil
+	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw}, nil
 }
 
 // Connect dials the broker, opens a confirming channel and checks (or
@@ -74,7 +69,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 
 // dial (re)opens the connection and channel.
 func (s *Sink) dial() error {
-	conn, err := s.open()
+	conn, err := dial(s.cfg, s.tls, s.pw, "outbox-relay")
 	if err != nil {
 		return err
 	}
@@ -113,21 +108,25 @@ func (s *Sink) dial() error {
 	return nil
 }
 
-// open opens a connection to the broker with the sink's credentials.
-func (s *Sink) open() (*amqp.Connection, error) {
-	user, pw := s.cfg.Username, s.pw
+// dial connects to cfg's broker as the named connection.
+func dial(c Config, tlsCfg *tls.Config, pw, name string) (*amqp.Connection, error) {
+	user := c.Username
 	if user == "" {
 		user, pw = "guest", "guest"
 	}
-	cfg := amqp.Config{
-		Vhost: s.cfg.VHost, Heartbeat: s.cfg.Heartbeat, TLSClientConfig: s.tls,
-		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
-		Dial:       amqp.DefaultDial(s.cfg.Timeout),
-		Properties: amqp.Table{"connection_name": "outbox-relay"},
+	scheme := "amqp"
+	if tlsCfg != nil {
+		scheme = "amqps"
 	}
-	conn, err := amqp.DialConfig(s.scheme+"://"+s.cfg.Addr+"/", cfg)
+	cfg := amqp.Config{
+		Vhost: c.VHost, Heartbeat: c.Heartbeat, TLSClientConfig: tlsCfg,
+		SASL:       []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pw}},
+		Dial:       amqp.DefaultDial(c.Timeout),
+		Properties: amqp.Table{"connection_name": name},
+	}
+	conn, err := amqp.DialConfig(scheme+"://"+c.Addr+"/", cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to rabbitmq %s: %w", s.cfg.Addr, notConnected(err))
+		return nil, fmt.Errorf("connect to rabbitmq %s: %w", c.Addr, notConnected(err))
 	}
 	return conn, nil
 }

@@ -46,6 +46,15 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	client, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "redis")), stream: stream, client: client}, nil
+}
+
+// newClient is a client of cfg's server, with its TLS and credentials.
+func newClient(cfg Config) (*goredis.Client, error) {
 	tlsCfg, err := cfg.TLS.Build("redis.tls")
 	if err != nil {
 		return nil, err
@@ -54,15 +63,14 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := goredis.NewClient(&goredis.Options{
+	return goredis.NewClient(&goredis.Options{
 		Addr: cfg.Addr, DB: cfg.DB, Username: cfg.Username, Password: pw, TLSConfig: tlsCfg,
 		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 		PoolSize: cfg.PoolSize, MaxRetries: -1, // retries belong to the pipeline
 		ContextTimeoutEnabled: true,
 		ClientName:            "outbox-relay",
 		DisableIdentity:       true,
-	})
-	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "redis")), stream: stream, client: client}, nil
+	}), nil
 }
 
 // Connect checks that the server answers PING with these credentials.

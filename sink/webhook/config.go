@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
@@ -103,9 +104,11 @@ type EndpointConfig struct {
 	Observer Observer `yaml:"-"`
 }
 
-// Filter selects events by glob patterns (path.Match syntax: *, ?, [a-z]).
-// An event is delivered when its type matches one of EventTypes and its
-// aggregate type matches one of AggregateTypes; an empty list matches all.
+// Filter selects events by glob patterns (path.Match syntax: *, ?, [a-z])
+// and by header values. An event is delivered when its type matches one of
+// EventTypes, its aggregate type matches one of AggregateTypes (an empty
+// list matches all) and, for every key of Headers, it has a header of that
+// key with exactly that value.
 type Filter struct {
 	// EventTypes are patterns on the event type, e.g. "order.*".
 	// Default: all.
@@ -113,6 +116,11 @@ type Filter struct {
 	// AggregateTypes are patterns on the aggregate type, e.g. "order".
 	// Default: all.
 	AggregateTypes []string `yaml:"aggregate_types"`
+	// Headers are exact values the event's headers (the outbox columns
+	// configured as headers) must have, e.g. {tenant: acme}: an event
+	// lacking the header (its column NULL) or with another value is not
+	// delivered. Keys and values are case-sensitive. Default: none.
+	Headers map[string]string `yaml:"headers"`
 }
 
 // RetryConfig bounds the retries of one event. An event is retried on
@@ -214,6 +222,11 @@ func (c EndpointConfig) Validate() error {
 	for i, p := range c.Filter.AggregateTypes {
 		if _, err := path.Match(p, ""); err != nil {
 			bad("filter.aggregate_types[%d] %q is not a valid glob pattern (path.Match syntax): %v", i, p, err)
+		}
+	}
+	for k := range c.Filter.Headers {
+		if k == "" {
+			bad("filter.headers: a key is empty; use the name of an outbox column configured as a header (tables[].headers)")
 		}
 	}
 	if c.Timeout < 0 {
@@ -345,9 +358,27 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// matches reports whether f selects e's type and aggregate type.
-func (f Filter) matches(eventType, aggregateType string) bool {
-	return matchAny(f.EventTypes, eventType) && matchAny(f.AggregateTypes, aggregateType)
+// Match reports whether f selects ev: its type, its aggregate type and its
+// headers.
+func (f Filter) Match(ev *event.Event) bool {
+	if !matchAny(f.EventTypes, ev.Type) || !matchAny(f.AggregateTypes, ev.AggregateType) {
+		return false
+	}
+	for k, want := range f.Headers {
+		if !hasHeader(ev.Headers, k, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasHeader(hs []event.Header, key, value string) bool {
+	for _, h := range hs {
+		if h.Key == key && h.Value == value {
+			return true
+		}
+	}
+	return false
 }
 
 func matchAny(patterns []string, s string) bool {

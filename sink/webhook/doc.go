@@ -132,4 +132,14 @@
 //
 // Close cancels requests in flight, fails what is left with a retriable error,
 // and waits for the endpoint's goroutines.
+//
+// # Endpoints as rows of a table
+//
+// TableConfig reads endpoints from a table (EndpointsTableSchema,
+// deploy/outbox_endpoints.sql): Load selects every row, FromRow turns one
+// row (as Load builds it, or as the binlog reader hands a changed row on)
+// into a TableEndpoint, an EndpointConfig with FromData set. Secrets in the
+// table may be encrypted with EncryptSecret (AES-256-GCM under
+// TableConfig.SecretsKey). TableConfig's methods only read their receiver
+// and may be called from several goroutines at once.
 package webhook

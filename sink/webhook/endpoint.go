@@ -146,6 +146,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	cfg.Headers = maps.Clone(cfg.Headers)
 	cfg.Filter.EventTypes = slices.Clone(cfg.Filter.EventTypes)
 	cfg.Filter.AggregateTypes = slices.Clone(cfg.Filter.AggregateTypes)
+	cfg.Filter.Headers = maps.Clone(cfg.Filter.Headers)
 
 	keys := make([][]byte, len(cfg.Secrets))
 	for i, s := range cfg.Secrets {
@@ -276,7 +277,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 	c := &writeCall{ack: ack, done: ctx.Done()}
 	now := time.Now()
 	for i, ev := range batch {
-		if ev == nil || !e.cfg.Filter.matches(ev.Type, ev.AggregateType) {
+		if ev == nil || !e.cfg.Filter.Match(ev) {
 			ack(i, nil) // filtered out: acknowledged without a request
 			continue
 		}
@@ -322,7 +323,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 // Selects reports whether the endpoint's filter selects ev: events it does
 // not select are acknowledged without a request.
 func (e *Endpoint) Selects(ev *event.Event) bool {
-	return e.cfg.Filter.matches(ev.Type, ev.AggregateType)
+	return e.cfg.Filter.Match(ev)
 }
 
 // Write delivers batch and waits: it is Submit and a wait for every ack.

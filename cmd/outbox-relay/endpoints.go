@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+// secretsKeyEnv holds the endpoints table's secrets key for `endpoints
+// encrypt-secret` when --key-file is not given.
+const secretsKeyEnv = "OUTBOX_RELAY_SECRETS_KEY"
+
+// stdin is what commands read their input from; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// endpointsCmd works on the webhook endpoints table's values.
+func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, `Usage: outbox-relay endpoints <encrypt-secret> [flags]
+
+Helpers for webhook endpoints kept in a table (deploy/outbox_endpoints.sql).
+
+  encrypt-secret  read a signing secret ("whsec_...") on standard input and print it
+                  encrypted ("enc:v1:..."), for the table's secrets column; the key
+                  (the base64 of 32 bytes, the sink's endpoints_table.secrets_key) comes
+                  from $%s or --key-file FILE
+`, secretsKeyEnv)
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 0 {
+			usage(stderr)
+			return errUsage
+		}
+		usage(stdout)
+		return nil
+	}
+	if args[0] != "encrypt-secret" {
+		fmt.Fprintf(stderr, "unknown endpoints command %q\n", args[0])
+		usage(stderr)
+		return errUsage
+	}
+	fs := newFlags("endpoints encrypt-secret", "endpoints encrypt-secret [--key-file FILE] < secret.txt", stderr)
+	keyFile := fs.String("key-file", "", "file holding the secrets key (base64 of 32 bytes); default: $"+secretsKeyEnv)
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	key := os.Getenv(secretsKeyEnv)
+	if *keyFile != "" {
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return fmt.Errorf("read --key-file: %w", err)
+		}
+		key = string(b)
+	}
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return fmt.Errorf("no secrets key: set $%s or --key-file FILE to the base64 of 32 random bytes (make one with: head -c 32 /dev/urandom | base64), the value of the sink's endpoints_table.secrets_key", secretsKeyEnv)
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, 64<<10))
+	if err != nil {
+		return fmt.Errorf("read the secret from standard input: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return errors.New("no secret on standard input: pipe it in, e.g. outbox-relay endpoints encrypt-secret < secret.txt")
+	}
+	if strings.ContainsAny(secret, " \t\r\n") {
+		return errors.New("standard input holds more than one word: encrypt one secret at a time (the secrets column takes several, space-separated)")
+	}
+	enc, err := webhook.EncryptSecret(key, secret)
+	if err != nil {
+		return fmt.Errorf("encrypt the secret: %w", err)
+	}
+	fmt.Fprintln(stdout, enc)
+	return nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+const testWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func encryptSecretCmd(t *testing.T, input string, args ...string) (code int, out, errOut string) {
+	t.Helper()
+	old := stdin
+	stdin = strings.NewReader(input)
+	defer func() { stdin = old }()
+	var o, e bytes.Buffer
+	code = mainCode(context.Background(), append([]string{"endpoints", "encrypt-secret"}, args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+// The printed value decrypts, with the same key, to the secret read.
+func TestEndpointsEncryptSecret(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		enc := strings.TrimSpace(out)
+		if !strings.HasPrefix(enc, "enc:v1:") || strings.Contains(enc, testWebhookSecret[6:]) {
+			t.Fatalf("printed %q", out)
+		}
+		ep, err := webhook.TableConfig{Table: "s.t", SecretsKey: key}.FromRow(map[string]any{
+			"id": "a", "url": "https://a.example/", "secrets": enc, "tenant": nil,
+			"event_types": nil, "aggregate_types": nil, "rate_limit": nil, "enabled": int64(1)})
+		if err != nil || len(ep.Config.Secrets) != 1 || ep.Config.Secrets[0] != testWebhookSecret {
+			t.Fatalf("the printed value does not decrypt to the secret: %v", err)
+		}
+	}
+	t.Run("the key from the environment", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, key)
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret+"\n")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		check(t, out)
+	})
+	t.Run("the key from --key-file", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, "")
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, "--key-file", keyFile)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		check(t, out)
+	})
+	for _, tc := range []struct{ name, env, input, want string }{
+		{"no key", "", testWebhookSecret, "no secrets key: set $OUTBOX_RELAY_SECRETS_KEY or --key-file"},
+		{"a short key", base64.StdEncoding.EncodeToString(make([]byte, 8)), testWebhookSecret, "decodes to 8 bytes, not 32"},
+		{"no secret", key, "\n", "no secret on standard input"},
+		{"two secrets", key, testWebhookSecret + " " + testWebhookSecret, "more than one word"},
+		{"not a webhook secret", key, "hunter2hunter2hunter2", `does not start with "whsec_"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(secretsKeyEnv, tc.env)
+			code, out, errOut := encryptSecretCmd(t, tc.input)
+			if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, tc.want)
+			}
+			if strings.Contains(errOut, "hunter2") || strings.Contains(errOut, testWebhookSecret[6:]) {
+				t.Fatalf("the error quotes the secret: %s", errOut)
+			}
+		})
+	}
+}

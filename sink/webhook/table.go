@@ -1,0 +1,461 @@
+package webhook
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// EndpointsTableSchema creates the endpoints table (MariaDB 10.5+ and MySQL
+// 8); deploy/outbox_endpoints.sql holds the same statement. Each row is one
+// endpoint; see TableConfig.FromRow for how its columns are read.
+const EndpointsTableSchema = `CREATE TABLE IF NOT EXISTS outbox_endpoints (
+  id              VARCHAR(64)   NOT NULL PRIMARY KEY, -- the endpoint's stable name: letters, digits, '.', '_', '-'
+  url             VARCHAR(2048) NOT NULL,             -- https address receiving the POSTs
+  secrets         TEXT          NULL,                 -- space-separated; each "whsec_..." or "enc:v1:..." (outbox-relay endpoints encrypt-secret)
+  tenant          VARCHAR(255)  NULL,                 -- set: only events whose tenant header (endpoints_table.tenant_header) equals it
+  event_types     VARCHAR(1024) NULL,                 -- comma-separated globs on the event type; NULL: all
+  aggregate_types VARCHAR(1024) NULL,                 -- comma-separated globs on the aggregate type; NULL: all
+  rate_limit      DOUBLE        NULL,                 -- attempts per second; NULL: endpoints_table.defaults.rate_limit
+  enabled         TINYINT(1)    NOT NULL DEFAULT 1,
+  created_at      TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  updated_at      TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+
+// tableColumns are the columns FromRow reads, in Load's SELECT order.
+var tableColumns = []string{"id", "url", "secrets", "tenant", "event_types", "aggregate_types", "rate_limit", "enabled"}
+
+// encPrefix starts an encrypted secret: "enc:v1:" + base64(nonce ||
+// AES-256-GCM ciphertext of the "whsec_..." string), see EncryptSecret.
+const encPrefix = "enc:v1:"
+
+// TableConfig configures endpoints kept as rows of a table in the source
+// database (schema: EndpointsTableSchema) instead of, or besides, the
+// configuration file.
+//
+// Zero values mean "use the default"; the defaults are applied in one place,
+// WithDefaults, which Validate calls.
+type TableConfig struct {
+	// Table is the endpoints table as "schema.table". Required.
+	Table string `yaml:"table"`
+	// TenantHeader is the event header (an outbox column configured as a
+	// header) that holds the tenant: a row's tenant column keeps only the
+	// events whose TenantHeader equals it. Required when a row sets
+	// tenant. Default none.
+	TenantHeader string `yaml:"tenant_header"`
+	// SecretsKey decrypts the rows' encrypted secrets ("enc:v1:..."): the
+	// base64 of 32 random bytes (AES-256). Required when a row has an
+	// encrypted secret. It must reach the config from the environment or a
+	// file, and is never logged. Default none.
+	SecretsKey string `yaml:"secrets_key" secret:"true"`
+	// Defaults apply to every row's endpoint: timeout, max_concurrency,
+	// rate_limit (for rows whose rate_limit is NULL), headers, body, retry,
+	// egress. Name, url, secrets and filter come from each row and must not
+	// be set here. Default: EndpointConfig's defaults.
+	Defaults EndpointConfig `yaml:"defaults"`
+
+	// Logger, if set, receives the warning about plain (unencrypted)
+	// secrets in the table, which never includes their values. It is not
+	// part of the YAML configuration.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// TableEndpoint is one row of the endpoints table.
+type TableEndpoint struct {
+	// ID is the row's id, also Config.Name.
+	ID string
+	// Enabled is the row's enabled column: a disabled endpoint receives
+	// nothing.
+	Enabled bool
+	// Config is the endpoint: TableConfig.Defaults with the row's url,
+	// secrets (decrypted), filter and rate limit, FromData set.
+	Config EndpointConfig
+}
+
+// WithDefaults returns tc with every zero field of Defaults set to its
+// default.
+func (tc TableConfig) WithDefaults() TableConfig {
+	tc.Defaults = tc.Defaults.WithDefaults()
+	return tc
+}
+
+// tableNameRe is one schema.table, each part an unquoted identifier.
+var tableNameRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}\.[A-Za-z0-9_$]{1,64}$`)
+
+// Validate checks the configuration with its defaults applied. Each error
+// names the field (never a secret's value) and says how to fix it.
+func (tc TableConfig) Validate() error {
+	tc = tc.WithDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("endpoints_table: "+format, args...))
+	}
+	if !tableNameRe.MatchString(tc.Table) {
+		bad("table %q must be schema.table (letters, digits, _ and $), e.g. shop.outbox_endpoints", tc.Table)
+	}
+	if tc.SecretsKey != "" {
+		if _, err := secretsKey(tc.SecretsKey); err != nil {
+			bad("secrets_key: %v", err)
+		}
+	}
+	d := tc.Defaults
+	if d.Name != "" {
+		bad("defaults.name is set; each row's id names its endpoint: remove it")
+	}
+	if d.URL != "" {
+		bad("defaults.url is set; each row has its url: remove it")
+	}
+	if len(d.Secrets) > 0 {
+		bad("defaults.secrets is set; each row has its secrets: remove it")
+	}
+	if len(d.Filter.EventTypes) > 0 || len(d.Filter.AggregateTypes) > 0 || len(d.Filter.Headers) > 0 {
+		bad("defaults.filter is set; each row has its filter (tenant, event_types, aggregate_types): remove it")
+	}
+	// The rest is checked as an endpoint's would be, with a stand-in name
+	// and url.
+	d.Name, d.URL, d.Secrets, d.Filter, d.FromData = "defaults", "https://endpoint.example/", nil, Filter{}, true
+	if err := d.Validate(); err != nil {
+		bad("defaults: %v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue renders the configuration without the key or header values.
+func (tc TableConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("table", tc.Table),
+		slog.String("tenant_header", tc.TenantHeader),
+		slog.Bool("secrets_key_set", tc.SecretsKey != ""),
+		slog.Any("defaults", tc.Defaults),
+	)
+}
+
+// endpointIDRe is a valid id column.
+var endpointIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// FromRow turns one row of the endpoints table into its endpoint. row is
+// keyed by column name, with values as the reader (canal) normalizes them:
+// nil for NULL, string for text, int64 for integers, float64 for DOUBLE.
+// Every column of EndpointsTableSchema but created_at and updated_at must be
+// present. The endpoint is validated (Config.Validate); an error names the
+// row's id and the column, never a secret. A plain "whsec_" secret is
+// accepted, with a warning (without its value) to Logger.
+func (tc TableConfig) FromRow(row map[string]any) (TableEndpoint, error) {
+	ep, plain, err := tc.fromRow(row)
+	if err != nil {
+		return TableEndpoint{}, err
+	}
+	if plain {
+		tc.warnPlain([]string{ep.ID})
+	}
+	return ep, nil
+}
+
+// fromRow is FromRow without the warning; plain says the row has a plain
+// (unencrypted) secret.
+func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, plain bool, err error) {
+	tc = tc.WithDefaults()
+	for _, c := range tableColumns {
+		if _, ok := row[c]; !ok {
+			id, _ := row["id"].(string)
+			return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
+		}
+	}
+	id, ok := row["id"].(string)
+	if !ok {
+		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
+	}
+	if !endpointIDRe.MatchString(id) {
+		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
+	}
+	bad := func(format string, args ...any) (TableEndpoint, bool, error) {
+		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
+	}
+
+	cfg := tc.Defaults
+	cfg.Headers = maps.Clone(cfg.Headers)
+	cfg.Egress.Allow = slices.Clone(cfg.Egress.Allow)
+	cfg.Name, cfg.FromData = id, true
+
+	url, ok := row["url"].(string)
+	if !ok || url == "" {
+		return bad("url is %s; set it to the endpoint's https address", kind(row["url"]))
+	}
+	cfg.URL = url
+
+	secrets, err := optString(row, "secrets")
+	if err != nil {
+		return bad("%v", err)
+	}
+	var key []byte
+	for i, s := range strings.Fields(secrets) {
+		if enc, ok := strings.CutPrefix(s, encPrefix); ok {
+			if tc.SecretsKey == "" {
+				return bad("secrets[%d] is encrypted (%s...) but endpoints_table.secrets_key is not set; set it to the key the secret was encrypted with (from the environment)", i, encPrefix)
+			}
+			if key == nil {
+				if key, err = secretsKey(tc.SecretsKey); err != nil {
+					return bad("endpoints_table.secrets_key: %v", err)
+				}
+			}
+			if s, err = decryptSecret(key, enc); err != nil {
+				return bad("secrets[%d]: %v", i, err)
+			}
+		} else {
+			plain = true
+		}
+		if _, err := parseSecret(s); err != nil {
+			return bad("secrets[%d]: %v", i, err)
+		}
+		cfg.Secrets = append(cfg.Secrets, s)
+	}
+
+	tenant, err := optString(row, "tenant")
+	if err != nil {
+		return bad("%v", err)
+	}
+	if row["tenant"] != nil {
+		switch {
+		case tenant == "":
+			return bad("tenant is empty; set NULL for an endpoint of every tenant, or the tenant's value")
+		case tc.TenantHeader == "":
+			return bad("tenant is set but endpoints_table.tenant_header is not; set tenant_header to the outbox header column that holds the tenant")
+		}
+		cfg.Filter.Headers = map[string]string{tc.TenantHeader: tenant}
+	}
+	for _, f := range []struct {
+		col string
+		dst *[]string
+	}{{"event_types", &cfg.Filter.EventTypes}, {"aggregate_types", &cfg.Filter.AggregateTypes}} {
+		v, err := optString(row, f.col)
+		if err != nil {
+			return bad("%v", err)
+		}
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				*f.dst = append(*f.dst, p)
+			}
+		}
+	}
+
+	switch v := row["rate_limit"].(type) {
+	case nil:
+	case float64:
+		cfg.RateLimit = v
+	case int64:
+		cfg.RateLimit = float64(v)
+	default:
+		return bad("rate_limit is %s, not a number", kind(v))
+	}
+	if math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
+		return bad("rate_limit is not a finite number; set attempts per second, or NULL for the default")
+	}
+
+	var enabled bool
+	switch v := row["enabled"].(type) {
+	case int64:
+		enabled = v != 0
+	case uint64:
+		enabled = v != 0
+	case bool:
+		enabled = v
+	default:
+		return bad("enabled is %s; set 1 or 0", kind(v))
+	}
+
+	if err := cfg.Validate(); err != nil {
+		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
+	}
+	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg}, plain, nil
+}
+
+// optString reads a nullable text column: "" for NULL.
+func optString(row map[string]any, col string) (string, error) {
+	switch v := row[col].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s is %s, not text", col, kind(v))
+	}
+}
+
+// kind names what a column held, for an error, never the value (it may be
+// a secret). It is called for a string only when the string is empty.
+func kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return "empty"
+	case int64, uint64:
+		return "an integer"
+	case float64:
+		return "a number"
+	}
+	return fmt.Sprintf("of type %T", v)
+}
+
+func (tc TableConfig) warnPlain(ids []string) {
+	if len(ids) == 0 || tc.Logger == nil {
+		return
+	}
+	tc.Logger.Warn("webhook endpoints table holds plain secrets: anyone who can read the table can sign as the relay; encrypt them with `outbox-relay endpoints encrypt-secret` and set endpoints_table.secrets_key",
+		slog.String("table", tc.Table), slog.Any("endpoints", ids))
+}
+
+// Load reads every row of the endpoints table, enabled or not, ordered by
+// id. A row that FromRow refuses fails the whole load (every bad row is
+// named): an endpoint is never skipped silently. Plain secrets are reported
+// in one warning naming their rows.
+func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, error) {
+	if !tableNameRe.MatchString(tc.Table) {
+		return nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
+	}
+	schema, name, _ := strings.Cut(tc.Table, ".")
+	q := fmt.Sprintf("SELECT %s FROM `%s`.`%s` ORDER BY id", strings.Join(tableColumns, ", "), schema, name)
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) {
+			switch me.Number {
+			case 1146: // ER_NO_SUCH_TABLE
+				return nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
+			case 1054: // ER_BAD_FIELD_ERROR
+				return nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
+			case 1142, 1143: // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
+				return nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
+			}
+		}
+		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+	}
+	defer rows.Close()
+	var (
+		out   []TableEndpoint
+		errs  []error
+		plain []string
+	)
+	for rows.Next() {
+		var (
+			id, url, secrets, tenant, eventTypes, aggTypes sql.NullString
+			rate                                           sql.NullFloat64
+			enabled                                        sql.NullInt64
+		)
+		if err := rows.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
+			return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		}
+		row := map[string]any{
+			"id": nullable(id), "url": nullable(url), "secrets": nullable(secrets), "tenant": nullable(tenant),
+			"event_types": nullable(eventTypes), "aggregate_types": nullable(aggTypes),
+			"rate_limit": nil, "enabled": nil,
+		}
+		if rate.Valid {
+			row["rate_limit"] = rate.Float64
+		}
+		if enabled.Valid {
+			row["enabled"] = enabled.Int64
+		}
+		ep, p, err := tc.fromRow(row)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p {
+			plain = append(plain, ep.ID)
+		}
+		out = append(out, ep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d bad row(s), fix them in the table and restart: %w", len(errs), errors.Join(errs...))
+	}
+	tc.warnPlain(plain)
+	return out, nil
+}
+
+func nullable(s sql.NullString) any {
+	if !s.Valid {
+		return nil
+	}
+	return s.String
+}
+
+// secretsKey decodes TableConfig.SecretsKey. Errors never contain it.
+func secretsKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, errors.New("not valid base64; generate a key with: head -c 32 /dev/urandom | base64")
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("decodes to %d bytes, not 32 (AES-256); generate a key with: head -c 32 /dev/urandom | base64", len(key))
+	}
+	return key, nil
+}
+
+// EncryptSecret encrypts a webhook signing secret ("whsec_...") for the
+// endpoints table's secrets column with key (TableConfig.SecretsKey: the
+// base64 of 32 bytes): "enc:v1:" + base64(nonce || AES-256-GCM ciphertext).
+// Errors never contain the secret or the key.
+func EncryptSecret(key, secret string) (string, error) {
+	k, err := secretsKey(key)
+	if err != nil {
+		return "", fmt.Errorf("secrets key: %v", err)
+	}
+	if _, err := parseSecret(secret); err != nil {
+		return "", err
+	}
+	aead, err := newAEAD(k)
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(secret), nil)), nil
+}
+
+// decryptSecret decrypts the base64 after "enc:v1:". Errors never contain
+// the value.
+func decryptSecret(key []byte, enc string) (string, error) {
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", fmt.Errorf("the value after %q is not valid base64; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", encPrefix)
+	}
+	aead, err := newAEAD(key)
+	if err != nil {
+		return "", err
+	}
+	if len(raw) < aead.NonceSize()+aead.Overhead() {
+		return "", fmt.Errorf("the value after %q is too short to be an encrypted secret; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", encPrefix)
+	}
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], nil)
+	if err != nil {
+		return "", errors.New("cannot be decrypted with endpoints_table.secrets_key (another key, or a damaged value); set the key it was encrypted with, or encrypt the secret again with `outbox-relay endpoints encrypt-secret`")
+	}
+	return string(plain), nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}

@@ -1,0 +1,385 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
+
+var (
+	testKey  = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	otherKey = base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
+)
+
+func encrypt(t *testing.T, key, secret string) string {
+	t.Helper()
+	v, err := EncryptSecret(key, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// goodRow is a valid row as canal hands it on.
+func goodRow() map[string]any {
+	return map[string]any{
+		"id": "acme-orders", "url": "https://hooks.acme.example/in", "secrets": nil, "tenant": nil,
+		"event_types": nil, "aggregate_types": nil, "rate_limit": nil, "enabled": int64(1),
+		"created_at": "2024-05-06 07:08:09.000000", "updated_at": "2024-05-06 07:08:09.000000",
+	}
+}
+
+func TestFromRow(t *testing.T) {
+	encSpec := encrypt(t, testKey, specSecret)
+	tc := TableConfig{Table: "shop.outbox_endpoints", TenantHeader: "tenant", SecretsKey: testKey,
+		Defaults: EndpointConfig{Timeout: 3e9, RateLimit: 7, Headers: map[string]string{"Authorization": "Bearer x"}}}
+	tests := []struct {
+		name   string
+		tc     func(*TableConfig)
+		modify func(map[string]any)
+		check  func(t *testing.T, ep TableEndpoint)
+		want   string // error text; "" means valid
+	}{
+		{"a minimal row takes the defaults", nil, nil, func(t *testing.T, ep TableEndpoint) {
+			c := ep.Config
+			if ep.ID != "acme-orders" || !ep.Enabled || c.Name != "acme-orders" || c.URL != "https://hooks.acme.example/in" || !c.FromData {
+				t.Errorf("endpoint %+v", ep)
+			}
+			if c.Timeout != 3e9 || c.RateLimit != 7 || c.MaxConcurrency != DefaultMaxConcurrency || c.Headers["Authorization"] != "Bearer x" {
+				t.Errorf("defaults not applied: %+v", c)
+			}
+			if len(c.Secrets) != 0 || len(c.Filter.EventTypes) != 0 || len(c.Filter.AggregateTypes) != 0 || len(c.Filter.Headers) != 0 {
+				t.Errorf("a NULL secrets/filter row has secrets or a filter: %+v", c)
+			}
+		}, ""},
+		{"a full row", nil, func(r map[string]any) {
+			r["secrets"] = specSecret + "  " + encrypt(t, testKey, rotatedSecret)
+			r["tenant"] = "acme"
+			r["event_types"] = "order.*, invoice.paid,"
+			r["aggregate_types"] = "order"
+			r["rate_limit"] = 2.5
+			r["enabled"] = int64(0)
+		}, func(t *testing.T, ep TableEndpoint) {
+			c := ep.Config
+			if ep.Enabled {
+				t.Error("enabled 0 reads as enabled")
+			}
+			if !slices.Equal(c.Secrets, []string{specSecret, rotatedSecret}) {
+				t.Errorf("secrets were not read (or decrypted) in order")
+			}
+			if c.Filter.Headers["tenant"] != "acme" || len(c.Filter.Headers) != 1 {
+				t.Errorf("tenant filter %v", c.Filter.Headers)
+			}
+			if !slices.Equal(c.Filter.EventTypes, []string{"order.*", "invoice.paid"}) || !slices.Equal(c.Filter.AggregateTypes, []string{"order"}) {
+				t.Errorf("filter %+v", c.Filter)
+			}
+			if c.RateLimit != 2.5 {
+				t.Errorf("rate limit %g", c.RateLimit)
+			}
+		}, ""},
+		{"an integer rate limit is accepted", nil, func(r map[string]any) { r["rate_limit"] = int64(3) },
+			func(t *testing.T, ep TableEndpoint) {
+				if ep.Config.RateLimit != 3 {
+					t.Errorf("rate limit %g", ep.Config.RateLimit)
+				}
+			}, ""},
+		{"the defaults' headers are not shared between rows", nil, nil, func(t *testing.T, ep TableEndpoint) {
+			ep.Config.Headers["Authorization"] = "changed"
+			if tc.Defaults.Headers["Authorization"] != "Bearer x" {
+				t.Error("changing a row's headers changed the defaults")
+			}
+		}, ""},
+		{"a missing column", nil, func(r map[string]any) { delete(r, "enabled") }, nil, `no column "enabled"; create the table with deploy/outbox_endpoints.sql`},
+		{"a NULL id", nil, func(r map[string]any) { r["id"] = nil }, nil, "a row's id is NULL"},
+		{"an id with a slash", nil, func(r map[string]any) { r["id"] = "a/b" }, nil, `row "a/b": the id must be 1 to 64 letters, digits`},
+		{"an id with a space", nil, func(r map[string]any) { r["id"] = "a b" }, nil, "the id must be"},
+		{"an empty url", nil, func(r map[string]any) { r["url"] = "" }, nil, `row "acme-orders": url is empty`},
+		{"a NULL url", nil, func(r map[string]any) { r["url"] = nil }, nil, "url is NULL"},
+		{"a relative url", nil, func(r map[string]any) { r["url"] = "/in" }, nil, "not an absolute http or https address"},
+		{"a private address is refused (the url comes from data)", nil, func(r map[string]any) { r["url"] = "http://10.0.0.7/in" }, nil, "10.0.0.7"},
+		{"a private address allowed by the defaults' egress", func(c *TableConfig) { c.Defaults.Egress.Allow = []string{"10.0.0.0/8"} },
+			func(r map[string]any) { r["url"] = "http://10.0.0.7/in" }, nil, ""},
+		{"a secret that is not whsec_", nil, func(r map[string]any) { r["secrets"] = "hunter2hunter2" }, nil, `secrets[0]: secret does not start with "whsec_"`},
+		{"a short plain secret", nil, func(r map[string]any) {
+			r["secrets"] = specSecret + " whsec_" + base64.StdEncoding.EncodeToString([]byte("short"))
+		}, nil, "secrets[1]: secret decodes to 5 bytes"},
+		{"an encrypted secret with the wrong key", func(c *TableConfig) { c.SecretsKey = otherKey },
+			func(r map[string]any) { r["secrets"] = encSpec }, nil, "secrets[0]: cannot be decrypted with endpoints_table.secrets_key"},
+		{"an encrypted secret without a key", func(c *TableConfig) { c.SecretsKey = "" },
+			func(r map[string]any) { r["secrets"] = encSpec }, nil, "secrets[0] is encrypted (enc:v1:...) but endpoints_table.secrets_key is not set"},
+		{"a damaged encrypted secret", nil, func(r map[string]any) { r["secrets"] = encSpec[:len(encSpec)-8] + "AAAAAAAA" }, nil, "cannot be decrypted"},
+		{"an encrypted value that is not base64", nil, func(r map[string]any) { r["secrets"] = "enc:v1:***" }, nil, "is not valid base64"},
+		{"a truncated encrypted value", nil, func(r map[string]any) { r["secrets"] = "enc:v1:AAAA" }, nil, "too short"},
+		{"an encrypted value that is not a whsec_ secret", nil, func(r map[string]any) {
+			r["secrets"] = encryptRaw(t, testKey, "not-a-webhook-secret")
+		}, nil, `secrets[0]: secret does not start with "whsec_"`},
+		{"secrets that are not text", nil, func(r map[string]any) { r["secrets"] = int64(5) }, nil, "secrets is an integer, not text"},
+		{"a tenant without tenant_header", func(c *TableConfig) { c.TenantHeader = "" },
+			func(r map[string]any) { r["tenant"] = "acme" }, nil, "tenant is set but endpoints_table.tenant_header is not"},
+		{"an empty tenant", nil, func(r map[string]any) { r["tenant"] = "" }, nil, "tenant is empty; set NULL"},
+		{"a bad event type glob", nil, func(r map[string]any) { r["event_types"] = "order.[a" }, nil, `filter.event_types[0] "order.[a" is not a valid glob`},
+		{"a bad aggregate type glob", nil, func(r map[string]any) { r["aggregate_types"] = "a,[" }, nil, "filter.aggregate_types[1]"},
+		{"a negative rate limit", nil, func(r map[string]any) { r["rate_limit"] = -1.0 }, nil, "rate_limit -1 is negative"},
+		{"a rate limit that is text", nil, func(r map[string]any) { r["rate_limit"] = "fast" }, nil, "rate_limit is empty, not a number"},
+		{"a NULL enabled", nil, func(r map[string]any) { r["enabled"] = nil }, nil, "enabled is NULL; set 1 or 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tc
+			c.Defaults.Headers = map[string]string{"Authorization": "Bearer x"}
+			tc.Defaults.Headers = c.Defaults.Headers
+			if tt.tc != nil {
+				tt.tc(&c)
+			}
+			row := goodRow()
+			if tt.modify != nil {
+				tt.modify(row)
+			}
+			ep, err := c.FromRow(row)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("FromRow = %v, want nil", err)
+				}
+				if tt.check != nil {
+					tt.check(t, ep)
+				}
+				if _, err := NewEndpoint(ep.Config, nil); err != nil {
+					t.Fatalf("NewEndpoint refused the row's config: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("FromRow = %v, want an error containing %q", err, tt.want)
+			}
+			if id, _ := row["id"].(string); id != "" && !strings.Contains(err.Error(), id) {
+				t.Errorf("the error does not name the row %q: %v", id, err)
+			}
+			for _, secret := range []string{specSecret[len("whsec_"):], rotatedSecret[len("whsec_"):], testKey, otherKey, "hunter2", encSpec[len(encPrefix):]} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("the error quotes a secret or key: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// encryptRaw encrypts any string, as EncryptSecret does for whsec_ ones.
+func encryptRaw(t *testing.T, key, s string) string {
+	t.Helper()
+	k, err := secretsKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, aead.NonceSize())
+	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(s), nil))
+}
+
+func TestEncryptSecret(t *testing.T) {
+	a, b := encrypt(t, testKey, specSecret), encrypt(t, testKey, specSecret)
+	if a == b {
+		t.Error("two encryptions of one secret are equal: the nonce is not random")
+	}
+	if strings.Contains(a, specSecret[len("whsec_"):]) || !strings.HasPrefix(a, encPrefix) {
+		t.Errorf("encrypted value %q", a)
+	}
+	key, _ := secretsKey(testKey)
+	if got, err := decryptSecret(key, a[len(encPrefix):]); err != nil || got != specSecret {
+		t.Errorf("decrypt = %q, %v", got, err)
+	}
+	for _, tc := range []struct{ name, key, secret, want string }{
+		{"a key that is not base64", "!!!", specSecret, "not valid base64"},
+		{"a key of 16 bytes", base64.StdEncoding.EncodeToString(make([]byte, 16)), specSecret, "decodes to 16 bytes, not 32"},
+		{"a secret that is not whsec_", testKey, "hunter2hunter2hunter2", `does not start with "whsec_"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := EncryptSecret(tc.key, tc.secret)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("EncryptSecret = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the error quotes the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestTableConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  TableConfig
+		want string
+	}{
+		{"a table and nothing else is valid", TableConfig{Table: "shop.outbox_endpoints"}, ""},
+		{"a table without schema", TableConfig{Table: "outbox_endpoints"}, `table "outbox_endpoints" must be schema.table`},
+		{"a quoted table name", TableConfig{Table: "shop.`x`"}, "must be schema.table"},
+		{"a bad key", TableConfig{Table: "s.t", SecretsKey: "short"}, "secrets_key: not valid base64"},
+		{"a url in the defaults", TableConfig{Table: "s.t", Defaults: EndpointConfig{URL: "https://x.example/"}}, "defaults.url is set"},
+		{"a name in the defaults", TableConfig{Table: "s.t", Defaults: EndpointConfig{Name: "x"}}, "defaults.name is set"},
+		{"secrets in the defaults", TableConfig{Table: "s.t", Defaults: EndpointConfig{Secrets: []string{specSecret}}}, "defaults.secrets is set"},
+		{"a filter in the defaults", TableConfig{Table: "s.t", Defaults: EndpointConfig{Filter: Filter{EventTypes: []string{"a"}}}}, "defaults.filter is set"},
+		{"a bad default", TableConfig{Table: "s.t", Defaults: EndpointConfig{Body: "xml"}}, `defaults: webhook endpoint "defaults": body "xml"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), specSecret[6:]) {
+				t.Errorf("the error quotes a secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestDeployedSchemaIsTheConstant(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/outbox_endpoints.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), EndpointsTableSchema+";") {
+		t.Fatal("deploy/outbox_endpoints.sql does not hold EndpointsTableSchema; copy the constant into it")
+	}
+}
+
+// Load reads a table made with deploy/outbox_endpoints.sql on a private
+// MariaDB: every row, enabled or not; a bad row fails the load naming it; a
+// missing table names the schema file.
+func TestLoad(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	ctx := context.Background()
+	var logs bytes.Buffer
+	tc := TableConfig{Table: dbname + ".outbox_endpoints", TenantHeader: "tenant", SecretsKey: testKey,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+
+	if _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), "create it with deploy/outbox_endpoints.sql") {
+		t.Fatalf("Load of a missing table = %v, want an error naming deploy/outbox_endpoints.sql", err)
+	}
+
+	ddl, err := os.ReadFile("../../deploy/outbox_endpoints.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(string(ddl)); err != nil {
+		t.Fatalf("deploy/outbox_endpoints.sql: %v", err)
+	}
+	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 0 {
+		t.Fatalf("Load of an empty table = %v, %v", eps, err)
+	}
+	info, err := canal.Inspect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := canal.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := encrypt(t, testKey, rotatedSecret)
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant, event_types, aggregate_types, rate_limit, enabled) VALUES
+		('b-plain', 'https://b.example/in', ?, 'acme', 'order.*,invoice.*', NULL, 2.5, 1),
+		('a-enc', 'https://a.example/in', ?, NULL, NULL, 'order', NULL, 0)`, specSecret, enc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('c-min', 'https://c.example/in')`); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := tc.Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ep := range eps {
+		ids = append(ids, ep.ID)
+	}
+	if !slices.Equal(ids, []string{"a-enc", "b-plain", "c-min"}) {
+		t.Fatalf("loaded %v, want a-enc, b-plain, c-min in id order", ids)
+	}
+	a, b, c := eps[0], eps[1], eps[2]
+	if a.Enabled || !slices.Equal(a.Config.Secrets, []string{rotatedSecret}) || !slices.Equal(a.Config.Filter.AggregateTypes, []string{"order"}) {
+		t.Errorf("a-enc: %+v", a)
+	}
+	if !b.Enabled || !slices.Equal(b.Config.Secrets, []string{specSecret}) || b.Config.Filter.Headers["tenant"] != "acme" ||
+		!slices.Equal(b.Config.Filter.EventTypes, []string{"order.*", "invoice.*"}) || b.Config.RateLimit != 2.5 {
+		t.Errorf("b-plain: %+v", b)
+	}
+	if !c.Enabled || len(c.Config.Secrets) != 0 || c.Config.URL != "https://c.example/in" || !c.Config.FromData {
+		t.Errorf("c-min: %+v", c)
+	}
+	// The same rows as the binlog reader hands them on (a watched table)
+	// give the same endpoints.
+	fromBinlog := map[string]TableEndpoint{}
+	r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: 4242, Flavor: "mariadb",
+		Tables: []canal.Table{{Schema: dbname, Name: "no_outbox", Columns: canal.Columns{ID: "id", AggregateID: "a", Payload: "p"}}},
+		Watch:  []canal.Watched{{Schema: dbname, Name: "outbox_endpoints"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	errDone := errors.New("done")
+	err = r.Run(rctx, start, func(_ context.Context, txn *event.Txn) error {
+		for _, c := range txn.Changes {
+			ep, err := tc.FromRow(c.Row)
+			if err != nil {
+				return err
+			}
+			fromBinlog[ep.ID] = ep
+		}
+		if len(fromBinlog) == len(eps) {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("reading the rows from the binlog: %v", err)
+	}
+	for _, ep := range eps {
+		if got := fromBinlog[ep.ID]; !reflect.DeepEqual(got, ep) {
+			t.Errorf("row %s from the binlog:\n%+v\nfrom Load:\n%+v", ep.ID, got, ep)
+		}
+	}
+
+	if got := logs.String(); !strings.Contains(got, "plain secrets") || !strings.Contains(got, "b-plain") || strings.Contains(got, "a-enc") {
+		t.Errorf("want one warning naming b-plain (and not a-enc), got %q", got)
+	}
+	if strings.Contains(logs.String(), specSecret[6:]) {
+		t.Fatal("the warning quotes the secret")
+	}
+
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('d-bad', 'https://d.example/in', 'acme'), ('e-bad', 'ftp://e.example/', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	tc.TenantHeader = ""
+	_, err = tc.Load(ctx, db)
+	if err == nil {
+		t.Fatal("Load accepted bad rows")
+	}
+	for _, want := range []string{`row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Load = %v, want it to contain %q", err, want)
+		}
+	}
+}
