@@ -54,13 +54,14 @@ const (
 	NameBinlogRetention        = "binlog_retention"
 	NameReplicaUpdates         = "log_slave_updates"
 	NameInsecureSettings       = "insecure_settings"
+	NameSinks                  = "sinks"
 )
 
 // Names lists every check, in the order Run reports them.
 func Names() []string {
 	return []string{NameServer, NameLogBin, NameBinlogFormat, NameBinlogRowImage, NameBinlogRowMetadata,
 		NameGTIDMode, NameEnforceGTIDConsistency, NameGTIDStrictMode, NameLogBinCompress, NameBinlogRowValueOptions,
-		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameOutboxGrowth, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings}
+		NameReplicaUpdates, NamePrivileges, NameServerID, NameTables, NameOutboxGrowth, NameCheckpointAvailable, NameCheckpointServer, NameBinlogRetention, NameInsecureSettings, NameSinks}
 }
 
 // Result is one reported line. A check may report several lines (one per
@@ -130,13 +131,18 @@ type Options struct {
 	// AllowFail names checks whose FAIL is reported as a WARN, with
 	// Result.Downgraded set. Unknown names are an error.
 	AllowFail []string
+	// Sinks also probes the destinations of the sinks that can (the sinks
+	// check). `outbox-relay check` sets it; the startup checks of `run` do
+	// not: a sink that cannot deliver yet is retried and stops no other.
+	Sinks bool
 }
 
 // Run connects to the source with the configured credentials and runs every
 // check that applies to its flavor. It returns an error only when it cannot
 // check at all (the server cannot be reached); everything else is a Result.
 // With that error it still returns the checks made on the config alone
-// (insecure_settings).
+// (insecure_settings) and, with Options.Sinks, the sinks' probes, which
+// need no source.
 func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) {
 	if opts.RetentionMin <= 0 {
 		opts.RetentionMin = 24 * time.Hour
@@ -146,10 +152,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))
 		}
 	}
-	insecure := insecureResults(cfg) // needs no server
+	noSource := insecureResults(cfg) // the results that need no source
+	if opts.Sinks {
+		noSource = append(noSource, sinkResults(ctx, cfg)...)
+	}
 	db, err := source.Open(ctx, cfg.Source)
 	if err != nil {
-		return Report{Results: insecure}, err
+		return Report{Results: noSource}, err
 	}
 	defer db.Close()
 	// Checkpoints first, the server's GTID state after: both only move
@@ -158,7 +167,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	cps, cpErr := loadCheckpoints(ctx, cfg)
 	s, err := inspect(ctx, db)
 	if err != nil {
-		return Report{Results: insecure}, err
+		return Report{Results: noSource}, err
 	}
 	var rep Report
 	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
@@ -166,7 +175,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	srv := serverResult(s, cfg.Source.Flavor)
 	add(srv)
 	if s.flavor == "" {
-		add(insecure...)
+		add(noSource...)
 		return finish(rep, opts), nil
 	}
 
@@ -189,7 +198,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(growthResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
-	add(insecure...)
+	add(noSource...)
 	return finish(rep, opts), nil
 }
 

@@ -8,12 +8,14 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 )
 
 // insecureResults reports the settings that weaken transport security, one
-// WARN each: certificate verification turned off (source, Kafka),
-// credentials sent in clear text (an http:// webhook url with an
-// Authorization header, other credential headers or a userinfo; SASL PLAIN
+// WARN each: certificate verification turned off (source, Kafka, NATS,
+// Redis, RabbitMQ), credentials sent in clear text (an http:// webhook url
+// with an Authorization header, other credential headers or a userinfo;
+// SASL PLAIN without TLS; a NATS, Redis or RabbitMQ password or token
 // without TLS). It reads only the config. With none, one PASS.
 func insecureResults(cfg *config.Config) []Result {
 	var out []Result
@@ -36,6 +38,13 @@ func insecureResults(cfg *config.Config) []Result {
 				warn(fmt.Sprintf("sinks[%d] (%s): kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text", i, s.Name),
 					"set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)")
 			}
+		case s.Type == "nats" && s.NATS != nil:
+			streamSinkTLS(warn, i, s.Name, "nats", s.NATS.TLS, s.NATS.User != "" || s.NATS.Token != "" || s.NATS.TokenFile != "" || s.NATS.TokenEnv != "")
+		case s.Type == "redis" && s.Redis != nil:
+			r := s.Redis
+			streamSinkTLS(warn, i, s.Name, "redis", r.TLS, r.Password != "" || r.PasswordFile != "" || r.PasswordEnv != "")
+		case s.Type == "rabbitmq" && s.RabbitMQ != nil:
+			streamSinkTLS(warn, i, s.Name, "rabbitmq", s.RabbitMQ.TLS, s.RabbitMQ.Username != "")
 		case s.Type == "webhook" && s.Webhook != nil:
 			for j, ep := range s.Webhook.Endpoints {
 				u, err := url.Parse(ep.URL)
@@ -63,6 +72,19 @@ func insecureResults(cfg *config.Config) []Result {
 		out = append(out, Result{Name: NameInsecureSettings, Detail: "no certificate check is turned off and no credential is sent in clear text"})
 	}
 	return out
+}
+
+// streamSinkTLS warns when a NATS, Redis or RabbitMQ sink (section typ)
+// skips certificate checks, or sends a password or token without TLS.
+func streamSinkTLS(warn func(detail, fix string), i int, name, typ string, t tlsfiles.Settings, secret bool) {
+	switch {
+	case t.Enabled && t.InsecureSkipVerify:
+		warn(fmt.Sprintf("sinks[%d] (%s): %s.tls.insecure_skip_verify is true: the server's certificate is not verified", i, name, typ),
+			fmt.Sprintf("set %s.tls.ca_file to the server's CA and remove insecure_skip_verify", typ))
+	case !t.Enabled && secret:
+		warn(fmt.Sprintf("sinks[%d] (%s): a %s password or token without %s.tls: it crosses the network in clear text", i, name, typ, typ),
+			fmt.Sprintf("set %s.tls.enabled: true", typ))
+	}
 }
 
 // credentialHeader reports whether a header's name says it carries a

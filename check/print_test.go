@@ -6,6 +6,10 @@ import (
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -37,6 +41,23 @@ func TestInsecureResults(t *testing.T) {
 	got := strings.Join(details, "\n")
 	if len(details) != 2 || !strings.Contains(got, "(h/userinfo)") || !strings.Contains(got, "(h/apikey)") || strings.Contains(got, "u:p@") {
 		t.Fatalf("warnings:\n%s", got)
+	}
+	streams := &config.Config{Sinks: []config.Sink{
+		{Name: "js", Type: "nats", NATS: &natssink.Config{User: "u", Password: "p"}},
+		{Name: "rd", Type: "redis", Redis: &redissink.Config{TLS: tlsfiles.Settings{Enabled: true, InsecureSkipVerify: true}}},
+		{Name: "mq", Type: "rabbitmq", RabbitMQ: &rabbitmq.Config{Username: "u", Password: "p", TLS: tlsfiles.Settings{Enabled: true}}},
+		{Name: "rd2", Type: "redis", Redis: &redissink.Config{}},
+	}}
+	details = nil
+	for _, r := range insecureResults(streams) {
+		if r.Status == Warn {
+			details = append(details, r.Detail+" / "+r.Fix)
+		}
+	}
+	got = strings.Join(details, "\n")
+	if len(details) != 2 || !strings.Contains(got, "sinks[0] (js): a nats password or token without nats.tls") ||
+		!strings.Contains(got, "sinks[1] (rd): redis.tls.insecure_skip_verify is true") || strings.Contains(got, "(mq)") {
+		t.Fatalf("warnings of the stream sinks:\n%s", got)
 	}
 	if rs := insecureResults(&config.Config{}); len(rs) != 1 || rs[0].Status != Pass {
 		t.Fatalf("an empty config: %+v", rs)

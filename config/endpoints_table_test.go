@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"encoding/base64"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -108,23 +107,7 @@ func TestWebhookEndpointsAndTableTogether(t *testing.T) {
 
 // The example's commented webhook sink parses once uncommented.
 func TestTheExampleWebhookSinkParses(t *testing.T) {
-	b, err := os.ReadFile("../deploy/config.example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var block []string
-	in := false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case strings.HasPrefix(line, "  # - name: hooks"):
-			in = true
-		case in && strings.HasPrefix(line, "  # - name:"):
-			in = false
-		}
-		if in {
-			block = append(block, "  "+strings.TrimPrefix(line, "  # "))
-		}
-	}
+	block := exampleSink(t, "hooks")
 	if len(block) < 10 {
 		t.Fatalf("no commented webhook sink found in the example (%d lines)", len(block))
 	}

@@ -22,6 +22,54 @@ func TestTheExampleConfigLoads(t *testing.T) {
 	}
 }
 
+// exampleSink returns the lines of the example's commented-out sink named
+// name, uncommented.
+func exampleSink(t *testing.T, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "  # - name: "+name || strings.HasPrefix(line, "  # - name: "+name+" "):
+			in = true
+		case in && (strings.HasPrefix(line, "  # - name:") || !strings.HasPrefix(line, "  #   ")):
+			in = false
+		}
+		if in {
+			block = append(block, "  "+strings.TrimPrefix(line, "  # "))
+		}
+	}
+	if len(block) < 5 {
+		t.Fatalf("no commented-out sink %q in the example (%d lines)", name, len(block))
+	}
+	return block
+}
+
+// The example's commented-out NATS, Redis and RabbitMQ sinks parse once
+// uncommented, with what they show.
+func TestTheExampleStreamSinksParse(t *testing.T) {
+	var lines []string
+	for _, name := range []string{"nats", "redis", "rabbitmq"} {
+		lines = append(lines, exampleSink(t, name)...)
+	}
+	cfg, err := config.Parse([]byte("tables: [{name: shop.outbox}]\nsinks:\n" + strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatalf("the example's stream sinks: %v", err)
+	}
+	if len(cfg.Sinks) != 3 {
+		t.Fatalf("%d sinks, want nats, redis, rabbitmq", len(cfg.Sinks))
+	}
+	n, r, q := cfg.Sinks[0], cfg.Sinks[1], cfg.Sinks[2]
+	if n.NATS == nil || r.Redis == nil || q.RabbitMQ == nil ||
+		n.NATS.CreateStream.DuplicateWindow.String() != "2m0s" || r.Redis.Addr != "127.0.0.1:6379" || q.RabbitMQ.Exchange != "outbox" {
+		t.Fatalf("uncommented sinks: %+v", cfg.Sinks)
+	}
+}
+
 func TestParseRejectsBadInputNamingTheField(t *testing.T) {
 	base := "tables: [{name: shop.outbox}]\nsinks: [{name: out, type: stdout}]\n"
 	tests := []struct {

@@ -60,28 +60,55 @@ func checkNames(t *testing.T, file string, exprs []string) map[string]bool {
 	return used
 }
 
-func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
+// grafanaDashboard is what the tests read of deploy/grafana-dashboard.json.
+type grafanaDashboard struct {
+	Title  string `json:"title"`
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T) (grafanaDashboard, []byte) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(deployDir, "grafana-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		Title  string `json:"title"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
+	var dash grafanaDashboard
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("grafana-dashboard.json: %v", err)
 	}
+	return dash, b
+}
+
+// sinkVariable returns the metric whose sink label lists the dashboard's
+// $sink choices.
+func sinkVariable(t *testing.T, dash grafanaDashboard) string {
+	t.Helper()
+	for _, v := range dash.Templating.List {
+		if v.Name == "sink" {
+			m := regexp.MustCompile(`^label_values\((outbox_relay_[a-z_]+)\{[^}]*\}, sink\)$`).FindStringSubmatch(v.Definition)
+			if m == nil {
+				t.Fatalf("the dashboard's sink variable is %q, not label_values(<metric>{...}, sink)", v.Definition)
+			}
+			return m[1]
+		}
+	}
+	t.Fatal("the dashboard has no sink variable")
+	return ""
+}
+
+func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
+	dash, b := readDashboard(t)
 	var exprs []string
 	for _, p := range dash.Panels {
 		if len(p.Targets) == 0 {
@@ -109,6 +136,45 @@ func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "histogram_quantile(0.99") {
 		t.Error("the dashboard shows no p99 latency")
+	}
+}
+
+// Every sink, whatever its type (stdout, Kafka, webhook endpoints, NATS
+// JetStream, Redis Streams, RabbitMQ), is one of the dashboard's $sink
+// choices and a series of its own on each per-sink panel: every query of a
+// per-sink metric selects sink=~"$sink" and keeps sink in its grouping, and
+// no query picks sinks by name or type. (TestEverySinkTypeHasItsSeries shows
+// that a relay with each type sets the variable's metric for it.)
+func TestGrafanaDashboardShowsEverySinkOfEveryType(t *testing.T) {
+	dash, _ := readDashboard(t)
+	if v := sinkVariable(t, dash); v != "outbox_relay_sink_up" {
+		t.Errorf("the sink variable lists %s: want outbox_relay_sink_up, which every pipeline sets from its first connect", v)
+	}
+	perSink := regexp.MustCompile(`(outbox_relay_[a-z_]+)\{([^}]*)\}`)
+	grouping := regexp.MustCompile(`\b(?:by|without) \(([^)]*)\)`)
+	ungrouped := regexp.MustCompile(`\b(?:sum|min|max|avg|count)\s*\(`)
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range perSink.FindAllStringSubmatch(tg.Expr, -1) {
+				labels := m[2]
+				if !strings.Contains(labels, `sink=~"$sink"`) {
+					t.Errorf("panel %q: %s is not filtered by sink=~\"$sink\": %s", p.Title, m[1], tg.Expr)
+				}
+				for _, typ := range config.SinkTypes {
+					if strings.Contains(labels, `"`+typ) {
+						t.Errorf("panel %q picks sinks by name or type %q: %s", p.Title, typ, tg.Expr)
+					}
+				}
+			}
+			if ungrouped.MatchString(tg.Expr) {
+				t.Errorf("panel %q aggregates without by (sink), which merges the sinks into one series: %s", p.Title, tg.Expr)
+			}
+			for _, g := range grouping.FindAllStringSubmatch(tg.Expr, -1) {
+				if !slices.Contains(strings.Split(strings.ReplaceAll(g[1], " ", ""), ","), "sink") {
+					t.Errorf("panel %q groups by (%s), which merges the sinks into one series: %s", p.Title, g[1], tg.Expr)
+				}
+			}
+		}
 	}
 }
 

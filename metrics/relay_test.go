@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,15 +14,20 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	amqp "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
 var srv *testserver.Server
@@ -104,36 +110,8 @@ func get(t *testing.T, url string) (int, string) {
 // says it is caught up, and is live and ready; the listener is gone after
 // the relay stops.
 func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
-	dbname := srv.NewDatabase(t)
-	db := srv.DB(t, dbname)
-	if _, err := db.Exec(outboxtest.Schema); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
-tables: [{name: %s.outbox}]
-checkpoint: {path: %s, interval: 200ms, start: current}
-sinks: [{name: out, type: stdout}]
-http: {listen: %q}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
-	base := "http://" + addr
-
-	// Ready once the stream is connected (nothing in flight yet).
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		code, _ := getQuiet(base + "/readyz")
-		return code == http.StatusOK
-	})
+	r := runRelay(t, 700, `[{name: out, type: stdout}]`)
+	db, dbname, base := r.db, r.dbname, r.base
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d %q", code, body)
 	}
@@ -208,13 +186,68 @@ http: {listen: %q}
 		t.Fatalf("/readyz when caught up = %d %q", code, body)
 	}
 
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := r.stop(); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("the HTTP listener still answers after the relay stopped")
 	}
+}
+
+// testRelay is a relay run by runRelay.
+type testRelay struct {
+	db     *sql.DB // of its outbox database
+	dbname string
+	base   string       // of its HTTP listener: "http://127.0.0.1:port"
+	stop   func() error // ends it and returns its error
+}
+
+// runRelay runs a relay (version v9.9.9-test) on a fresh outbox database
+// of srv with the sinks of sinksYAML and http.listen on a free port, and
+// waits until /readyz answers 200.
+func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
+	t.Helper()
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms, start: current}
+sinks: %s
+http: {listen: %q}
+`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && err != context.Canceled {
+			return err
+		}
+		return nil
+	}
+	t.Cleanup(func() { _ = stop() })
+	base := "http://" + addr
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+		code, _ := getQuiet(base + "/readyz")
+		return code == http.StatusOK
+	})
+	return testRelay{db: db, dbname: dbname, base: base, stop: stop}
 }
 
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
@@ -245,5 +278,88 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %s waiting for %s", limit, what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A relay with a NATS JetStream, a Redis Streams and a RabbitMQ sink beside
+// a stdout one exposes each sink's series as it does the others': every
+// event counted delivered and its latency observed, sink_up 1, nothing in
+// flight, and a series of the metric the dashboard's $sink choices come
+// from, so each sink is on the dashboard.
+func TestEverySinkTypeHasItsSeries(t *testing.T) {
+	sinktest.Require(t, "nats-server (JetStream)", "127.0.0.1:4222")
+	sinktest.Require(t, "redis-server", "127.0.0.1:6379")
+	sinktest.Require(t, "rabbitmq", "127.0.0.1:5672")
+	u := sinktest.Unique()
+	// RabbitMQ: a queue bound to amq.topic for this test's routing keys, so
+	// that no message returns unroutable.
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("m"+u, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ch.QueueDelete("m"+u, false, false, false)
+	if err := ch.QueueBind("m"+u, "m"+u+".#", "amq.topic", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	rd := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer rd.Close()
+	defer rd.Del(context.Background(), "m"+u+":outbox")
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	defer js.DeleteStream(context.Background(), "M"+u)
+
+	r := runRelay(t, 720, fmt.Sprintf(`
+  - {name: out, type: stdout}
+  - {name: js, type: nats, nats: {urls: ["nats://127.0.0.1:4222"], stream: M%s, subject: "m%s.{{.AggregateType}}", create_stream: {enabled: true, subjects: ["m%s.>"], storage: memory}}}
+  - {name: rd, type: redis, redis: {addr: "127.0.0.1:6379", stream: "m%s:outbox"}}
+  - {name: mq, type: rabbitmq, rabbitmq: {addr: "127.0.0.1:5672", exchange: amq.topic, routing_key: "m%s.{{.AggregateType}}"}}`, u, u, u, u, u))
+	db, base := r.db, r.base
+	const want = 12
+	for i := range want {
+		id := fmt.Sprintf("s-%d", i)
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'order', ?, 'created', ?)",
+			id, fmt.Sprintf("a%d", i%3), outboxtest.Payload(id, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sinks := []string{"out", "js", "rd", "mq"}
+	var mfs map[string]*dto.MetricFamily
+	waitFor(t, 60*time.Second, "every sink to deliver every event", func() bool {
+		mfs = scrape(t, base)
+		for _, s := range sinks {
+			if d, _ := value(mfs, "outbox_relay_events_delivered_total", map[string]string{"sink": s}); d != want {
+				return false
+			}
+		}
+		return true
+	})
+	dash, _ := readDashboard(t)
+	choices := sinkVariable(t, dash)
+	for _, s := range sinks {
+		l := map[string]string{"sink": s}
+		if v, ok := value(mfs, "outbox_relay_sink_up", l); !ok || v != 1 {
+			t.Errorf("sink %s: outbox_relay_sink_up = %v (present %v), want 1", s, v, ok)
+		}
+		if v, ok := value(mfs, "outbox_relay_delivery_latency_seconds", l); !ok || v != want {
+			t.Errorf("sink %s: %v latency observations (present %v), want %d", s, v, ok, want)
+		}
+		if _, ok := value(mfs, choices, l); !ok {
+			t.Errorf("sink %s has no %s series: it is not among the dashboard's $sink choices", s, choices)
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
 	}
 }

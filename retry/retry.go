@@ -131,14 +131,23 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// ErrNotConnected is wrapped by a sink's error when its client library
+// says in its own words that it has no connection to the destination (a
+// NATS client reconnecting, an AMQP connection or channel lost): then
+// IsConnectionError reports it too.
+var ErrNotConnected = errors.New("not connected")
+
 // IsConnectionError reports whether err says the destination could not be
 // reached or dropped the connection: a failed dial (refused, unreachable,
 // unresolvable, or timed out while connecting), a connection reset or
-// closed mid-request (EOF). A timeout on an established connection is not
-// one: the destination may be slow rather than gone.
+// closed mid-request (EOF), or ErrNotConnected. A timeout on an established
+// connection is not one: the destination may be slow rather than gone.
 func IsConnectionError(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, ErrNotConnected) {
+		return true
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {

@@ -102,6 +102,7 @@ func TestIsConnectionError(t *testing.T) {
 		{"a reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
 		{"an unresolvable host", &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}, true},
 		{"a dial timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true},
+		{"a client library's own word for a lost connection", fmt.Errorf("publish: %w: nats: outbound buffer limit exceeded", ErrNotConnected), true},
 		{"a read timeout on an established connection", &net.OpError{Op: "read", Err: timeoutErr{}}, false},
 		{"an answer of the destination", errors.New("not enough replicas"), false},
 		{"nil", nil, false},

@@ -66,6 +66,28 @@ type Submitter interface {
 	Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error))
 }
 
+// Prober is implemented by sinks that can check their destination before
+// any event: that it is reachable, accepts the sink's credentials, and has
+// what the sink delivers to (a stream, an exchange), or that Connect will
+// create it. `outbox-relay check` calls it. Probe sends no event, creates
+// nothing and leaves no connection open; it may be called on a sink that was
+// never connected, and Close is called after it. It returns what it found,
+// or an error saying what is wrong; a *Problem among the wrapped errors also
+// says how to fix it.
+type Prober interface {
+	Probe(ctx context.Context) (found string, err error)
+}
+
+// Problem is a Probe failure that an operator fixes: Fix says how
+// ("create the stream, or set create_stream.enabled: true").
+type Problem struct {
+	Err error
+	Fix string
+}
+
+func (p *Problem) Error() string { return p.Err.Error() }
+func (p *Problem) Unwrap() error { return p.Err }
+
 // Collect returns an ack function for Submit that gathers n events' results
 // and then calls done once with what Write would return: nil, or a
 // *BatchError of the failed events.

@@ -23,7 +23,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin})
+	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin, Sinks: true})
 	if err != nil {
 		// The checks made on the config alone: their warnings still count.
 		for _, x := range rep.Results {

@@ -11,16 +11,19 @@
 //     the client's own timeouts can notice it.
 //   - CutHard: every open connection is closed (both sides see EOF), and new
 //     ones are closed at once, as a server or middlebox that goes away.
+//   - CutHardAfter: n more bytes go upstream (on all connections together),
+//     then CutHard: a cut in the middle of a client's write.
 //   - SetLatency: each chunk is delivered that long after it was read, in
 //     both directions; throughput is not limited.
 //   - SetBandwidth: a direction is limited to n bytes per second (a slow
 //     reader on the far side, or a thin link).
-//   - Restore: new connections are forwarded normally again. A connection
+//   - Restore: new connections are forwarded normally again (and a pending
+//     CutHardAfter is dropped). A connection
 //     that was silently cut stays dead (the bytes dropped on it are gone, so
 //     TCP's stream could not continue): the client must notice and reconnect.
 //
 // Why hand-written rather than Shopify's toxiproxy v2 used in-process: we need
-// five behaviours on one process's loopback; toxiproxy brings an HTTP API
+// six behaviours on one process's loopback; toxiproxy brings an HTTP API
 // server, its own logger and metrics dependencies into the module graph for
 // them, and its "timeout" toxic (the silent cut) and "limit_data" work per
 // toxic and per link rather than as one switch over every open connection,
@@ -64,6 +67,8 @@ type Proxy struct {
 	hard      bool
 	latency   time.Duration
 	limiters  [2]*rate.Limiter
+	budget    int // bytes upstream before a hard cut, when budgetOn
+	budgetOn  bool
 	conns     map[*link]struct{}
 	accepted  int
 	closed    bool
@@ -167,11 +172,37 @@ func (p *Proxy) CutHard() {
 	}
 }
 
-// Restore forwards new connections normally again; latency and bandwidth
-// limits stay as set. Silently cut connections stay dead.
+// CutHardAfter lets n more bytes through upstream (client to server), on
+// every connection together, and then cuts hard: the connection that sent
+// the n-th byte is closed right after it, every other one with it.
+func (p *Proxy) CutHardAfter(n int) {
+	p.mu.Lock()
+	p.budget, p.budgetOn = max(n, 0), true
+	p.mu.Unlock()
+}
+
+// spend takes up to n bytes from the upstream budget: it returns how many
+// may go, and whether the proxy must cut hard after them.
+func (p *Proxy) spend(n int) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.budgetOn {
+		return n, false
+	}
+	if n >= p.budget {
+		n, p.budgetOn = p.budget, false
+		return n, true
+	}
+	p.budget -= n
+	return n, false
+}
+
+// Restore forwards new connections normally again and drops a pending
+// CutHardAfter; latency and bandwidth limits stay as set. Silently cut
+// connections stay dead.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.silent, p.hard = false, false
+	p.silent, p.hard, p.budgetOn = false, false, false
 	p.mu.Unlock()
 }
 
@@ -335,10 +366,18 @@ func (p *Proxy) pipe(l *link, src io.Reader, dst io.Writer, dir Direction) {
 					n = len(b)
 				}
 			}
+			cut := false
+			if dir == Upstream {
+				n, cut = p.spend(n)
+			}
 			if _, err := dst.Write(b[:n]); err != nil {
 				return
 			}
 			p.forwarded.Add(int64(n))
+			if cut {
+				p.CutHard()
+				return
+			}
 			b = b[n:]
 		}
 	}

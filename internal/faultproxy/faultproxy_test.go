@@ -101,6 +101,33 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("a cut after n bytes lets exactly n through upstream, then closes", func(t *testing.T) {
+		c := dial(t, p)
+		if err := roundTrip(t, c, "before", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		_, before, _ := p.Stats()
+		p.CutHardAfter(10)
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		c.Write([]byte("0123456789abcdefghij\n"))
+		echoed, err := io.ReadAll(c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the link was not closed after the budget: read %q", echoed)
+		}
+		if string(echoed) != "0123456789"[:len(echoed)] {
+			t.Fatalf("echoed %q after a 10-byte budget, want a prefix of 0123456789", echoed)
+		}
+		if _, after, _ := p.Stats(); after-before > 10+int64(len(echoed)) {
+			t.Fatalf("%d bytes forwarded after the cut was set, want at most 10 upstream and the %d echoed", after-before, len(echoed))
+		}
+		if err := roundTrip(t, dial(t, p), "during", time.Second); err == nil {
+			t.Fatal("a new connection after the cut was answered")
+		}
+		p.Restore()
+		if err := roundTrip(t, dial(t, p), "after", time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("latency delays each round trip", func(t *testing.T) {
 		p.SetLatency(100 * time.Millisecond)
 		defer p.SetLatency(0)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -207,7 +208,7 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 			}
 			f, err := js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(batch[i].ID))
 			if err != nil {
-				res[i] = classify(fmt.Errorf("publish event %s to nats subject %q: %w", batch[i].ID, msgs[i].Subject, err))
+				res[i] = s.classify(fmt.Errorf("publish event %s to nats subject %q: %w", batch[i].ID, msgs[i].Subject, err))
 				continue
 			}
 			futures[i] = f
@@ -222,9 +223,9 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				res[i] = classify(fmt.Errorf("publish event %s to nats subject %q: %w", batch[i].ID, msgs[i].Subject, err))
+				res[i] = s.classify(fmt.Errorf("publish event %s to nats subject %q: %w", batch[i].ID, msgs[i].Subject, err))
 			case <-timeout.C:
-				res[i] = fmt.Errorf("publish event %s to nats subject %q: no PubAck within %s", batch[i].ID, msgs[i].Subject, s.cfg.AckTimeout)
+				res[i] = fmt.Errorf("publish event %s to nats subject %q: no PubAck within %s: %w", batch[i].ID, msgs[i].Subject, s.cfg.AckTimeout, context.DeadlineExceeded)
 			case <-ctx.Done():
 				res[i] = ctx.Err()
 			}
@@ -267,8 +268,11 @@ var permanentCodes = map[jetstream.ErrorCode]bool{
 // classify marks err permanent when retrying the same message cannot help:
 // larger than the server's max_payload or the stream's max_msg_size, a
 // malformed message. Everything else (disconnected, timeouts, no stream
-// answering, a stream leader election) is retriable.
-func classify(err error) error {
+// answering, a stream leader election) is retriable; a lost connection is
+// marked retry.ErrNotConnected and a PubAck timeout
+// context.DeadlineExceeded, so the pipeline probes for the server's return
+// and the metrics count them as connection and timeout failures.
+func (s *Sink) classify(err error) error {
 	if errors.Is(err, natsgo.ErrMaxPayload) || errors.Is(err, natsgo.ErrBadSubject) || errors.Is(err, natsgo.ErrBadHeaderMsg) {
 		return sink.Permanent(err)
 	}
@@ -276,8 +280,14 @@ func classify(err error) error {
 	if errors.As(err, &api) && permanentCodes[api.ErrorCode] {
 		return sink.Permanent(err)
 	}
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("%w (is a stream capturing the subject? see nats.stream and create_stream)", err)
+	case errors.Is(err, natsgo.ErrReconnectBufExceeded), errors.Is(err, natsgo.ErrConnectionReconnecting),
+		errors.Is(err, natsgo.ErrConnectionClosed), errors.Is(err, natsgo.ErrDisconnected), errors.Is(err, natsgo.ErrNoServers):
+		return fmt.Errorf("%w (%w to nats: nothing is buffered meanwhile; the client reconnects every %s)", err, retry.ErrNotConnected, s.cfg.ReconnectWait)
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
+		return fmt.Errorf("%w (no PubAck within ack_timeout %s: %w)", err, s.cfg.AckTimeout, context.DeadlineExceeded)
 	}
 	return err
 }

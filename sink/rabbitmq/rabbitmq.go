@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -88,9 +89,9 @@ func (s *Sink) dial() error {
 		}
 		if err != nil {
 			conn.Close()
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return fmt.Errorf("rabbitmq exchange %q does not exist: declare it, or set declare_exchange: true in the sink's rabbitmq section: %w", s.cfg.Exchange, err)
+			if isNotFound(err) {
+				p := s.missingExchange(err)
+				return fmt.Errorf("%w: %s", p, p.Fix)
 			}
 			return fmt.Errorf("check rabbitmq exchange %q: %w", s.cfg.Exchange, err)
 		}
@@ -125,9 +126,21 @@ func dial(c Config, tlsCfg *tls.Config, pw, name string) (*amqp.Connection, erro
 	}
 	conn, err := amqp.DialConfig(scheme+"://"+c.Addr+"/", cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to rabbitmq %s: %w", c.Addr, err)
+		return nil, fmt.Errorf("connect to rabbitmq %s: %w", c.Addr, notConnected(err))
 	}
 	return conn, nil
+}
+
+// notConnected marks err with retry.ErrNotConnected when it is how the AMQP
+// client reports a lost or failed connection: an I/O failure as a frame
+// error (501), a connection or channel that is not open (504), the server
+// closing the connection (320).
+func notConnected(err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && (ae.Code == amqp.FrameError || ae.Code == amqp.ChannelError || ae.Code == amqp.ConnectionForced) {
+		return fmt.Errorf("%w (%w)", err, retry.ErrNotConnected)
+	}
+	return err
 }
 
 // Close closes the channel and the connection; Write has returned, so no
@@ -180,7 +193,7 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 			}
 			dc, err := ch.PublishWithDeferredConfirmWithContext(pctx, s.cfg.Exchange, keys[i], true, false, *msgs[i])
 			if err != nil {
-				res[i] = fmt.Errorf("publish event %s to rabbitmq exchange %q: %w", batch[i].ID, s.cfg.Exchange, err)
+				res[i] = fmt.Errorf("publish event %s to rabbitmq exchange %q: %w", batch[i].ID, s.cfg.Exchange, notConnected(err))
 				continue
 			}
 			confirms[i] = dc
@@ -198,7 +211,7 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 			}
 			if !dc.Acked() {
 				if ch.IsClosed() {
-					res[i] = fmt.Errorf("publish event %s to rabbitmq: the channel closed before the confirm", batch[i].ID)
+					res[i] = fmt.Errorf("publish event %s to rabbitmq: the channel closed before the confirm: %w", batch[i].ID, retry.ErrNotConnected)
 				} else {
 					res[i] = sink.Permanent(fmt.Errorf("publish event %s to rabbitmq exchange %q: the broker nacked it (an internal error of the queue)", batch[i].ID, s.cfg.Exchange))
 				}

@@ -24,6 +24,9 @@
 //
 // Servers: Require dials a server and skips the test when it is unreachable,
 // except under CI=true, where it fails: CI must run every sink's suite.
+// StartServer runs a private server binary (nats-server, redis-server) for
+// tests that need one configured their own way. RunProbes checks a
+// sink.Prober (what `outbox-relay check` runs) against a table of cases.
 package sinktest
 
 import (
@@ -31,9 +34,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -470,4 +475,83 @@ func testClose(t *testing.T, h Harness) {
 		}
 	}
 	check(t, h, evs, ours, false)
+}
+
+// ProbeCase is one case of a sink's Probe test: the sink's config, and what
+// the probe must say. With Problem "", it passes with Found in its text;
+// otherwise its error holds Problem, and when Fix is not "" it is a
+// *sink.Problem whose Fix holds Fix.
+type ProbeCase[C any] struct {
+	Name                string
+	Config              C
+	Found, Problem, Fix string
+}
+
+// ProbingSink is a sink that can probe its destination.
+type ProbingSink interface {
+	sink.Sink
+	sink.Prober
+}
+
+// RunProbes makes a sink of each case's config with newSink, probes and
+// closes it, and checks what the probe said.
+func RunProbes[C any](t *testing.T, newSink func(C) (ProbingSink, error), cases []ProbeCase[C]) {
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			s, err := newSink(tc.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			found, err := s.Probe(context.Background())
+			var p *sink.Problem
+			switch {
+			case tc.Problem == "":
+				if err != nil || !strings.Contains(found, tc.Found) {
+					t.Fatalf("probe = %q, %v; want a pass saying %q", found, err, tc.Found)
+				}
+			case err == nil || !strings.Contains(err.Error(), tc.Problem):
+				t.Fatalf("probe = %q, %v; want an error saying %q", found, err, tc.Problem)
+			case tc.Fix != "" && (!errors.As(err, &p) || !strings.Contains(p.Fix, tc.Fix)):
+				t.Fatalf("probe error %v; want a problem whose fix says %q", err, tc.Fix)
+			}
+		})
+	}
+}
+
+// StartServer runs a private server of the binary name (nats-server,
+// redis-server) on a free loopback port until the test ends, with the
+// arguments args returns for that port, and returns its address once it
+// accepts connections. A missing binary skips the test, or fails it under
+// CI=true.
+func StartServer(t *testing.T, name string, args func(port int) []string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed under CI=true: %v", name, err)
+		}
+		t.Skipf("%s is not installed: %v", name, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, args(port)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %s did not start", name, addr)
+		}
+	}
 }

@@ -171,6 +171,14 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Id":        true,
 	"Webhook-Timestamp": true,
 	"Webhook-Signature": true,
+	// and the metadata headers (send.go)
+	"Webhook-Event-Type":     true,
+	"Webhook-Aggregate-Type": true,
+	"Webhook-Aggregate-Id":   true,
+	"Webhook-Gtid":           true,
+	"Webhook-Binlog-File":    true,
+	"Webhook-Binlog-Pos":     true,
+	"Webhook-Table":          true,
 }
 
 // Validate checks the configuration with its defaults applied. Each error

@@ -1,15 +1,19 @@
 package webhook_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -43,7 +47,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(id, "-poison"):
 		w.WriteHeader(http.StatusBadRequest)
 	default:
-		rc.got = append(rc.got, sinktest.Received{ID: id, Payload: body})
+		rc.got = append(rc.got, received(id, r.Header, body))
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -58,11 +62,28 @@ func (rc *receiver) read(*testing.T, int) []sinktest.Received {
 	return append([]sinktest.Received(nil), rc.got...)
 }
 
-// The raw body carries the event id (webhook-id) and the payload bytes; type,
-// aggregate, source and extra columns are only in the envelope (some of
-// them) or not sent at all.
+// received decodes a request as the receiver sees it: webhook-id, the
+// percent-encoded metadata headers, the raw body.
+func received(id string, h http.Header, body []byte) sinktest.Received {
+	get := func(k string) string {
+		v, err := url.PathUnescape(h.Get(k))
+		if err != nil {
+			return "undecodable " + h.Get(k)
+		}
+		return v
+	}
+	pos, _ := strconv.ParseUint(get(webhook.HeaderBinlogPos), 10, 32)
+	return sinktest.Received{ID: id, Type: get(webhook.HeaderEventType), AggregateType: get(webhook.HeaderAggregateType),
+		AggregateID: get(webhook.HeaderAggregateID), GTID: get(webhook.HeaderGTID), BinlogFile: get(webhook.HeaderBinlogFile),
+		BinlogPos: uint32(pos), Table: get(webhook.HeaderTable), Payload: body}
+}
+
+// A raw body request carries the event id (webhook-id), type, aggregate and
+// source position in headers, and the payload bytes as the body; extra
+// columns are not sent.
 func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
+		Carries: sinktest.Carries{Type: true, Aggregate: true, Source: true},
 		New: func(t *testing.T) *sinktest.Target {
 			rc := &receiver{budget: -1}
 			srv := httptest.NewServer(rc)
@@ -78,4 +99,32 @@ func TestConformance(t *testing.T) {
 				Poison: func(e *event.Event) { e.ID += "-poison" }}
 		},
 	})
+}
+
+// Metadata of any bytes (a line break, non-ASCII, a percent sign, bytes
+// that are not UTF-8) reaches the receiver intact through the
+// percent-encoded headers, and the request is not refused for an invalid
+// header value.
+func TestMetadataHeadersCarryAnyBytes(t *testing.T) {
+	rc := &receiver{budget: -1}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e, err := webhook.NewEndpoint(webhook.EndpointConfig{Name: "meta", URL: srv.URL, Timeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	ev := sinktest.Events("meta", 1, 1)[0]
+	ev.AggregateID, ev.Type, ev.AggregateType = "a\r\nb: ü 100%", "caf\xe9\x00", "order/line item"
+	if err := sink.Deliver(ctx, e, []*event.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.read(t, 1)
+	if len(got) != 1 || got[0].AggregateID != ev.AggregateID || got[0].Type != ev.Type || got[0].AggregateType != ev.AggregateType {
+		t.Fatalf("received %+v, want aggregate id %q, type %q, aggregate type %q", got, ev.AggregateID, ev.Type, ev.AggregateType)
+	}
 }

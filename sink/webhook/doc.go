@@ -18,6 +18,10 @@
 //   - webhook-signature: "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>",
 //     one per configured secret, space-separated (several secrets: rotation).
 //
+// and the event's metadata, percent-encoded (url.PathEscape) and not
+// signed: webhook-event-type, webhook-aggregate-type, webhook-aggregate-id,
+// webhook-gtid, webhook-binlog-file, webhook-binlog-pos, webhook-table.
+//
 // The body is the payload bytes exactly as stored (body: raw), or a JSON
 // envelope {"id","type","aggregate_type","aggregate_id","timestamp","data"}
 // (body: envelope). Events the filter rejects are acknowledged at once,

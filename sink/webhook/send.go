@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -68,6 +69,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("webhook-id", d.ev.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	setMetadata(req.Header, d.ev)
 	if len(e.keys) > 0 {
 		req.Header.Set("webhook-signature", sign(e.keys, d.ev.ID, ts, d.body))
 	}
@@ -102,6 +104,32 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	resp.Body.Close()
 	return classify(resp, body, now, e.cfg.Retry.MaxBackoff, e.scrub)
+}
+
+// Headers of the event's metadata, which the Kafka and NATS sinks carry as
+// type, aggregate_type, aggregate_id, gtid, binlog_file, binlog_pos and
+// table. Their values are percent-encoded (url.PathEscape: letters, digits,
+// "-._~" and most punctuation as they are), so any bytes arrive intact.
+// They are not signed: the signature covers webhook-id, webhook-timestamp
+// and the body.
+const (
+	HeaderEventType     = "webhook-event-type"
+	HeaderAggregateType = "webhook-aggregate-type"
+	HeaderAggregateID   = "webhook-aggregate-id"
+	HeaderGTID          = "webhook-gtid"
+	HeaderBinlogFile    = "webhook-binlog-file"
+	HeaderBinlogPos     = "webhook-binlog-pos"
+	HeaderTable         = "webhook-table"
+)
+
+func setMetadata(h http.Header, e *event.Event) {
+	for k, v := range map[string]string{
+		HeaderEventType: e.Type, HeaderAggregateType: e.AggregateType, HeaderAggregateID: e.AggregateID,
+		HeaderGTID: e.Source.GTID, HeaderBinlogFile: e.Source.File, HeaderTable: e.Table,
+		HeaderBinlogPos: strconv.FormatUint(uint64(e.Source.Pos), 10),
+	} {
+		h.Set(k, url.PathEscape(v))
+	}
 }
 
 // scrubbed is an error whose text has the endpoint's secrets hidden; it

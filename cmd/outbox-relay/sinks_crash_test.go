@@ -1,0 +1,517 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+)
+
+// The shared servers the NATS, Redis and RabbitMQ sinks' tests use (sinktest.Require says who
+// starts them).
+const (
+	sharedNATS     = "127.0.0.1:4222"
+	sharedRedis    = "127.0.0.1:6379"
+	sharedRabbitMQ = "127.0.0.1:5672"
+)
+
+// crashKills is how many times a sink's crash run SIGKILLs the relay.
+const crashKills = 5
+
+// crashSink is the destination of one crash run: the sink's entry under
+// `sinks:` (named crashSinkName), and a reader of what the destination
+// holds.
+type crashSink struct {
+	typ  string // the sink's type
+	yaml string // its section, under the sink's entry
+	// read returns every message the destination holds, in its order, each
+	// with the GTID header it carries. It is called from one goroutine.
+	read func(t *testing.T) []outboxtest.Delivered
+}
+
+const crashSinkName = "stream"
+
+// crashResult is what a crash run measured.
+type crashResult struct {
+	outboxtest.Report
+	kills  int
+	resent int // events in the destination, at a kill, committed after the checkpoint the relay resumed from
+}
+
+// The relay process, with each broker sink (Kafka on the in-process broker;
+// NATS JetStream, Redis Streams and RabbitMQ on the shared servers), is
+// SIGKILLed mid-stream several times (each kill once the restarted relay
+// has saved a checkpoint past what the destination held at the previous
+// kill) while producers commit, and restarted each time: every committed
+// event ends up in the destination, per aggregate the first deliveries are
+// in commit order, nothing rolled back arrives, and an event is there twice
+// only if it was committed after a checkpoint a restart resumed from. NATS
+// JetStream stores none twice: the re-sends carry the event id as
+// Nats-Msg-Id and fall within the stream's duplicate window (the test fails
+// if nothing was re-sent: then it proved nothing). Kafka (no idempotent
+// producer), Redis and RabbitMQ keep no dedupe window: their duplicates are
+// logged, beside the events re-sent.
+func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash run skipped with -short")
+	}
+	bin := buildBinary(t)
+	srv := testserver.Start(t, testserver.Options{ServerID: 12})
+
+	t.Run("kafka", func(t *testing.T) {
+		k, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		crashRun(t, bin, srv, 950, crashSink{typ: "kafka",
+			yaml: fmt.Sprintf(`
+    kafka: {brokers: [%s], create_topics: {enabled: true, partitions: 4}}
+`, k.ListenAddrs()[0]),
+			read: kafkaReader(t, k.ListenAddrs(), "outbox.event.order"),
+		})
+	})
+	t.Run("nats", func(t *testing.T) {
+		sinktest.Require(t, "nats-server (JetStream)", sharedNATS)
+		u := sinktest.Unique()
+		stream, prefix := "C"+u, "c"+u
+		r := crashRun(t, bin, srv, 960, crashSink{typ: "nats",
+			yaml: fmt.Sprintf(`
+    nats:
+      urls: [nats://%s]
+      stream: %s
+      subject: %s.outbox.event.{{.AggregateType}}
+      create_stream: {enabled: true, subjects: [%s.>], storage: memory, duplicate_window: 2m}
+`, sharedNATS, stream, prefix, prefix),
+			read: natsReader(t, stream),
+		})
+		if r.Duplicates != 0 {
+			t.Errorf("%d duplicates in the stream: JetStream should have dropped every re-sent event by its Nats-Msg-Id", r.Duplicates)
+		}
+		if r.resent == 0 {
+			t.Error("no kill came after an event was stored past the saved checkpoint: nothing was re-sent, so the duplicate window was not tested")
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		sinktest.Require(t, "redis-server", sharedRedis)
+		key := "c" + sinktest.Unique() + ":outbox"
+		crashRun(t, bin, srv, 970, crashSink{typ: "redis",
+			yaml: fmt.Sprintf(`
+    redis: {addr: %q, stream: %q}
+`, sharedRedis, key),
+			read: redisReader(t, key),
+		})
+	})
+	t.Run("rabbitmq", func(t *testing.T) {
+		sinktest.Require(t, "rabbitmq", sharedRabbitMQ)
+		name := "c" + sinktest.Unique()
+		read := rabbitReader(t, name) // declares the exchange and a bound queue first
+		crashRun(t, bin, srv, 980, crashSink{typ: "rabbitmq",
+			yaml: fmt.Sprintf(`
+    rabbitmq: {addr: %q, exchange: %s}
+`, sharedRabbitMQ, name),
+			read: read,
+		})
+	})
+}
+
+// crashRun runs the relay binary with sink s (at the defaults:
+// checkpoint.interval 1s) on a fresh database of srv, SIGKILLs and restarts
+// it crashKills times while 2 producers commit, then lets it catch up,
+// checks every delivery and logs the duplicates.
+func crashRun(t *testing.T, bin string, srv *testserver.Server, serverID int, s crashSink) crashResult {
+	t.Helper()
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	cpPath := filepath.Join(dir, "cp.json")
+	cfg := fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+delivery: {batch_size: 200}
+sinks:
+  - name: %s
+    type: %s
+%s
+log: {level: warn}
+`, srv.Port, serverID, dbname, cpPath, crashSinkName, s.typ, s.yaml)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "relay.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	defer func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "relay.log"))
+			t.Logf("relay log:\n%s", tail(log))
+		}
+	}()
+	cmd := startRelay(t, bin, cfgPath, logf, logf)
+	defer func() { _ = cmd.Process.Kill() }()
+	waitForFile(t, cpPath, 30*time.Second) // the first checkpoint fixes the start position
+
+	stopProducing := make(chan struct{})
+	w := &outboxtest.Workload{Until: stopProducing}
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		outboxtest.Produce(context.Background(), t, db, w, 2, 100000, []int{1, 4, 7, 2}, 40)
+	}()
+
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	res := crashResult{}
+	var resumeSeqs []int
+	stored := checkpointSeq(t, cpPath, crashSinkName) // the newest event in the destination at the last kill
+	for res.kills < crashKills {
+		// Kill once the (re)started relay has saved a checkpoint past
+		// everything the destination held at the last kill (so it has
+		// sent again all it will), at a random moment after: mid-stream.
+		waitCheckpointPast(t, cpPath, stored, 60*time.Second)
+		time.Sleep(time.Duration(50+rnd.IntN(450)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		res.kills++
+		resume := checkpointSeq(t, cpPath, crashSinkName)
+		resumeSeqs = append(resumeSeqs, resume)
+		// What the destination holds of the events committed after that
+		// checkpoint, the next relay sends again.
+		for _, seq := range seqOf(s.read(t)) {
+			if seq > resume {
+				res.resent++
+			}
+			stored = max(stored, seq)
+		}
+		cmd = startRelay(t, bin, cfgPath, logf, logf)
+	}
+	close(stopProducing)
+	<-produced
+	got := waitUnique(t, s.read, w.Events(), 180*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("relay exited with %v after SIGTERM", err)
+	}
+	got = s.read(t)
+	res.Report = outboxtest.Check(t, w, got, false)
+
+	// A duplicate must be of an event committed after a checkpoint that a
+	// restart resumed from.
+	minResume := resumeSeqs[0]
+	for _, r := range resumeSeqs {
+		minResume = min(minResume, r)
+	}
+	seqs := seqOf(got)
+	count := map[string]int{}
+	for _, d := range got {
+		count[d.ID]++
+	}
+	for id, n := range count {
+		if n > 1 && seqs[id] <= minResume {
+			t.Errorf("event %s (gtid seq %d) is there %d times though every restart resumed after seq %d", id, seqs[id], n, minResume)
+		}
+	}
+	t.Logf("%s crash run: %d SIGKILLs, %d committed events, %d messages, %d unique, %d re-sent after a restart, %d duplicates",
+		t.Name(), res.kills, res.Committed, res.Delivered, res.Unique, res.resent, res.Duplicates)
+	return res
+}
+
+// checkpointSeq is the sequence number of the last GTID of sink's
+// checkpoint in the file store at path.
+func checkpointSeq(t *testing.T, path, sink string) int {
+	st, err := checkpoint.OpenFileReadOnly(path)
+	if err != nil {
+		t.Fatalf("checkpoint after SIGKILL: %v", err)
+	}
+	cp, err := st.Load(context.Background(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gtidSeq(cp.Position.GTIDSet)
+}
+
+// waitCheckpointPast waits until sink's checkpoint is past the transaction
+// with GTID sequence number seq.
+func waitCheckpointPast(t *testing.T, path string, seq int, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); checkpointSeq(t, path, crashSinkName) <= seq; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay's checkpoint did not pass GTID seq %d within %s", seq, limit)
+		}
+	}
+}
+
+// waitUnique waits until read returns at least n distinct events, and
+// returns what it read last.
+func waitUnique(t *testing.T, read func(*testing.T) []outboxtest.Delivered, n int, limit time.Duration) []outboxtest.Delivered {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got := read(t)
+		if len(uniqueIDs(got)) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered after %s", len(uniqueIDs(got)), n, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func uniqueIDs(got []outboxtest.Delivered) map[string]bool {
+	ids := make(map[string]bool, len(got))
+	for _, d := range got {
+		ids[d.ID] = true
+	}
+	return ids
+}
+
+// seqOf maps each delivered event to the sequence number of its GTID.
+func seqOf(got []outboxtest.Delivered) map[string]int {
+	out := make(map[string]int, len(got))
+	for _, d := range got {
+		out[d.ID] = gtidSeq(d.GTID)
+	}
+	return out
+}
+
+// gtidSeq is the sequence number of a MariaDB GTID ("0-12-345").
+func gtidSeq(g string) int {
+	n, _ := strconv.Atoi(g[strings.LastIndexByte(g, '-')+1:])
+	return n
+}
+
+// kafkaReader consumes topic from its start, and keeps what it read. A read
+// polls until a poll brings nothing new.
+func kafkaReader(t *testing.T, brokers []string, topic string) func(*testing.T) []outboxtest.Delivered {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	header := func(rec *kgo.Record, k string) string {
+		for _, h := range rec.Headers {
+			if h.Key == k {
+				return string(h.Value)
+			}
+		}
+		return ""
+	}
+	var got []outboxtest.Delivered
+	return func(*testing.T) []outboxtest.Delivered {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			n := 0
+			fs.EachRecord(func(rec *kgo.Record) {
+				n++
+				got = append(got, outboxtest.Delivered{ID: header(rec, "id"), AggregateID: string(rec.Key), GTID: header(rec, "gtid")})
+			})
+			if n == 0 {
+				return got
+			}
+		}
+	}
+}
+
+// natsReader consumes the stream from its start, in stream order, with an
+// ordered consumer made once the relay has created the stream.
+func natsReader(t *testing.T, stream string) func(*testing.T) []outboxtest.Delivered {
+	nc, err := natsgo.Connect("nats://" + sharedNATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		got      []outboxtest.Delivered
+		consumer jetstream.ConsumeContext
+	)
+	t.Cleanup(func() {
+		if consumer != nil {
+			consumer.Stop()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, stream)
+		nc.Close()
+	})
+	return func(t *testing.T) []outboxtest.Delivered {
+		if consumer == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil // not created yet
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			consumer, err = c.Consume(func(m jetstream.Msg) {
+				h := m.Headers()
+				mu.Lock()
+				got = append(got, outboxtest.Delivered{ID: h.Get("id"), AggregateID: h.Get("aggregate_id"), GTID: h.Get("gtid")})
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Everything the stream holds now, not what the consumer got so far.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			if uint64(n) >= info.State.Msgs {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the consumer got %d of the stream's %d messages", n, info.State.Msgs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]outboxtest.Delivered(nil), got...)
+	}
+}
+
+// redisReader reads the stream key from the start, and keeps what it read.
+func redisReader(t *testing.T, key string) func(*testing.T) []outboxtest.Delivered {
+	c := goredis.NewClient(&goredis.Options{Addr: sharedRedis})
+	t.Cleanup(func() {
+		c.Del(context.Background(), key)
+		c.Close()
+	})
+	from := "-"
+	var got []outboxtest.Delivered
+	return func(t *testing.T) []outboxtest.Delivered {
+		msgs, err := c.XRange(context.Background(), key, from, "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			s := func(k string) string { v, _ := m.Values[k].(string); return v }
+			got = append(got, outboxtest.Delivered{ID: s("id"), AggregateID: s("aggregate_id"), GTID: s("gtid")})
+			from = "(" + m.ID
+		}
+		return got
+	}
+}
+
+// rabbitReader declares a topic exchange named name and a queue bound to
+// it for every routing key, and consumes the queue. A read returns every
+// message the queue held when it began: it puts a marker message at the
+// queue's tail and waits until the consumer reaches it.
+func rabbitReader(t *testing.T, name string) func(*testing.T) []outboxtest.Delivered {
+	conn, err := amqp.Dial("amqp://guest:guest@" + sharedRabbitMQ + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(name, "#", name, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(name, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		got     []outboxtest.Delivered
+		markers = make(chan string, 1)
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for m := range deliveries {
+			if m.Type == "marker" {
+				markers <- m.MessageId
+				continue
+			}
+			agg, _ := m.Headers["aggregate_id"].(string)
+			gtid, _ := m.Headers["gtid"].(string)
+			mu.Lock()
+			got = append(got, outboxtest.Delivered{ID: m.MessageId, AggregateID: agg, GTID: gtid})
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ch.QueueDelete(name, false, false, false)
+		ch.ExchangeDelete(name, false, false)
+		conn.Close()
+		<-done
+	})
+	n := 0
+	return func(t *testing.T) []outboxtest.Delivered {
+		n++
+		id := fmt.Sprintf("marker-%d", n)
+		// To the queue itself, through the default exchange.
+		if err := ch.Publish("", name, false, false, amqp.Publishing{Type: "marker", MessageId: id}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-markers:
+			if m != id {
+				t.Fatalf("marker %s arrived while waiting for %s", m, id)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the queue's consumer did not reach marker %s", id)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]outboxtest.Delivered(nil), got...)
+	}
+}
