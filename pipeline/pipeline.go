@@ -19,8 +19,10 @@
 //     written to the dead-letter store before the checkpoint may pass them,
 //     or, with no store, stop the pipeline at once with an error (nothing is
 //     dropped);
-//   - isolation: each pipeline has its own source stream, sink and checkpoint,
-//     so a sink that is down only holds back its own pipeline.
+//   - isolation: each pipeline has its own source, sink and checkpoint, so a
+//     sink that is down only holds back its own pipeline (a gateway's
+//     endpoints share a binlog stream through sources that never wait for
+//     one another: package gateway).
 //
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.

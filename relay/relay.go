@@ -1,7 +1,10 @@
 // Package relay assembles a running outbox-relay from a Config: it inspects
 // the source server, checks the outbox tables, opens the checkpoint and
 // dead-letter stores, and runs one pipeline (binlog stream, sink, checkpoint)
-// per sink — per endpoint for webhook sinks — until the context ends.
+// per sink until the context ends. A webhook sink is a gateway (package
+// gateway): one binlog stream shared by a pipeline per endpoint, its
+// endpoints from the configuration and from its endpoints table, which it
+// follows on that stream (endpoints.go).
 //
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
