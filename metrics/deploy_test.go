@@ -223,6 +223,7 @@ func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
 		"OutboxRelaySinkDown":                  "outbox_relay_sink_up",
 		"OutboxRelayCheckpointNotSaved":        "outbox_relay_checkpoint_last_save_timestamp_seconds",
 		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",
+		"OutboxRelayWebhookEndpointDisabled":   "outbox_relay_gateway_endpoints",
 	} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s is missing or does not use %s", alert, metric)
