@@ -40,8 +40,10 @@ type Config struct {
 	PasswordEnv  string `yaml:"password_env"`
 	// TLS configures TLS (amqps). Default off.
 	TLS TLSConfig `yaml:"tls"`
-	// Exchange is the exchange published to. Default "outbox". The default
-	// exchange ("") routes by queue name.
+	// Exchange is the exchange published to. Default "outbox" (an empty
+	// value means the default, so AMQP's nameless default exchange, which
+	// routes by queue name, cannot be chosen: bind your queues to a named
+	// exchange instead).
 	Exchange string `yaml:"exchange"`
 	// RoutingKey is a fixed routing key or a template over the event's
 	// fields, as the Kafka sink's topic. Default
