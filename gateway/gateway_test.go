@@ -460,3 +460,54 @@ func TestFailingEndpointIsDisabledUntilEnabled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A filter changed while an endpoint catches up applies at its
+// transaction on the catch-up stream too: the events before it are matched
+// with the old filter, those after with the new.
+func TestFilterChangeAppliesAtItsTransactionWhileCatchingUp(t *testing.T) {
+	f := newFixture(t, 2) // ep0 on t0, ep1 on t1
+	slow := f.recs["hooks/ep0"]
+	slow.hold = make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(ctx, func(g *Gateway, txn *event.Txn) {
+			g.Hub().SetFilterLocked(g.Tap("hooks/ep0"), tenantFilter("t2"))
+		})
+	}()
+	commitMany(f.b, 120) // ep0 falls behind on t0's events
+	waitFor(t, "ep0 to be detached", func() bool { tp := g.Tap("hooks/ep0"); return tp != nil && tp.State() != Attached })
+	f.b.mu.Lock()
+	at := len(f.b.txns) + 1
+	f.b.txns = append(f.b.txns, &event.Txn{Position: pos(at), Changes: []event.Change{{Table: "x.endpoints", Op: event.Update}}})
+	f.b.cond.Broadcast()
+	f.b.mu.Unlock()
+	commitMany(f.b, 120)
+	close(slow.hold)
+	var want []string
+	f.b.mu.Lock()
+	for i, txn := range f.b.txns {
+		tenant := "t0"
+		if i+1 > at {
+			tenant = "t2"
+		}
+		for _, e := range txn.Events {
+			if e.Headers[0].Value == tenant {
+				want = append(want, e.ID)
+			}
+		}
+	}
+	f.b.mu.Unlock()
+	waitFor(t, "ep0 to catch up", func() bool { return len(slow.ids()) >= len(want) })
+	if got := slow.ids(); !slices.Equal(got, want) {
+		t.Fatalf("ep0 got %d events, want %d: t0's up to the change at txn %d, t2's after\ngot  %v\nwant %v", len(got), len(want), at, got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

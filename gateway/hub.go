@@ -394,12 +394,17 @@ func (h *Hub) removeLocked(t *Tap) bool {
 // SetFilterLocked replaces t's filter. Called from Run's changed function,
 // the change takes effect exactly after that transaction: every later
 // transaction is matched with f, on the shared stream and on t's catch-up
-// stream alike.
+// stream alike, and a catch-up stream that reads the transactions up to
+// this one (now or after a later detach) matches them with the filter they
+// had.
 func (h *Hub) SetFilterLocked(t *Tap, f Filter) {
 	_, on := h.attached[t]
 	if on {
 		h.unindexLocked(t)
 	}
+	t.vmu.Lock()
+	t.older = append(t.older, filterVersion{until: h.pos, f: t.filter.Load()})
+	t.vmu.Unlock()
 	t.filter.Store(&f)
 	if on {
 		h.indexLocked(t)

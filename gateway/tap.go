@@ -20,8 +20,13 @@ import (
 type Tap struct {
 	hub    *Hub
 	name   string
-	filter atomic.Pointer[Filter]
-	ch     chan *event.Txn // its queue: transactions for its pipeline
+	filter atomic.Pointer[Filter] // for the transactions after the last of older
+	// older are the filters it had before, oldest first, each for the
+	// transactions up to its until (SetFilterLocked); a catch-up stream
+	// matches with them.
+	vmu   sync.Mutex
+	older []filterVersion
+	ch    chan *event.Txn // its queue: transactions for its pipeline
 	// detached receives, when the hub takes it off the shared stream, the
 	// position of the last transaction it was handed.
 	detached chan event.Position
@@ -65,9 +70,28 @@ func (t *Tap) setState(s State) {
 	}
 }
 
-func (t *Tap) matches(e *event.Event) bool {
-	f := t.filter.Load()
-	return f.Match == nil || f.Match(e)
+func (t *Tap) matches(e *event.Event) bool { return t.filter.Load().matches(e) }
+
+func (f *Filter) matches(e *event.Event) bool { return f.Match == nil || f.Match(e) }
+
+// filterVersion is a filter a tap had for the transactions up to until.
+type filterVersion struct {
+	until event.Position
+	f     *Filter
+}
+
+// filterAt returns the filter of the transaction at pos, dropping the
+// versions for transactions before it: a stream reads on in order.
+func (t *Tap) filterAt(pos event.Position) *Filter {
+	t.vmu.Lock()
+	defer t.vmu.Unlock()
+	for len(t.older) > 0 && !canal.Covers(t.hub.cfg.Flavor, t.older[0].until, pos) {
+		t.older = t.older[1:]
+	}
+	if len(t.older) > 0 {
+		return t.older[0].f
+	}
+	return t.filter.Load()
 }
 
 // errJoined stops a catch-up stream that has re-joined the shared one.
@@ -232,8 +256,9 @@ func (t *Tap) catchUp(ctx context.Context, slot int, pos event.Position) (event.
 	var joined bool
 	err := h.cfg.Open(slot).Run(ctx, pos, func(ctx context.Context, txn *event.Txn) error {
 		var evs []*event.Event
+		f := t.filterAt(txn.Position)
 		for _, e := range txn.Events {
-			if t.matches(e) {
+			if f.matches(e) {
 				evs = append(evs, e)
 			}
 		}

@@ -32,8 +32,8 @@ import (
 // rate limit restarts its pipeline, which drains what it holds, saves its
 // cursor, and goes on from there with the new row — requests after the
 // restart use the new row, whatever transaction their events came from. An
-// endpoint catching up on its own stream gets a filter change when the
-// shared stream reads it.
+// endpoint catching up on its own stream matches each transaction with the
+// filter it had (gateway.Hub.SetFilterLocked keeps the history).
 type tableEndpoints struct {
 	sink  string // the webhook sink's name
 	tc    webhook.TableConfig
