@@ -42,7 +42,8 @@ func (h *Health) FailingSince(key string) time.Time {
 	return h.failing[key]
 }
 
-func (h *Health) forget(key string) {
+// Forget drops key (an endpoint that is gone).
+func (h *Health) Forget(key string) {
 	h.mu.Lock()
 	delete(h.failing, key)
 	h.mu.Unlock()
@@ -93,7 +94,7 @@ func (g *Gateway) disable(ctx context.Context, key, reason string) {
 	done := g.StopLocked(key)
 	g.hub.Unlock()
 	<-done
-	g.cfg.Health.forget(key)
+	g.cfg.Health.Forget(key)
 	g.log.Error("endpoint disabled: it failed without a break for too long; enable it with `outbox-relay endpoints enable` or an UPDATE of its row, and it resumes from its cursor",
 		slog.String("endpoint", key), slog.String("reason", reason))
 	g.mu.Lock()

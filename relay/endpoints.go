@@ -35,11 +35,12 @@ import (
 // endpoint catching up on its own stream matches each transaction with the
 // filter it had (gateway.Hub.SetFilterLocked keeps the history).
 type tableEndpoints struct {
-	sink  string // the webhook sink's name
-	tc    webhook.TableConfig
-	store checkpoint.Store
-	log   *slog.Logger
-	build func(webhook.EndpointConfig) (gateway.Endpoint, error)
+	sink   string // the webhook sink's name
+	tc     webhook.TableConfig
+	store  checkpoint.Store
+	health *gateway.Health
+	log    *slog.Logger
+	build  func(webhook.EndpointConfig) (gateway.Endpoint, error)
 	// rows are the enabled endpoints' rows by key, as last applied.
 	rows map[string]webhook.TableEndpoint
 }
@@ -182,6 +183,9 @@ func (te *tableEndpoints) restart(g *gateway.Gateway, key string, done <-chan st
 // so it no longer holds back prune or binlog retention.
 func (te *tableEndpoints) forget(key string, done <-chan struct{}) {
 	<-done
+	if te.health != nil {
+		te.health.Forget(key)
+	}
 	d, ok := te.store.(checkpoint.Deleter)
 	if !ok {
 		return
