@@ -100,7 +100,7 @@ deploy/outbox_endpoints.sql).
 func enableEndpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("endpoints enable", "endpoints enable --config FILE SINK/ENDPOINT...", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	keys := fs.Args()

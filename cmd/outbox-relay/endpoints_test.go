@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -77,5 +79,58 @@ func TestEndpointsEncryptSecret(t *testing.T) {
 				t.Fatalf("the error quotes the secret: %s", errOut)
 			}
 		})
+	}
+}
+
+// `endpoints enable` clears a disabled endpoint's flag and keeps its
+// cursor; it refuses while a relay holds the checkpoint file, and names an
+// unknown endpoint.
+func TestEndpointsEnable(t *testing.T) {
+	dir := t.TempDir()
+	cpPath := filepath.Join(dir, "cp.json")
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	if err := os.WriteFile(cfgPath, []byte(`
+source: {host: 127.0.0.1, port: 1, user: root}
+tables: [{name: shop.outbox}]
+checkpoint: {path: `+cpPath+`}
+sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}]}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := checkpoint.OpenFile(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := event.Position{GTIDSet: "0-1-7"}
+	if err := st.Save(context.Background(), "hooks/a", checkpoint.Checkpoint{Flavor: "mariadb", Position: pos, Disabled: "failing"}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := mainCode(context.Background(), append([]string{"endpoints", "enable", "--config", cfgPath}, args...), &o, &e)
+		return code, o.String() + e.String()
+	}
+	// A relay holds the file: refused, nothing changed.
+	unlock, _, err := st.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run("hooks/a"); code == 0 || !strings.Contains(out, "stop it first") {
+		t.Fatalf("enable while the file is locked: exit %d, %q", code, out)
+	}
+	unlock()
+	if code, out := run("hooks/a", "hooks/nope"); code == 0 || !strings.Contains(out, "hooks/a enabled") || !strings.Contains(out, "hooks/nope has no checkpoint") {
+		t.Fatalf("enable: exit %d, %q", code, out)
+	}
+	st, err = checkpoint.OpenFile(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "hooks/a")
+	if err != nil || cp.Disabled != "" || cp.Position != pos {
+		t.Fatalf("after enable: %+v, %v; want the same cursor, not disabled", cp, err)
+	}
+	if code, out := run("hooks/a"); code != 0 || !strings.Contains(out, "is not disabled") {
+		t.Fatalf("enable again: exit %d, %q", code, out)
 	}
 }

@@ -109,15 +109,24 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // parse parses args; a bad flag is errUsage (already printed).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// parseFlags parses args' flags and leaves the arguments after them in
+// fs.Args(); a bad flag is errUsage (already printed).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return errUsage
 	}
 	return nil
