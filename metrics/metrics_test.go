@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -377,5 +378,40 @@ func TestGatewayMetricsAreBounded(t *testing.T) {
 	}
 	if eps := g.Endpoints(); len(eps) != 10000 || eps[0].Endpoint != "hooks/ep9999" {
 		t.Errorf("/endpoints lists %d, worst lag first %q; want all 10000, hooks/ep9999 first", len(eps), eps[0].Endpoint)
+	}
+}
+
+// /endpoints serves every gateway endpoint's figures as JSON, per webhook
+// sink, worst lag first; ?sink= selects one sink.
+func TestEndpointsHandlerServesEveryEndpoint(t *testing.T) {
+	m, _, c := newTest(t)
+	for _, sink := range []string{"hooks", "other"} {
+		g := m.Gateway(sink)
+		for i, lag := range []time.Duration{time.Second, 5 * time.Second} {
+			key := fmt.Sprintf("%s/ep%d", sink, i)
+			g.State(key, gateway.Attached)
+			g.Endpoint(key).InFlight(1, 10, c.t.Add(-lag))
+		}
+	}
+	srv := httptest.NewServer(EndpointsHandler(m))
+	defer srv.Close()
+	get := func(q string) map[string][]EndpointStats {
+		resp, err := http.Get(srv.URL + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string][]EndpointStats
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	all := get("")
+	if len(all) != 2 || len(all["hooks"]) != 2 || all["hooks"][0].Endpoint != "hooks/ep1" || all["hooks"][0].LagSeconds != 5 || all["hooks"][0].State != "attached" {
+		t.Fatalf("/endpoints = %+v", all)
+	}
+	if one := get("?sink=other"); len(one) != 1 || len(one["other"]) != 2 {
+		t.Fatalf("/endpoints?sink=other = %+v", one)
 	}
 }
