@@ -311,3 +311,67 @@ func TestMySQLStoreFencesTheOldHolder(t *testing.T) {
 		t.Fatalf("checkpoint = %+v, %v; want the new holder's %+v", got, err, cp(3))
 	}
 }
+
+// A relay frozen in the middle of a save holds the fencing row until the
+// server drops its connection; OpenDB bounds that with the connections'
+// wait_timeout (unless the DSN sets one), so a standby is not kept waiting
+// for hours, and a standby that takes the lock meanwhile waits for the row
+// instead of failing.
+func TestOpenDBBoundsAFrozenSavesLocks(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	name := srv.NewDatabase(t)
+	dsn := strings.Replace(srv.DSN(name), "&parseTime=true", "", 1)
+	db, err := checkpoint.OpenDB(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wt int
+	if err := db.QueryRow("SELECT @@SESSION.wait_timeout").Scan(&wt); err != nil || wt != 30 {
+		t.Fatalf("wait_timeout = %d, %v; want 30 on the store's connections", wt, err)
+	}
+	own, err := checkpoint.OpenDB(dsn + "&wait_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if err := own.QueryRow("SELECT @@SESSION.wait_timeout").Scan(&wt); err != nil || wt != 2 {
+		t.Fatalf("wait_timeout = %d, %v; want the DSN's 2", wt, err)
+	}
+	// A frozen save: a transaction holding the fencing row, on a connection
+	// the server drops after 2 s of silence.
+	st, err := checkpoint.OpenMySQL(context.Background(), db, "cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, _, err := st.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	frozen, err := own.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	tx, err := frozen.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var epoch uint64
+	if err := tx.QueryRow("SELECT epoch FROM "+checkpoint.FenceTable+" WHERE name = 'cp' FOR UPDATE").Scan(&epoch); err != nil {
+		t.Fatal(err)
+	}
+	// The next holder bumps the epoch once the server has dropped it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	unlock, _, err = st.Lock(ctx)
+	if err != nil {
+		t.Fatalf("the lock could not be taken while a dropped connection held the fencing row: %v", err)
+	}
+	defer unlock()
+	if got := st.Epoch(); got != epoch+1 {
+		t.Fatalf("epoch %d, want %d", got, epoch+1)
+	}
+}

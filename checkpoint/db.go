@@ -20,12 +20,28 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// A relay frozen in the middle of a save holds its transaction's row
+	// locks (the fencing row among them) until the server drops its
+	// connection: bound that, so the standby that takes over is not kept
+	// waiting for it (it retries meanwhile). Idle connections are closed
+	// by the pool before the server would.
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, set := cfg.Params["wait_timeout"]; !set {
+		cfg.Params["wait_timeout"] = fmt.Sprint(int(connWaitTimeout / time.Second))
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint.dsn: %w", err)
 	}
-	return sql.OpenDB(conn), nil
+	db := sql.OpenDB(conn)
+	db.SetConnMaxIdleTime(connWaitTimeout / 2)
+	return db, nil
 }
+
+// connWaitTimeout is the server's wait_timeout on the store's connections.
+const connWaitTimeout = 30 * time.Second
 
 // dbTime scans a DATETIME column whether the driver hands it over as a
 // time.Time (parseTime=true) or as text (the default), so a store opened on a

@@ -3,9 +3,12 @@ package checkpoint
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // DefaultLockTimeout is how long the server keeps the MySQL store's lock for
@@ -76,6 +79,12 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 		}
 	}
 	epoch, err := m.bumpEpoch(ctx, conn)
+	for isLockWaitTimeout(err) && ctx.Err() == nil {
+		// The relay this one takes over from froze in a save, holding the
+		// fencing row: its connection is dropped within the server's
+		// wait_timeout (OpenDB sets 30s), then the row is free.
+		epoch, err = m.bumpEpoch(ctx, conn)
+	}
 	if err != nil {
 		_, _ = conn.ExecContext(context.Background(), "DO RELEASE_LOCK(?)", name)
 		conn.Close()
@@ -148,6 +157,12 @@ func (m *MySQL) bumpEpoch(ctx context.Context, conn *sql.Conn) (uint64, error) {
 		return 0, fmt.Errorf("take the fencing epoch: %w", err)
 	}
 	return epoch, nil
+}
+
+// isLockWaitTimeout reports MySQL's 1205 (lock wait timeout exceeded).
+func isLockWaitTimeout(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
 }
 
 // LockWaited reports whether the last Lock had to wait for another holder:
