@@ -612,8 +612,15 @@ func TestDoltLosesNothingAcrossRelayStopsKillsAndADoltRestart(t *testing.T) {
 	// next relay starts once the producer is done (see probe).
 	w := workload("kill-")
 	produced := make(chan struct{})
-	go func() { defer close(produced); produce(w, 60) }()
-	time.Sleep(400 * time.Millisecond)
+	go func() { defer close(produced); produce(w, 200) }()
+	// Kill once the relay has written some of it, not after a fixed time:
+	// on a fast machine the producer could be done by then.
+	for deadline := time.Now().Add(30 * time.Second); !closed(produced) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		lines, _ := readLines(t, outPath)
+		if slices.ContainsFunc(lines, func(l stdout.Line) bool { return strings.HasPrefix(l.ID, w.Prefix) }) {
+			break
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
