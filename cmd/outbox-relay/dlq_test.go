@@ -15,6 +15,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // A dead letter whose event the endpoint's filter no longer selects is not
@@ -51,5 +53,51 @@ sinks:
 	}
 	if recs, _ := store.List(context.Background(), deadletter.Filter{}); len(recs) != 1 {
 		t.Fatalf("the record was not kept: %d left", len(recs))
+	}
+}
+
+// A dead letter of an endpoint that exists only in the endpoints table is
+// replayed to it: replay reads the table.
+func TestDLQReplayReachesATableEndpoint(t *testing.T) {
+	var hits atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer hook.Close()
+	srv := testserver.Start(t, testserver.Options{ServerID: 16})
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(webhook.EndpointsTableSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('b', ?)`, hook.URL+"/hook"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root}
+tables: [{name: %[2]s.outbox}]
+checkpoint: {path: %[3]s}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook: {endpoints_table: {table: %[2]s.outbox_endpoints, defaults: {egress: {allow: [127.0.0.1]}}}}
+`, srv.Port, dbname, filepath.Join(dir, "cp.json"))), 0o600)
+	store, err := deadletter.OpenFile(filepath.Join(dir, "dead-letters"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(context.Background(), deadletter.Letter{Sink: "hooks/b", Reason: "503 for too long", First: time.Now(), Last: time.Now(),
+		Event: &event.Event{ID: "e1", AggregateID: "a", Type: "order.paid", Payload: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"dlq", "replay", "--config", cfgPath, "--sink", "hooks"}, &out, &errOut); code != 0 {
+		t.Fatalf("replay exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	if hits.Load() != 1 || !strings.Contains(out.String(), "replayed 1 dead letters") {
+		t.Fatalf("replay: %d requests, %q", hits.Load(), out.String())
+	}
+	if recs, _ := store.List(context.Background(), deadletter.Filter{}); len(recs) != 0 {
+		t.Fatalf("the replayed record was kept: %d left", len(recs))
 	}
 }
