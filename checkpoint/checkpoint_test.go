@@ -360,7 +360,7 @@ func TestOpenDBBoundsAFrozenSavesLocks(t *testing.T) {
 	}
 	defer tx.Rollback()
 	var epoch uint64
-	if err := tx.QueryRow("SELECT epoch FROM "+checkpoint.FenceTable+" WHERE name = 'cp' FOR UPDATE").Scan(&epoch); err != nil {
+	if err := tx.QueryRow("SELECT epoch FROM " + checkpoint.FenceTable + " WHERE name = 'cp' FOR UPDATE").Scan(&epoch); err != nil {
 		t.Fatal(err)
 	}
 	// The next holder bumps the epoch once the server has dropped it.

@@ -99,8 +99,23 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	from := make([]event.Position, len(cfg.Endpoints))
 	fresh := false // an endpoint without a cursor starts at cfg.Start
 	disabled := map[string]Endpoint{}
+	// One read of every cursor where the store can list them (thousands of
+	// endpoints on a MySQL store: one query, not one per endpoint).
+	load := func(key string) (checkpoint.Checkpoint, error) { return cfg.Store.Load(ctx, key) }
+	if l, ok := cfg.Store.(checkpoint.Lister); ok && len(cfg.Endpoints) > 1 {
+		all, err := l.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list checkpoints: %w", err)
+		}
+		load = func(key string) (checkpoint.Checkpoint, error) {
+			if cp, ok := all[key]; ok {
+				return cp, nil
+			}
+			return checkpoint.Checkpoint{}, checkpoint.ErrNotFound
+		}
+	}
 	for i, ep := range cfg.Endpoints {
-		cp, err := cfg.Store.Load(ctx, ep.Key)
+		cp, err := load(ep.Key)
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
 			fresh = true

@@ -166,7 +166,8 @@ func (t *Tap) Finish() { t.finishOnce.Do(func() { close(t.finish) }) }
 // catch-up stream of its own while not.
 func (t *Tap) produce(ctx context.Context, pos event.Position) error {
 	h := t.hub
-	// A tap attached by AttachLocked is on the shared stream already.
+	// A tap the gateway attached when it started it is on the shared
+	// stream already.
 	if t.State() == Attached {
 		select {
 		case pos = <-t.detached:

@@ -202,21 +202,12 @@ func (o *GatewayEndpoint) InFlight(events, bytes int, oldest time.Time) {
 	g.inFlightBytes += bytes - s.bytes
 	s.InFlight, s.bytes, s.oldest = events, bytes, oldest
 	total, totalBytes := g.inFlight, g.inFlightBytes
-	var oldestAll time.Time
-	if events > 0 {
-		oldestAll = oldest
-	}
 	g.mu.Unlock()
 	g.base.inFlight.Set(float64(total))
 	g.base.inFlightBytes.Set(float64(totalBytes))
 	st := g.base.s
 	st.mu.Lock()
-	st.inFlight = total
-	if total == 0 {
-		st.oldest = time.Time{}
-	} else if !oldestAll.IsZero() && (st.oldest.IsZero() || oldestAll.Before(st.oldest)) {
-		st.oldest = oldestAll
-	}
+	st.inFlight = total // its oldest is derived at collect, over the endpoints
 	st.mu.Unlock()
 }
 
@@ -303,23 +294,28 @@ func quantile(counts []uint64, q float64) float64 {
 	return LatencyBuckets[len(LatencyBuckets)-1]
 }
 
-// collect emits the bounded per-endpoint series, and sets the sink's
-// checkpoint binlog file to its oldest cursor's: the binlog retention the
-// sink needs.
+// collect emits the bounded per-endpoint series, and derives the sink's
+// facts from its endpoints': the oldest unacknowledged event of any, and
+// the oldest cursor's binlog file (the binlog retention the sink needs).
 func (g *Gateway) collect(ch chan<- prometheus.Metric, m *Metrics) {
 	g.mu.Lock()
-	oldest := ""
+	file := ""
+	var oldest time.Time
 	for _, s := range g.eps {
-		if s.file != "" && (oldest == "" || compareLogs(s.file, oldest) < 0) {
-			oldest = s.file
+		if s.file != "" && (file == "" || compareLogs(s.file, file) < 0) {
+			file = s.file
+		}
+		if s.InFlight > 0 && !s.oldest.IsZero() && (oldest.IsZero() || s.oldest.Before(oldest)) {
+			oldest = s.oldest
 		}
 	}
 	g.mu.Unlock()
-	if oldest != "" {
-		g.base.s.mu.Lock()
-		g.base.s.checkpointLog = oldest
-		g.base.s.mu.Unlock()
+	g.base.s.mu.Lock()
+	if file != "" {
+		g.base.s.checkpointLog = file
 	}
+	g.base.s.oldest = oldest
+	g.base.s.mu.Unlock()
 	all := g.Endpoints()
 	states := map[string]int{}
 	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped, gateway.Disabled} {

@@ -415,3 +415,34 @@ func TestEndpointsHandlerServesEveryEndpoint(t *testing.T) {
 		t.Fatalf("/endpoints?sink=other = %+v", one)
 	}
 }
+
+// A webhook sink's oldest unacknowledged event is its endpoints' oldest
+// now: it moves forward when that endpoint acknowledges, not only when
+// nothing at all is in flight.
+func TestGatewayOldestUnackedFollowsTheEndpoints(t *testing.T) {
+	m, reg, c := newTest(t)
+	g := m.Gateway("hooks")
+	a, b := g.Endpoint("hooks/a"), g.Endpoint("hooks/b")
+	a.InFlight(1, 10, c.t.Add(-60*time.Second))
+	b.InFlight(1, 10, c.t.Add(-5*time.Second))
+	age := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "outbox_relay_oldest_unacked_age_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no oldest_unacked_age_seconds")
+		return 0
+	}
+	if got := age(); got != 60 {
+		t.Fatalf("age %v, want 60", got)
+	}
+	a.InFlight(0, 0, time.Time{}) // a acknowledged; b still waits
+	if got := age(); got != 5 {
+		t.Fatalf("age %v after a acknowledged, want b's 5", got)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -142,12 +141,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			}
 			te.log.Info("endpoint filter changed", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		default:
-			// Built once here to refuse a row that cannot be used: the
-			// endpoint then keeps its last good row.
-			if _, err := te.build(row.Config); err != nil {
-				te.log.Error("endpoints table: changed endpoint not restarted; it keeps its last good row", slog.String("endpoint", key), slog.Any("err", err))
-				continue
-			}
+			// FromRow has validated the row; restart builds it.
 			te.rows[key] = row
 			go te.restart(g, key, g.StopLocked(key))
 			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
@@ -266,16 +260,6 @@ func gatewayFilter(f webhook.Filter) gateway.Filter {
 		}
 	}
 	return gf
-}
-
-// webhookSink returns the configuration of the webhook sink name.
-func webhookSink(cfg *config.Config, name string) *config.Webhook {
-	for _, s := range cfg.Sinks {
-		if s.Name == name && s.Type == "webhook" {
-			return s.Webhook
-		}
-	}
-	return nil
 }
 
 // TableTargets builds the enabled endpoints of every webhook sink's
