@@ -77,7 +77,15 @@ Dead letters are events a sink could not deliver for good. Selectors:
 		fmt.Fprintf(stderr, "dlq %s needs a selector (--id, --sink, --since, --until) or --all\n", verb)
 		return errUsage
 	}
-	cfg, err := config.Load(*path)
+	// list and purge read only the dead-letter store: a sink's unset
+	// ${SECRET} does not stop them; replay builds the sinks.
+	load := config.Load
+	if verb != "replay" {
+		load = func(path string) (*config.Config, error) {
+			return config.LoadSections(path, "checkpoint", "dead_letter", "log")
+		}
+	}
+	cfg, err := load(*path)
 	if err != nil {
 		return err
 	}
