@@ -37,7 +37,7 @@ func ReadFileStart(ctx context.Context, rc canal.Config, file string) (FileStart
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: rc.ServerID, Flavor: rc.Flavor, Host: rc.Host, Port: rc.Port, User: rc.User, Password: rc.Password,
 		TLSConfig: rc.TLS, HeartbeatPeriod: rc.HeartbeatPeriod, ReadTimeout: rc.ReadTimeout, DisableRetrySync: true,
-		Logger: rc.Logger,
+		Logger: canal.LibraryLogger(rc.Logger),
 	})
 	defer syncer.Close()
 	st, err := syncer.StartSync(mysql.Position{Name: file, Pos: 4})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -194,7 +195,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(replicaUpdatesResult(ctx, db, s))
 	add(privilegesResult(ctx, db, s, cfg))
 	add(serverIDResult(ctx, db, s, cfg))
-	add(tablesResults(ctx, db, cfg)...)
+	add(tablesResults(ctx, db, s, cfg)...)
 	add(growthResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
@@ -240,7 +241,7 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 		return s, fmt.Errorf("read server version: %w", err)
 	}
 	name, host, _ := strings.Cut(user, "@")
-	s.user = quoteAccount(name, host)
+	s.user = grants.QuoteAccount(name, host)
 	s.flavor, s.major, s.minor, s.patch = parseVersion(s.version, s.comment)
 	rows, err := db.QueryContext(ctx, "SHOW GLOBAL VARIABLES")
 	if err != nil {
@@ -257,10 +258,6 @@ func inspect(ctx context.Context, db *sql.DB) (server, error) {
 		s.vars[strings.ToLower(k)] = v.String
 	}
 	return s, rows.Err()
-}
-
-func quoteAccount(name, host string) string {
-	return "'" + strings.ReplaceAll(name, "'", "''") + "'@'" + strings.ReplaceAll(host, "'", "''") + "'"
 }
 
 // sqlString quotes s as an SQL string literal.

@@ -593,3 +593,52 @@ func TestEndpointsTableIsReadAsTheRelayWould(t *testing.T) {
 	rs = rep.Get(NameTables)
 	expect(t, rep, rs[len(rs)-1], Fail, `tenant_header "tenant" is not a header of any outbox table`, "tables[].headers")
 }
+
+// The README's grants for the relay's user are what check asks for: a user
+// given exactly the README's GRANT lines gets no WARN or FAIL about its
+// privileges (privileges, server_id, log_slave_updates, tables).
+func TestTheREADMEGrantsSatisfyCheck(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "The relay's user")
+	if !ok {
+		t.Fatal(`the README has no "The relay's user" section`)
+	}
+	_, block, _ := strings.Cut(after, "```sql\n")
+	block, _, _ = strings.Cut(block, "```")
+	var grants []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "GRANT ") {
+			grants = append(grants, strings.TrimSuffix(strings.ReplaceAll(l, "'relay'@'%'", "USER"), ";"))
+		}
+	}
+	if len(grants) == 0 {
+		t.Fatalf("no GRANT in the README's block:\n%s", block)
+	}
+	rep := runChecks(t, createUser(t, "p_readme_block", grants...))
+	for _, name := range []string{NamePrivileges, NameServerID, NameReplicaUpdates, NameTables} {
+		for _, r := range rep.Get(name) {
+			if r.Status != Pass {
+				t.Errorf("with the README's grants %v, %s is %s:\n%s", grants, name, r.Status, printed(rep))
+			}
+		}
+	}
+}
+
+// A table the user may not read is told the GRANT, not to create it; a
+// table that does not exist is told to create it.
+func TestATableNotGrantedGetsAGrantNotACreate(t *testing.T) {
+	cfg := createUser(t, "p_notable", "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON mysql.user TO USER")
+	rep := runChecks(t, cfg)
+	r := only(t, rep, NameTables)
+	expect(t, rep, r, Fail, "cannot be read by 'p_notable'@'%'", "GRANT SELECT ON `shop`.`outbox` TO 'p_notable'@'%';")
+	if strings.Contains(r.Fix, "CREATE TABLE") {
+		t.Errorf("a table that exists but is not granted is told to create it: %s", r.Fix)
+	}
+	cfg = createUser(t, "p_nosuchtable", "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.* TO USER")
+	cfg.Tables = []config.Table{{Name: "shop.no_such_outbox"}}
+	rep = runChecks(t, cfg)
+	expect(t, rep, only(t, rep, NameTables), Fail, "does not exist", "CREATE TABLE `shop`.`no_such_outbox`")
+}

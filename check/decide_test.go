@@ -7,6 +7,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/grants"
 )
 
 // The MySQL-only checks cannot run here (the tests start MariaDB only), so
@@ -150,13 +151,13 @@ func TestMySQLGrantsAreParsed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := privilegesDecision(evaluate(parseGrants(c.lines), flavorMySQL, tables), "'relay'@'%'", flavorMySQL, tables)
+			r := privilegesDecision(evaluate(grants.Parse(c.lines), flavorMySQL, tables), "'relay'@'%'", flavorMySQL, tables)
 			if r.Status != c.status || !strings.Contains(r.Detail, c.detail) {
 				t.Errorf("got %s %q fix %q", r.Status, r.Detail, r.Fix)
 			}
 		})
 	}
-	if !dbMatches(`shop\_1`, "shop_1") || dbMatches(`shop\_1`, "shopx1") || !dbMatches("shop_1", "shopx1") || !dbMatches("sh%", "shop") {
+	if !grants.DBMatches(`shop\_1`, "shop_1") || grants.DBMatches(`shop\_1`, "shopx1") || !grants.DBMatches("shop_1", "shopx1") || !grants.DBMatches("sh%", "shop") {
 		t.Error("database wildcard matching is wrong")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/grants"
 )
 
 // replica is one row of SHOW REPLICAS / SHOW SLAVE HOSTS.
@@ -98,7 +99,7 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 		}
 		r.Fix = fmt.Sprintf("make sure no replica uses server_id %s, or let check see them: GRANT %s ON *.* TO %s;", ids, grant, s.user)
 		var me *driver.MySQLError
-		if errors.As(listErr, &me) && !denied(listErr) {
+		if errors.As(listErr, &me) && !grants.Denied(listErr) {
 			// The server refused, not for a missing privilege: it cannot
 			// list its replicas at all (Dolt has no SHOW REPLICAS).
 			r.Fix = fmt.Sprintf("make sure no replica uses server_id %s: this server cannot list its replicas", ids)

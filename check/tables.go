@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -30,7 +31,7 @@ func set(xs ...string) map[string]bool {
 	return m
 }
 
-func tablesResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result {
+func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config) []Result {
 	var out []Result
 	for _, t := range cfg.Tables {
 		schema, name := t.SchemaTable()
@@ -38,8 +39,17 @@ func tablesResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result
 		if err != nil {
 			out = append(out, Result{Name: NameTables, Status: Fail,
 				Detail: fmt.Sprintf("%s: cannot read its columns: %v", t.Name, err),
-				Fix:    "see the privileges check: the relay's user needs SELECT on the table"})
+				Fix:    grants.Statement([]string{"SELECT"}, schema, name, s.user)})
 			continue
+		}
+		if len(cols) == 0 {
+			// information_schema hides a table the user may not read:
+			// the server tells "not allowed" (1142) from "no such table"
+			// (1146) when the table is read.
+			if r, ok := unreadableTable(ctx, db, s, t); ok {
+				out = append(out, r)
+				continue
+			}
 		}
 		out = append(out, tableDecision(t, cols))
 	}
@@ -78,6 +88,26 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 	}
 	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}
 }
+
+// unreadableTable reports a table whose columns information_schema did not
+// show because the user may not read it (a GRANT fixes it, not a CREATE
+// TABLE); ok is false when the server says it does not exist.
+func unreadableTable(ctx context.Context, db *sql.DB, s server, t config.Table) (Result, bool) {
+	schema, name := t.SchemaTable()
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+ident(schema)+"."+ident(name)+" LIMIT 0")
+	if err == nil {
+		rows.Close()
+		return Result{}, false
+	}
+	if !grants.Denied(err) {
+		return Result{}, false
+	}
+	return Result{Name: NameTables, Status: Fail,
+		Detail: fmt.Sprintf("%s cannot be read by %s (%v), so its columns cannot be checked", t.Name, s.user, err),
+		Fix:    grants.Statement([]string{"SELECT"}, schema, name, s.user) + " (if the table does not exist, create it or fix tables[].name)"}, true
+}
+
+func ident(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // columnTypes maps lower-case column names to DATA_TYPE.
 func columnTypes(ctx context.Context, db *sql.DB, schema, name string) (map[string]string, error) {

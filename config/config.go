@@ -17,6 +17,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -398,8 +399,29 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
+// LoadSections is Load for a command that uses only the named top-level
+// sections (status reads source and checkpoint, not the sinks): a ${NAME}
+// elsewhere that is not set (a webhook secret) is left as written. When the
+// config cannot be decoded or validated that way, the unset variable is
+// the error, as with Load.
+func LoadSections(path string, sections ...string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := parse(b, sections)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
 // Parse is Load on bytes.
-func Parse(b []byte) (*Config, error) {
+func Parse(b []byte) (*Config, error) { return parse(b, nil) }
+
+// parse expands every ${NAME}, or, with sections, those of the named
+// top-level sections, leaving the others as written when they are unset.
+func parse(b []byte, sections []string) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
@@ -407,10 +429,25 @@ func Parse(b []byte) (*Config, error) {
 	if len(root.Content) == 0 {
 		return nil, errors.New("the file is empty: see deploy/config.example.yaml")
 	}
-	if err := expandNode(&root); err != nil {
+	// unset is the first unset variable outside the sections: an error
+	// only if the config is no good without it.
+	var unset error
+	lenient, err := expandRoot(&root, sections, &unset)
+	if err != nil {
 		return nil, err
 	}
-	expanded, err := yaml.Marshal(&root)
+	cfg, err := decode(&root, lenient)
+	if err != nil && unset != nil {
+		return nil, errors.Join(unset, err)
+	}
+	return cfg, err
+}
+
+// decode decodes the expanded root (rejecting unknown keys), then defaults
+// and validates the config; problems of the parts at the key paths lenient
+// (which hold an unset variable a command does not need) are ignored.
+func decode(root *yaml.Node, lenient []string) (*Config, error) {
+	expanded, err := yaml.Marshal(root)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +486,15 @@ func Parse(b []byte) (*Config, error) {
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		var kept []error
+		for _, e := range unjoin(err) {
+			if !under(e.Error(), lenient) {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) > 0 {
+			return nil, errors.Join(kept...)
+		}
 	}
 	return &cfg, nil
 }
@@ -459,8 +504,64 @@ var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
+// expandRoot expands the document root: every section, or with sections
+// those named strictly and the others leniently (an unset variable is kept
+// as written and the first one recorded in *unset). It returns the key
+// paths of the lenient parts that hold an unset variable: a section
+// ("http") or an item of a list ("sinks[1]").
+func expandRoot(root *yaml.Node, sections []string, unset *error) ([]string, error) {
+	m := root
+	if m.Kind == yaml.DocumentNode && len(m.Content) == 1 {
+		m = m.Content[0]
+	}
+	if sections == nil || m.Kind != yaml.MappingNode {
+		return nil, expandNode(root, true, unset)
+	}
+	var lenient []string
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		key, v := m.Content[i].Value, m.Content[i+1]
+		if slices.Contains(sections, key) {
+			if err := expandNode(v, true, unset); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		parts, paths := []*yaml.Node{v}, []string{key}
+		if v.Kind == yaml.SequenceNode {
+			parts, paths = v.Content, nil
+			for j := range v.Content {
+				paths = append(paths, fmt.Sprintf("%s[%d]", key, j))
+			}
+		}
+		for j, n := range parts {
+			var here error
+			expandNode(n, false, &here) // never fails when lenient
+			if here != nil {
+				lenient = append(lenient, paths[j])
+				if *unset == nil {
+					*unset = here
+				}
+			}
+		}
+	}
+	return lenient, nil
+}
+
+// under reports whether a Validate message is about one of paths (it
+// starts with the path, then '.', ':' or '[').
+func under(msg string, paths []string) bool {
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(msg, p); ok && rest != "" && strings.ContainsRune(".:[", rune(rest[0])) {
+			return true
+		}
+	}
+	return false
+}
+
 // expandNode replaces ${NAME} and ${NAME:-default} in every scalar value.
-func expandNode(n *yaml.Node) error {
+// An unset NAME is an error when strict, else it stays as written and the
+// first such error is kept in *unset.
+func expandNode(n *yaml.Node, strict bool, unset *error) error {
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 		var missing []string
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
@@ -475,7 +576,13 @@ func expandNode(n *yaml.Node) error {
 			return ref
 		})
 		if len(missing) > 0 {
-			return fmt.Errorf("line %d: environment variable %s is not set: export it, or write ${%s:-default}", n.Line, missing[0], missing[0])
+			err := fmt.Errorf("line %d: environment variable %s is not set: export it, or write ${%s:-default}", n.Line, missing[0], missing[0])
+			if strict {
+				return err
+			}
+			if *unset == nil {
+				*unset = err
+			}
 		}
 		// Let the target field decide the type ("${PORT}" fills an int), but
 		// never let a value from the environment turn into null.
@@ -486,7 +593,7 @@ func expandNode(n *yaml.Node) error {
 		}
 	}
 	for _, c := range n.Content {
-		if err := expandNode(c); err != nil {
+		if err := expandNode(c, strict, unset); err != nil {
 			return err
 		}
 	}

@@ -134,7 +134,7 @@ func (p *Pruner) partitions(ctx context.Context, conn *sql.Conn, t Table, m meta
 		}
 		if _, err := conn.ExecContext(ctx, "ALTER TABLE "+t.quoted()+" DROP PARTITION "+ident(x.name)); err != nil {
 			tr.Dropped = tr.Dropped[:len(tr.Dropped)-1]
-			return fmt.Errorf("drop partition %s (all rows before %s): %w", x.name, x.upper.Format(time.RFC3339), err)
+			return fmt.Errorf("drop partition %s (all rows before %s): %w%s", x.name, x.upper.Format(time.RFC3339), err, deniedHint(err, t, "ALTER", "DROP"))
 		}
 		p.log.Info("prune: dropped a partition", slog.String("table", t.FullName()), slog.String("partition", x.name), slog.Time("rows_before", x.upper), slog.Int64("rows_estimate", x.rows))
 		if p.opts.Observer != nil {

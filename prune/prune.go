@@ -149,9 +149,10 @@ func (p *Pruner) run(ctx context.Context, res *Result) error {
 		p.log.Warn("prune: "+h.OpenTxnUnknown, slog.String("safety_margin", p.opts.SafetyMargin.String()))
 	}
 	p.log.Info("prune horizon", slog.Time("cutoff", h.Cutoff), slog.String("held_by", h.HeldBy), slog.Bool("dry_run", p.opts.DryRun))
+	acc := p.access(ctx)
 	var errs []error
 	for _, t := range p.tables {
-		tr, err := p.table(ctx, t, h.Cutoff)
+		tr, err := p.table(ctx, t, h.Cutoff, acc)
 		if err != nil {
 			err = fmt.Errorf("prune %s: %w", t.FullName(), err)
 			errs = append(errs, err)
@@ -173,8 +174,13 @@ type meta struct {
 	parts    *partitioning
 }
 
-func (p *Pruner) table(ctx context.Context, t Table, cutoff time.Time) (TableResult, error) {
+func (p *Pruner) table(ctx context.Context, t Table, cutoff time.Time, acc access) (TableResult, error) {
 	tr := TableResult{Table: t.FullName(), Mode: "rows"}
+	// Without SELECT the table's columns are invisible: say so, not that
+	// they are missing.
+	if err := acc.need(t, "read it", "SELECT"); err != nil {
+		return tr, err
+	}
 	conn, err := p.db.Conn(ctx)
 	if err != nil {
 		return tr, err
@@ -186,6 +192,12 @@ func (p *Pruner) table(ctx context.Context, t Table, cutoff time.Time) (TableRes
 	}
 	if m.parts != nil {
 		tr.Mode = "partitions"
+		err = acc.need(t, "drop the partitions every sink acknowledged and create partitions ahead (ALTER TABLE … DROP PARTITION needs both)", "ALTER", "DROP")
+	} else {
+		err = acc.need(t, "delete the rows every sink acknowledged", "DELETE")
+	}
+	if err != nil {
+		return tr, err // before anything is counted, dry run or not
 	}
 	// A TIMESTAMP column compares in UTC, exactly (no daylight-saving
 	// fold). A DATETIME column holds the producers' session time: the
@@ -335,7 +347,7 @@ func (p *Pruner) rows(ctx context.Context, conn *sql.Conn, t Table, m meta, cuto
 		}
 		r, err := conn.ExecContext(ctx, del, dargs...)
 		if err != nil {
-			return fmt.Errorf("delete a batch: %w", err)
+			return fmt.Errorf("delete a batch: %w%s", err, deniedHint(err, t, "DELETE"))
 		}
 		n, _ := r.RowsAffected()
 		tr.Rows += n

@@ -609,3 +609,56 @@ func BenchmarkPruneRate(b *testing.B) {
 		}
 	}
 }
+
+// prune checks its account's privileges before it counts or deletes: a user
+// with the relay's grants but no DELETE sees the dry run and the real run
+// both fail with the GRANT to run, and nothing is deleted; once granted,
+// the rows go.
+func TestPruneWithoutDeleteFailsWithTheGrantAndDeletesNothing(t *testing.T) {
+	dbname, sdb, _ := pruneOutbox(t)
+	srv.Exec(t, "CREATE USER 'pruner'@'%' IDENTIFIED BY 'pw'",
+		"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'pruner'@'%'",
+		"GRANT SELECT ON `"+dbname+"`.outbox TO 'pruner'@'%'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER 'pruner'@'%'") })
+	cpPath := filepath.Join(t.TempDir(), "cp.json")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: pruner, password: pw}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: a, type: stdout}]
+`, srv.Port, dbname, cpPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertAt(t, sdb, time.Now().Add(-time.Hour), "old1", "old2")
+	ctx := context.Background()
+	srcDB, info, err := relay.OpenPrimary(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcDB.Close()
+	cur, err := canal.CurrentPosition(ctx, srcDB, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := checkpoint.OpenFile(cpPath)
+	st.Save(ctx, "a", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now(), CommitTime: time.Now()})
+
+	grant := "GRANT DELETE ON `" + dbname + "`.`outbox` TO 'pruner'@'%';"
+	for _, dry := range []bool{true, false} {
+		res, err := runPrune(t, cfg, prune.Options{SafetyMargin: time.Second, DryRun: dry})
+		if err == nil || !strings.Contains(err.Error(), "lacks DELETE on "+dbname+".outbox") || !strings.Contains(err.Error(), grant) {
+			t.Errorf("dry run %v: want an error with %q, got %v", dry, grant, err)
+		}
+		if len(res.Tables) != 1 || res.Tables[0].Rows != 0 {
+			t.Errorf("dry run %v: want nothing counted, got %+v", dry, res.Tables)
+		}
+		if ids := presentIDs(t, sdb); len(ids) != 2 {
+			t.Fatalf("dry run %v: rows %v, want both kept", dry, ids)
+		}
+	}
+	srv.Exec(t, "GRANT DELETE ON `"+dbname+"`.outbox TO 'pruner'@'%'")
+	if _, err := runPrune(t, cfg, prune.Options{SafetyMargin: time.Second}); err != nil || len(presentIDs(t, sdb)) != 0 {
+		t.Fatalf("with DELETE granted: %v, rows %v", err, presentIDs(t, sdb))
+	}
+}

@@ -23,6 +23,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	newLogger(cfg.Log, stderr) // the probes' library logs (go-redis) go through it
 	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin, Sinks: true})
 	if err != nil {
 		// The checks made on the config alone: their warnings still count.

@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -76,7 +77,15 @@ Dead letters are events a sink could not deliver for good. Selectors:
 		fmt.Fprintf(stderr, "dlq %s needs a selector (--id, --sink, --since, --until) or --all\n", verb)
 		return errUsage
 	}
-	cfg, err := config.Load(*path)
+	// list and purge read only the dead-letter store: a sink's unset
+	// ${SECRET} does not stop them; replay builds the sinks.
+	load := config.Load
+	if verb != "replay" {
+		load = func(path string) (*config.Config, error) {
+			return config.LoadSections(path, "checkpoint", "dead_letter", "log")
+		}
+	}
+	cfg, err := load(*path)
 	if err != nil {
 		return err
 	}
@@ -183,8 +192,9 @@ func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, rec
 func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
 		for _, r := range recs {
-			if err := enc.Encode(r); err != nil {
+			if err := enc.Encode(recordLine(r)); err != nil {
 				return err
 			}
 		}
@@ -211,6 +221,23 @@ func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "%d dead letters\n", len(recs))
 	return nil
+}
+
+// jsonRecord is a record as dlq list --json prints it: the record's own
+// fields, and its event as the stdout sink writes one (snake_case keys, a
+// JSON payload embedded as JSON).
+type jsonRecord struct {
+	deadletter.Record
+	Event *stdout.Line `json:"event"` // shadows Record.Event
+}
+
+func recordLine(r deadletter.Record) jsonRecord {
+	j := jsonRecord{Record: r}
+	if r.Event != nil {
+		l := stdout.ToLine(r.Event)
+		j.Event = &l
+	}
+	return j
 }
 
 func parseWhen(s string) (time.Time, error) {

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -99,5 +102,68 @@ sinks:
 	}
 	if recs, _ := store.List(context.Background(), deadletter.Filter{}); len(recs) != 0 {
 		t.Fatalf("the replayed record was kept: %d left", len(recs))
+	}
+}
+
+// dlq list --json prints each record's event as the stdout sink writes it
+// (snake_case keys, a JSON payload as JSON), not Go's field names and a
+// base64 payload.
+func TestDLQListJSONPrintsTheStdoutSinksEventShape(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+tables: [{name: shop.outbox}]
+checkpoint: {path: %s}
+sinks: [{name: out, type: stdout}]
+`, filepath.Join(dir, "cp.json"))), 0o600)
+	store, err := deadletter.OpenFile(filepath.Join(dir, "dead-letters"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []*event.Event{
+		{ID: "e1", AggregateType: "order", AggregateID: "o-1", Type: "order.paid", Table: "shop.outbox",
+			CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Payload: []byte(`{"amount": 12}`),
+			Headers: []event.Header{{Key: "tenant", Value: "t1"}}},
+		{ID: "e2", AggregateID: "o-2", Table: "shop.outbox", Payload: []byte{0xff, 0x00}},
+	}
+	for _, e := range events {
+		if err := store.Put(context.Background(), deadletter.Letter{Sink: "out", Reason: "rejected", First: time.Now(), Last: time.Now(), Event: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"dlq", "list", "--config", cfgPath, "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("dlq list --json exited %d: %s", code, errOut.String())
+	}
+	// What the stdout sink writes for the same events.
+	var sunk bytes.Buffer
+	if err := stdout.New(stdout.Config{}, &sunk).Write(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSpace(sunk.String()), "\n")
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != len(events) {
+		t.Fatalf("want %d lines, got:\n%s", len(events), out.String())
+	}
+	for i, line := range got {
+		var rec struct {
+			ID, Sink, Reason string
+			Event            json.RawMessage `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %d is not JSON: %v\n%s", i, err, line)
+		}
+		var gotEv, wantEv any
+		json.Unmarshal(rec.Event, &gotEv)
+		json.Unmarshal([]byte(want[i]), &wantEv)
+		if !reflect.DeepEqual(gotEv, wantEv) {
+			t.Errorf("record %d: event\n%s\nwant the stdout sink's\n%s", i, rec.Event, want[i])
+		}
+		if rec.Sink != "out" || rec.Reason != "rejected" || rec.ID == "" {
+			t.Errorf("record %d: the record's own fields are lost: %s", i, line)
+		}
+	}
+	if !strings.Contains(got[0], `"payload":{"amount":12}`) || strings.Contains(out.String(), "AggregateID") {
+		t.Errorf("want snake_case keys and the JSON payload as JSON:\n%s", out.String())
 	}
 }

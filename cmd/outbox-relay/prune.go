@@ -29,7 +29,9 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	// prune reads the server, the tables and the checkpoints: a sink's unset
+	// ${SECRET} does not stop it.
+	cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "prune", "log")
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -48,8 +49,13 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		w = os.Stderr
 	}
 	opts := &slog.HandlerOptions{Level: c.SlogLevel()}
+	var log *slog.Logger
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	} else {
+		log = slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// go-redis logs through one process-wide logger: the command's.
+	redis.SetLibraryLogger(log)
+	return log
 }

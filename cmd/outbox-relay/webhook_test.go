@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -374,16 +374,25 @@ func dlqRun(args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
-func dlqList(t *testing.T, cfgPath string, extra ...string) []deadletter.Record {
+// listedRecord is a line of dlq list --json.
+type listedRecord struct {
+	ID       string      `json:"id"`
+	Sink     string      `json:"sink"`
+	Reason   string      `json:"reason"`
+	Attempts int         `json:"attempts"`
+	Event    stdout.Line `json:"event"`
+}
+
+func dlqList(t *testing.T, cfgPath string, extra ...string) []listedRecord {
 	t.Helper()
 	code, out, errOut := dlqRun(append([]string{"list", "--config", cfgPath, "--json"}, extra...)...)
 	if code != 0 {
 		t.Fatalf("dlq list: exit %d: %s", code, errOut)
 	}
-	var recs []deadletter.Record
+	var recs []listedRecord
 	dec := json.NewDecoder(strings.NewReader(out))
 	for {
-		var r deadletter.Record
+		var r listedRecord
 		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
