@@ -45,19 +45,22 @@ func tablesResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result
 	}
 	for _, s := range cfg.Sinks {
 		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil {
-			out = append(out, endpointsTableResult(ctx, db, cfg, s.Name, s.Webhook.EndpointsTable.WithDefaults()))
+			tc := s.Webhook.EndpointsTable.WithDefaults()
+			r, rows := endpointsTableResult(ctx, db, cfg, s.Name, tc)
+			out = append(out, r)
+			out = append(out, tableInsecureResults(s.Name, tc, rows)...)
 		}
 	}
 	return out
 }
 
 // endpointsTableResult reads a webhook sink's endpoints table as the relay
-// will at start: every row must be usable.
-func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) Result {
+// will at start: every row must be usable. It returns the rows read.
+func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) (Result, []webhook.TableEndpoint) {
 	rows, err := tc.Load(ctx, db)
 	if err != nil {
 		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err),
-			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}
+			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}, nil
 	}
 	enabled := 0
 	for _, r := range rows {
@@ -73,10 +76,10 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 		if !found {
 			return Result{Name: NameTables, Status: Fail,
 				Detail: fmt.Sprintf("sink %s: endpoints_table.tenant_header %q is not a header of any outbox table, so no event has it and no endpoint with a tenant gets anything", sink, h),
-				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}
+				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}, rows
 		}
 	}
-	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}
+	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}, rows
 }
 
 // columnTypes maps lower-case column names to DATA_TYPE.

@@ -110,7 +110,9 @@ type TableConfig struct {
 	// Defaults apply to every row's endpoint: timeout, max_concurrency,
 	// rate_limit (for rows whose rate_limit is NULL), headers, body, retry,
 	// egress. Name, url, secrets and filter come from each row and must not
-	// be set here. Default: EndpointConfig's defaults.
+	// be set here, nor headers that carry a credential (CredentialHeader):
+	// they would go to whatever url a row names. Default: EndpointConfig's
+	// defaults.
 	Defaults EndpointConfig `yaml:"defaults"`
 
 	// Logger, if set, receives the warnings about plain (unencrypted) and
@@ -129,6 +131,9 @@ type TableEndpoint struct {
 	// Config is the endpoint: TableConfig.Defaults with the row's url,
 	// secrets (decrypted), filter and rate limit, FromData set.
 	Config EndpointConfig
+	// PlainSecrets says a secret of the row is stored plain ("whsec_"),
+	// V1Secrets that one is an "enc:v1:" value, not bound to its row.
+	PlainSecrets, V1Secrets bool
 }
 
 // WithDefaults returns tc with every zero field of Defaults set to its
@@ -170,6 +175,11 @@ func (tc TableConfig) Validate() error {
 	if len(d.Filter.EventTypes) > 0 || len(d.Filter.AggregateTypes) > 0 || len(d.Filter.Headers) > 0 {
 		bad("defaults.filter is set; each row has its filter (tenant, event_types, aggregate_types): remove it")
 	}
+	for _, k := range slices.Sorted(maps.Keys(d.Headers)) {
+		if CredentialHeader(k) {
+			bad("defaults.headers: %q carries a credential, and every row's url, which whoever writes the table chooses, would receive it; remove it: receivers authenticate the relay by the signature made with each row's secrets (a header credential belongs to a static endpoint, whose url is the configuration's)", k)
+		}
+	}
 	// The rest is checked as an endpoint's would be, with a stand-in name
 	// and url.
 	d.Name, d.URL, d.Secrets, d.Filter, d.FromData = "defaults", "https://endpoint.example/", nil, Filter{}, true
@@ -201,45 +211,32 @@ var endpointIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // "enc:v1:" one, are accepted, with a warning (without their values) to
 // Logger.
 func (tc TableConfig) FromRow(row map[string]any) (TableEndpoint, error) {
-	ep, w, err := tc.fromRow(row)
+	ep, err := tc.fromRow(row)
 	if err != nil {
 		return TableEndpoint{}, err
 	}
-	var plain, v1 []string
-	if w.plain {
-		plain = append(plain, ep.ID)
-	}
-	if w.v1 {
-		v1 = append(v1, ep.ID)
-	}
-	tc.warnWeak(plain, v1)
+	tc.warnWeak([]TableEndpoint{ep})
 	return ep, nil
 }
 
-// weakSecrets says which kinds of weakly kept secrets a row has.
-type weakSecrets struct {
-	plain bool // a plain "whsec_" secret
-	v1    bool // an "enc:v1:" secret, not bound to its row
-}
-
-// fromRow is FromRow without the warnings, which it reports instead.
-func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, weak weakSecrets, err error) {
+// fromRow is FromRow without the warnings.
+func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
 	tc = tc.WithDefaults()
 	for _, c := range tableColumns {
 		if _, ok := row[c]; !ok {
 			id, _ := row["id"].(string)
-			return TableEndpoint{}, weakSecrets{}, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
+			return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
 		}
 	}
 	id, ok := row["id"].(string)
 	if !ok {
-		return TableEndpoint{}, weakSecrets{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
 	}
 	if !endpointIDRe.MatchString(id) {
-		return TableEndpoint{}, weakSecrets{}, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
 	}
-	bad := func(format string, args ...any) (TableEndpoint, weakSecrets, error) {
-		return TableEndpoint{}, weakSecrets{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
+	bad := func(format string, args ...any) (TableEndpoint, error) {
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
 	}
 
 	cfg := tc.Defaults
@@ -257,7 +254,10 @@ func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, weak weakSe
 	if err != nil {
 		return bad("%v", err)
 	}
-	var key []byte
+	var (
+		key       []byte
+		plain, v1 bool
+	)
 	for i, s := range strings.Fields(secrets) {
 		prefix, enc, ok := encPrefix, "", false
 		if enc, ok = strings.CutPrefix(s, encPrefix); !ok {
@@ -277,13 +277,13 @@ func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, weak weakSe
 			if prefix == encPrefix {
 				row = &SecretRow{Table: tc.Table, ID: id, URL: url}
 			} else {
-				weak.v1 = true
+				v1 = true
 			}
 			if s, err = decryptSecret(key, enc, row); err != nil {
 				return bad("secrets[%d]: %v", i, err)
 			}
 		} else {
-			weak.plain = true
+			plain = true
 		}
 		if _, err := parseSecret(s); err != nil {
 			return bad("secrets[%d]: %v", i, err)
@@ -345,9 +345,9 @@ func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, weak weakSe
 	}
 
 	if err := cfg.Validate(); err != nil {
-		return TableEndpoint{}, weakSecrets{}, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
 	}
-	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg}, weak, nil
+	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg, PlainSecrets: plain, V1Secrets: v1}, nil
 }
 
 // optString reads a nullable text column: "" for NULL.
@@ -380,9 +380,18 @@ func kind(v any) string {
 
 // warnWeak warns, once each, of the rows with plain secrets and of those
 // with enc:v1 ones.
-func (tc TableConfig) warnWeak(plain, v1 []string) {
+func (tc TableConfig) warnWeak(eps []TableEndpoint) {
 	if tc.Logger == nil {
 		return
+	}
+	var plain, v1 []string
+	for _, ep := range eps {
+		if ep.PlainSecrets {
+			plain = append(plain, ep.ID)
+		}
+		if ep.V1Secrets {
+			v1 = append(v1, ep.ID)
+		}
 	}
 	if len(plain) > 0 {
 		tc.Logger.Warn("webhook endpoints table holds plain secrets: anyone who can read the table can sign as the relay; encrypt them with `outbox-relay endpoints encrypt-secret --table TABLE --id ID --url URL` and set endpoints_table.secrets_key",
@@ -421,10 +430,8 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 	}
 	defer rows.Close()
 	var (
-		out   []TableEndpoint
-		errs  []error
-		plain []string
-		v1    []string
+		out  []TableEndpoint
+		errs []error
 	)
 	for rows.Next() {
 		var (
@@ -446,16 +453,10 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 		if enabled.Valid {
 			row["enabled"] = enabled.Int64
 		}
-		ep, w, err := tc.fromRow(row)
+		ep, err := tc.fromRow(row)
 		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		if w.plain {
-			plain = append(plain, ep.ID)
-		}
-		if w.v1 {
-			v1 = append(v1, ep.ID)
 		}
 		out = append(out, ep)
 	}
@@ -465,7 +466,7 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%d bad row(s), fix them in the table and restart: %w", len(errs), errors.Join(errs...))
 	}
-	tc.warnWeak(plain, v1)
+	tc.warnWeak(out)
 	return out, nil
 }
 
