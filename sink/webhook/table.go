@@ -464,7 +464,7 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d bad row(s), fix them in the table and restart: %w", len(errs), errors.Join(errs...))
+		return nil, fmt.Errorf("%d bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart; a relay that is starting refuses to start until every row is usable): %w", len(errs), errors.Join(errs...))
 	}
 	tc.warnWeak(out)
 	return out, nil

@@ -463,7 +463,7 @@ func TestLoad(t *testing.T) {
 	if err == nil {
 		t.Fatal("Load accepted bad rows")
 	}
-	for _, want := range []string{`row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
+	for _, want := range []string{"3 bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart", `row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want it to contain %q", err, want)
 		}
