@@ -199,7 +199,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	add(growthResults(ctx, db, cfg)...)
 	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
-	add(noSource...)
+	rep.Results = withInsecure(rep.Results, noSource)
 	return finish(rep, opts), nil
 }
 

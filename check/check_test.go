@@ -642,3 +642,36 @@ func TestATableNotGrantedGetsAGrantNotACreate(t *testing.T) {
 	rep = runChecks(t, cfg)
 	expect(t, rep, only(t, rep, NameTables), Fail, "does not exist", "CREATE TABLE `shop`.`no_such_outbox`")
 }
+
+// The endpoints table's rows are read for insecure settings too: a row's
+// http:// url with credentials, plain and enc:v1 signing secrets, each a
+// WARN naming the rows and quoting no secret.
+func TestEndpointsTableRowsAreCheckedForInsecureSettings(t *testing.T) {
+	const (
+		plain = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		key   = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+		// plain, encrypted with key as enc:v1 (no associated data).
+		v1 = "enc:v1:Zml4ZWRub25jZTEybSkL6qT1vHpgHF2smGz7ZSczwe+Y6Wf9qhmnB1ovikXaMyN06xcjOYSUjtSIHjCOzLJutDW4"
+	)
+	v2, err := webhook.EncryptSecret(key, plain, webhook.SecretRow{Table: "shop.insecure_endpoints", ID: "good", URL: "https://good.example/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Exec(t, strings.Replace(webhook.EndpointsTableSchema, "CREATE TABLE IF NOT EXISTS outbox_endpoints", "CREATE TABLE shop.insecure_endpoints", 1))
+	t.Cleanup(func() { srv.Exec(t, "DROP TABLE shop.insecure_endpoints") })
+	db := srv.DB(t, "shop")
+	if _, err := db.Exec("INSERT INTO insecure_endpoints (id, url, secrets) VALUES ('good', 'https://good.example/hook', ?), ('plain', 'https://p.example/hook', ?), ('old', 'https://o.example/hook', ?), ('cred', 'http://u:PLANTEDpw@c.example/hook', NULL)", v2, plain, v1); err != nil {
+		t.Fatal(err)
+	}
+	rep := runChecks(t, testConfig(t, srv, "root", "", fmt.Sprintf("sinks: [{name: hooks, type: webhook, webhook: {endpoints_table: {table: shop.insecure_endpoints, secrets_key: %q}}}]", key)))
+	rs := rep.Get(NameInsecureSettings)
+	if len(rs) != 3 {
+		t.Fatalf("want 3 insecure_settings results, got %d:\n%s", len(rs), printed(rep))
+	}
+	expect(t, rep, rs[0], Warn, `sink hooks: endpoints table shop.insecure_endpoints, row "cred": url http://xxxxx@c.example/hook is http://`, "https://")
+	expect(t, rep, rs[1], Warn, "holds plain signing secrets (rows plain)", "outbox-relay endpoints encrypt-secret --table shop.insecure_endpoints --id ID --url URL")
+	expect(t, rep, rs[2], Warn, "holds enc:v1 secrets (rows old), which are not bound to their row", "store the enc:v2 value")
+	if out := printed(rep); strings.Contains(out, "PLANTED") || strings.Contains(out, plain[6:]) || strings.Contains(out, key) {
+		t.Errorf("the report quotes a secret:\n%s", out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 )
 
 // NameOutboxGrowth warns when an outbox table keeps rows older than the
@@ -44,7 +45,7 @@ func growthResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result
 			}
 			continue
 		}
-		q := "SELECT UNIX_TIMESTAMP(MIN(`" + col + "`)) FROM `" + schema + "`.`" + name + "`"
+		q := "SELECT UNIX_TIMESTAMP(MIN(" + sqlident.Quote(col) + ")) FROM " + sqlident.Table(schema, name)
 		var oldest sql.NullFloat64
 		if err := db.QueryRowContext(ctx, q).Scan(&oldest); err != nil {
 			continue

@@ -9,6 +9,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
+	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 )
 
 // privileges is what the relay's user may do, as far as the relay cares.
@@ -71,7 +72,7 @@ func privilegesByUse(ctx context.Context, db *sql.DB, s server, cfg *config.Conf
 	p.replClient = err == nil || !grants.Denied(err)
 	for _, t := range cfg.Tables {
 		schema, name := t.SchemaTable()
-		rows, err := db.QueryContext(ctx, "SELECT * FROM `"+strings.ReplaceAll(schema, "`", "``")+"`.`"+strings.ReplaceAll(name, "`", "``")+"` LIMIT 0")
+		rows, err := db.QueryContext(ctx, "SELECT * FROM "+sqlident.Table(schema, name)+" LIMIT 0")
 		if err == nil {
 			rows.Close()
 		}

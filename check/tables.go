@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
+	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -55,19 +56,22 @@ func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config
 	}
 	for _, s := range cfg.Sinks {
 		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil {
-			out = append(out, endpointsTableResult(ctx, db, cfg, s.Name, s.Webhook.EndpointsTable.WithDefaults()))
+			tc := s.Webhook.EndpointsTable.WithDefaults()
+			r, rows := endpointsTableResult(ctx, db, cfg, s.Name, tc)
+			out = append(out, r)
+			out = append(out, tableInsecureResults(s.Name, tc, rows)...)
 		}
 	}
 	return out
 }
 
 // endpointsTableResult reads a webhook sink's endpoints table as the relay
-// will at start: every row must be usable.
-func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) Result {
+// will at start: every row must be usable. It returns the rows read.
+func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) (Result, []webhook.TableEndpoint) {
 	rows, err := tc.Load(ctx, db)
 	if err != nil {
 		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err),
-			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}
+			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}, nil
 	}
 	enabled := 0
 	for _, r := range rows {
@@ -83,10 +87,10 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 		if !found {
 			return Result{Name: NameTables, Status: Fail,
 				Detail: fmt.Sprintf("sink %s: endpoints_table.tenant_header %q is not a header of any outbox table, so no event has it and no endpoint with a tenant gets anything", sink, h),
-				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}
+				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}, rows
 		}
 	}
-	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}
+	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}, rows
 }
 
 // unreadableTable reports a table whose columns information_schema did not
@@ -94,7 +98,7 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 // TABLE); ok is false when the server says it does not exist.
 func unreadableTable(ctx context.Context, db *sql.DB, s server, t config.Table) (Result, bool) {
 	schema, name := t.SchemaTable()
-	rows, err := db.QueryContext(ctx, "SELECT * FROM "+ident(schema)+"."+ident(name)+" LIMIT 0")
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+sqlident.Table(schema, name)+" LIMIT 0")
 	if err == nil {
 		rows.Close()
 		return Result{}, false
@@ -106,8 +110,6 @@ func unreadableTable(ctx context.Context, db *sql.DB, s server, t config.Table) 
 		Detail: fmt.Sprintf("%s cannot be read by %s (%v), so its columns cannot be checked", t.Name, s.user, err),
 		Fix:    grants.Statement([]string{"SELECT"}, schema, name, s.user) + " (if the table does not exist, create it or fix tables[].name)"}, true
 }
-
-func ident(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // columnTypes maps lower-case column names to DATA_TYPE.
 func columnTypes(ctx context.Context, db *sql.DB, schema, name string) (map[string]string, error) {

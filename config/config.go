@@ -814,6 +814,11 @@ const (
 	DefaultEndpointInFlightBytes = 1 << 20
 )
 
+// sourceCredentials is the error for a source address written with
+// credentials ("relay:pw@db:3306"), which would be echoed in errors and
+// connect logs. It never quotes the address.
+const sourceCredentials = `holds an "@": credentials do not belong in a server address (they would be logged); write host:port only, and set source.user and source.password (from the environment: password: ${SOURCE_PASSWORD})`
+
 // Validate reports the first problems found, each naming its field.
 func (c *Config) Validate() error {
 	var errs []error
@@ -824,6 +829,10 @@ func (c *Config) Validate() error {
 		}
 		seen := map[string]bool{}
 		for i, a := range c.Source.Servers {
+			if strings.Contains(a, "@") {
+				bad("source.servers[%d]: %s", i, sourceCredentials)
+				continue
+			}
 			host, port, err := SplitHostPort(a)
 			switch {
 			case err != nil:
@@ -833,6 +842,8 @@ func (c *Config) Validate() error {
 			}
 			seen[net.JoinHostPort(host, strconv.Itoa(port))] = true
 		}
+	} else if strings.Contains(c.Source.Host, "@") {
+		bad("source.host: %s", sourceCredentials)
 	} else if c.Source.Port <= 0 || c.Source.Port > 65535 {
 		bad("source.port: %d is not a TCP port", c.Source.Port)
 	}
@@ -872,6 +883,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Checkpoint.Store == "mysql" && c.Checkpoint.DSN == "" {
 		bad("checkpoint.dsn: required with checkpoint.store: mysql (user:${PASSWORD}@tcp(host:3306)/db)")
+	}
+	if c.Checkpoint.DSN != "" {
+		if err := checkpoint.CheckDSN(c.Checkpoint.DSN.Reveal()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for field, name := range map[string]string{"checkpoint.table": c.Checkpoint.Table, "dead_letter.table": c.DeadLetter.Table} {
 		if !checkpoint.ValidTableName(name) {

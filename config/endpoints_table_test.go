@@ -26,7 +26,7 @@ func TestWebhookEndpointsTableIsRead(t *testing.T) {
           timeout: 3s
           max_concurrency: 4
           rate_limit: 10
-          headers: {Authorization: "Bearer t"}
+          headers: {X-Relay: outbox}
           retry: {max_attempts: 5}
           egress: {allow: [10.1.0.0/16]}
 `))
@@ -41,7 +41,7 @@ func TestWebhookEndpointsTableIsRead(t *testing.T) {
 		t.Errorf("endpoints_table = %+v", et)
 	}
 	d := et.Defaults
-	if d.Timeout != 3*time.Second || d.MaxConcurrency != 4 || d.RateLimit != 10 || d.Headers["Authorization"] != "Bearer t" ||
+	if d.Timeout != 3*time.Second || d.MaxConcurrency != 4 || d.RateLimit != 10 || d.Headers["X-Relay"] != "outbox" ||
 		d.Retry.MaxAttempts != 5 || len(d.Egress.Allow) != 1 {
 		t.Errorf("defaults = %+v", d)
 	}
@@ -76,6 +76,10 @@ func TestWebhookEndpointsTableErrors(t *testing.T) {
 			"sinks[0].webhook.endpoints_table: secrets_key: not valid base64"},
 		{"a secrets key of the wrong shape is not quoted", sink("      endpoints_table:\n        table: s.t\n        secrets_key: [" + secret + "]\n"),
 			"secrets_key: line 8: want a string, got a list"},
+		{"a credential header in the defaults is refused, unquoted", sink("      endpoints_table: {table: s.t, defaults: {headers: {Authorization: 'Bearer " + secret + "'}}}\n"),
+			`sinks[0].webhook.endpoints_table: defaults.headers: "Authorization" carries a credential, and every row's url`},
+		{"any header named like a credential is refused", sink("      endpoints_table: {table: s.t, defaults: {headers: {X-Api-Key: '" + secret + "'}}}\n"),
+			`defaults.headers: "X-Api-Key" carries a credential`},
 		{"both problems are each named", sink("      endpoints_table: {table: t, defaults: {name: x}}\n"),
 			"sinks[0].webhook.endpoints_table: defaults.name is set"},
 	} {

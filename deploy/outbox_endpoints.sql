@@ -4,13 +4,15 @@
 -- Works on MariaDB 10.5+ and MySQL 8. The relay's user needs SELECT on it.
 --
 -- secrets: space-separated; each a plain "whsec_..." (accepted, with a warning) or
--- an encrypted "enc:v1:..." made by
---   outbox-relay endpoints encrypt-secret < secret.txt   (key: $OUTBOX_RELAY_SECRETS_KEY)
--- and decrypted with endpoints_table.secrets_key.
+-- an encrypted "enc:v2:..." made for its row (table, id and url) by
+--   outbox-relay endpoints encrypt-secret --table shop.outbox_endpoints --id ID --url URL < secret.txt
+--   (key: $OUTBOX_RELAY_SECRETS_KEY)
+-- and decrypted with endpoints_table.secrets_key; it decrypts in that row only (encrypt
+-- again when the url changes). Older "enc:v1:..." values are read, with a warning.
 CREATE TABLE IF NOT EXISTS outbox_endpoints (
   id              VARCHAR(64)   NOT NULL PRIMARY KEY, -- the endpoint's stable name: letters, digits, '.', '_', '-'
   url             VARCHAR(2048) NOT NULL,             -- https address receiving the POSTs
-  secrets         TEXT          NULL,                 -- space-separated; each "whsec_..." or "enc:v1:..." (outbox-relay endpoints encrypt-secret)
+  secrets         TEXT          NULL,                 -- space-separated; each "whsec_..." or "enc:v2:..." (outbox-relay endpoints encrypt-secret)
   tenant          VARCHAR(255)  NULL,                 -- set: only events whose tenant header (endpoints_table.tenant_header) equals it
   event_types     VARCHAR(1024) NULL,                 -- comma-separated globs on the event type; NULL: all
   aggregate_types VARCHAR(1024) NULL,                 -- comma-separated globs on the aggregate type; NULL: all

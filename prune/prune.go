@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -446,7 +447,7 @@ func lockName(t Table) string {
 }
 
 // ident quotes an identifier.
-func ident(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+func ident(s string) string { return sqlident.Quote(s) }
 
 // CheckPrimary returns an error unless db is a writable server that
 // replicates from no other: rows are deleted on the primary, and replicas

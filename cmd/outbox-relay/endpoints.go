@@ -39,9 +39,14 @@ deploy/outbox_endpoints.sql).
                   running relay applies at once)
 
   encrypt-secret  read a signing secret ("whsec_...") on standard input and print it
-                  encrypted ("enc:v1:..."), for the table's secrets column; the key
-                  (the base64 of 32 bytes, the sink's endpoints_table.secrets_key) comes
-                  from $%s or --key-file FILE
+                  encrypted for one row ("enc:v2:..."), for its secrets column:
+                  --table SCHEMA.TABLE --id ID --url URL name the row (the table as
+                  endpoints_table.table spells it, the row's id and url as stored); the
+                  value decrypts only in that row, so encrypt again when the url
+                  changes. An "enc:v1:..." value on standard input (made by older
+                  versions, valid in any row) is encrypted again for the row. The key
+                  (the base64 of 32 bytes, the sink's endpoints_table.secrets_key)
+                  comes from $%s or --key-file FILE
 `, secretsKeyEnv)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -60,10 +65,23 @@ deploy/outbox_endpoints.sql).
 		usage(stderr)
 		return errUsage
 	}
-	fs := newFlags("endpoints encrypt-secret", "endpoints encrypt-secret [--key-file FILE] < secret.txt", stderr)
+	fs := newFlags("endpoints encrypt-secret", "endpoints encrypt-secret --table SCHEMA.TABLE --id ID --url URL [--key-file FILE] < secret.txt", stderr)
 	keyFile := fs.String("key-file", "", "file holding the secrets key (base64 of 32 bytes); default: $"+secretsKeyEnv)
+	var row webhook.SecretRow
+	fs.StringVar(&row.Table, "table", "", "the endpoints table, as endpoints_table.table spells it (schema.table)")
+	fs.StringVar(&row.ID, "id", "", "the id of the row the secret is for")
+	fs.StringVar(&row.URL, "url", "", "the url of the row, exactly as stored (the value decrypts only with it)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
+	}
+	var missing []string
+	for _, f := range []struct{ flag, v string }{{"--table", row.Table}, {"--id", row.ID}, {"--url", row.URL}} {
+		if f.v == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("name the row the secret is for with %s: an encrypted secret decrypts only in its row (table, id and url)", strings.Join(missing, ", "))
 	}
 	key := os.Getenv(secretsKeyEnv)
 	if *keyFile != "" {
@@ -88,7 +106,7 @@ deploy/outbox_endpoints.sql).
 	if strings.ContainsAny(secret, " \t\r\n") {
 		return errors.New("standard input holds more than one word: encrypt one secret at a time (the secrets column takes several, space-separated)")
 	}
-	enc, err := webhook.EncryptSecret(key, secret)
+	enc, err := webhook.EncryptSecret(key, secret, row)
 	if err != nil {
 		return fmt.Errorf("encrypt the secret: %w", err)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/base64"
 	"os"
 	"path/filepath"
@@ -26,29 +28,40 @@ func encryptSecretCmd(t *testing.T, input string, args ...string) (code int, out
 	return code, o.String(), e.String()
 }
 
-// The printed value decrypts, with the same key, to the secret read.
+// The printed value decrypts, with the same key, to the secret read, in
+// the row it was encrypted for and in no other.
 func TestEndpointsEncryptSecret(t *testing.T) {
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	row := []string{"--table", "s.t", "--id", "a", "--url", "https://a.example/"}
+	fromRow := func(id, url, secrets string) (webhook.TableEndpoint, error) {
+		return webhook.TableConfig{Table: "s.t", SecretsKey: key}.FromRow(map[string]any{
+			"id": id, "url": url, "secrets": secrets, "tenant": nil,
+			"event_types": nil, "aggregate_types": nil, "rate_limit": nil, "enabled": int64(1)})
+	}
 	check := func(t *testing.T, out string) {
 		t.Helper()
 		enc := strings.TrimSpace(out)
-		if !strings.HasPrefix(enc, "enc:v1:") || strings.Contains(enc, testWebhookSecret[6:]) {
+		if !strings.HasPrefix(enc, "enc:v2:") || strings.Contains(enc, testWebhookSecret[6:]) {
 			t.Fatalf("printed %q", out)
 		}
-		ep, err := webhook.TableConfig{Table: "s.t", SecretsKey: key}.FromRow(map[string]any{
-			"id": "a", "url": "https://a.example/", "secrets": enc, "tenant": nil,
-			"event_types": nil, "aggregate_types": nil, "rate_limit": nil, "enabled": int64(1)})
+		ep, err := fromRow("a", "https://a.example/", enc)
 		if err != nil || len(ep.Config.Secrets) != 1 || ep.Config.Secrets[0] != testWebhookSecret {
 			t.Fatalf("the printed value does not decrypt to the secret: %v", err)
+		}
+		if _, err := fromRow("b", "https://a.example/", enc); err == nil {
+			t.Error("the printed value decrypts in another row")
+		}
+		if _, err := fromRow("a", "https://b.example/", enc); err == nil {
+			t.Error("the printed value decrypts in its row with another url")
 		}
 	}
 	t.Run("the key from the environment", func(t *testing.T) {
 		t.Setenv(secretsKeyEnv, key)
-		code, out, errOut := encryptSecretCmd(t, testWebhookSecret+"\n")
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret+"\n", row...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -56,11 +69,26 @@ func TestEndpointsEncryptSecret(t *testing.T) {
 	})
 	t.Run("the key from --key-file", func(t *testing.T) {
 		t.Setenv(secretsKeyEnv, "")
-		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, "--key-file", keyFile)
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, append([]string{"--key-file", keyFile}, row...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		check(t, out)
+	})
+	t.Run("an enc:v1 value is encrypted again for the row", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, key)
+		code, out, errOut := encryptSecretCmd(t, encryptV1(t, key, testWebhookSecret), row...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		check(t, out)
+	})
+	t.Run("no row", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, key)
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, "--id", "a")
+		if code != 1 || out != "" || !strings.Contains(errOut, "name the row the secret is for with --table, --url") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
 	})
 	for _, tc := range []struct{ name, env, input, want string }{
 		{"no key", "", testWebhookSecret, "no secrets key: set $OUTBOX_RELAY_SECRETS_KEY or --key-file"},
@@ -71,7 +99,7 @@ func TestEndpointsEncryptSecret(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(secretsKeyEnv, tc.env)
-			code, out, errOut := encryptSecretCmd(t, tc.input)
+			code, out, errOut := encryptSecretCmd(t, tc.input, row...)
 			if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, tc.want)
 			}
@@ -80,6 +108,26 @@ func TestEndpointsEncryptSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// encryptV1 encrypts secret as versions before enc:v2 did: AES-256-GCM
+// with no associated data.
+func encryptV1(t *testing.T, key, secret string) string {
+	t.Helper()
+	k, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, aead.NonceSize())
+	return "enc:v1:" + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(secret), nil))
 }
 
 // `endpoints enable` clears a disabled endpoint's flag and keeps its

@@ -101,6 +101,44 @@ sinks:
     type: webhook
     webhook: {endpoints: [{name: a, url: "http://user:` + pw + `/x@hooks.example.com/?token=` + token + `"}]}
 `,
+		"url whose password holds a question mark": `
+tables: [{name: shop.outbox}]
+sinks:
+  - name: hooks
+    type: webhook
+    webhook: {endpoints: [{name: a, url: "https://user:` + pw + `?` + token + `@hooks.example.com/in"}]}
+`,
+		"url whose password holds a hash": `
+tables: [{name: shop.outbox}]
+sinks:
+  - name: hooks
+    type: webhook
+    webhook: {endpoints: [{name: a, url: "https://user:` + pw + `#` + token + `@hooks.example.com/in"}]}
+`,
+		"source server with credentials": `
+source: {servers: ["relay:` + pw + `@127.0.0.1:3306"]}
+tables: [{name: shop.outbox}]
+sinks: [{name: out, type: stdout}]
+`,
+		"source host with credentials": `
+source: {host: "relay:` + pw + `@127.0.0.1", port: 1}
+tables: [{name: shop.outbox}]
+sinks: [{name: out, type: stdout}]
+`,
+		"redis address with credentials": `
+tables: [{name: shop.outbox}]
+sinks: [{name: r, type: redis, redis: {addr: "` + pw + `@127.0.0.1:1"}}]
+`,
+		"checkpoint dsn that does not parse": `
+tables: [{name: shop.outbox}]
+checkpoint: {store: mysql, dsn: "relay:PLANTEDdsn/` + pw + `%zz@tcp(127.0.0.1:1)"}
+sinks: [{name: out, type: stdout}]
+`,
+		"checkpoint dsn with a bad parameter after a slash in the password": `
+tables: [{name: shop.outbox}]
+checkpoint: {store: mysql, dsn: "relay:PLANTEDdsn/db?parseTime=` + pw + `@tcp(127.0.0.1:1)"}
+sinks: [{name: out, type: stdout}]
+`,
 		"broker with credentials": `
 tables: [{name: shop.outbox}]
 sinks: [{name: k, type: kafka, kafka: {brokers: ["relay:` + brokerPW + `@127.0.0.1"]}}]
@@ -131,6 +169,9 @@ sinks:
 				}
 			}
 			tr.assertClean(pw, token, brokerPW, whsec, "PLANTED", "whsec_P")
+			if strings.Contains(name, "with credentials") && !strings.Contains(strings.Join(tr.human, "\n"), "credentials do not belong") {
+				t.Errorf("no error says the credentials belong elsewhere:\n%s", strings.Join(tr.human, "\n"))
+			}
 		})
 	}
 }

@@ -96,49 +96,110 @@ type parts struct {
 	hasUser, hasQuery, hasFragment            bool
 }
 
-// split cuts raw the way RFC 3986 does, leniently: it never fails.
+// split cuts raw the way RFC 3986 does, leniently: it never fails. A
+// password holding an unescaped "/", "?", "#" or "@" would end the
+// authority early, and show up as a host, a path, a query or a fragment:
+// the userinfo runs to the last "@" before the host (authorityEnd).
 func split(raw string) parts {
 	var p parts
 	rest := raw
-	if i := strings.Index(rest, "#"); i >= 0 {
-		p.fragment, p.hasFragment = rest[i+1:], true
-		rest = rest[:i]
-	}
-	if i := strings.Index(rest, "?"); i >= 0 {
-		p.query, p.hasQuery = rest[i+1:], true
-		rest = rest[:i]
-	}
-	if i := strings.Index(rest, "://"); i >= 0 && !strings.ContainsAny(rest[:i], "/@") {
-		p.scheme = rest[:i+3]
-		rest = rest[i+3:]
+	if i := strings.Index(rest, "://"); i >= 0 && !strings.ContainsAny(rest[:i], "/?#@") {
+		p.scheme, rest = rest[:i+3], rest[i+3:]
 	} else if strings.HasPrefix(rest, "//") {
-		p.scheme = "//"
-		rest = rest[2:]
-	} else if p.scheme == "" && !strings.Contains(rest, "@") {
+		p.scheme, rest = "//", rest[2:]
+	} else if strings.HasPrefix(rest, "/") || !strings.Contains(rest, "@") {
 		// No authority: a path only.
-		p.path = rest
+		p.tail(rest)
 		return p
 	}
-	authority := rest
-	if i := strings.Index(rest, "/"); i >= 0 {
-		authority, p.path = rest[:i], rest[i:]
-		// "user:pa/ss@host": a password with an unescaped "/" would end
-		// the authority early and show up as a host and a path.
-		if at := strings.LastIndex(rest, "@"); at > i && strings.Contains(rest[:i], ":") {
-			if j := strings.Index(rest[at:], "/"); j >= 0 {
-				authority, p.path = rest[:at+j], rest[at+j:]
-			} else {
-				authority, p.path = rest, ""
-			}
-		}
-	}
+	end := authorityEnd(rest)
+	authority := rest[:end]
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
 		p.user, p.hasUser = authority[:i], true
 		authority = authority[i+1:]
 	}
 	p.host = authority
+	p.tail(rest[end:])
 	return p
 }
+
+// tail cuts the path, query and fragment.
+func (p *parts) tail(s string) {
+	if i := strings.Index(s, "#"); i >= 0 {
+		p.fragment, p.hasFragment = s[i+1:], true
+		s = s[:i]
+	}
+	if i := strings.Index(s, "?"); i >= 0 {
+		p.query, p.hasQuery = s[i+1:], true
+		s = s[:i]
+	}
+	p.path = s
+}
+
+// authorityEnd returns where the authority of rest (what follows "//")
+// ends. It ends at the first "/", "?" or "#", unless the first "@" after
+// that one followed by a host ends a userinfo that holds the delimiter:
+// when the text before the delimiter is not a plain host[:port]
+// ("user:pa?ss@host", "user:p@ss/x@host"), or when no "/" comes between
+// a "?" or "#" and the "@" ("user:12#34@host/p", "token?x@host"). An "@"
+// in a path after a plain host ("https://host/users/@me") or in a query
+// after a path ("https://host/p?email=a@b") stays where it is. When in
+// doubt the userinfo is taken to be longer: more is hidden, never less.
+func authorityEnd(rest string) int {
+	d := strings.IndexAny(rest, "/?#")
+	if d < 0 {
+		return len(rest)
+	}
+	plainHost := hostPort(rest[:d])
+	for at := d; ; {
+		i := strings.Index(rest[at+1:], "@")
+		if i < 0 {
+			return d
+		}
+		at += 1 + i
+		end := len(rest)
+		if i := strings.IndexAny(rest[at+1:], "/?#"); i >= 0 {
+			end = at + 1 + i
+		}
+		if !hostLike(rest[at+1 : end]) {
+			continue
+		}
+		if !plainHost || (rest[d] != '/' && !strings.Contains(rest[d:at], "/")) {
+			return end
+		}
+	}
+}
+
+// hostLike reports whether s could be a host[:port]: not empty, only the
+// characters of a name, an address or a port.
+func hostLike(s string) bool {
+	return s != "" && strings.Trim(s, hostChars+":[]") == ""
+}
+
+// hostPort reports whether s is a plain host, [IPv6] or host:port, with
+// nothing a userinfo would add (no "@", a port of digits only).
+func hostPort(s string) bool {
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		i := strings.Index(s, "]")
+		if i < 0 {
+			return false
+		}
+		host, port = s[1:i], s[i+1:]
+		if port != "" && port[0] != ':' {
+			return false
+		}
+		port = strings.TrimPrefix(port, ":")
+		return host != "" && strings.Trim(host, "0123456789abcdefABCDEF:.%") == "" && strings.Trim(port, "0123456789") == ""
+	}
+	if i := strings.Index(s, ":"); i >= 0 {
+		host, port = s[:i], s[i+1:]
+	}
+	return host != "" && strings.Trim(host, hostChars) == "" && strings.Trim(port, "0123456789") == ""
+}
+
+// hostChars are the characters of a host name or an IPv4 address.
+const hostChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_~%"
 
 // minSecret is the shortest value a Replacer hides: shorter ones are not
 // secrets, and hiding them would mangle ordinary text.

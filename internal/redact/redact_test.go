@@ -20,12 +20,45 @@ func TestURL(t *testing.T) {
 		{"an empty string", "", ""},
 		{"a password with a slash is hidden whole", "http://user:pa/ss@host/p?x=1", "http://xxxxx@host/p?x=xxxxx"},
 		{"an @ in a path is not userinfo", "https://host/users/@me", "https://host/users/@me"},
+		{"a password with a question mark is hidden whole", "https://relay:pa?ss@host/p", "https://xxxxx@host/p"},
+		{"a password with a hash is hidden whole", "https://relay:pa#ss@host/p?x=1", "https://xxxxx@host/p?x=xxxxx"},
+		{"a password of digits with a hash is hidden whole", "https://relay:12#34@host/p", "https://xxxxx@host/p"},
+		{"a token with a question mark is hidden whole", "https://tok?en@host/", "https://xxxxx@host/"},
+		{"a password with ?, / and @ is hidden whole", "http://u:p?s/s@x@host:8080/p?q=1#f", "http://xxxxx@host:8080/p?q=xxxxx#xxxxx"},
+		{"a userinfo after a password with a hash, then an @ in the query", "https://u:p#w@host/p?email=a@b.example", "https://xxxxx@host/p?email=xxxxx"},
+		{"no scheme and a password with a question mark", "u:p?w@h:80/x", "xxxxx@h:80/x"},
+		{"an @ in a query after a path is not userinfo", "https://host:8443/p?email=a@b.example", "https://host:8443/p?email=xxxxx"},
+		{"an @ in a path after a port is not userinfo", "https://host:8443/users/@me", "https://host:8443/users/@me"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := URL(tc.in); got != tc.want {
 				t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestURLNeverShowsAPlantedPassword plants a password holding each of the
+// characters that end a URL's authority and looks for it in what URL and a
+// Replacer fed by URLSecrets leave.
+func TestURLNeverShowsAPlantedPassword(t *testing.T) {
+	for _, pw := range []string{"Pl4nted?Secret", "Pl4nted#Secret", "Pl4nted/Secret", "Pl4nted@Secret", "Pl4nted?#/@Secret", "1234?5678"} {
+		for _, raw := range []string{
+			"https://relay:" + pw + "@hooks.example.com/in?x=1",
+			"https://relay:" + pw + "@hooks.example.com",
+			"https://relay:" + pw + "@10.0.0.1:8443/a/b#frag",
+			"relay:" + pw + "@db:3306",
+		} {
+			got := URL(raw)
+			for _, part := range append([]string{pw}, strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune("?#/@", r) })...) {
+				if strings.Contains(got, part) {
+					t.Errorf("URL(%q) = %q shows %q", raw, got, part)
+				}
+			}
+			if r := NewReplacer(URLSecrets(raw)...).Replace("error: " + raw); strings.Contains(r, pw) {
+				t.Errorf("a Replacer fed URLSecrets(%q) left the password in %q", raw, r)
+			}
+		}
 	}
 }
 

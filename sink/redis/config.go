@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
@@ -75,8 +76,10 @@ func (c *Config) Defaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("redis."+format, args...)) }
-	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
-		bad("addr: %q is not host:port, e.g. localhost:6379", redactAddr(c.Addr))
+	if strings.Contains(c.Addr, "@") {
+		bad(`addr: holds an "@": credentials do not belong in the address (they would be logged); write host:port only, and set redis.username and redis.password_env (or password_file)`)
+	} else if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+		bad("addr: %q is not host:port, e.g. localhost:6379", c.Addr)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		bad("addr: the port of %q is not a number from 1 to 65535", host)
 	}
@@ -106,14 +109,4 @@ func (c *Config) Validate() error {
 		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
 	}
 	return errors.Join(errs...)
-}
-
-// redactAddr hides what could be credentials in a mistyped address.
-func redactAddr(a string) string {
-	for i := len(a) - 1; i >= 0; i-- {
-		if a[i] == '@' {
-			return "[redacted]@" + a[i+1:]
-		}
-	}
-	return a
 }

@@ -392,3 +392,19 @@ func matchAny(patterns []string, s string) bool {
 	}
 	return false
 }
+
+// CredentialHeader reports whether a header's name says it carries a
+// credential (Authorization, Cookie, or a name holding auth, token,
+// secret, key, password, signature or session).
+func CredentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	if n == "authorization" || n == "proxy-authorization" || n == "cookie" {
+		return true
+	}
+	for _, w := range []string{"auth", "token", "secret", "key", "password", "signature", "session"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -140,6 +140,7 @@
 // row (as Load builds it, or as the binlog reader hands a changed row on)
 // into a TableEndpoint, an EndpointConfig with FromData set. Secrets in the
 // table may be encrypted with EncryptSecret (AES-256-GCM under
-// TableConfig.SecretsKey). TableConfig's methods only read their receiver
+// TableConfig.SecretsKey, bound to their row: enc:v2); older enc:v1 values,
+// not bound, are still read. TableConfig's methods only read their receiver
 // and may be called from several goroutines at once.
 package webhook

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,7 @@ import (
 const EndpointsTableSchema = `CREATE TABLE IF NOT EXISTS outbox_endpoints (
   id              VARCHAR(64)   NOT NULL PRIMARY KEY, -- the endpoint's stable name: letters, digits, '.', '_', '-'
   url             VARCHAR(2048) NOT NULL,             -- https address receiving the POSTs
-  secrets         TEXT          NULL,                 -- space-separated; each "whsec_..." or "enc:v1:..." (outbox-relay endpoints encrypt-secret)
+  secrets         TEXT          NULL,                 -- space-separated; each "whsec_..." or "enc:v2:..." (outbox-relay endpoints encrypt-secret)
   tenant          VARCHAR(255)  NULL,                 -- set: only events whose tenant header (endpoints_table.tenant_header) equals it
   event_types     VARCHAR(1024) NULL,                 -- comma-separated globs on the event type; NULL: all
   aggregate_types VARCHAR(1024) NULL,                 -- comma-separated globs on the aggregate type; NULL: all
@@ -38,9 +39,53 @@ const EndpointsTableSchema = `CREATE TABLE IF NOT EXISTS outbox_endpoints (
 // tableColumns are the columns FromRow reads, in Load's SELECT order.
 var tableColumns = []string{"id", "url", "secrets", "tenant", "event_types", "aggregate_types", "rate_limit", "enabled"}
 
-// encPrefix starts an encrypted secret: "enc:v1:" + base64(nonce ||
-// AES-256-GCM ciphertext of the "whsec_..." string), see EncryptSecret.
-const encPrefix = "enc:v1:"
+// encPrefix starts an encrypted secret: "enc:v2:" + base64(nonce ||
+// AES-256-GCM ciphertext of the "whsec_..." string, sealed with its row as
+// associated data), see EncryptSecret. encPrefixV1 starts the older form,
+// sealed without associated data: it decrypts in any row it is copied to.
+// It is still read, with a warning.
+const (
+	encPrefix   = "enc:v2:"
+	encPrefixV1 = "enc:v1:"
+)
+
+// SecretRow is the row an encrypted secret belongs to. EncryptSecret seals
+// the secret with it as associated data, so the value decrypts only in that
+// row: copied into another row or table, or left in a row whose url has
+// changed, it does not decrypt, and a row cannot borrow another endpoint's
+// signing secret.
+type SecretRow struct {
+	// Table is the endpoints table, as endpoints_table.table spells it
+	// ("shop.outbox_endpoints").
+	Table string
+	// ID is the row's id column.
+	ID string
+	// URL is the row's url column, exactly as stored.
+	URL string
+}
+
+// associatedData encodes r unambiguously (each field length-prefixed).
+func (r SecretRow) associatedData() []byte {
+	b := []byte("outbox-relay endpoint secret v2")
+	for _, f := range []string{r.Table, r.ID, r.URL} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b
+}
+
+// check says what is wrong with r, never quoting the url.
+func (r SecretRow) check() error {
+	switch {
+	case !tableNameRe.MatchString(r.Table):
+		return fmt.Errorf("table %q must be schema.table, as endpoints_table.table spells it", r.Table)
+	case !endpointIDRe.MatchString(r.ID):
+		return fmt.Errorf("id %q must be 1 to 64 letters, digits, '.', '_' or '-', the row's id", r.ID)
+	case r.URL == "":
+		return errors.New("the url is empty; give the row's url, exactly as stored")
+	}
+	return nil
+}
 
 // TableConfig configures endpoints kept as rows of a table in the source
 // database (schema: EndpointsTableSchema) instead of, or besides, the
@@ -56,7 +101,8 @@ type TableConfig struct {
 	// events whose TenantHeader equals it. Required when a row sets
 	// tenant. Default none.
 	TenantHeader string `yaml:"tenant_header"`
-	// SecretsKey decrypts the rows' encrypted secrets ("enc:v1:..."): the
+	// SecretsKey decrypts the rows' encrypted secrets ("enc:v2:...", and the
+	// older "enc:v1:..."): the
 	// base64 of 32 random bytes (AES-256). Required when a row has an
 	// encrypted secret. It must reach the config from the environment or a
 	// file, and is never logged. Default none.
@@ -64,12 +110,14 @@ type TableConfig struct {
 	// Defaults apply to every row's endpoint: timeout, max_concurrency,
 	// rate_limit (for rows whose rate_limit is NULL), headers, body, retry,
 	// egress. Name, url, secrets and filter come from each row and must not
-	// be set here. Default: EndpointConfig's defaults.
+	// be set here, nor headers that carry a credential (CredentialHeader):
+	// they would go to whatever url a row names. Default: EndpointConfig's
+	// defaults.
 	Defaults EndpointConfig `yaml:"defaults"`
 
-	// Logger, if set, receives the warning about plain (unencrypted)
-	// secrets in the table, which never includes their values. It is not
-	// part of the YAML configuration.
+	// Logger, if set, receives the warnings about plain (unencrypted) and
+	// enc:v1 (not bound to their row) secrets in the table, which never
+	// include their values. It is not part of the YAML configuration.
 	Logger *slog.Logger `yaml:"-"`
 }
 
@@ -83,6 +131,9 @@ type TableEndpoint struct {
 	// Config is the endpoint: TableConfig.Defaults with the row's url,
 	// secrets (decrypted), filter and rate limit, FromData set.
 	Config EndpointConfig
+	// PlainSecrets says a secret of the row is stored plain ("whsec_"),
+	// V1Secrets that one is an "enc:v1:" value, not bound to its row.
+	PlainSecrets, V1Secrets bool
 }
 
 // WithDefaults returns tc with every zero field of Defaults set to its
@@ -124,6 +175,11 @@ func (tc TableConfig) Validate() error {
 	if len(d.Filter.EventTypes) > 0 || len(d.Filter.AggregateTypes) > 0 || len(d.Filter.Headers) > 0 {
 		bad("defaults.filter is set; each row has its filter (tenant, event_types, aggregate_types): remove it")
 	}
+	for _, k := range slices.Sorted(maps.Keys(d.Headers)) {
+		if CredentialHeader(k) {
+			bad("defaults.headers: %q carries a credential, and every row's url, which whoever writes the table chooses, would receive it; remove it: receivers authenticate the relay by the signature made with each row's secrets (a header credential belongs to a static endpoint, whose url is the configuration's)", k)
+		}
+	}
 	// The rest is checked as an endpoint's would be, with a stand-in name
 	// and url.
 	d.Name, d.URL, d.Secrets, d.Filter, d.FromData = "defaults", "https://endpoint.example/", nil, Filter{}, true
@@ -151,38 +207,36 @@ var endpointIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // nil for NULL, string for text, int64 for integers, float64 for DOUBLE.
 // Every column of EndpointsTableSchema but created_at and updated_at must be
 // present. The endpoint is validated (Config.Validate); an error names the
-// row's id and the column, never a secret. A plain "whsec_" secret is
-// accepted, with a warning (without its value) to Logger.
+// row's id and the column, never a secret. A plain "whsec_" secret, and an
+// "enc:v1:" one, are accepted, with a warning (without their values) to
+// Logger.
 func (tc TableConfig) FromRow(row map[string]any) (TableEndpoint, error) {
-	ep, plain, err := tc.fromRow(row)
+	ep, err := tc.fromRow(row)
 	if err != nil {
 		return TableEndpoint{}, err
 	}
-	if plain {
-		tc.warnPlain([]string{ep.ID})
-	}
+	tc.warnWeak([]TableEndpoint{ep})
 	return ep, nil
 }
 
-// fromRow is FromRow without the warning; plain says the row has a plain
-// (unencrypted) secret.
-func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, plain bool, err error) {
+// fromRow is FromRow without the warnings.
+func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
 	tc = tc.WithDefaults()
 	for _, c := range tableColumns {
 		if _, ok := row[c]; !ok {
 			id, _ := row["id"].(string)
-			return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
+			return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
 		}
 	}
 	id, ok := row["id"].(string)
 	if !ok {
-		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
 	}
 	if !endpointIDRe.MatchString(id) {
-		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
 	}
-	bad := func(format string, args ...any) (TableEndpoint, bool, error) {
-		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
+	bad := func(format string, args ...any) (TableEndpoint, error) {
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
 	}
 
 	cfg := tc.Defaults
@@ -200,18 +254,32 @@ func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, plain bool,
 	if err != nil {
 		return bad("%v", err)
 	}
-	var key []byte
+	var (
+		key       []byte
+		plain, v1 bool
+	)
 	for i, s := range strings.Fields(secrets) {
-		if enc, ok := strings.CutPrefix(s, encPrefix); ok {
+		prefix, enc, ok := encPrefix, "", false
+		if enc, ok = strings.CutPrefix(s, encPrefix); !ok {
+			prefix = encPrefixV1
+			enc, ok = strings.CutPrefix(s, encPrefixV1)
+		}
+		if ok {
 			if tc.SecretsKey == "" {
-				return bad("secrets[%d] is encrypted (%s...) but endpoints_table.secrets_key is not set; set it to the key the secret was encrypted with (from the environment)", i, encPrefix)
+				return bad("secrets[%d] is encrypted (%s...) but endpoints_table.secrets_key is not set; set it to the key the secret was encrypted with (from the environment)", i, prefix)
 			}
 			if key == nil {
 				if key, err = secretsKey(tc.SecretsKey); err != nil {
 					return bad("endpoints_table.secrets_key: %v", err)
 				}
 			}
-			if s, err = decryptSecret(key, enc); err != nil {
+			var row *SecretRow
+			if prefix == encPrefix {
+				row = &SecretRow{Table: tc.Table, ID: id, URL: url}
+			} else {
+				v1 = true
+			}
+			if s, err = decryptSecret(key, enc, row); err != nil {
 				return bad("secrets[%d]: %v", i, err)
 			}
 		} else {
@@ -277,9 +345,9 @@ func (tc TableConfig) fromRow(row map[string]any) (ep TableEndpoint, plain bool,
 	}
 
 	if err := cfg.Validate(); err != nil {
-		return TableEndpoint{}, false, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
+		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
 	}
-	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg}, plain, nil
+	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg, PlainSecrets: plain, V1Secrets: v1}, nil
 }
 
 // optString reads a nullable text column: "" for NULL.
@@ -310,12 +378,29 @@ func kind(v any) string {
 	return fmt.Sprintf("of type %T", v)
 }
 
-func (tc TableConfig) warnPlain(ids []string) {
-	if len(ids) == 0 || tc.Logger == nil {
+// warnWeak warns, once each, of the rows with plain secrets and of those
+// with enc:v1 ones.
+func (tc TableConfig) warnWeak(eps []TableEndpoint) {
+	if tc.Logger == nil {
 		return
 	}
-	tc.Logger.Warn("webhook endpoints table holds plain secrets: anyone who can read the table can sign as the relay; encrypt them with `outbox-relay endpoints encrypt-secret` and set endpoints_table.secrets_key",
-		slog.String("table", tc.Table), slog.Any("endpoints", ids))
+	var plain, v1 []string
+	for _, ep := range eps {
+		if ep.PlainSecrets {
+			plain = append(plain, ep.ID)
+		}
+		if ep.V1Secrets {
+			v1 = append(v1, ep.ID)
+		}
+	}
+	if len(plain) > 0 {
+		tc.Logger.Warn("webhook endpoints table holds plain secrets: anyone who can read the table can sign as the relay; encrypt them with `outbox-relay endpoints encrypt-secret --table TABLE --id ID --url URL` and set endpoints_table.secrets_key",
+			slog.String("table", tc.Table), slog.Any("endpoints", plain))
+	}
+	if len(v1) > 0 {
+		tc.Logger.Warn("webhook endpoints table holds enc:v1 secrets, which are not bound to their row: copied into another row, they decrypt there and sign its requests; pipe each through `outbox-relay endpoints encrypt-secret --table TABLE --id ID --url URL` (it takes an enc:v1 value too) and store the enc:v2 value it prints",
+			slog.String("table", tc.Table), slog.Any("endpoints", v1))
+	}
 }
 
 // Load reads every row of the endpoints table, enabled or not, ordered by
@@ -345,9 +430,8 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 	}
 	defer rows.Close()
 	var (
-		out   []TableEndpoint
-		errs  []error
-		plain []string
+		out  []TableEndpoint
+		errs []error
 	)
 	for rows.Next() {
 		var (
@@ -369,13 +453,10 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 		if enabled.Valid {
 			row["enabled"] = enabled.Int64
 		}
-		ep, p, err := tc.fromRow(row)
+		ep, err := tc.fromRow(row)
 		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		if p {
-			plain = append(plain, ep.ID)
 		}
 		out = append(out, ep)
 	}
@@ -383,9 +464,9 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d bad row(s), fix them in the table and restart: %w", len(errs), errors.Join(errs...))
+		return nil, fmt.Errorf("%d bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart; a relay that is starting refuses to start until every row is usable): %w", len(errs), errors.Join(errs...))
 	}
-	tc.warnPlain(plain)
+	tc.warnWeak(out)
 	return out, nil
 }
 
@@ -409,13 +490,24 @@ func secretsKey(s string) ([]byte, error) {
 }
 
 // EncryptSecret encrypts a webhook signing secret ("whsec_...") for the
-// endpoints table's secrets column with key (TableConfig.SecretsKey: the
-// base64 of 32 bytes): "enc:v1:" + base64(nonce || AES-256-GCM ciphertext).
-// Errors never contain the secret or the key.
-func EncryptSecret(key, secret string) (string, error) {
+// secrets column of the endpoints table's row with key
+// (TableConfig.SecretsKey: the base64 of 32 bytes): "enc:v2:" +
+// base64(nonce || AES-256-GCM ciphertext), with row as associated data, so
+// that it decrypts only in that row (SecretRow). secret may also be an
+// "enc:v1:" value encrypted with key, which is decrypted and encrypted
+// again for row. Errors never contain the secret or the key.
+func EncryptSecret(key, secret string, row SecretRow) (string, error) {
 	k, err := secretsKey(key)
 	if err != nil {
 		return "", fmt.Errorf("secrets key: %v", err)
+	}
+	if err := row.check(); err != nil {
+		return "", fmt.Errorf("row: %v", err)
+	}
+	if enc, ok := strings.CutPrefix(secret, encPrefixV1); ok {
+		if secret, err = decryptSecret(k, enc, nil); err != nil {
+			return "", err
+		}
 	}
 	if _, err := parseSecret(secret); err != nil {
 		return "", err
@@ -428,26 +520,33 @@ func EncryptSecret(key, secret string) (string, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(secret), nil)), nil
+	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(secret), row.associatedData())), nil
 }
 
-// decryptSecret decrypts the base64 after "enc:v1:". Errors never contain
-// the value.
-func decryptSecret(key []byte, enc string) (string, error) {
+// decryptSecret decrypts the base64 after "enc:v2:", sealed for row, or,
+// with row nil, after "enc:v1:". Errors never contain the value.
+func decryptSecret(key []byte, enc string, row *SecretRow) (string, error) {
+	prefix, ad := encPrefixV1, []byte(nil)
+	if row != nil {
+		prefix, ad = encPrefix, row.associatedData()
+	}
 	raw, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
-		return "", fmt.Errorf("the value after %q is not valid base64; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", encPrefix)
+		return "", fmt.Errorf("the value after %q is not valid base64; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", prefix)
 	}
 	aead, err := newAEAD(key)
 	if err != nil {
 		return "", err
 	}
 	if len(raw) < aead.NonceSize()+aead.Overhead() {
-		return "", fmt.Errorf("the value after %q is too short to be an encrypted secret; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", encPrefix)
+		return "", fmt.Errorf("the value after %q is too short to be an encrypted secret; encrypt the secret again with `outbox-relay endpoints encrypt-secret`", prefix)
 	}
-	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], nil)
-	if err != nil {
-		return "", errors.New("cannot be decrypted with endpoints_table.secrets_key (another key, or a damaged value); set the key it was encrypted with, or encrypt the secret again with `outbox-relay endpoints encrypt-secret`")
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], ad)
+	switch {
+	case err != nil && row != nil:
+		return "", fmt.Errorf("cannot be decrypted with endpoints_table.secrets_key for this row (another key, a damaged value, or a value encrypted for another table, id or url: an enc:v2 secret is bound to its row, so a changed url needs its secrets encrypted again); set the key it was encrypted with, or encrypt the secret again with `outbox-relay endpoints encrypt-secret --table %s --id %s --url URL`", row.Table, row.ID)
+	case err != nil:
+		return "", errors.New("cannot be decrypted with endpoints_table.secrets_key (another key, or a damaged value); set the key it was encrypted with, or encrypt the secret again with `outbox-relay endpoints encrypt-secret --table TABLE --id ID --url URL`")
 	}
 	return string(plain), nil
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"log/slog"
@@ -23,9 +24,18 @@ var (
 	otherKey = base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
 )
 
+// goodSecretRow is the row goodRow is, in TestFromRow's table.
+var goodSecretRow = SecretRow{Table: "shop.outbox_endpoints", ID: "acme-orders", URL: "https://hooks.acme.example/in"}
+
+// encrypt encrypts secret for goodRow.
 func encrypt(t *testing.T, key, secret string) string {
 	t.Helper()
-	v, err := EncryptSecret(key, secret)
+	return encryptFor(t, key, secret, goodSecretRow)
+}
+
+func encryptFor(t *testing.T, key, secret string, row SecretRow) string {
+	t.Helper()
+	v, err := EncryptSecret(key, secret, row)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +128,26 @@ func TestFromRow(t *testing.T) {
 		{"an encrypted secret with the wrong key", func(c *TableConfig) { c.SecretsKey = otherKey },
 			func(r map[string]any) { r["secrets"] = encSpec }, nil, "secrets[0]: cannot be decrypted with endpoints_table.secrets_key"},
 		{"an encrypted secret without a key", func(c *TableConfig) { c.SecretsKey = "" },
-			func(r map[string]any) { r["secrets"] = encSpec }, nil, "secrets[0] is encrypted (enc:v1:...) but endpoints_table.secrets_key is not set"},
+			func(r map[string]any) { r["secrets"] = encSpec }, nil, "secrets[0] is encrypted (enc:v2:...) but endpoints_table.secrets_key is not set"},
 		{"a damaged encrypted secret", nil, func(r map[string]any) { r["secrets"] = encSpec[:len(encSpec)-8] + "AAAAAAAA" }, nil, "cannot be decrypted"},
-		{"an encrypted value that is not base64", nil, func(r map[string]any) { r["secrets"] = "enc:v1:***" }, nil, "is not valid base64"},
-		{"a truncated encrypted value", nil, func(r map[string]any) { r["secrets"] = "enc:v1:AAAA" }, nil, "too short"},
+		{"an encrypted value that is not base64", nil, func(r map[string]any) { r["secrets"] = "enc:v2:***" }, nil, `the value after "enc:v2:" is not valid base64`},
+		{"a truncated encrypted value", nil, func(r map[string]any) { r["secrets"] = "enc:v2:AAAA" }, nil, "too short"},
+		{"an enc:v1 value that is not base64", nil, func(r map[string]any) { r["secrets"] = "enc:v1:***" }, nil, `the value after "enc:v1:" is not valid base64`},
+		{"an enc:v1 secret is still read", nil, func(r map[string]any) { r["secrets"] = encryptV1(t, testKey, specSecret) },
+			func(t *testing.T, ep TableEndpoint) {
+				if !slices.Equal(ep.Config.Secrets, []string{specSecret}) {
+					t.Error("an enc:v1 secret was not decrypted")
+				}
+			}, ""},
+		{"a secret encrypted for another row does not decrypt", nil, func(r map[string]any) {
+			r["secrets"] = encryptFor(t, testKey, specSecret, SecretRow{Table: "shop.outbox_endpoints", ID: "victim", URL: "https://hooks.acme.example/in"})
+		}, nil, "secrets[0]: cannot be decrypted with endpoints_table.secrets_key for this row"},
+		{"a secret encrypted for another url does not decrypt", nil, func(r map[string]any) {
+			r["secrets"] = encryptFor(t, testKey, specSecret, SecretRow{Table: "shop.outbox_endpoints", ID: "acme-orders", URL: "https://victim.example/in"})
+		}, nil, "a value encrypted for another table, id or url"},
+		{"a secret encrypted for another table does not decrypt", nil, func(r map[string]any) {
+			r["secrets"] = encryptFor(t, testKey, specSecret, SecretRow{Table: "other.outbox_endpoints", ID: "acme-orders", URL: "https://hooks.acme.example/in"})
+		}, nil, "encrypt-secret --table shop.outbox_endpoints --id acme-orders --url URL"},
 		{"an encrypted value that is not a whsec_ secret", nil, func(r map[string]any) {
 			r["secrets"] = encryptRaw(t, testKey, "not-a-webhook-secret")
 		}, nil, `secrets[0]: secret does not start with "whsec_"`},
@@ -166,7 +192,7 @@ func TestFromRow(t *testing.T) {
 			if id, _ := row["id"].(string); id != "" && !strings.Contains(err.Error(), id) {
 				t.Errorf("the error does not name the row %q: %v", id, err)
 			}
-			for _, secret := range []string{specSecret[len("whsec_"):], rotatedSecret[len("whsec_"):], testKey, otherKey, "hunter2", encSpec[len(encPrefix):]} {
+			for _, secret := range []string{specSecret[len("whsec_"):], rotatedSecret[len("whsec_"):], testKey, otherKey, "hunter2", encSpec[len(encPrefix):], "https://hooks.acme.example/in"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("the error quotes a secret or key: %v", err)
 				}
@@ -175,7 +201,27 @@ func TestFromRow(t *testing.T) {
 	}
 }
 
-// encryptRaw encrypts any string, as EncryptSecret does for whsec_ ones.
+// encryptV1 encrypts s as versions before enc:v2 did: with no associated
+// data.
+func encryptV1(t *testing.T, key, s string) string {
+	t.Helper()
+	k, err := secretsKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		t.Fatal(err)
+	}
+	return encPrefixV1 + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(s), nil))
+}
+
+// encryptRaw encrypts any string for goodRow, as EncryptSecret does for
+// whsec_ ones.
 func encryptRaw(t *testing.T, key, s string) string {
 	t.Helper()
 	k, err := secretsKey(key)
@@ -187,7 +233,7 @@ func encryptRaw(t *testing.T, key, s string) string {
 		t.Fatal(err)
 	}
 	nonce := make([]byte, aead.NonceSize())
-	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(s), nil))
+	return encPrefix + base64.StdEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(s), goodSecretRow.associatedData()))
 }
 
 func TestEncryptSecret(t *testing.T) {
@@ -199,16 +245,34 @@ func TestEncryptSecret(t *testing.T) {
 		t.Errorf("encrypted value %q", a)
 	}
 	key, _ := secretsKey(testKey)
-	if got, err := decryptSecret(key, a[len(encPrefix):]); err != nil || got != specSecret {
+	row := goodSecretRow
+	if got, err := decryptSecret(key, a[len(encPrefix):], &row); err != nil || got != specSecret {
 		t.Errorf("decrypt = %q, %v", got, err)
 	}
-	for _, tc := range []struct{ name, key, secret, want string }{
-		{"a key that is not base64", "!!!", specSecret, "not valid base64"},
-		{"a key of 16 bytes", base64.StdEncoding.EncodeToString(make([]byte, 16)), specSecret, "decodes to 16 bytes, not 32"},
-		{"a secret that is not whsec_", testKey, "hunter2hunter2hunter2", `does not start with "whsec_"`},
+	if _, err := decryptSecret(key, a[len(encPrefix):], nil); err == nil {
+		t.Error("an enc:v2 value decrypts without its row")
+	}
+	// An enc:v1 value is encrypted again for the row.
+	if up := encrypt(t, testKey, encryptV1(t, testKey, specSecret)); !strings.HasPrefix(up, encPrefix) {
+		t.Errorf("an enc:v1 value encrypted again = %q, want enc:v2", up)
+	} else if got, err := decryptSecret(key, up[len(encPrefix):], &row); err != nil || got != specSecret {
+		t.Errorf("the enc:v1 value encrypted again decrypts to %q, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name, key, secret string
+		row               SecretRow
+		want              string
+	}{
+		{"a key that is not base64", "!!!", specSecret, goodSecretRow, "not valid base64"},
+		{"a key of 16 bytes", base64.StdEncoding.EncodeToString(make([]byte, 16)), specSecret, goodSecretRow, "decodes to 16 bytes, not 32"},
+		{"a secret that is not whsec_", testKey, "hunter2hunter2hunter2", goodSecretRow, `does not start with "whsec_"`},
+		{"no table", testKey, specSecret, SecretRow{ID: "a", URL: "https://a.example/"}, `row: table "" must be schema.table`},
+		{"no id", testKey, specSecret, SecretRow{Table: "s.t", URL: "https://a.example/"}, `row: id "" must be`},
+		{"no url", testKey, specSecret, SecretRow{Table: "s.t", ID: "a"}, "row: the url is empty"},
+		{"an enc:v1 value of another key", testKey, encryptV1(t, otherKey, specSecret), goodSecretRow, "cannot be decrypted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := EncryptSecret(tc.key, tc.secret)
+			_, err := EncryptSecret(tc.key, tc.secret, tc.row)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("EncryptSecret = %v, want %q", err, tc.want)
 			}
@@ -297,7 +361,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc := encrypt(t, testKey, rotatedSecret)
+	enc := encryptFor(t, testKey, rotatedSecret, SecretRow{Table: tc.Table, ID: "a-enc", URL: "https://a.example/in"})
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant, event_types, aggregate_types, rate_limit, enabled) VALUES
 		('b-plain', 'https://b.example/in', ?, 'acme', 'order.*,invoice.*', NULL, 2.5, 1),
 		('a-enc', 'https://a.example/in', ?, NULL, NULL, 'order', NULL, 0)`, specSecret, enc); err != nil {
@@ -369,6 +433,28 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the warning quotes the secret")
 	}
 
+	// An enc:v1 secret is read, with a warning naming its row; a row given
+	// a copy of another row's enc:v2 secret is refused, naming it.
+	logs.Reset()
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets) VALUES ('thief', 'https://thief.example/in', ?)`, encryptV1(t, testKey, specSecret)); err != nil {
+		t.Fatal(err)
+	}
+	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 4 || !slices.Equal(eps[3].Config.Secrets, []string{specSecret}) {
+		t.Fatalf("Load with an enc:v1 secret = %v, %v", eps, err)
+	}
+	if got := logs.String(); !strings.Contains(got, "enc:v1 secrets, which are not bound to their row") || !strings.Contains(got, "thief") || strings.Contains(got, "a-enc") {
+		t.Errorf("want one enc:v1 warning naming thief, got %q", got)
+	}
+	if _, err := db.Exec(`UPDATE outbox_endpoints t JOIN outbox_endpoints a ON a.id = 'a-enc' SET t.secrets = a.secrets WHERE t.id = 'thief'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), `row "thief": secrets[0]: cannot be decrypted with endpoints_table.secrets_key for this row`) || strings.Contains(err.Error(), `row "a-enc"`) {
+		t.Errorf("Load with a row holding a copy of a-enc's secret = %v, want an error naming thief only", err)
+	}
+	if _, err := db.Exec(`DELETE FROM outbox_endpoints WHERE id = 'thief'`); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('d-bad', 'https://d.example/in', 'acme'), ('e-bad', 'ftp://e.example/', NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +463,7 @@ func TestLoad(t *testing.T) {
 	if err == nil {
 		t.Fatal("Load accepted bad rows")
 	}
-	for _, want := range []string{`row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
+	for _, want := range []string{"3 bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart", `row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want it to contain %q", err, want)
 		}
