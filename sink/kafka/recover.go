@@ -1,0 +1,171 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/gtid"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+)
+
+// recoverChunk is how many offsets Recover reads at a time, from a
+// partition's end backwards (a variable for tests).
+var recoverChunk int64 = 1000
+
+// recoverMaxRecords is the most records Recover reads in one partition
+// without reaching the checkpoint before it gives up (ten times the default
+// delivery.max_in_flight; a variable for tests).
+var recoverMaxRecords = 100_000
+
+var _ sink.Recoverer = (*Sink)(nil)
+
+// Recover reads the sink's topics back and calls seen for every message it
+// finds there of a transaction after the checkpoint after; seen is called
+// only when Recover returns nil.
+//
+// The topics read are the fixed topic, or, with a templated topic, every
+// topic of the cluster the template could have rendered (its fixed text in
+// place, anything for its fields; a template with {{if}} or {{range}}
+// matches every topic), except internal topics and the dead-letter topic. In
+// each partition it reads from the end backwards, 1000 offsets at a time,
+// until a message whose gtid header after holds: the sink keeps one produce
+// request in flight per partition and retries it before anything behind it,
+// so a partition holds, in commit order, a prefix of what was routed to it,
+// and nothing older can be after the checkpoint.
+//
+// It holds, and returns nil, only when every message it reads after the
+// checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
+// header, and a relay_partitions header equal to the topic's partition
+// count now. Otherwise it returns an error wrapping sink.ErrCannotRecover
+// and naming the partition and offset: a message without relay_sink
+// (another producer, or a message produced before read-back existed) or
+// with another sink's name; a partition count that changed since the
+// messages were produced (checked on the newest message of each partition
+// at or before the checkpoint too); an empty gtid (GTIDs off); an empty
+// checkpoint; or recoverMaxRecords messages read in one partition without
+// reaching the checkpoint. A partition whose newest message is already held
+// by after (or that is empty) holds nothing after it. Failures to reach the
+// brokers are returned as they are, to be retried.
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+	if s.cfg.Writer == "" {
+		return fmt.Errorf("read kafka back: the sink has no writer name, so its messages carry no relay_sink header: %w", sink.ErrCannotRecover)
+	}
+	if after.GTIDSet == "" {
+		return fmt.Errorf("read kafka back: the checkpoint has no GTID set (GTIDs are off, or the sink has no checkpoint yet): %w", sink.ErrCannotRecover)
+	}
+	set, err := gtid.Parse(after.GTIDSet)
+	if err != nil {
+		return fmt.Errorf("read kafka back: %v: %w", err, sink.ErrCannotRecover)
+	}
+	topics, err := s.recoverTopics(ctx)
+	if err != nil {
+		return err
+	}
+	rd := reader{client: s.client, transport: s.transport}
+	var held []Record
+	for _, topic := range topics {
+		n, err := rd.Partitions(ctx, topic)
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			continue // a fixed topic that does not exist holds nothing
+		}
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		starts, err := rd.Offsets(ctx, topic, n, kafkago.FirstOffset)
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		ends, err := rd.Offsets(ctx, topic, n, kafkago.LastOffset)
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		for p := range n {
+			if held, err = s.recoverPartition(ctx, rd, set, topic, p, n, starts[p], ends[p], held); err != nil {
+				return err
+			}
+		}
+	}
+	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
+		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
+	for _, r := range held {
+		seen(r.GTID, r.ID)
+	}
+	return nil
+}
+
+// recoverTopics lists the topics the sink may have produced to.
+func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
+	if fixed, ok := s.topic.Fixed(); ok {
+		return []string{fixed}, nil
+	}
+	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("read kafka back: list the topics: %w", err)
+	}
+	skeleton := s.topic.Skeleton()
+	var out []string
+	for _, t := range md.Topics {
+		if t.Internal || t.Name == s.cfg.DeadLetterTopic || !route.Match(skeleton, t.Name) {
+			continue
+		}
+		out = append(out, t.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// recoverPartition reads topic[p] (n partitions now) back from end to
+// start, until a message after holds, and appends to held the messages
+// after the checkpoint.
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, after *gtid.Set, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
+	cannot := func(r Record, why string, args ...any) error {
+		return fmt.Errorf("read kafka back: %s[%d] offset %d %s: %w", topic, p, r.Offset, fmt.Sprintf(why, args...), sink.ErrCannotRecover)
+	}
+	var chunk []Record
+	count := 0
+	for hi := end; hi > start; {
+		lo := max(start, hi-recoverChunk)
+		chunk = chunk[:0]
+		if err := rd.Read(ctx, topic, p, lo, hi, func(r Record) error { chunk = append(chunk, r); return nil }); err != nil {
+			return nil, fmt.Errorf("read kafka back: %w", err)
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			r := chunk[i]
+			if r.HasSink && r.Sink != s.cfg.Writer {
+				return nil, cannot(r, "was produced by sink %q, not %q: another relay sink writes to the partition", r.Sink, s.cfg.Writer)
+			}
+			if r.GTID == "" {
+				if !r.HasSink {
+					return nil, cannot(r, "has no relay_sink header: another producer writes to the partition (or the message predates read-back)")
+				}
+				return nil, cannot(r, "has no gtid (the source has GTIDs off)")
+			}
+			in, err := after.Contains(r.GTID)
+			if err != nil {
+				return nil, cannot(r, "%v", err)
+			}
+			if r.HasSink && r.Partitions != n {
+				return nil, cannot(r, "was produced when %s had %d partitions; it has %d now, so keys moved between partitions", topic, r.Partitions, n)
+			}
+			if in {
+				return held, nil
+			}
+			if !r.HasSink {
+				return nil, cannot(r, "has no relay_sink header: another producer writes to the partition (or the message predates read-back)")
+			}
+			held = append(held, r)
+			if count++; count >= recoverMaxRecords {
+				return nil, cannot(r, "is the %dth message read back without reaching the checkpoint", count)
+			}
+		}
+		hi = lo
+	}
+	return held, nil // the log start: everything it holds is after the checkpoint
+}
