@@ -10,19 +10,14 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/internal/gtid"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 // recoverChunk is how many offsets Recover reads at a time, from a
 // partition's end backwards (a variable for tests).
 var recoverChunk int64 = 1000
-
-// recoverMaxRecords is the most records Recover reads in one partition
-// without reaching the checkpoint before it gives up (ten times the default
-// delivery.max_in_flight; a variable for tests).
-var recoverMaxRecords = 100_000
 
 var _ sink.Recoverer = (*Sink)(nil)
 
@@ -49,20 +44,14 @@ var _ sink.Recoverer = (*Sink)(nil)
 // with another sink's name; a partition count that changed since the
 // messages were produced (checked on the newest message of each partition
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
-// checkpoint; or recoverMaxRecords messages read in one partition without
+// checkpoint; or readback.MaxPerLog messages read in one partition without
 // reaching the checkpoint. A partition whose newest message is already held
 // by after (or that is empty) holds nothing after it. Failures to reach the
 // brokers are returned as they are, to be retried.
 func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
-	if s.cfg.Writer == "" {
-		return fmt.Errorf("read kafka back: the sink has no writer name, so its messages carry no relay_sink header: %w", sink.ErrCannotRecover)
-	}
-	if after.GTIDSet == "" {
-		return fmt.Errorf("read kafka back: the checkpoint has no GTID set (GTIDs are off, or the sink has no checkpoint yet): %w", sink.ErrCannotRecover)
-	}
-	set, err := gtid.Parse(after.GTIDSet)
+	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
-		return fmt.Errorf("read kafka back: %v: %w", err, sink.ErrCannotRecover)
+		return fmt.Errorf("read kafka back: %w", err)
 	}
 	topics, err := s.recoverTopics(ctx)
 	if err != nil {
@@ -87,7 +76,7 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 			return fmt.Errorf("read kafka back: %w", err)
 		}
 		for p := range n {
-			if held, err = s.recoverPartition(ctx, rd, set, topic, p, n, starts[p], ends[p], held); err != nil {
+			if held, err = s.recoverPartition(ctx, rd, judge, topic, p, n, starts[p], ends[p], held); err != nil {
 				return err
 			}
 		}
@@ -124,10 +113,7 @@ func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
 // recoverPartition reads topic[p] (n partitions now) back from end to
 // start, until a message after holds, and appends to held the messages
 // after the checkpoint.
-func (s *Sink) recoverPartition(ctx context.Context, rd reader, after *gtid.Set, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
-	cannot := func(r Record, why string, args ...any) error {
-		return fmt.Errorf("read kafka back: %s[%d] offset %d %s: %w", topic, p, r.Offset, fmt.Sprintf(why, args...), sink.ErrCannotRecover)
-	}
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
 	var chunk []Record
 	count := 0
 	for hi := end; hi > start; {
@@ -138,32 +124,22 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, after *gtid.Set,
 		}
 		for i := len(chunk) - 1; i >= 0; i-- {
 			r := chunk[i]
-			if r.HasSink && r.Sink != s.cfg.Writer {
-				return nil, cannot(r, "was produced by sink %q, not %q: another relay sink writes to the partition", r.Sink, s.cfg.Writer)
+			after, err := judge.Judge(readback.Message{HasSink: r.HasSink, Sink: r.Sink, GTID: r.GTID})
+			if err == nil && r.HasSink && r.Partitions != n {
+				err = fmt.Errorf("was produced when %s had %d partitions; it has %d now, so keys moved between partitions: %w",
+					topic, r.Partitions, n, sink.ErrCannotRecover)
 			}
-			if r.GTID == "" {
-				if !r.HasSink {
-					return nil, cannot(r, "has no relay_sink header: another producer writes to the partition (or the message predates read-back)")
-				}
-				return nil, cannot(r, "has no gtid (the source has GTIDs off)")
+			if err == nil && after && count+1 >= readback.MaxPerLog {
+				err = readback.TooMany()
 			}
-			in, err := after.Contains(r.GTID)
 			if err != nil {
-				return nil, cannot(r, "%v", err)
+				return nil, fmt.Errorf("read kafka back: %s[%d] offset %d %w", topic, p, r.Offset, err)
 			}
-			if r.HasSink && r.Partitions != n {
-				return nil, cannot(r, "was produced when %s had %d partitions; it has %d now, so keys moved between partitions", topic, r.Partitions, n)
-			}
-			if in {
+			if !after {
 				return held, nil
 			}
-			if !r.HasSink {
-				return nil, cannot(r, "has no relay_sink header: another producer writes to the partition (or the message predates read-back)")
-			}
 			held = append(held, r)
-			if count++; count >= recoverMaxRecords {
-				return nil, cannot(r, "is the %dth message read back without reaching the checkpoint", count)
-			}
+			count++
 		}
 		hi = lo
 	}

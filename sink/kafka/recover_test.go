@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 )
 
 const recoverUUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -152,7 +153,7 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 	}{
 		{"a producer without relay headers wrote to the partition", func(t *testing.T, cl []string, s *Sink) {
 			write(t, newSink(t, Config{Brokers: cl, Topic: "orders"}), gtidEvents(40, 42, 1, mysqlGTID))
-		}, "no relay_sink header", recoverUUID + ":1-10"},
+		}, "does not name the sink", recoverUUID + ":1-10"},
 		{"another relay sink wrote to the partition", func(t *testing.T, cl []string, s *Sink) {
 			write(t, newSink(t, Config{Brokers: cl, Topic: "orders", Writer: "other"}), gtidEvents(40, 42, 1, mysqlGTID))
 		}, `sink "other"`, recoverUUID + ":1-10"},
@@ -162,7 +163,7 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 			if err := w.WriteMessages(context.Background(), kafkago.Message{Value: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
-		}, "no relay_sink header", recoverUUID + ":1-10"},
+		}, "does not name the sink", recoverUUID + ":1-10"},
 		{"the topic has more partitions than when it was written", func(t *testing.T, cl []string, s *Sink) {
 			addPartitions(t, cl, "orders", 3)
 		}, "had 1 partitions; it has 3 now", recoverUUID + ":1-10"},
@@ -199,7 +200,7 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 	})
 }
 
-// Recover reads back no further than recoverMaxRecords in a partition.
+// Recover reads back no further than readback.MaxPerLog in a partition.
 func TestRecoverGivesUpPastItsBound(t *testing.T) {
 	defer func(c int64) { recoverChunk = c }(recoverChunk)
 	recoverChunk = 5
@@ -211,8 +212,8 @@ func TestRecoverGivesUpPastItsBound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("within the bound: %v", err)
 	}
-	defer func(m int) { recoverMaxRecords = m }(recoverMaxRecords)
-	recoverMaxRecords = 10
+	defer func(m int) { readback.MaxPerLog = m }(readback.MaxPerLog)
+	readback.MaxPerLog = 10
 	if _, err := recoverIDs(t, s, recoverUUID+":1", evs); !errors.Is(err, sink.ErrCannotRecover) {
 		t.Fatalf("past the bound: Recover = %v; want ErrCannotRecover", err)
 	}
