@@ -32,8 +32,10 @@ var _ sink.Recoverer = (*Sink)(nil)
 // each partition it reads from the end backwards, 1000 offsets at a time,
 // until a message whose gtid header after holds: the sink keeps one produce
 // request in flight per partition and retries it before anything behind it,
-// so a partition holds, in commit order, a prefix of what was routed to it,
-// and nothing older can be after the checkpoint.
+// so a partition holds, in commit order, a prefix of what was routed to it
+// (after a restart, the re-sent part of it again), and an older message after
+// the checkpoint was also written again after it, or is sent again: a
+// duplicate, never a loss. Every message reported is in the topic.
 //
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
@@ -129,7 +131,7 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 				err = fmt.Errorf("was produced when %s had %d partitions; it has %d now, so keys moved between partitions: %w",
 					topic, r.Partitions, n, sink.ErrCannotRecover)
 			}
-			if err == nil && after && count+1 >= readback.MaxPerLog {
+			if err == nil && after && count >= readback.MaxPerLog {
 				err = readback.TooMany()
 			}
 			if err != nil {

@@ -83,8 +83,8 @@ func (j *Judge) Judge(m Message) (after bool, err error) {
 
 var errForeign = fmt.Errorf("does not name the sink that wrote it: another producer writes here, or it predates read-back: %w", sink.ErrCannotRecover)
 
-// TooMany is the error of a log read back MaxPerLog messages deep without
-// reaching the checkpoint.
+// TooMany is the error of a log with more than MaxPerLog messages after the
+// checkpoint.
 func TooMany() error {
-	return fmt.Errorf("is the %dth message read back without reaching the checkpoint: %w", MaxPerLog, sink.ErrCannotRecover)
+	return fmt.Errorf("is past the %d messages after the checkpoint a log is read back for: %w", MaxPerLog, sink.ErrCannotRecover)
 }
