@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,19 +17,15 @@ import (
 )
 
 // ReadBack is what reading a sink's messages back needs (outbox-relay
-// audit): where each event goes, and how to reach the brokers. It is safe
-// for use by one goroutine.
+// audit): where each event goes, and a reader of the brokers with the
+// sink's TLS and credentials. It is safe for use by one goroutine.
 type ReadBack struct {
 	topic *route.Template
-	// TLS is the sink's TLS configuration; nil without TLS.
-	TLS *tls.Config
-	// SASLMechanism, SASLUser and SASLPassword are the sink's credentials
-	// ("" mechanism: none).
-	SASLMechanism, SASLUser, SASLPassword string
 	reader
 }
 
-// NewReadBack returns the ReadBack of a (defaulted) sink config.
+// NewReadBack returns the ReadBack of a (defaulted) sink config. It does
+// not touch the network.
 func NewReadBack(c Config) (*ReadBack, error) {
 	t, err := route.Parse("kafka.topic", c.Topic)
 	if err != nil {
@@ -44,20 +39,16 @@ func NewReadBack(c Config) (*ReadBack, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb := &ReadBack{topic: t, TLS: tc, SASLMechanism: c.SASL.Mechanism, SASLUser: c.SASL.Username}
-	if c.SASL.Mechanism != "" {
-		if rb.SASLPassword, err = c.SASL.password(); err != nil {
-			return nil, err
-		}
-	}
 	timeout := c.RequestTimeout
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
 	tr := &kafkago.Transport{Dial: (&net.Dialer{Timeout: timeout}).DialContext, DialTimeout: timeout,
 		ClientID: c.ClientID, TLS: tc, SASL: mech}
-	rb.reader = reader{client: &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: timeout}, transport: tr}
-	return rb, nil
+	return &ReadBack{topic: t, reader: reader{
+		client:    &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: timeout},
+		transport: tr,
+	}}, nil
 }
 
 // Topic is the topic the sink produces e to.
