@@ -46,8 +46,8 @@ var _ sink.Recoverer = (*Sink)(nil)
 // with another sink's name; a partition count that changed since the
 // messages were produced (checked on the newest message of each partition
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
-// checkpoint; or readback.MaxPerLog messages read in one partition without
-// reaching the checkpoint. A partition whose newest message is already held
+// checkpoint; or more than readback.MaxHeld messages after the
+// checkpoint in all. A partition whose newest message is already held
 // by after (or that is empty) holds nothing after it. Failures to reach the
 // brokers are returned as they are, to be retried.
 func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
@@ -117,7 +117,6 @@ func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
 // after the checkpoint.
 func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
 	var chunk []Record
-	count := 0
 	for hi := end; hi > start; {
 		lo := max(start, hi-recoverChunk)
 		chunk = chunk[:0]
@@ -131,7 +130,7 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 				err = fmt.Errorf("was produced when %s had %d partitions; it has %d now, so keys moved between partitions: %w",
 					topic, r.Partitions, n, sink.ErrCannotRecover)
 			}
-			if err == nil && after && count >= readback.MaxPerLog {
+			if err == nil && after && len(held) >= readback.MaxHeld {
 				err = readback.TooMany()
 			}
 			if err != nil {
@@ -141,7 +140,6 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 				return held, nil
 			}
 			held = append(held, r)
-			count++
 		}
 		hi = lo
 	}

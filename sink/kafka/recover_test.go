@@ -200,7 +200,7 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 	})
 }
 
-// Recover reads back no further than readback.MaxPerLog in a partition.
+// Recover reads back no further than readback.MaxHeld in a partition.
 func TestRecoverGivesUpPastItsBound(t *testing.T) {
 	defer func(c int64) { recoverChunk = c }(recoverChunk)
 	recoverChunk = 5
@@ -212,8 +212,8 @@ func TestRecoverGivesUpPastItsBound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("within the bound: %v", err)
 	}
-	defer func(m int) { readback.MaxPerLog = m }(readback.MaxPerLog)
-	readback.MaxPerLog = 10
+	defer func(m int) { readback.MaxHeld = m }(readback.MaxHeld)
+	readback.MaxHeld = 10
 	if _, err := recoverIDs(t, s, recoverUUID+":1", evs); !errors.Is(err, sink.ErrCannotRecover) {
 		t.Fatalf("past the bound: Recover = %v; want ErrCannotRecover", err)
 	}

@@ -38,9 +38,8 @@ var _ sink.Recoverer = (*Sink)(nil)
 // gtid field. Otherwise it returns an error wrapping sink.ErrCannotRecover
 // and naming the stream and entry: an entry without relay_sink (another
 // writer, or an entry written before read-back existed) or with another
-// sink's name; an empty gtid (GTIDs off); an empty checkpoint; or
-// readback.MaxPerLog entries read in one stream without reaching the
-// checkpoint. A stream whose last entry the checkpoint holds (or that does
+// sink's name; an empty gtid (GTIDs off); an empty checkpoint; or more
+// than readback.MaxHeld entries after the checkpoint in all. A stream whose last entry the checkpoint holds (or that does
 // not exist) holds nothing after it; one trimmed (max_len) past the
 // checkpoint holds only what is left. Failures to reach the server are
 // returned as they are, to be retried.
@@ -56,7 +55,7 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	type entry struct{ gtid, id string }
 	var held []entry
 	for _, key := range keys {
-		end, count := "+", 0
+		end := "+"
 	stream:
 		for {
 			page, err := s.client.XRevRangeN(ctx, key, end, "-", recoverPage).Result()
@@ -68,7 +67,7 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 				gtid, _ := m.Values[route.HeaderGTID].(string)
 				id, _ := m.Values[route.HeaderID].(string)
 				after, err := judge.Judge(readback.Message{HasSink: hasSink, Sink: name, GTID: gtid})
-				if err == nil && after && count >= readback.MaxPerLog {
+				if err == nil && after && len(held) >= readback.MaxHeld {
 					err = readback.TooMany()
 				}
 				if err != nil {
@@ -78,7 +77,6 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 					break stream
 				}
 				held = append(held, entry{gtid, id})
-				count++
 			}
 			if int64(len(page)) < recoverPage {
 				break // the stream's first entry

@@ -195,8 +195,8 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 		})
 	}
 	t.Run("more entries after the checkpoint than the bound", func(t *testing.T) {
-		defer func(m int) { readback.MaxPerLog = m }(readback.MaxPerLog)
-		readback.MaxPerLog = 5
+		defer func(m int) { readback.MaxHeld = m }(readback.MaxHeld)
+		readback.MaxHeld = 5
 		prefix := "t" + sinktest.Unique()
 		s := recoverSink(t, prefix, prefix+":orders", "orders-sink")
 		writeAll(t, s, sinktest.Events(prefix, 10, 2), 10)

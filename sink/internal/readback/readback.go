@@ -12,11 +12,11 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// MaxPerLog is the most messages a sink reads back in one log (a Kafka
-// partition, a Redis stream) without reaching the checkpoint before it
-// gives up: ten times the default delivery.max_in_flight. A variable for
-// tests.
-var MaxPerLog = 100_000
+// MaxHeld is the most messages after the checkpoint a sink's read-back
+// collects, over all its logs (Kafka partitions, Redis streams), before it
+// gives up: ten times the default delivery.max_in_flight, which bounds the
+// read's memory (about 150 bytes a message) and time. A variable for tests.
+var MaxHeld = 100_000
 
 // Message is what a judge needs of a message read back.
 type Message struct {
@@ -83,8 +83,8 @@ func (j *Judge) Judge(m Message) (after bool, err error) {
 
 var errForeign = fmt.Errorf("does not name the sink that wrote it: another producer writes here, or it predates read-back: %w", sink.ErrCannotRecover)
 
-// TooMany is the error of a log with more than MaxPerLog messages after the
-// checkpoint.
+// TooMany is the error of a read-back that found more than MaxHeld
+// messages after the checkpoint.
 func TooMany() error {
-	return fmt.Errorf("is past the %d messages after the checkpoint a log is read back for: %w", MaxPerLog, sink.ErrCannotRecover)
+	return fmt.Errorf("is past the %d messages after the checkpoint a read-back collects: %w", MaxHeld, sink.ErrCannotRecover)
 }
