@@ -35,7 +35,10 @@ var _ sink.Recoverer = (*Sink)(nil)
 // so a partition holds, in commit order, a prefix of what was routed to it
 // (after a restart, the re-sent part of it again), and an older message after
 // the checkpoint was also written again after it, or is sent again: a
-// duplicate, never a loss. Every message reported is in the topic.
+// duplicate, never a loss. Every message reported is in the topic. A
+// partition is read up to its high watermark: a message the leader has but
+// its replicas do not yet (a restart within the replication lag of a kill)
+// is not seen, and is sent again.
 //
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
