@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/internal/gtid"
 )
 
 // OldestGTIDList is the MariaDB GTID position at the start of file: the
@@ -108,21 +110,7 @@ func intervalsMinus(a, b mysql.IntervalSlice) mysql.IntervalSlice {
 // MariaDBPositions parses a GTID position: one GTID per domain (the last
 // listed wins when a domain repeats, as in a GTID list).
 func MariaDBPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
-	out := map[uint32]mysql.MariadbGTID{}
-	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		g, err := mysql.ParseMariadbGTID(part)
-		if err != nil {
-			return nil, err
-		}
-		if old, ok := out[g.DomainID]; !ok || g.SequenceNumber >= old.SequenceNumber {
-			out[g.DomainID] = *g
-		}
-	}
-	return out, nil
+	return gtid.MariaDBPositions(s)
 }
 
 // MariaDBState parses gtid_binlog_state: the last seq_no of every

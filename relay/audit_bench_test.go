@@ -69,7 +69,7 @@ func BenchmarkAudit(b *testing.B) {
 				r, err := audit.Run(ctx, audit.Options{Memory: mem.bytes, TempDir: b.TempDir()}, rc,
 					audit.Range{From: audit.Bound{GTID: backlog.start.GTIDSet}, To: audit.Bound{GTID: backlog.end.GTIDSet}}, backlog.start, cur, "kafka",
 					rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
-						return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+						return audit.Kafka(ctx, c, span, topics, rb)
 					})
 				elapsed := time.Since(start)
 				top := peak.end()

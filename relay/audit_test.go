@@ -76,7 +76,7 @@ func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 		t.Fatal(err)
 	}
 	return auditRange(t, cfg, from, to, opts, rb.Topic, func(ctx context.Context, c *audit.Comparison, span *audit.Span, topics []string) error {
-		return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+		return audit.Kafka(ctx, c, span, topics, rb)
 	})
 }
 

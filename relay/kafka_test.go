@@ -148,7 +148,8 @@ func newOutbox(t testing.TB) (string, *outboxtest.Workload) {
 	return dbname, &outboxtest.Workload{}
 }
 
-// checkKafka checks topic, key, value bytes and headers of every record, and
+// checkKafka checks topic, key, value bytes and headers of every record (the
+// relay names the sink "kafka" in relay_sink), and
 // delivery (per key: commit order) against the workload.
 func checkKafka(t *testing.T, w *outboxtest.Workload, recs []kafkaRecord, dbname string) outboxtest.Report {
 	t.Helper()
@@ -169,7 +170,8 @@ func checkKafka(t *testing.T, w *outboxtest.Workload, recs []kafkaRecord, dbname
 		}
 		h := r.headers
 		if h["id"] != p.ID || h["type"] != "created" || h["aggregate_type"] != "order" || h["table"] != dbname+".outbox" ||
-			!strings.HasPrefix(h["gtid"], "0-1-") || h["binlog_file"] == "" || h["binlog_pos"] == "" {
+			!strings.HasPrefix(h["gtid"], "0-1-") || h["binlog_file"] == "" || h["binlog_pos"] == "" ||
+			h["relay_sink"] != "kafka" || h["relay_partitions"] == "" {
 			t.Fatalf("record %d headers %v", i, h)
 		}
 		d = append(d, outboxtest.Delivered{ID: p.ID, AggregateID: r.key})

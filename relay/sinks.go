@@ -27,6 +27,8 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 		// The sink retries its produce requests itself (it keeps one in
 		// flight per partition): with the relay's one retry policy.
 		kc.Retry = retry.Policy{Initial: r.cfg.Delivery.RetryBackoff, Max: r.cfg.Delivery.MaxRetryBackoff}
+		// Its messages name it, so that a restart can read back its own.
+		kc.Writer = s.Name
 		k, err := kafka.New(kc, r.log.With(slog.String("sink", s.Name)))
 		if err != nil {
 			return nil, err
@@ -41,7 +43,9 @@ var builders = map[string]func(s config.Sink, r *Relay) ([]Target, error){
 		return []Target{{Name: s.Name, Sink: n}}, nil
 	},
 	"redis": func(s config.Sink, r *Relay) ([]Target, error) {
-		k, err := redissink.New(*s.Redis, r.log.With(slog.String("sink", s.Name)))
+		rc := *s.Redis
+		rc.Writer = s.Name // its entries name it, so that a restart can read back its own
+		k, err := redissink.New(rc, r.log.With(slog.String("sink", s.Name)))
 		if err != nil {
 			return nil, err
 		}

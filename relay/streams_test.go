@@ -178,6 +178,9 @@ func TestRedisOutage(t *testing.T) {
 		}
 		out := make([]outboxtest.Delivered, len(msgs))
 		for i, m := range msgs {
+			if m.Values["relay_sink"] != "redis" {
+				t.Fatalf("entry %s: relay_sink %v, want the sink's name redis", m.ID, m.Values["relay_sink"])
+			}
 			out[i] = outboxtest.Delivered{ID: m.Values["id"].(string), AggregateID: m.Values["aggregate_id"].(string)}
 		}
 		return out

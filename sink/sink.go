@@ -78,6 +78,24 @@ type Prober interface {
 	Probe(ctx context.Context) (found string, err error)
 }
 
+// Recoverer is implemented by sinks whose destination can be read back: on a
+// restart the pipeline asks it which events after the checkpoint the
+// destination already holds, and does not send them again.
+type Recoverer interface {
+	// Recover calls seen(gtid, id) for every event this sink's destination
+	// holds that belongs to a transaction whose GTID is not contained in
+	// after.GTIDSet (so: committed after the checkpoint). It returns an error
+	// wrapping ErrCannotRecover, saying why, when it cannot tell which events
+	// it holds (another writer, a changed partition count, records without
+	// this sink's headers); the pipeline then logs a warning, counts it, and
+	// falls back to at-least-once for this restart. Any other error is
+	// retried like a Connect error.
+	Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error
+}
+
+// ErrCannotRecover is wrapped by Recover's errors when the destination cannot tell what it holds.
+var ErrCannotRecover = errors.New("read-back cannot tell what the destination holds")
+
 // Problem is a Probe failure that an operator fixes: Fix says how
 // ("create the stream, or set create_stream.enabled: true").
 type Problem struct {

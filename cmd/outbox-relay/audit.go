@@ -141,8 +141,9 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		defer rb.Close()
 		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
-			return audit.Kafka(ctx, c, span, topics, kc.Brokers, rb)
+			return audit.Kafka(ctx, c, span, topics, rb)
 		})
 		if err != nil {
 			return err

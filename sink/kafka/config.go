@@ -92,6 +92,12 @@ type Config struct {
 	// config file: the relay sets it from delivery.retry_backoff and
 	// delivery.max_retry_backoff. Default: the retry package's defaults.
 	Retry retry.Policy `yaml:"-"`
+	// Writer names the sink in every message's relay_sink header, so that a
+	// restarted sink recognises its own messages when it reads its topics
+	// back (Recover). Not read from the config file: the relay sets it to
+	// the sink's name. Default "": no relay_sink or relay_partitions header,
+	// and Recover cannot tell what the topics hold.
+	Writer string `yaml:"-"`
 }
 
 // TLSConfig configures TLS to the brokers.

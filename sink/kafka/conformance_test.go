@@ -101,7 +101,7 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(c.Close)
 			f := &brokerFault{budget: -1}
 			c.ControlKey(int16(kmsg.Produce), f.control(c))
-			s, err := kafka.New(kafka.Config{Brokers: c.ListenAddrs(), BatchSize: 50, BatchBytes: 8 << 10,
+			s, err := kafka.New(kafka.Config{Brokers: c.ListenAddrs(), BatchSize: 50, BatchBytes: 8 << 10, Writer: "conformance",
 				RequestTimeout: 2 * time.Second}, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -21,9 +21,11 @@
 //   - headers, in this order: "id" (the event id, the header Debezium uses;
 //     the key consumers deduplicate on), "type", "aggregate_type", "gtid"
 //     (empty with GTIDs off), "binlog_file", "binlog_pos" (decimal),
-//     "table" ("schema.table"), then every configured extra column of the
-//     event as is, under its own name (Kafka allows a repeated header name;
-//     the event's own comes last).
+//     "table" ("schema.table"), "relay_sink" (Config.Writer, the sink's
+//     name) and "relay_partitions" (the topic's partition count when it was
+//     produced; both absent without a Writer), then every configured extra
+//     column of the event as is, under its own name (Kafka allows a
+//     repeated header name; the event's own comes last).
 //
 // # Delivery
 //
@@ -71,6 +73,15 @@
 //     Without it a missing topic fails its events, retriably, with an error
 //     naming the topic and the option. Brokers' auto-creation is never asked
 //     for.
+//
+// # Read-back
+//
+// The sink is a sink.Recoverer: on a restart Recover reads each partition of
+// its topics back from the end to the checkpoint (with the same reader as
+// the audit, kafka.ReadBack), so that what they already hold is not sent
+// again, and says (sink.ErrCannotRecover) when it cannot tell: another
+// producer, another relay sink, a changed partition count, GTIDs off. See
+// Recover for exactly when it holds.
 //
 // # Concurrency
 //

@@ -192,6 +192,7 @@ func TestWriteDeliversABatchInOrder(t *testing.T) {
 	s := newSink(t, Config{
 		Brokers:      c.ListenAddrs(),
 		CreateTopics: CreateTopicsConfig{Enabled: true, Partitions: 6},
+		Writer:       "orders-sink",
 	})
 	evs := makeEvents(2000, 50) // batch_size 1000: two rounds
 	if err := s.Write(context.Background(), evs); err != nil {
@@ -223,10 +224,14 @@ func TestWriteDeliversABatchInOrder(t *testing.T) {
 		want := map[string]string{
 			"id": e.ID, "type": e.Type, "aggregate_type": e.AggregateType, "gtid": e.Source.GTID,
 			"binlog_file": e.Source.File, "binlog_pos": fmt.Sprint(e.Source.Pos), "table": e.Table,
-			"trace_id": e.Headers[0].Value,
+			"relay_sink": "orders-sink", "relay_partitions": "6", "trace_id": e.Headers[0].Value,
 		}
 		if fmt.Sprint(r.headers) != fmt.Sprint(want) {
 			t.Errorf("event %s: headers %v, want %v", e.ID, r.headers, want)
+		}
+		order := []string{"id", "type", "aggregate_type", "gtid", "binlog_file", "binlog_pos", "table", "relay_sink", "relay_partitions", "trace_id"}
+		if fmt.Sprint(r.hdrOrder) != fmt.Sprint(order) {
+			t.Errorf("event %s: headers in the order %v, want %v", e.ID, r.hdrOrder, order)
 		}
 		if p, ok := partitionOf[r.key]; ok && p != r.partition {
 			t.Errorf("key %s is on partitions %d and %d", r.key, p, r.partition)

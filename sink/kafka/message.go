@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,6 +22,11 @@ const (
 	HeaderBinlogFile    = "binlog_file"
 	HeaderBinlogPos     = "binlog_pos"
 	HeaderTable         = "table"
+	// HeaderSink names the sink that produced the message (Config.Writer),
+	// and HeaderPartitions is the partition count of its topic when it was
+	// produced: what Recover checks before it trusts a partition.
+	HeaderSink       = "relay_sink"
+	HeaderPartitions = "relay_partitions"
 	// Set on dead-letter messages only.
 	HeaderDLQReason        = "dlq_reason"
 	HeaderDLQOriginalTopic = "dlq_original_topic"
@@ -28,7 +34,7 @@ const (
 
 // headers returns the message headers of e.
 func headers(e *event.Event) []kafkago.Header {
-	hs := make([]kafkago.Header, 0, 7+len(e.Headers))
+	hs := make([]kafkago.Header, 0, 9+len(e.Headers))
 	hs = append(hs,
 		kafkago.Header{Key: HeaderID, Value: []byte(e.ID)},
 		kafkago.Header{Key: HeaderType, Value: []byte(e.Type)},
@@ -42,6 +48,20 @@ func headers(e *event.Event) []kafkago.Header {
 		hs = append(hs, kafkago.Header{Key: h.Key, Value: []byte(h.Value)})
 	}
 	return hs
+}
+
+// withWriter returns hs, the headers of a message for a topic of partitions
+// partitions, with the sink's relay_sink and relay_partitions headers after
+// the metadata headers (before the event's own, which come last); hs
+// unchanged when the sink has no Writer.
+func (s *Sink) withWriter(hs []kafkago.Header, partitions int) []kafkago.Header {
+	if s.cfg.Writer == "" {
+		return hs
+	}
+	const at = 7 // after "table"
+	return slices.Insert(hs, at,
+		kafkago.Header{Key: HeaderSink, Value: []byte(s.cfg.Writer)},
+		kafkago.Header{Key: HeaderPartitions, Value: strconv.AppendInt(nil, int64(partitions), 10)})
 }
 
 // envelopeHead is the envelope's fields before "headers" and "payload",

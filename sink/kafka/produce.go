@@ -100,6 +100,9 @@ func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, 
 				err = serr
 			}
 		}
+		if err == nil {
+			m.Headers = s.withWriter(m.Headers, partitions)
+		}
 		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
 			err = sink.Permanent(fmt.Errorf("message of %d bytes exceeds kafka.batch_bytes (%d): %w",
 				messageSize(&m), s.cfg.BatchBytes, kafkago.MessageSizeTooLarge))

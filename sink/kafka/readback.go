@@ -1,25 +1,31 @@
 package kafka
 
 import (
-	"crypto/tls"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/listoffsets"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 // ReadBack is what reading a sink's messages back needs (outbox-relay
-// audit): where each event goes, and how to reach the brokers. It is safe
-// for use by one goroutine.
+// audit): where each event goes, and a reader of the brokers with the
+// sink's TLS and credentials. It is safe for use by one goroutine.
 type ReadBack struct {
 	topic *route.Template
-	// TLS is the sink's TLS configuration; nil without TLS.
-	TLS *tls.Config
-	// SASLMechanism, SASLUser and SASLPassword are the sink's credentials
-	// ("" mechanism: none).
-	SASLMechanism, SASLUser, SASLPassword string
+	reader
 }
 
-// NewReadBack returns the ReadBack of a (defaulted) sink config.
+// NewReadBack returns the ReadBack of a (defaulted) sink config. It does
+// not touch the network.
 func NewReadBack(c Config) (*ReadBack, error) {
 	t, err := route.Parse("kafka.topic", c.Topic)
 	if err != nil {
@@ -29,14 +35,180 @@ func NewReadBack(c Config) (*ReadBack, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb := &ReadBack{topic: t, TLS: tc, SASLMechanism: c.SASL.Mechanism, SASLUser: c.SASL.Username}
-	if c.SASL.Mechanism != "" {
-		if rb.SASLPassword, err = c.SASL.password(); err != nil {
-			return nil, err
-		}
+	mech, err := c.SASL.build()
+	if err != nil {
+		return nil, err
 	}
-	return rb, nil
+	timeout := c.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	tr := &kafkago.Transport{Dial: (&net.Dialer{Timeout: timeout}).DialContext, DialTimeout: timeout,
+		ClientID: c.ClientID, TLS: tc, SASL: mech}
+	return &ReadBack{topic: t, reader: reader{
+		client:    &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: timeout},
+		transport: tr,
+	}}, nil
 }
 
 // Topic is the topic the sink produces e to.
 func (r *ReadBack) Topic(e *event.Event) (string, error) { return r.topic.Render(e) }
+
+// Close closes the read-back's idle connections.
+func (r *ReadBack) Close() { r.transport.CloseIdleConnections() }
+
+// Record is a message read back: where it is, and the headers read-back
+// uses.
+type Record struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Time      time.Time
+	// ID, GTID and Sink are the id, gtid and relay_sink headers ("" when
+	// absent); HasSink tells an absent relay_sink header from an empty one.
+	ID, GTID, Sink string
+	HasSink        bool
+	// Partitions is the relay_partitions header (the topic's partition
+	// count when the sink produced the message); 0 without it.
+	Partitions int
+}
+
+// readFetchBytes is the most bytes one fetch of a read-back asks for.
+const readFetchBytes = 1 << 20
+
+// reader reads a topic's partitions back with the sink's client (kafka-go):
+// their offsets, and the records of a range of offsets. It is what the
+// audit and Recover share.
+type reader struct {
+	client    *kafkago.Client
+	transport *kafkago.Transport
+}
+
+// Partitions returns the partition count of topic.
+func (r reader) Partitions(ctx context.Context, topic string) (int, error) {
+	md, err := r.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("look up kafka topic %q: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic {
+			if t.Error != nil {
+				return 0, fmt.Errorf("look up kafka topic %q: %w", topic, t.Error)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("look up kafka topic %q: %w", topic, kafkago.UnknownTopicOrPartition)
+}
+
+// Offsets returns, for each of topic's first n partitions, the offset of
+// the first record at or after ts; with ts kafkago.FirstOffset the log
+// start, with kafkago.LastOffset the end (the next offset to be written).
+// A partition with no record at or after ts has the end offset, or -1
+// (Kafka's answer to a time past the last record).
+func (r reader) Offsets(ctx context.Context, topic string, n int, ts int64) ([]int64, error) {
+	req := &listoffsets.Request{ReplicaID: -1, Topics: []listoffsets.RequestTopic{{Topic: topic}}}
+	for p := range n {
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions,
+			listoffsets.RequestPartition{Partition: int32(p), CurrentLeaderEpoch: -1, Timestamp: ts})
+	}
+	// kafka-go's Client.ListOffsets files the answer by the timestamp the
+	// broker echoes, which brokers set to -1 for the log start too: ask
+	// the transport directly.
+	m, err := r.transport.RoundTrip(ctx, r.client.Addr, req)
+	if err != nil {
+		return nil, fmt.Errorf("list the offsets of kafka topic %q: %w", topic, err)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = -2
+	}
+	for _, t := range m.(*listoffsets.Response).Topics {
+		for _, p := range t.Partitions {
+			if t.Topic != topic || int(p.Partition) >= n || p.Partition < 0 {
+				continue
+			}
+			if p.ErrorCode != 0 {
+				return nil, fmt.Errorf("list the offsets of kafka %s[%d]: %w", topic, p.Partition, kafkago.Error(p.ErrorCode))
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	for p, o := range out {
+		if o == -2 {
+			return nil, fmt.Errorf("list the offsets of kafka %s[%d]: no answer for the partition", topic, p)
+		}
+	}
+	return out, nil
+}
+
+// Read calls each for every record of topic[partition] with an offset in
+// [from, to), in offset order (a compacted log may skip offsets).
+func (r reader) Read(ctx context.Context, topic string, partition int, from, to int64, each func(Record) error) error {
+	for from < to {
+		res, err := r.client.Fetch(ctx, &kafkago.FetchRequest{Topic: topic, Partition: partition, Offset: from,
+			MinBytes: 1, MaxBytes: readFetchBytes, MaxWait: 500 * time.Millisecond})
+		if err == nil {
+			err = res.Error
+		}
+		if err != nil {
+			return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, from, err)
+		}
+		next := from
+		for {
+			rec, err := res.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, next, err)
+			}
+			closeBytes(rec)
+			if rec.Offset < next {
+				continue // a batch begins before the offset asked for
+			}
+			if rec.Offset >= to {
+				return nil // offsets up to to were compacted away
+			}
+			next = rec.Offset + 1
+			if err := each(recordOf(topic, partition, rec)); err != nil {
+				return err
+			}
+		}
+		if next == from {
+			if res.HighWatermark <= from {
+				return nil // nothing more: the log was truncated under us
+			}
+			return fmt.Errorf("read kafka %s[%d] at offset %d: the broker returned no record before the high watermark %d", topic, partition, from, res.HighWatermark)
+		}
+		from = next
+	}
+	return nil
+}
+
+func closeBytes(rec *kafkago.Record) {
+	if rec.Key != nil {
+		_ = rec.Key.Close()
+	}
+	if rec.Value != nil {
+		_ = rec.Value.Close()
+	}
+}
+
+// recordOf is what read-back keeps of rec.
+func recordOf(topic string, partition int, rec *kafkago.Record) Record {
+	out := Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time}
+	for _, h := range rec.Headers {
+		switch h.Key {
+		case HeaderID:
+			out.ID = string(h.Value)
+		case HeaderGTID:
+			out.GTID = string(h.Value)
+		case HeaderSink:
+			out.Sink, out.HasSink = string(h.Value), true
+		case HeaderPartitions:
+			out.Partitions, _ = strconv.Atoi(string(h.Value))
+		}
+	}
+	return out
+}

@@ -48,6 +48,12 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// PoolSize is the most connections. Default 4.
 	PoolSize int `yaml:"pool_size"`
+	// Writer names the sink in every entry's relay_sink field, so that a
+	// restarted sink recognises its own entries when it reads its streams
+	// back (Recover). Not read from the config file: the relay sets it to
+	// the sink's name. Default "": no relay_sink field, and Recover cannot
+	// tell what the streams hold.
+	Writer string `yaml:"-"`
 }
 
 // TLSConfig configures TLS to the server.

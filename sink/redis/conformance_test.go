@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) *sinktest.Target {
 			prefix := "t" + sinktest.Unique()
 			link := sinktest.StartLink(t, sharedServer)
-			s, err := redis.New(redis.Config{Addr: link.Addr(), Stream: prefix + ":outbox:event:{{.AggregateType}}",
+			s, err := redis.New(redis.Config{Addr: link.Addr(), Stream: prefix + ":outbox:event:{{.AggregateType}}", Writer: "conformance",
 				Timeout: 2 * time.Second}, nil)
 			if err != nil {
 				t.Fatal(err)

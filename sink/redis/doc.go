@@ -8,7 +8,8 @@
 // Redis keys are), with an id the server assigns, and the fields "id",
 // "type", "aggregate_type", "aggregate_id", "gtid", "binlog_file",
 // "binlog_pos", "table", then each configured extra column as
-// "header.<name>", then "payload": the payload bytes exactly as committed.
+// "header.<name>", then "relay_sink" (Config.Writer, the sink's name; absent
+// without one), then "payload": the payload bytes exactly as committed.
 // With redis.max_len each XADD trims the stream to about that many entries
 // (MAXLEN ~).
 //
@@ -19,6 +20,11 @@
 // Consumers deduplicate on the "id" field: per aggregate, an id already
 // seen is skipped (keep, for instance, the ids of the last few minutes in a
 // set with SET id NX EX 600 before acting on an entry).
+//
+// On a restart the sink is a sink.Recoverer: Recover reads its streams back
+// from their ends to the checkpoint, so that what they already hold is not
+// appended again, and says (sink.ErrCannotRecover) when it cannot tell; see
+// Recover for exactly when it holds.
 //
 // # Delivery
 //
@@ -38,6 +44,6 @@
 //
 // # Concurrency
 //
-// The pipeline calls Connect, then Write serially, then Close, which closes
-// the connection pool.
+// The pipeline calls Connect, Recover (on a restart), then Write serially,
+// then Close, which closes the connection pool.
 package redis

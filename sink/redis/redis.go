@@ -20,6 +20,9 @@ import (
 const (
 	FieldPayload      = "payload"
 	HeaderFieldPrefix = "header."
+	// FieldSink names the sink that wrote the entry (Config.Writer), before
+	// the payload; what Recover checks before it trusts an entry.
+	FieldSink = "relay_sink"
 )
 
 // Sink appends outbox events to Redis streams. Create it with New.
@@ -136,7 +139,7 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 	if key == "" {
 		return nil, sink.Permanent(fmt.Errorf("redis.stream rendered an empty key for event %q", e.ID))
 	}
-	values := make([]any, 0, 2*(9+len(e.Headers)))
+	values := make([]any, 0, 2*(10+len(e.Headers)))
 	route.Headers(e, func(k, v string) {
 		if len(values) >= 16 { // past the 8 metadata fields: extra columns
 			k = HeaderFieldPrefix + k
@@ -146,6 +149,9 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 	payload := e.Payload
 	if payload == nil {
 		payload = []byte{}
+	}
+	if s.cfg.Writer != "" {
+		values = append(values, FieldSink, s.cfg.Writer)
 	}
 	values = append(values, FieldPayload, payload)
 	a := &goredis.XAddArgs{Stream: key, Values: values}

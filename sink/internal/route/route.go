@@ -72,6 +72,68 @@ func (t *Template) Fixed() (string, bool) {
 	return "", false
 }
 
+// Skeleton returns the template's fixed text around its fields: every name
+// the template renders starts with the first piece, ends with the last, and
+// holds the others in order between them. A fixed template is one piece; a
+// template with {{if}}, {{range}}, {{with}} or {{template}}, whose text
+// depends on the event, is two empty pieces (every name).
+func (t *Template) Skeleton() []string {
+	switch {
+	case t.fixed != nil:
+		return []string{*t.fixed}
+	case t.field != nil:
+		return []string{"", ""}
+	}
+	pieces := []string{""}
+	for _, n := range t.tmpl.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			pieces[len(pieces)-1] += string(n.Text)
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) > 0 { // {{$x := ...}} renders nothing
+				continue
+			}
+			pieces = append(pieces, "")
+		case *parse.CommentNode:
+		default:
+			return []string{"", ""}
+		}
+	}
+	return pieces
+}
+
+// Match reports whether name has skeleton's shape: the template could have
+// rendered it.
+func Match(skeleton []string, name string) bool {
+	if len(skeleton) == 1 {
+		return name == skeleton[0]
+	}
+	first, last := skeleton[0], skeleton[len(skeleton)-1]
+	if len(name) < len(first)+len(last) || !strings.HasPrefix(name, first) || !strings.HasSuffix(name, last) {
+		return false
+	}
+	mid := name[len(first) : len(name)-len(last)]
+	for _, p := range skeleton[1 : len(skeleton)-1] {
+		i := strings.Index(mid, p)
+		if i < 0 {
+			return false
+		}
+		mid = mid[i+len(p):]
+	}
+	return true
+}
+
+// Glob returns skeleton as a glob pattern (Redis SCAN MATCH): its pieces,
+// with the glob characters escaped, joined by "*".
+func Glob(skeleton []string) string {
+	esc := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+	out := make([]string, len(skeleton))
+	for i, p := range skeleton {
+		out[i] = esc.Replace(p)
+	}
+	return strings.Join(out, "*")
+}
+
 // Render returns the template's text for e.
 func (t *Template) Render(e *event.Event) (string, error) {
 	switch {

@@ -1,0 +1,150 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+)
+
+// recoverChunk is how many offsets Recover reads at a time, from a
+// partition's end backwards (a variable for tests).
+var recoverChunk int64 = 1000
+
+var _ sink.Recoverer = (*Sink)(nil)
+
+// Recover reads the sink's topics back and calls seen for every message it
+// finds there of a transaction after the checkpoint after; seen is called
+// only when Recover returns nil.
+//
+// The topics read are the fixed topic, or, with a templated topic, every
+// topic of the cluster the template could have rendered (its fixed text in
+// place, anything for its fields; a template with {{if}} or {{range}}
+// matches every topic), except internal topics and the dead-letter topic. In
+// each partition it reads from the end backwards, 1000 offsets at a time,
+// until a message whose gtid header after holds: the sink keeps one produce
+// request in flight per partition and retries it before anything behind it,
+// so a partition holds, in commit order, a prefix of what was routed to it
+// (after a restart, the re-sent part of it again), and an older message after
+// the checkpoint was also written again after it, or is sent again: a
+// duplicate, never a loss. Every message reported is in the topic. A
+// partition is read up to its high watermark: a message the leader has but
+// its replicas do not yet (a restart within the replication lag of a kill)
+// is not seen, and is sent again.
+//
+// It holds, and returns nil, only when every message it reads after the
+// checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
+// header, and a relay_partitions header equal to the topic's partition
+// count now. Otherwise it returns an error wrapping sink.ErrCannotRecover
+// and naming the partition and offset: a message without relay_sink
+// (another producer, or a message produced before read-back existed) or
+// with another sink's name; a partition count that changed since the
+// messages were produced (checked on the newest message of each partition
+// at or before the checkpoint too); an empty gtid (GTIDs off); an empty
+// checkpoint; or more than readback.MaxHeld messages after the
+// checkpoint in all. A partition whose newest message is already held
+// by after (or that is empty) holds nothing after it. Failures to reach the
+// brokers are returned as they are, to be retried.
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+	judge, err := readback.New(s.cfg.Writer, after)
+	if err != nil {
+		return fmt.Errorf("read kafka back: %w", err)
+	}
+	topics, err := s.recoverTopics(ctx)
+	if err != nil {
+		return err
+	}
+	rd := reader{client: s.client, transport: s.transport}
+	var held []Record
+	for _, topic := range topics {
+		n, err := rd.Partitions(ctx, topic)
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			continue // a fixed topic that does not exist holds nothing
+		}
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		starts, err := rd.Offsets(ctx, topic, n, kafkago.FirstOffset)
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		ends, err := rd.Offsets(ctx, topic, n, kafkago.LastOffset)
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		for p := range n {
+			if held, err = s.recoverPartition(ctx, rd, judge, topic, p, n, starts[p], ends[p], held); err != nil {
+				return err
+			}
+		}
+	}
+	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
+		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
+	for _, r := range held {
+		seen(r.GTID, r.ID)
+	}
+	return nil
+}
+
+// recoverTopics lists the topics the sink may have produced to.
+func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
+	if fixed, ok := s.topic.Fixed(); ok {
+		return []string{fixed}, nil
+	}
+	md, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("read kafka back: list the topics: %w", err)
+	}
+	skeleton := s.topic.Skeleton()
+	var out []string
+	for _, t := range md.Topics {
+		if t.Internal || t.Name == s.cfg.DeadLetterTopic || !route.Match(skeleton, t.Name) {
+			continue
+		}
+		out = append(out, t.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// recoverPartition reads topic[p] (n partitions now) back from end to
+// start, until a message after holds, and appends to held the messages
+// after the checkpoint.
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
+	var chunk []Record
+	for hi := end; hi > start; {
+		lo := max(start, hi-recoverChunk)
+		chunk = chunk[:0]
+		if err := rd.Read(ctx, topic, p, lo, hi, func(r Record) error { chunk = append(chunk, r); return nil }); err != nil {
+			return nil, fmt.Errorf("read kafka back: %w", err)
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			r := chunk[i]
+			after, err := judge.Judge(readback.Message{HasSink: r.HasSink, Sink: r.Sink, GTID: r.GTID})
+			if err == nil && r.HasSink && r.Partitions != n {
+				err = fmt.Errorf("was produced when %s had %d partitions; it has %d now, so keys moved between partitions: %w",
+					topic, r.Partitions, n, sink.ErrCannotRecover)
+			}
+			if err == nil && after && len(held) >= readback.MaxHeld {
+				err = readback.TooMany()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read kafka back: %s[%d] offset %d %w", topic, p, r.Offset, err)
+			}
+			if !after {
+				return held, nil
+			}
+			held = append(held, r)
+		}
+		hi = lo
+	}
+	return held, nil // the log start: everything it holds is after the checkpoint
+}

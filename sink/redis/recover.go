@@ -1,0 +1,120 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+)
+
+// recoverPage is how many entries one XREVRANGE of Recover reads, and how
+// many keys one SCAN asks for (a variable for tests).
+var recoverPage int64 = 500
+
+var _ sink.Recoverer = (*Sink)(nil)
+
+// Recover reads the sink's streams back and calls seen for every entry it
+// finds there of a transaction after the checkpoint after; seen is called
+// only when Recover returns nil.
+//
+// The streams read are the fixed key, or, with a templated key, every
+// stream key of the database that the template could have rendered (found
+// with SCAN MATCH on its fixed text, TYPE stream; a template with {{if}} or
+// {{range}} matches every stream). Each is read from its last entry
+// backwards with XREVRANGE, 500 entries at a time, until an entry whose
+// gtid field after holds: the pipeline writes one batch at a time and the
+// checkpoint moves over whole acknowledged batches, so an older entry after
+// the checkpoint is at most a straggler of a failed XADD (a timeout whose
+// entry landed), which is then sent again: a duplicate, never a loss. Every
+// entry reported is in the stream.
+//
+// It holds, and returns nil, only when every entry it reads after the
+// checkpoint carries this sink's relay_sink field (Config.Writer) and a
+// gtid field. Otherwise it returns an error wrapping sink.ErrCannotRecover
+// and naming the stream and entry: an entry without relay_sink (another
+// writer, or an entry written before read-back existed) or with another
+// sink's name; an empty gtid (GTIDs off); an empty checkpoint; or more
+// than readback.MaxHeld entries after the checkpoint in all. A stream whose last entry the checkpoint holds (or that does
+// not exist) holds nothing after it; one trimmed (max_len) past the
+// checkpoint holds only what is left. Failures to reach the server are
+// returned as they are, to be retried.
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+	judge, err := readback.New(s.cfg.Writer, after)
+	if err != nil {
+		return fmt.Errorf("read redis back: %w", err)
+	}
+	keys, err := s.recoverKeys(ctx)
+	if err != nil {
+		return err
+	}
+	type entry struct{ gtid, id string }
+	var held []entry
+	for _, key := range keys {
+		end := "+"
+	stream:
+		for {
+			page, err := s.client.XRevRangeN(ctx, key, end, "-", recoverPage).Result()
+			if err != nil {
+				return fmt.Errorf("read redis back: stream %q: %w", key, explain(err))
+			}
+			for _, m := range page {
+				name, hasSink := m.Values[FieldSink].(string)
+				gtid, _ := m.Values[route.HeaderGTID].(string)
+				id, _ := m.Values[route.HeaderID].(string)
+				after, err := judge.Judge(readback.Message{HasSink: hasSink, Sink: name, GTID: gtid})
+				if err == nil && after && len(held) >= readback.MaxHeld {
+					err = readback.TooMany()
+				}
+				if err != nil {
+					return fmt.Errorf("read redis back: stream %q entry %s %w", key, m.ID, err)
+				}
+				if !after {
+					break stream
+				}
+				held = append(held, entry{gtid, id})
+			}
+			if int64(len(page)) < recoverPage {
+				break // the stream's first entry
+			}
+			end = "(" + page[len(page)-1].ID
+		}
+	}
+	s.log.Info("read the redis streams back", slog.Int("streams", len(keys)),
+		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
+	for _, e := range held {
+		seen(e.gtid, e.id)
+	}
+	return nil
+}
+
+// recoverKeys lists the stream keys the sink may have appended to.
+func (s *Sink) recoverKeys(ctx context.Context) ([]string, error) {
+	if fixed, ok := s.stream.Fixed(); ok {
+		return []string{fixed}, nil
+	}
+	skeleton := s.stream.Skeleton()
+	match := route.Glob(skeleton)
+	var out []string
+	var cursor uint64
+	for {
+		keys, next, err := s.client.ScanType(ctx, cursor, match, recoverPage, "stream").Result()
+		if err != nil {
+			return nil, fmt.Errorf("read redis back: scan for stream keys %q: %w", match, explain(err))
+		}
+		for _, k := range keys {
+			if route.Match(skeleton, k) {
+				out = append(out, k)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil // SCAN may return a key twice
+}
