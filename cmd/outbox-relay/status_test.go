@@ -76,7 +76,7 @@ sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https
 		t.Fatalf("status exited %d: %s", code, errOut.String())
 	}
 	s := out.String()
-	for _, want := range []string{"hooks/b DISABLED (failing since yesterday)", `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
+	for _, want := range []string{"hooks/b (disabled: failing since yesterday)", `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status output lacks %q:\n%s", want, s)
 		}

@@ -275,7 +275,7 @@ func TestLoad(t *testing.T) {
 	tc := TableConfig{Table: dbname + ".outbox_endpoints", TenantHeader: "tenant", SecretsKey: testKey,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 
-	if _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), "create it with deploy/outbox_endpoints.sql") {
+	if _, _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), "create it with deploy/outbox_endpoints.sql") {
 		t.Fatalf("Load of a missing table = %v, want an error naming deploy/outbox_endpoints.sql", err)
 	}
 
@@ -286,7 +286,7 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(string(ddl)); err != nil {
 		t.Fatalf("deploy/outbox_endpoints.sql: %v", err)
 	}
-	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 0 {
+	if eps, bad, err := tc.Load(ctx, db); err != nil || len(eps) != 0 || len(bad) != 0 {
 		t.Fatalf("Load of an empty table = %v, %v", eps, err)
 	}
 	info, err := canal.Inspect(ctx, db)
@@ -306,9 +306,9 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('c-min', 'https://c.example/in')`); err != nil {
 		t.Fatal(err)
 	}
-	eps, err := tc.Load(ctx, db)
-	if err != nil {
-		t.Fatal(err)
+	eps, bad, err := tc.Load(ctx, db)
+	if err != nil || len(bad) != 0 {
+		t.Fatal(err, bad)
 	}
 	var ids []string
 	for _, ep := range eps {
@@ -373,13 +373,32 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.TenantHeader = ""
-	_, err = tc.Load(ctx, db)
-	if err == nil {
-		t.Fatal("Load accepted bad rows")
+	// Bad rows are returned each with why; the good ones are still read.
+	good, bad, err := tc.Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{`row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Load = %v, want it to contain %q", err, want)
+	if ids := func() (ids []string) {
+		for _, g := range good {
+			ids = append(ids, g.ID)
+		}
+		return ids
+	}(); !slices.Equal(ids, []string{"a-enc", "c-min"}) {
+		t.Errorf("good rows %v, want a-enc, c-min", ids)
+	}
+	want := map[string][]string{
+		"b-plain": {`row "b-plain": tenant is set`},
+		"d-bad":   {`row "d-bad": tenant is set but endpoints_table.tenant_header is not`},
+		"e-bad":   {`row "e-bad"`, "not an absolute http or https address"},
+	}
+	if len(bad) != len(want) {
+		t.Fatalf("bad rows %v, want b-plain, d-bad, e-bad", bad)
+	}
+	for _, b := range bad {
+		for _, w := range want[b.ID] {
+			if !strings.Contains(b.Error(), w) {
+				t.Errorf("bad row %s: %v, want it to contain %q", b.ID, b, w)
+			}
 		}
 	}
 }
