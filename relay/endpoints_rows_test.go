@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
@@ -338,4 +340,97 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 	if rr.count(skipped) != 2 || rr.count(goneInfo) != 1 {
 		t.Errorf("bad row inserted and deleted: %d invalid logs (want 2 in all), %d removal logs (want 1)", rr.count(skipped), rr.count(goneInfo))
 	}
+}
+
+// An endpoint that answers 410 Gone is disabled at once, in every output:
+// its checkpoint says why (and keeps it disabled across restarts),
+// /endpoints and the gateway_endpoints gauge say disabled. The events it
+// held are dead letters; the later ones wait behind its cursor and are
+// delivered once it is enabled: nothing is lost.
+func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone atomic.Bool
+	gone.Store(true)
+	good := newReceiver(t, nil)
+	hook := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+		if gone.Load() {
+			return http.StatusGone, nil, 0
+		}
+		return http.StatusOK, nil, 0
+	})
+	rr := newRowsRelay(t, dbname, 760, fmt.Sprintf(`{name: good, url: "%s/hook", body: envelope}
+        - {name: gone, url: "%s/hook", body: envelope}`, good.srv.URL, hook.srv.URL))
+	stop := rr.run(t)
+	total := events(t, db, 10)
+	waitFor(t, "the 410 endpoint to be disabled", 60*time.Second, func() bool {
+		cp, _ := rr.checkpoint(t, "hooks/gone")
+		return strings.Contains(cp.Disabled, "410")
+	})
+	total += events(t, db, 10)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
+		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
+	}
+	if m := rr.metric(t, `outbox_relay_gateway_endpoints{sink="hooks",state="disabled"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("gauge of disabled endpoints: %q, want 1", m)
+	}
+	stop()
+	// Still disabled after a restart.
+	stop = rr.run(t)
+	total += events(t, db, 2)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
+		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
+	}
+	stop()
+	// Enabled (what `outbox-relay endpoints enable` writes), with the
+	// receiver back: it gets every event that is not a dead letter.
+	gone.Store(false)
+	st, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "hooks/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Disabled = ""
+	if err := st.Save(context.Background(), "hooks/gone", cp); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := deadletter.OpenFile(relay.DeadLetterDir(rr.cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := dl.List(context.Background(), deadletter.Filter{Sink: "hooks/gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]bool{}
+	for _, r := range recs {
+		dead[r.Event.ID] = true
+		if !strings.Contains(r.Reason, "410") {
+			t.Errorf("dead letter reason %q does not say 410", r.Reason)
+		}
+	}
+	stop = rr.run(t)
+	waitFor(t, "the enabled endpoint to get every event that is not a dead letter", 60*time.Second, func() bool {
+		return hook.unique()+len(dead) >= total
+	})
+	stop()
+	for _, d := range hook.got() {
+		if dead[d.eventID] {
+			t.Errorf("event %s is a dead letter and was delivered too", d.eventID)
+		}
+	}
+	if len(dead) >= total {
+		t.Errorf("all %d events are dead letters: the 410 did not stop the endpoint", total)
+	}
+	t.Logf("%d events: %d dead letters (held when it answered 410), %d delivered once enabled", total, len(dead), hook.unique())
 }
