@@ -118,7 +118,14 @@ func (r Report) Print(w io.Writer) {
 // (table names, variable values) and the config: control characters are
 // escaped, never interpreted by the terminal.
 func PrintResult(w io.Writer, x Result) {
-	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, printable.String(x.Name), printable.String(x.Detail))
+	// A detail of several lines (one per bad row) prints them indented.
+	first, more, _ := strings.Cut(x.Detail, "\n")
+	fmt.Fprintf(w, "%s  %-24s  %s\n", x.Status, printable.String(x.Name), printable.String(first))
+	for line := range strings.SplitSeq(more, "\n") {
+		if line != "" {
+			fmt.Fprintf(w, "      %-24s    %s\n", "", printable.String(line))
+		}
+	}
 	if x.Status != Pass && x.Fix != "" {
 		fmt.Fprintf(w, "      %-24s  fix: %s\n", "", printable.String(x.Fix))
 	}

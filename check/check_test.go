@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -592,6 +593,27 @@ func TestEndpointsTableIsReadAsTheRelayWould(t *testing.T) {
 	rep = runChecks(t, testConfig(t, srv, "root", "", sinks("shop.hooks_endpoints", ", tenant_header: tenant")))
 	rs = rep.Get(NameTables)
 	expect(t, rep, rs[len(rs)-1], Fail, `tenant_header "tenant" is not a header of any outbox table`, "tables[].headers")
+
+	// Bad rows WARN, one per line: the relay skips them and runs the
+	// others. A row with a configured endpoint's name is named too.
+	srv.Exec(t, "INSERT INTO shop.hooks_endpoints (id, url) VALUES ('c', 'http://10.1.2.3/hook'), ('d', 'ftp://d.example/'), ('billing', 'https://e.example/')")
+	rep = runChecks(t, testConfig(t, srv, "root", "",
+		"sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: billing, url: \"https://billing.example/\"}], endpoints_table: {table: shop.hooks_endpoints}}}]"))
+	rs = rep.Get(NameTables)
+	r := rs[len(rs)-1]
+	expect(t, rep, r, Warn, "sink hooks: endpoints table shop.hooks_endpoints: 2 endpoints, 1 enabled; 3 row(s) cannot be used", "endpoints_table.defaults.egress.allow")
+	lines := strings.Split(r.Detail, "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], `row "c"`) || !strings.Contains(lines[2], `row "d"`) || !strings.Contains(lines[3], `row "billing": has the name of endpoint hooks/billing`) {
+		t.Errorf("want one line per bad row (c, d, billing), got %q", r.Detail)
+	}
+	if strings.Contains(r.Fix, "deploy/outbox_endpoints.sql") || !strings.Contains(r.Fix, "rename") || !strings.Contains(r.Fix, "no restart") {
+		t.Errorf("fix %q does not fit bad rows", r.Fix)
+	}
+	var out bytes.Buffer
+	PrintResult(&out, r)
+	if n := strings.Count(out.String(), "\n"); n != 5 {
+		t.Errorf("printed %d lines, want 5 (result, 3 rows, fix):\n%s", n, out.String())
+	}
 }
 
 // The README's grants for the relay's user are what check asks for: a user

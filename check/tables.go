@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,7 +58,7 @@ func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config
 	for _, s := range cfg.Sinks {
 		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil {
 			tc := s.Webhook.EndpointsTable.WithDefaults()
-			r, rows := endpointsTableResult(ctx, db, cfg, s.Name, tc)
+			r, rows := endpointsTableResult(ctx, db, cfg, s, tc)
 			out = append(out, r)
 			out = append(out, tableInsecureResults(s.Name, tc, rows)...)
 		}
@@ -66,18 +67,22 @@ func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config
 }
 
 // endpointsTableResult reads a webhook sink's endpoints table as the relay
-// will at start: every row must be usable. It returns the rows read.
-func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sink string, tc webhook.TableConfig) (Result, []webhook.TableEndpoint) {
-	rows, err := tc.Load(ctx, db)
+// will at start, and returns the usable rows with its result. A table that cannot be read FAILs (the relay does not
+// start); bad rows WARN: the relay skips their endpoints (state invalid)
+// and runs the others, and an UPDATE that fixes a row starts it, without
+// a restart.
+func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.Sink, tc webhook.TableConfig) (Result, []webhook.TableEndpoint) {
+	sink := sc.Name
+	rows, bad, err := tc.Load(ctx, db)
 	if err != nil {
-		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err),
-			Fix: "create it with deploy/outbox_endpoints.sql, grant the relay's user SELECT on it, and fix the rows named"}, nil
-	}
-	enabled := 0
-	for _, r := range rows {
-		if r.Enabled {
-			enabled++
+		fix := "make the table as deploy/outbox_endpoints.sql declares it"
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "does not exist"):
+			fix = "create it with deploy/outbox_endpoints.sql, or fix endpoints_table.table"
+		case strings.Contains(msg, "GRANT"):
+			fix = fmt.Sprintf("GRANT SELECT ON %s TO the relay's user", tc.Table)
 		}
+		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err), Fix: fix}, nil
 	}
 	if h := tc.TenantHeader; h != "" {
 		found := false
@@ -90,7 +95,66 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}, rows
 		}
 	}
-	return Result{Name: NameTables, Status: Pass, Detail: fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, len(rows), enabled)}, rows
+	static := map[string]bool{}
+	for _, ep := range sc.Webhook.Endpoints {
+		static[ep.Name] = true
+	}
+	var problems, fixes []string
+	egress, clash := false, false
+	for _, b := range bad {
+		if b.ID != "" && static[b.ID] {
+			continue // named below, with the clash
+		}
+		problems = append(problems, b.Error())
+		var ee *webhook.EgressError
+		egress = egress || errors.As(b, &ee)
+	}
+	enabled, usable := 0, 0
+	for _, r := range rows {
+		if static[r.ID] {
+			continue
+		}
+		usable++
+		if r.Enabled {
+			enabled++
+		}
+	}
+	for _, id := range append(rowIDs(rows), badIDs(bad)...) {
+		if static[id] {
+			clash = true
+			problems = append(problems, fmt.Sprintf("endpoints table %s, row %q: has the name of endpoint %s/%s of the configuration; the relay refuses the row (the configured endpoint runs as configured)", tc.Table, id, sink, id))
+		}
+	}
+	summary := fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, usable, enabled)
+	if len(problems) == 0 {
+		return Result{Name: NameTables, Status: Pass, Detail: summary}, rows
+	}
+	if clash {
+		fixes = append(fixes, "rename a row that has the name of an endpoint of the configuration (UPDATE … SET id = 'another-name')")
+	}
+	if egress {
+		fixes = append(fixes, "for a url the egress policy refuses: correct the url, or, if the address is intended, add it to endpoints_table.defaults.egress.allow")
+	}
+	fixes = append(fixes, "fix each row named with an UPDATE: a running relay starts its endpoint at once, no restart needed")
+	return Result{Name: NameTables, Status: Warn,
+		Detail: fmt.Sprintf("%s; %d row(s) cannot be used: the relay skips their endpoints (state invalid) and runs the others:\n%s", summary, len(problems), strings.Join(problems, "\n")),
+		Fix:    strings.Join(fixes, "; ")}, rows
+}
+
+func rowIDs(rows []webhook.TableEndpoint) []string {
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func badIDs(bad []*webhook.RowError) []string {
+	var ids []string
+	for _, b := range bad {
+		ids = append(ids, b.ID)
+	}
+	return ids
 }
 
 // unreadableTable reports a table whose columns information_schema did not

@@ -206,7 +206,10 @@ func (g *Gateway) Start(ep Endpoint) error { return g.start(ep, g.hub.Position()
 // position and stops its pipeline once it has delivered what it was given
 // (at most stopGrace) and saved its cursor.
 // It returns a channel closed once the pipeline has stopped.
-func (g *Gateway) StopLocked(key string) <-chan struct{} {
+func (g *Gateway) StopLocked(key string) <-chan struct{} { return g.stopLocked(key, stopGrace) }
+
+// stopLocked is StopLocked with grace for the pipeline to deliver what it holds.
+func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 	g.mu.Lock()
 	r := g.running[key]
 	delete(g.running, key)
@@ -230,7 +233,7 @@ func (g *Gateway) StopLocked(key string) <-chan struct{} {
 	go func() {
 		select {
 		case <-r.done:
-		case <-time.After(stopGrace):
+		case <-time.After(grace):
 			r.cancel()
 		}
 	}()

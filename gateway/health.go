@@ -9,19 +9,51 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/retry"
 )
 
-// Health tracks each endpoint's run of failed attempts: a gateway disables
-// an endpoint whose attempts have all failed for Config.DisableAfter.
+// Health tracks each endpoint's run of failed attempts and its 410 Gone
+// answers: a gateway disables an endpoint whose attempts have all failed
+// for Config.DisableAfter, and one that answered 410 Gone at once.
 type Health struct {
 	mu      sync.Mutex
 	failing map[string]time.Time // key → start of its run of failures
-	now     func() time.Time
+	gone    map[string]time.Time // key → when it answered 410 Gone
+	// goneCh is closed (and replaced) when an endpoint answers 410, to
+	// wake every gateway's watchHealth.
+	goneCh chan struct{}
+	now    func() time.Time
 }
 
 // NewHealth returns an empty tracker.
-func NewHealth() *Health { return &Health{failing: map[string]time.Time{}, now: time.Now} }
+func NewHealth() *Health {
+	return &Health{failing: map[string]time.Time{}, gone: map[string]time.Time{}, goneCh: make(chan struct{}), now: time.Now}
+}
+
+// Gone records that endpoint key answered 410 Gone: its gateway disables it.
+func (h *Health) Gone(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, on := h.gone[key]; on {
+		return
+	}
+	h.gone[key] = h.now()
+	close(h.goneCh)
+	h.goneCh = make(chan struct{})
+}
+
+// GoneSince returns when key answered 410 Gone (zero: it did not).
+func (h *Health) GoneSince(key string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gone[key]
+}
+
+// goneSignal returns a channel closed at the next Gone.
+func (h *Health) goneSignal() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.goneCh
+}
 
 // Attempt records an attempt of endpoint key: ok ends its run of failures,
 // a failure starts one if none runs.
@@ -46,6 +78,7 @@ func (h *Health) FailingSince(key string) time.Time {
 func (h *Health) Forget(key string) {
 	h.mu.Lock()
 	delete(h.failing, key)
+	delete(h.gone, key)
 	h.mu.Unlock()
 }
 
@@ -54,23 +87,47 @@ func (h *Health) Forget(key string) {
 const disabledPoll = 5 * time.Second
 
 // watchHealth disables running endpoints that have failed without a break
-// for DisableAfter, and restarts disabled ones whose flag was cleared in
-// the store, until ctx ends.
+// for DisableAfter or answered 410 Gone, and restarts disabled ones whose
+// flag was cleared in the store, until ctx ends.
 func (g *Gateway) watchHealth(ctx context.Context) {
 	poll := g.pollEvery
 	if poll <= 0 {
 		poll = disabledPoll
 	}
-	every := min(poll, max(g.cfg.DisableAfter/10, 10*time.Millisecond))
+	every := poll
+	if g.cfg.DisableAfter > 0 {
+		every = min(poll, max(g.cfg.DisableAfter/10, 10*time.Millisecond))
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	lastPoll := time.Time{}
-	for retry.Sleep(ctx, every) == nil {
-		if g.cfg.Health != nil && g.cfg.DisableAfter > 0 {
+	for {
+		var gone <-chan struct{} // nil without Health: never ready
+		if g.cfg.Health != nil {
+			gone = g.cfg.Health.goneSignal()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-gone:
+		}
+		if g.cfg.Health != nil {
 			for _, key := range g.Keys() {
+				if at := g.cfg.Health.GoneSince(key); !at.IsZero() {
+					reason := fmt.Sprintf("disabled at %s: it answered 410 Gone; the events it held are dead letters, its events after its cursor wait",
+						at.UTC().Format(time.RFC3339))
+					g.disable(ctx, key, reason, 0)
+					continue
+				}
+				if g.cfg.DisableAfter <= 0 {
+					continue
+				}
 				since := g.cfg.Health.FailingSince(key)
 				if !since.IsZero() && time.Since(since) >= g.cfg.DisableAfter {
 					reason := fmt.Sprintf("disabled at %s: every attempt failed since %s (longer than disable_after %s); its events after its cursor wait, its failed ones are dead letters",
 						time.Now().UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), g.cfg.DisableAfter)
-					g.disable(ctx, key, reason)
+					g.disable(ctx, key, reason, stopGrace)
 				}
 			}
 		}
@@ -81,9 +138,10 @@ func (g *Gateway) watchHealth(ctx context.Context) {
 	}
 }
 
-// disable stops key's pipeline and records why in its checkpoint, so it
-// stays disabled across restarts until enabled again.
-func (g *Gateway) disable(ctx context.Context, key, reason string) {
+// disable stops key's pipeline (giving it grace to deliver what it holds)
+// and records why in its checkpoint, so it stays disabled across restarts
+// until enabled again.
+func (g *Gateway) disable(ctx context.Context, key, reason string, grace time.Duration) {
 	g.mu.Lock()
 	ep, known := g.eps[key]
 	g.mu.Unlock()
@@ -91,11 +149,11 @@ func (g *Gateway) disable(ctx context.Context, key, reason string) {
 		return
 	}
 	g.hub.Lock()
-	done := g.StopLocked(key)
+	done := g.stopLocked(key, grace)
 	g.hub.Unlock()
 	<-done
 	g.cfg.Health.Forget(key)
-	g.log.Error("endpoint disabled: it failed without a break for too long; enable it with `outbox-relay endpoints enable` or an UPDATE of its row, and it resumes from its cursor",
+	g.log.Error("endpoint disabled; fix the receiver, then enable it with `outbox-relay endpoints enable` or an UPDATE of its row, and it resumes from its cursor",
 		slog.String("endpoint", key), slog.String("reason", reason))
 	g.mu.Lock()
 	g.disabled[key] = ep
@@ -164,6 +222,9 @@ func (g *Gateway) enabled(key string) {
 	g.mu.Unlock()
 	if !off {
 		return
+	}
+	if g.cfg.Health != nil {
+		g.cfg.Health.Forget(key) // a late answer of its old pipeline does not count
 	}
 	g.log.Warn("endpoint enabled again: it resumes from its cursor", slog.String("endpoint", key))
 	if err := g.Start(ep); err != nil {

@@ -87,37 +87,6 @@ type Observer interface {
 	State(endpoint string, s State)
 }
 
-// State is where a tap's events come from.
-type State int
-
-const (
-	// Attached: the shared stream hands it its events.
-	Attached State = iota
-	// Waiting: detached, waiting for its queue to drain or for a stream.
-	Waiting
-	// CatchingUp: reading on a stream of its own.
-	CatchingUp
-	// Stopped: its pipeline is not running.
-	Stopped
-	// Disabled: it failed without a break for too long and waits to be
-	// enabled again.
-	Disabled
-)
-
-func (s State) String() string {
-	switch s {
-	case Attached:
-		return "attached"
-	case Waiting:
-		return "waiting"
-	case CatchingUp:
-		return "catching_up"
-	case Disabled:
-		return "disabled"
-	}
-	return "stopped"
-}
-
 // Hub reads the shared stream and hands each transaction to the taps
 // attached to it.
 type Hub struct {

@@ -53,6 +53,9 @@ type EndpointStats struct {
 	P99Seconds float64   `json:"p99_seconds"`
 	LastSave   time.Time `json:"last_checkpoint_save,omitzero"`
 	Stopped    string    `json:"stopped,omitempty"`
+	// Invalid says why its row of the endpoints table cannot be used
+	// (state invalid).
+	Invalid string `json:"invalid,omitempty"`
 	// Failing is when its current run of failed attempts began (zero: its
 	// last attempt succeeded).
 	Failing time.Time `json:"failing_since,omitzero"`
@@ -101,8 +104,31 @@ func (g *Gateway) State(key string, st gateway.State) {
 	g.mu.Lock()
 	s := g.stats(key)
 	s.State = st.String()
-	if st == gateway.Attached || st == gateway.CatchingUp {
-		s.Stopped = "" // running again
+	if st != gateway.Stopped {
+		s.Stopped = "" // running again, or not running for another reason
+	}
+	if st != gateway.Invalid {
+		s.Invalid = ""
+	}
+	g.mu.Unlock()
+}
+
+// Invalid records that key's row of the endpoints table cannot be used,
+// and why (state invalid).
+func (g *Gateway) Invalid(key string, err error) {
+	g.mu.Lock()
+	s := g.stats(key)
+	s.State, s.Stopped, s.Invalid = gateway.Invalid.String(), "", err.Error()
+	g.mu.Unlock()
+}
+
+// Forget drops key (its row was deleted): it is no longer listed.
+func (g *Gateway) Forget(key string) {
+	g.mu.Lock()
+	if s := g.eps[key]; s != nil {
+		g.inFlight -= s.InFlight
+		g.inFlightBytes -= s.bytes
+		delete(g.eps, key)
 	}
 	g.mu.Unlock()
 }
@@ -318,7 +344,7 @@ func (g *Gateway) collect(ch chan<- prometheus.Metric, m *Metrics) {
 	g.base.s.mu.Unlock()
 	all := g.Endpoints()
 	states := map[string]int{}
-	for _, s := range []gateway.State{gateway.Attached, gateway.Waiting, gateway.CatchingUp, gateway.Stopped, gateway.Disabled} {
+	for _, s := range gateway.States {
 		states[s.String()] = 0
 	}
 	for _, e := range all {

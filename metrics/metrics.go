@@ -207,7 +207,7 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 		"how many can be purged before the checkpoint's is. 0: the checkpoint's file is the oldest; -1: it was purged.", "sink")
 	m.behindDesc = desc("checkpoint_binlog_behind_files", "Binary logs on the source newer than the one holding the sink's checkpoint (0: the checkpoint is in the newest).", "sink")
 	m.filesDesc = desc("source_binary_logs", "Binary log files the source still has (SHOW BINARY LOGS, polled).")
-	m.gwStatesDesc = desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), stopped, disabled (failed without a break for webhook.gateway.disable_after).", "sink", "state")
+	m.gwStatesDesc = desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), disabled (by the relay: failed without a break for webhook.gateway.disable_after, or answered 410 Gone; waits to be enabled), off (its table row has enabled = 0), invalid (its table row cannot be used), stopped (its pipeline stopped on an error).", "sink", "state")
 	m.gwLagDesc = desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint")
 	m.collectors = append(m.collectors, dynamic{m})
 

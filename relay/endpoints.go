@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -33,45 +34,124 @@ import (
 // restart use the new row, whatever transaction their events came from. An
 // endpoint catching up on its own stream matches each transaction with the
 // filter it had (gateway.Hub.SetFilterLocked keeps the history).
+//
+// A row never touches an endpoint of the configuration (a "static" one,
+// from the YAML): a row whose id names one is refused — one error log, at
+// start or at its first change — and its INSERTs, UPDATEs and DELETEs are
+// ignored, so the static endpoint keeps every event, its url, its secrets
+// and its checkpoint. A row that cannot be used (FromRow refuses it, or its
+// endpoint cannot be built) makes its endpoint invalid: skipped, with one
+// error log, while every other endpoint runs; an UPDATE that fixes it
+// starts it.
 type tableEndpoints struct {
 	sink   string // the webhook sink's name
 	tc     webhook.TableConfig
 	store  checkpoint.Store
 	health *gateway.Health
+	states endpointStates
 	log    *slog.Logger
 	build  func(webhook.EndpointConfig) (gateway.Endpoint, error)
+	// static are the keys of the sink's endpoints of the configuration.
+	static map[string]bool
+	// The fields below are read and written under the hub's lock (or
+	// before the gateway runs).
+	//
 	// rows are the enabled endpoints' rows by key, as last applied.
 	rows map[string]webhook.TableEndpoint
+	// off are the keys whose row says enabled = 0.
+	off map[string]bool
+	// clashed are the static keys a row has been refused for (logged once
+	// until the row is deleted).
+	clashed map[string]bool
+}
+
+// endpointStates shows the states of endpoints that do not run (off,
+// invalid) and forgets deleted ones: the gateway's metrics.
+type endpointStates interface {
+	State(key string, s gateway.State)
+	Invalid(key string, err error)
+	Forget(key string)
+}
+
+func newTableEndpoints(sink string, tc webhook.TableConfig, static []string) *tableEndpoints {
+	te := &tableEndpoints{sink: sink, tc: tc, static: map[string]bool{}, rows: map[string]webhook.TableEndpoint{},
+		off: map[string]bool{}, clashed: map[string]bool{}}
+	for _, k := range static {
+		te.static[k] = true
+	}
+	return te
 }
 
 func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id }
 
-// load reads the table; static are the keys of the sink's YAML endpoints,
-// which a row's id must not take.
-func (te *tableEndpoints) load(ctx context.Context, db *sql.DB, static []string) ([]gateway.Endpoint, error) {
-	rows, err := te.tc.Load(ctx, db)
+// load reads the table and returns the endpoints of its usable, enabled
+// rows. Only a table that cannot be read is an error: a bad row is
+// skipped (invalid), a row with a static endpoint's name refused.
+func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, error) {
+	rows, bad, err := te.tc.Load(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	te.rows = map[string]webhook.TableEndpoint{}
+	for _, b := range bad {
+		if b.ID != "" && te.static[te.key(b.ID)] {
+			te.clash(b.ID, "read at start", nil)
+			continue
+		}
+		te.invalid(b.ID, b.Err)
+	}
 	var out []gateway.Endpoint
 	for _, row := range rows {
 		key := te.key(row.ID)
-		if slices.Contains(static, key) {
-			return nil, fmt.Errorf("endpoints table %s: row %q has the name of an endpoint of the configuration (sinks: %s): rename one of them", te.tc.Table, row.ID, te.sink)
+		if te.static[key] {
+			te.clash(row.ID, "read at start", nil)
+			continue
 		}
 		if !row.Enabled {
+			te.off[key] = true
+			te.states.State(key, gateway.Off)
 			continue
 		}
 		ep, err := te.build(row.Config)
 		if err != nil {
-			return nil, fmt.Errorf("endpoints table %s: row %q: %w", te.tc.Table, row.ID, err)
+			te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
+			continue
 		}
 		te.rows[key] = row
 		out = append(out, ep)
 	}
-	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)), slog.Int("enabled", len(out)))
+	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)+len(bad)),
+		slog.Int("enabled", len(out)), slog.Int("invalid", len(bad)))
 	return out, nil
+}
+
+// clash logs, once until the row is deleted, that the row id has the name
+// of an endpoint of the configuration and is refused.
+func (te *tableEndpoints) clash(id, op string, at *event.Position) {
+	key := te.key(id)
+	if te.clashed[key] {
+		return
+	}
+	te.clashed[key] = true
+	attrs := []any{slog.String("table", te.tc.Table), slog.String("row", id), slog.String("endpoint", key), slog.String("op", op)}
+	if at != nil {
+		attrs = append(attrs, slog.String("at", at.String()))
+	}
+	te.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot start, stop, change or remove it; it runs as configured. Rename the row (UPDATE %s SET id = 'another-name' WHERE id = '%s')",
+		id, key, te.tc.Table, id), attrs...)
+}
+
+// invalid marks the endpoint of row id invalid: one error log, its state.
+func (te *tableEndpoints) invalid(id string, err error) {
+	if id == "" {
+		te.log.Error("endpoints table: a row cannot be used and is skipped; fix it in the table (no restart needed), the other endpoints run",
+			slog.String("table", te.tc.Table), slog.Any("err", err))
+		return
+	}
+	key := te.key(id)
+	delete(te.off, key)
+	te.states.Invalid(key, err)
+	te.log.Error("endpoints table: a row cannot be used: its endpoint is skipped (state invalid) until an UPDATE fixes the row (no restart needed); the other endpoints run",
+		slog.String("table", te.tc.Table), slog.String("endpoint", key), slog.Any("err", err))
 }
 
 // changed applies the table's row changes of txn (under the hub's lock).
@@ -80,16 +160,39 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		if c.Table != te.tc.Table {
 			continue
 		}
-		row, err := te.tc.FromRow(c.Row)
-		if err != nil {
-			// Not applied: the endpoint keeps its last good row.
-			te.log.Error("endpoints table: a changed row cannot be used; the endpoint keeps its last good row until it is fixed",
-				slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()), slog.Any("err", err))
+		id, enabled := webhook.RowIdentity(c.Row)
+		key := te.key(id)
+		if id != "" && te.static[key] {
+			if c.Op == event.Delete {
+				if te.clashed[key] {
+					te.log.Info("endpoints table: the row refused for the name of an endpoint of the configuration was deleted; that endpoint was not touched",
+						slog.String("table", te.tc.Table), slog.String("row", id), slog.String("endpoint", key))
+				}
+				delete(te.clashed, key)
+				continue
+			}
+			te.clash(id, c.Op.String(), &txn.Position)
 			continue
 		}
-		key := te.key(row.ID)
-		old, running := te.rows[key]
-		if c.Op != event.Delete && row.Enabled && g.IsDisabled(key) {
+		_, running := te.rows[key]
+		if id != "" && (c.Op == event.Delete || !enabled) {
+			te.stop(g, key, c.Op, txn.Position, running)
+			continue
+		}
+		row, err := te.tc.FromRow(c.Row)
+		if err != nil {
+			if running {
+				// Not applied: the endpoint keeps its last good row.
+				te.log.Error("endpoints table: a changed row cannot be used; the endpoint keeps its last good row until it is fixed",
+					slog.String("endpoint", key), slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()), slog.Any("err", err))
+				continue
+			}
+			te.invalid(id, err)
+			continue
+		}
+		old := te.rows[key]
+		delete(te.off, key)
+		if g.IsDisabled(key) {
 			// Disabled for failing: an UPDATE of its row enables it, with
 			// the row as it is now, from its cursor.
 			ep, err := te.build(row.Config)
@@ -106,20 +209,10 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			continue
 		}
 		switch {
-		case c.Op == event.Delete || !row.Enabled:
-			delete(te.rows, key)
-			done := g.StopLocked(key) // closed at once when it was not running
-			if running {
-				te.log.Info("endpoint removed from the table or disabled: it gets no later event", slog.String("endpoint", key),
-					slog.String("op", c.Op.String()), slog.String("at", txn.Position.String()))
-			}
-			if c.Op == event.Delete {
-				go te.forget(key, done)
-			}
 		case !running:
 			ep, err := te.build(row.Config)
 			if err != nil {
-				te.log.Error("endpoints table: endpoint not started", slog.String("endpoint", key), slog.Any("err", err))
+				te.invalid(id, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, id, err))
 				continue
 			}
 			te.rows[key] = row
@@ -149,6 +242,36 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 	}
 }
 
+// stop takes key off for a DELETE of its row or enabled = 0: it gets no
+// event after this transaction. A deleted one is forgotten (its cursor
+// dropped); one turned off shows as off once its pipeline has stopped.
+func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp, at event.Position, running bool) {
+	delete(te.rows, key)
+	done := g.StopLocked(key) // closed at once when it was not running
+	if op == event.Delete {
+		delete(te.off, key)
+		if running {
+			te.log.Info("endpoint removed from the table: it gets no later event", slog.String("endpoint", key), slog.String("at", at.String()))
+		} else {
+			te.log.Info("endpoints table: a row of an endpoint that was not running was deleted", slog.String("endpoint", key), slog.String("at", at.String()))
+		}
+		go te.forget(g, key, done)
+		return
+	}
+	te.off[key] = true
+	if running {
+		te.log.Info("endpoint turned off by its row (enabled = 0): it gets no later event", slog.String("endpoint", key), slog.String("at", at.String()))
+	}
+	go func() {
+		<-done
+		g.Hub().Lock()
+		defer g.Hub().Unlock()
+		if te.off[key] && g.Tap(key) == nil && !g.IsDisabled(key) {
+			te.states.State(key, gateway.Off)
+		}
+	}()
+}
+
 // restart starts key once its old pipeline (done) has stopped, from its
 // cursor, catching up to the shared stream: with its row as it is then
 // (later changes may have come meanwhile), unless the row is gone or
@@ -175,10 +298,18 @@ func (te *tableEndpoints) restart(g *gateway.Gateway, key string, done <-chan st
 
 // forget drops a deleted endpoint's cursor once its pipeline has stopped,
 // so it no longer holds back prune or binlog retention.
-func (te *tableEndpoints) forget(key string, done <-chan struct{}) {
+func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan struct{}) {
 	<-done
 	if te.health != nil {
 		te.health.Forget(key)
+	}
+	if g != nil {
+		g.Hub().Lock()
+		_, back := te.rows[key] // inserted again meanwhile: it is listed
+		g.Hub().Unlock()
+		if !back {
+			te.states.Forget(key)
+		}
 	}
 	d, ok := te.store.(checkpoint.Deleter)
 	if !ok {
@@ -227,6 +358,9 @@ type healthObserver struct {
 
 func (o healthObserver) Attempt(status int, dur time.Duration) {
 	o.health.Attempt(o.key, status/100 == 2)
+	if status == http.StatusGone {
+		o.health.Gone(o.key) // its gateway disables it
+	}
 	if o.Observer != nil {
 		o.Observer.Attempt(status, dur)
 	}
@@ -264,7 +398,10 @@ func gatewayFilter(f webhook.Filter) gateway.Filter {
 
 // TableTargets builds the enabled endpoints of every webhook sink's
 // endpoints table, read from the source now (for dlq replay: the running
-// relay follows the table on its stream).
+// relay follows the table on its stream). As when the relay runs, a row
+// that cannot be used is skipped with an error log, and a row with the name
+// of an endpoint of the configuration is refused: it never gets that
+// endpoint's dead letters.
 func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 	var out []Target
 	var db *sql.DB
@@ -281,17 +418,32 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 		}
 		tc := s.Webhook.EndpointsTable.WithDefaults()
 		tc.Logger = r.log
-		rows, err := tc.Load(ctx, db)
+		rows, bad, err := tc.Load(ctx, db)
 		if err != nil {
 			return nil, err
 		}
+		static := map[string]bool{}
+		for _, ep := range s.Webhook.Endpoints {
+			static[s.Name+"/"+ep.Name] = true
+		}
+		for _, b := range bad {
+			r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table), slog.Any("err", b))
+		}
 		for _, row := range rows {
+			key := s.Name + "/" + row.ID
+			if static[key] {
+				r.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot take its place; rename the row", row.ID, key),
+					slog.String("table", tc.Table), slog.String("row", row.ID), slog.String("endpoint", key))
+				continue
+			}
 			if !row.Enabled {
 				continue
 			}
 			e, err := r.gatewayEndpoint(s.Name, row.Config)
 			if err != nil {
-				return nil, fmt.Errorf("endpoints table %s: row %q: %w", tc.Table, row.ID, err)
+				r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table),
+					slog.String("row", row.ID), slog.Any("err", err))
+				continue
 			}
 			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
 		}

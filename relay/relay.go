@@ -365,9 +365,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		if tc := sc.Webhook.EndpointsTable; tc != nil {
 			tc := tc.WithDefaults()
 			tc.Logger = r.log
-			table = &tableEndpoints{sink: name, tc: tc, store: store, health: r.health, log: r.log.With(slog.String("sink", name)),
-				build: func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }}
-			more, err := table.load(ctx, db, static)
+			table = newTableEndpoints(name, tc, static)
+			table.store, table.health, table.states, table.log = store, r.health, gm, r.log.With(slog.String("sink", name))
+			table.build = func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }
+			more, err := table.load(ctx, db)
 			if err != nil {
 				return err
 			}

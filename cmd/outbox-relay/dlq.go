@@ -143,7 +143,9 @@ func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, rec
 				return fmt.Errorf("read the webhook endpoints tables: %w", err)
 			}
 			for _, t := range more {
-				byName[t.Name] = t
+				if _, ok := byName[t.Name]; !ok { // a row never replaces an endpoint of the configuration
+					byName[t.Name] = t
+				}
 			}
 			break
 		}

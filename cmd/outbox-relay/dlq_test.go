@@ -167,3 +167,59 @@ sinks: [{name: out, type: stdout}]
 		t.Errorf("want snake_case keys and the JSON payload as JSON:\n%s", out.String())
 	}
 }
+
+// Replay reads the endpoints table as the relay does: a row with the name
+// of an endpoint of the configuration never gets that endpoint's dead
+// letters, and a row that cannot be used does not stop the others'.
+func TestDLQReplayNeverHandsAConfiguredEndpointsLettersToARow(t *testing.T) {
+	var configured, row, attacker atomic.Int32
+	server := func(n *atomic.Int32) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1) }))
+		t.Cleanup(s.Close)
+		return s.URL + "/hook"
+	}
+	configuredURL, rowURL, attackerURL := server(&configured), server(&row), server(&attacker)
+	srv := testserver.Start(t, testserver.Options{ServerID: 17})
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(webhook.EndpointsTableSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('billing', ?), ('b', ?), ('bad', 'http://10.1.2.3/hook')`, attackerURL, rowURL); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root}
+tables: [{name: %[2]s.outbox}]
+checkpoint: {path: %[3]s}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:
+      endpoints: [{name: billing, url: "%[4]s"}]
+      endpoints_table: {table: %[2]s.outbox_endpoints, defaults: {egress: {allow: [127.0.0.1]}}}
+`, srv.Port, dbname, filepath.Join(dir, "cp.json"), configuredURL)), 0o600)
+	store, err := deadletter.OpenFile(filepath.Join(dir, "dead-letters"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sink := range []string{"hooks/billing", "hooks/b"} {
+		if err := store.Put(context.Background(), deadletter.Letter{Sink: sink, Reason: "503 for too long", First: time.Now(), Last: time.Now(),
+			Event: &event.Event{ID: fmt.Sprintf("e%d", i), AggregateID: "a", Type: "order.paid", Payload: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := mainCode(context.Background(), []string{"dlq", "replay", "--config", cfgPath, "--sink", "hooks"}, &out, &errOut); code != 0 {
+		t.Fatalf("replay exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	if configured.Load() != 1 || row.Load() != 1 || attacker.Load() != 0 {
+		t.Fatalf("replay: configured endpoint %d requests, table endpoint %d, the clashing row's url %d; want 1, 1, 0 (%s%s)",
+			configured.Load(), row.Load(), attacker.Load(), out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `row \"billing\" refused`) && !strings.Contains(errOut.String(), `row "billing" refused`) {
+		t.Errorf("no error log of the refused row: %s", errOut.String())
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +15,10 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -42,10 +45,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	var server, logs string
 	var files []string
+	var srcDB *sql.DB
 	if db, err := source.Open(ctx, cfg.Source); err != nil {
 		server = "unreachable: " + err.Error()
 	} else {
 		defer db.Close()
+		srcDB = db
 		info, err := source.Inspect(ctx, db, cfg.Source)
 		if err == nil {
 			var pos = mustPosition(canal.CurrentPosition(ctx, db, info))
@@ -92,7 +97,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		default:
 			cps[name] = cp
 			if cp.Disabled != "" {
-				label += " DISABLED (" + p(cp.Disabled) + ")"
+				label += " (disabled: " + p(cp.Disabled) + ")"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\n", label, p(cp.Position.String()), now.Sub(cp.UpdatedAt).Round(time.Second), p(behind(files, cp.Position.File)))
 		}
@@ -127,7 +132,72 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "webhook sink %s: %d endpoint cursors, %d disabled; the binlog must go back to its oldest, %s at %s (%s)\n",
 			p(sc.Name), n, off, p(oldest), p(cps[oldest].Position.String()), p(behind(files, cps[oldest].Position.File)))
 	}
+	if srcDB != nil {
+		tableStates(ctx, stdout, srcDB, cfg)
+	}
 	return nil
+}
+
+// tableStates prints the endpoints of each endpoints table that do not
+// run because of their row: off (enabled = 0), invalid (the row cannot be
+// used), and rows refused for the name of an endpoint of the configuration.
+func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.Config) {
+	p := printable.String
+	for _, sc := range cfg.Sinks {
+		if sc.Type != "webhook" || sc.Webhook == nil || sc.Webhook.EndpointsTable == nil {
+			continue
+		}
+		tc := sc.Webhook.EndpointsTable.WithDefaults()
+		rows, bad, err := tc.Load(ctx, db)
+		if err != nil {
+			fmt.Fprintf(stdout, "webhook sink %s: %s\n", p(sc.Name), p(err.Error()))
+			continue
+		}
+		static := map[string]bool{}
+		for _, ep := range sc.Webhook.Endpoints {
+			static[ep.Name] = true
+		}
+		var lines []string
+		for _, b := range bad {
+			if static[b.ID] {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("  %s/%s %s: %s", sc.Name, b.ID, gateway.Invalid, b.Err))
+		}
+		for _, r := range rows {
+			if !r.Enabled && !static[r.ID] {
+				lines = append(lines, fmt.Sprintf("  %s/%s %s: its row has enabled = 0", sc.Name, r.ID, gateway.Off))
+			}
+		}
+		for _, id := range append(rowIDs(rows), badIDs(bad)...) {
+			if static[id] {
+				lines = append(lines, fmt.Sprintf("  row %q refused: endpoint %s/%s is in the configuration and runs as configured; rename the row", id, sc.Name, id))
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "webhook sink %s: endpoints table %s: %d row(s) not running:\n", p(sc.Name), p(tc.Table), len(lines))
+		for _, l := range lines {
+			fmt.Fprintln(stdout, p(l))
+		}
+	}
+}
+
+func rowIDs(rows []webhook.TableEndpoint) []string {
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func badIDs(bad []*webhook.RowError) []string {
+	var ids []string
+	for _, b := range bad {
+		ids = append(ids, b.ID)
+	}
+	return ids
 }
 
 // otherKeys lists, sorted, the keys the store holds besides names.

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 func TestStatusShowsEachSinksCheckpoint(t *testing.T) {
@@ -60,8 +61,12 @@ func TestStatusShowsAGatewaysCursorsAndItsOldest(t *testing.T) {
 source: {host: 127.0.0.1, port: %d, user: root}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s}
-sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}, {name: b, url: "https://b.example/"}]}}]
+sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}, {name: b, url: "https://b.example/"}],
+  endpoints_table: {table: shop.outbox_endpoints}}}]
 `, srv.Port, cpPath)), 0o600)
+	// Rows that do not run: off, invalid, and one with a configured name.
+	srv.Exec(t, "USE shop", webhook.EndpointsTableSchema,
+		"INSERT INTO shop.outbox_endpoints (id, url, enabled) VALUES ('quiet', 'https://q.example/', 0), ('typo', 'http://10.1.2.3/', 1), ('a', 'https://x.example/', 1)")
 	st, err := checkpoint.OpenFile(cpPath)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +81,9 @@ sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https
 		t.Fatalf("status exited %d: %s", code, errOut.String())
 	}
 	s := out.String()
-	for _, want := range []string{"hooks/b DISABLED (failing since yesterday)", `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
+	for _, want := range []string{"hooks/b (disabled: failing since yesterday)",
+		"hooks/quiet off: its row has enabled = 0", `hooks/typo invalid: endpoints table shop.outbox_endpoints, row "typo"`, "endpoints_table.defaults.egress.allow",
+		`row "a" refused: endpoint hooks/a is in the configuration`, `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status output lacks %q:\n%s", want, s)
 		}

@@ -207,7 +207,7 @@ func (c EndpointConfig) Validate() error {
 	} else if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		bad("url %q is not an absolute http or https address; write it as https://host/path", redact.URL(c.URL))
 	} else if err := policy.checkHost(u.Hostname()); err != nil {
-		bad("url %q: %v", redact.URL(c.URL), err)
+		bad("url %q: %w", redact.URL(c.URL), err) // an *EgressError
 	}
 	for i, s := range c.Secrets {
 		if _, err := parseSecret(s); err != nil {

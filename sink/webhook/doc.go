@@ -31,9 +31,11 @@
 //
 //   - 2xx: delivered.
 //   - 408, 429, 5xx, network errors and timeouts: retried.
-//   - 410 Gone: the endpoint is disabled. That event and every later one fail
-//     permanently with ErrEndpointDisabled (to the dead-letter store) until
-//     outbox-relay is restarted; it is logged once, at error level.
+//   - 410 Gone: the endpoint is disabled. That event and every one it holds
+//     fail permanently with ErrEndpointDisabled (to the dead-letter store);
+//     it is logged once, at error level. Its observer sees the 410, and the
+//     gateway then stops its pipeline and records it as disabled (package
+//     gateway, State), so later events wait behind its cursor.
 //   - 3xx: permanent; redirects are not followed, url must be the final
 //     address.
 //   - Any other status: permanent.

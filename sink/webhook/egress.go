@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,18 +58,24 @@ type EgressError struct {
 	Addr netip.Addr
 	// Class says why: "loopback", "private", "link-local", "metadata" …
 	Class string
+	// AllowKey is the configuration key that allows it: egress.allow of
+	// an endpoint of the configuration, endpoints_table.defaults.egress.allow
+	// of a row of the endpoints table.
+	AllowKey string
 }
 
 func (e *EgressError) Error() string {
+	key := cmp.Or(e.AllowKey, "egress.allow")
 	if e.Addr.IsValid() && e.Addr.String() != e.Host {
-		return fmt.Sprintf("egress policy refuses %s: it resolves to %s, a %s address; add it to egress.allow if it is intended", e.Host, e.Addr, e.Class)
+		return fmt.Sprintf("egress policy refuses %s: it resolves to %s, a %s address; add it to %s if it is intended", e.Host, e.Addr, e.Class, key)
 	}
-	return fmt.Sprintf("egress policy refuses %s, a %s address; add it to egress.allow if it is intended", e.Host, e.Class)
+	return fmt.Sprintf("egress policy refuses %s, a %s address; add it to %s if it is intended", e.Host, e.Class, key)
 }
 
 // egressPolicy is an Egress compiled for one endpoint.
 type egressPolicy struct {
 	deny     bool
+	allowKey string // EgressError.AllowKey
 	nets     []netip.Prefix
 	hosts    []string // lower case; "*.x" matches subdomains of x
 	resolver Resolver
@@ -76,7 +83,10 @@ type egressPolicy struct {
 
 // compile parses the policy; fromData forces DenyPrivate.
 func (g Egress) compile(fromData bool, r Resolver) (*egressPolicy, error) {
-	p := &egressPolicy{deny: g.DenyPrivate || fromData, resolver: r}
+	p := &egressPolicy{deny: g.DenyPrivate || fromData, resolver: r, allowKey: "egress.allow"}
+	if fromData {
+		p.allowKey = "endpoints_table.defaults.egress.allow"
+	}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -150,7 +160,7 @@ func (p *egressPolicy) checkAddr(host string, ip netip.Addr) error {
 			return nil
 		}
 	}
-	return &EgressError{Host: host, Addr: ip, Class: class}
+	return &EgressError{AllowKey: p.allowKey, Host: host, Addr: ip, Class: class}
 }
 
 // checkHost is the policy applied to a url's host before any connection:
@@ -164,10 +174,10 @@ func (p *egressPolicy) checkHost(host string) error {
 		return p.checkAddr(host, ip)
 	}
 	if ip, ok := legacyIPv4(host); ok {
-		return &EgressError{Host: host, Class: "non-standard IPv4 literal (it reads as " + ip.String() + "; write addresses in dotted decimal)"}
+		return &EgressError{AllowKey: p.allowKey, Host: host, Class: "non-standard IPv4 literal (it reads as " + ip.String() + "; write addresses in dotted decimal)"}
 	}
 	if class := nameClass(host); class != "" {
-		return &EgressError{Host: host, Class: class}
+		return &EgressError{AllowKey: p.allowKey, Host: host, Class: class}
 	}
 	return nil
 }

@@ -698,7 +698,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 		if first {
 			after = func() {
-				e.log.Error("webhook endpoint answered 410 Gone: endpoint disabled; this and every later event go to the dead-letter store until the url is fixed and outbox-relay restarted",
+				e.log.Error("webhook endpoint answered 410 Gone: the events it holds go to the dead-letter store, and the gateway disables it (state disabled) until it is enabled again",
 					slog.String("event_id", d.ev.ID), slog.Int("undone_events", n))
 			}
 		}

@@ -332,22 +332,37 @@ func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
 		return bad("rate_limit is not a finite number; set attempts per second, or NULL for the default")
 	}
 
-	var enabled bool
-	switch v := row["enabled"].(type) {
-	case int64:
-		enabled = v != 0
-	case uint64:
-		enabled = v != 0
-	case bool:
-		enabled = v
-	default:
-		return bad("enabled is %s; set 1 or 0", kind(v))
+	enabled, ok := rowEnabled(row["enabled"])
+	if !ok {
+		return bad("enabled is %s; set 1 or 0", kind(row["enabled"]))
 	}
 
 	if err := cfg.Validate(); err != nil {
 		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
 	}
 	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg, PlainSecrets: plain, V1Secrets: v1}, nil
+}
+
+func rowEnabled(v any) (enabled, ok bool) {
+	switch v := v.(type) {
+	case int64:
+		return v != 0, true
+	case uint64:
+		return v != 0, true
+	case bool:
+		return v, true
+	}
+	return false, false
+}
+
+// RowIdentity reads the id and enabled columns of a row as FromRow does,
+// without the rest: what names the row's endpoint and says whether it
+// should run, also for a row FromRow refuses. id is "" when the id is not
+// text; an enabled column that is not 0 or 1 reads as enabled.
+func RowIdentity(row map[string]any) (id string, enabled bool) {
+	id, _ = row["id"].(string)
+	enabled, ok := rowEnabled(row["enabled"])
+	return id, enabled || !ok
 }
 
 // optString reads a nullable text column: "" for NULL.
@@ -403,44 +418,52 @@ func (tc TableConfig) warnWeak(eps []TableEndpoint) {
 	}
 }
 
+// RowError is a row of the endpoints table that cannot be used (FromRow
+// refuses it). Its endpoint is invalid: it is skipped, the others run.
+type RowError struct {
+	// ID is the row's id ("" when the id itself is unusable).
+	ID  string
+	Err error // names the table, the row and the column
+}
+
+func (e *RowError) Error() string { return e.Err.Error() }
+func (e *RowError) Unwrap() error { return e.Err }
+
 // Load reads every row of the endpoints table, enabled or not, ordered by
-// id. A row that FromRow refuses fails the whole load (every bad row is
-// named): an endpoint is never skipped silently. Plain secrets are reported
-// in one warning naming their rows.
-func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, error) {
+// id: the usable ones as endpoints, the others as bad, each with why
+// (every bad row is named: an endpoint is never skipped silently). err is
+// for the table itself: missing, not granted, unreadable. Plain secrets are
+// reported in one warning naming their rows.
+func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoint, bad []*RowError, err error) {
 	if !tableNameRe.MatchString(tc.Table) {
-		return nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
+		return nil, nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
 	}
 	schema, name, _ := strings.Cut(tc.Table, ".")
 	q := fmt.Sprintf("SELECT %s FROM `%s`.`%s` ORDER BY id", strings.Join(tableColumns, ", "), schema, name)
-	rows, err := db.QueryContext(ctx, q)
+	res, err := db.QueryContext(ctx, q)
 	if err != nil {
 		var me *mysql.MySQLError
 		if errors.As(err, &me) {
 			switch me.Number {
 			case 1146: // ER_NO_SUCH_TABLE
-				return nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
+				return nil, nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
 			case 1054: // ER_BAD_FIELD_ERROR
-				return nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
+				return nil, nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
 			case 1142, 1143: // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
-				return nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
+				return nil, nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
 			}
 		}
-		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
-	defer rows.Close()
-	var (
-		out  []TableEndpoint
-		errs []error
-	)
-	for rows.Next() {
+	defer res.Close()
+	for res.Next() {
 		var (
 			id, url, secrets, tenant, eventTypes, aggTypes sql.NullString
 			rate                                           sql.NullFloat64
 			enabled                                        sql.NullInt64
 		)
-		if err := rows.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
-			return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		if err := res.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
+			return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 		}
 		row := map[string]any{
 			"id": nullable(id), "url": nullable(url), "secrets": nullable(secrets), "tenant": nullable(tenant),
@@ -455,19 +478,16 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) ([]TableEndpoint, er
 		}
 		ep, err := tc.fromRow(row)
 		if err != nil {
-			errs = append(errs, err)
+			bad = append(bad, &RowError{ID: id.String, Err: err})
 			continue
 		}
-		out = append(out, ep)
+		rows = append(rows, ep)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+	if err := res.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart; a relay that is starting refuses to start until every row is usable): %w", len(errs), errors.Join(errs...))
-	}
-	tc.warnWeak(out)
-	return out, nil
+	tc.warnWeak(rows)
+	return rows, bad, nil
 }
 
 func nullable(s sql.NullString) any {

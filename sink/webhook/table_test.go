@@ -339,7 +339,7 @@ func TestLoad(t *testing.T) {
 	tc := TableConfig{Table: dbname + ".outbox_endpoints", TenantHeader: "tenant", SecretsKey: testKey,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 
-	if _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), "create it with deploy/outbox_endpoints.sql") {
+	if _, _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), "create it with deploy/outbox_endpoints.sql") {
 		t.Fatalf("Load of a missing table = %v, want an error naming deploy/outbox_endpoints.sql", err)
 	}
 
@@ -350,7 +350,7 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(string(ddl)); err != nil {
 		t.Fatalf("deploy/outbox_endpoints.sql: %v", err)
 	}
-	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 0 {
+	if eps, bad, err := tc.Load(ctx, db); err != nil || len(eps) != 0 || len(bad) != 0 {
 		t.Fatalf("Load of an empty table = %v, %v", eps, err)
 	}
 	info, err := canal.Inspect(ctx, db)
@@ -370,9 +370,9 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('c-min', 'https://c.example/in')`); err != nil {
 		t.Fatal(err)
 	}
-	eps, err := tc.Load(ctx, db)
-	if err != nil {
-		t.Fatal(err)
+	eps, bad, err := tc.Load(ctx, db)
+	if err != nil || len(bad) != 0 {
+		t.Fatal(err, bad)
 	}
 	var ids []string
 	for _, ep := range eps {
@@ -439,8 +439,8 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets) VALUES ('thief', 'https://thief.example/in', ?)`, encryptV1(t, testKey, specSecret)); err != nil {
 		t.Fatal(err)
 	}
-	if eps, err := tc.Load(ctx, db); err != nil || len(eps) != 4 || !slices.Equal(eps[3].Config.Secrets, []string{specSecret}) {
-		t.Fatalf("Load with an enc:v1 secret = %v, %v", eps, err)
+	if eps, bad, err := tc.Load(ctx, db); err != nil || len(bad) != 0 || len(eps) != 4 || !slices.Equal(eps[3].Config.Secrets, []string{specSecret}) {
+		t.Fatalf("Load with an enc:v1 secret = %v, %v, %v", eps, bad, err)
 	}
 	if got := logs.String(); !strings.Contains(got, "enc:v1 secrets, which are not bound to their row") || !strings.Contains(got, "thief") || strings.Contains(got, "a-enc") {
 		t.Errorf("want one enc:v1 warning naming thief, got %q", got)
@@ -448,8 +448,9 @@ func TestLoad(t *testing.T) {
 	if _, err := db.Exec(`UPDATE outbox_endpoints t JOIN outbox_endpoints a ON a.id = 'a-enc' SET t.secrets = a.secrets WHERE t.id = 'thief'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.Load(ctx, db); err == nil || !strings.Contains(err.Error(), `row "thief": secrets[0]: cannot be decrypted with endpoints_table.secrets_key for this row`) || strings.Contains(err.Error(), `row "a-enc"`) {
-		t.Errorf("Load with a row holding a copy of a-enc's secret = %v, want an error naming thief only", err)
+	if eps, bad, err := tc.Load(ctx, db); err != nil || len(eps) != 3 || len(bad) != 1 || bad[0].ID != "thief" ||
+		!strings.Contains(bad[0].Error(), `row "thief": secrets[0]: cannot be decrypted with endpoints_table.secrets_key for this row`) {
+		t.Errorf("Load with a row holding a copy of a-enc's secret = %v, %v, %v; want the row thief alone refused", eps, bad, err)
 	}
 	if _, err := db.Exec(`DELETE FROM outbox_endpoints WHERE id = 'thief'`); err != nil {
 		t.Fatal(err)
@@ -459,13 +460,32 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.TenantHeader = ""
-	_, err = tc.Load(ctx, db)
-	if err == nil {
-		t.Fatal("Load accepted bad rows")
+	// Bad rows are returned each with why; the good ones are still read.
+	good, bad, err := tc.Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"3 bad row(s); fix them in the table (a running relay applies a fixed row as it reads the change, without a restart", `row "d-bad": tenant is set but endpoints_table.tenant_header is not`, `row "e-bad"`, "not an absolute http or https address", `row "b-plain": tenant is set`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Load = %v, want it to contain %q", err, want)
+	if ids := func() (ids []string) {
+		for _, g := range good {
+			ids = append(ids, g.ID)
+		}
+		return ids
+	}(); !slices.Equal(ids, []string{"a-enc", "c-min"}) {
+		t.Errorf("good rows %v, want a-enc, c-min", ids)
+	}
+	want := map[string][]string{
+		"b-plain": {`row "b-plain": tenant is set`},
+		"d-bad":   {`row "d-bad": tenant is set but endpoints_table.tenant_header is not`},
+		"e-bad":   {`row "e-bad"`, "not an absolute http or https address"},
+	}
+	if len(bad) != len(want) {
+		t.Fatalf("bad rows %v, want b-plain, d-bad, e-bad", bad)
+	}
+	for _, b := range bad {
+		for _, w := range want[b.ID] {
+			if !strings.Contains(b.Error(), w) {
+				t.Errorf("bad row %s: %v, want it to contain %q", b.ID, b, w)
+			}
 		}
 	}
 }

@@ -1,0 +1,436 @@
+package relay_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+)
+
+// rowsRelay runs a relay whose webhook sink "hooks" has the endpoints of
+// yaml (may be empty) and the endpoints table outbox_endpoints of dbname,
+// serving /endpoints and /metrics on a free port.
+type rowsRelay struct {
+	cfg  *config.Config
+	http string
+	logs *countingHandler
+}
+
+func newRowsRelay(t *testing.T, dbname string, serverID int, yaml string, logKeys ...string) *rowsRelay {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	endpoints := ""
+	if yaml != "" {
+		endpoints = "\n      endpoints:\n        - " + yaml
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 100ms}
+http: {listen: "%s"}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook:%s
+      endpoints_table:
+        table: %[3]s.outbox_endpoints
+        defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
+`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), addr, endpoints)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rowsRelay{cfg: cfg, http: addr, logs: newCountingHandler(logKeys...)}
+}
+
+// run starts the relay; stop ends it and fails the test on its error.
+func (rr *rowsRelay) run(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.New(rr.cfg, relay.Options{Logger: slog.New(rr.logs)}).Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && err != context.Canceled {
+			t.Fatalf("relay: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	waitForCheckpoint(t, rr.cfg.Checkpoint.Path)
+	return stop
+}
+
+func (rr *rowsRelay) count(key string) int64 {
+	for i, k := range rr.logs.keys {
+		if k == key {
+			return rr.logs.counts[i].Load()
+		}
+	}
+	panic("no log key " + key)
+}
+
+// endpoints reads /endpoints by endpoint.
+func (rr *rowsRelay) endpoints(t *testing.T) map[string]metrics.EndpointStats {
+	t.Helper()
+	resp, err := http.Get("http://" + rr.http + "/endpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var all map[string][]metrics.EndpointStats
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metrics.EndpointStats{}
+	for _, e := range all["hooks"] {
+		out[e.Endpoint] = e
+	}
+	return out
+}
+
+// metric returns the /metrics line that starts with prefix ("" if none).
+func (rr *rowsRelay) metric(t *testing.T, prefix string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + rr.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+// events commits n transactions of one or two events each (a workload of
+// its own, ids unique across calls) and returns how many events.
+var eventsSeq int
+
+func events(t *testing.T, db *sql.DB, n int) int {
+	t.Helper()
+	eventsSeq++
+	w := &outboxtest.Workload{Prefix: fmt.Sprintf("w%d-", eventsSeq)}
+	outboxtest.Produce(context.Background(), t, db, w, 1, n, []int{1, 2}, 3)
+	return w.Events()
+}
+
+func (rr *rowsRelay) checkpoint(t *testing.T, key string) (checkpoint.Checkpoint, error) {
+	t.Helper()
+	st, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Load(context.Background(), key)
+}
+
+// A row of the endpoints table with the name of an endpoint of the
+// configuration can neither stop, re-enable, redirect nor remove it: not
+// inserted disabled, nor enabled with another url, nor updated, nor
+// deleted, nor read at start, nor replayed after a restart. The row is
+// refused with one error log naming it; the configured endpoint gets every
+// event and keeps its checkpoint; nothing reaches the row's url.
+func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	billing, probe := newReceiver(t, nil), newReceiver(t, nil)
+	attacker, attacker2 := newReceiver(t, nil), newReceiver(t, nil)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "probe" is a row of the table that gets every event: once it has an
+	// event committed after a row change, the relay has applied that change.
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('probe', ?)`, probe.srv.URL+"/hook")
+	const refused = "refused: endpoint hooks/billing is in the configuration"
+	rr := newRowsRelay(t, dbname, 740, fmt.Sprintf(`{name: billing, url: "%s/hook", body: envelope}`, billing.srv.URL),
+		refused, "the row refused for the name of an endpoint of the configuration was deleted")
+	stop := rr.run(t)
+	total := 0
+	produce := func() {
+		t.Helper()
+		total += events(t, db, 3)
+		waitFor(t, "billing and probe to get every event", 60*time.Second, func() bool {
+			return billing.unique() >= total && probe.unique() >= total
+		})
+	}
+	produce()
+	// The cursor before the row changes, to replay them after a restart.
+	saved, err := os.ReadFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 0)`, attacker.srv.URL+"/hook")
+	produce()
+	exec(`UPDATE outbox_endpoints SET enabled = 1 WHERE id = 'billing'`)
+	produce()
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, attacker2.srv.URL+"/hook")
+	produce()
+	exec(`DELETE FROM outbox_endpoints WHERE id = 'billing'`)
+	produce()
+	if n := rr.count(refused); n != 1 {
+		t.Errorf("%d error logs of the refused row, want 1", n)
+	}
+	if n := rr.count("the row refused for the name of an endpoint of the configuration was deleted"); n != 1 {
+		t.Errorf("%d logs of the refused row's deletion, want 1", n)
+	}
+	if _, err := rr.checkpoint(t, "hooks/billing"); err != nil {
+		t.Fatalf("the configured endpoint's checkpoint after the row's DELETE: %v", err)
+	}
+	// Read at start, and the changes replayed from the older cursor.
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.srv.URL+"/hook")
+	stop()
+	if err := os.WriteFile(rr.cfg.Checkpoint.Path, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stop = rr.run(t)
+	produce()
+	exec(`DELETE FROM outbox_endpoints WHERE id = 'billing'`)
+	produce()
+	stop()
+	if n := rr.count(refused); n < 2 {
+		t.Errorf("%d error logs of the refused row over two runs, want one per run", n)
+	}
+	if n := len(attacker.got()) + len(attacker2.got()); n != 0 {
+		t.Errorf("the row's urls got %d events of the configured endpoint", n)
+	}
+	if billing.unique() != total {
+		t.Errorf("the configured endpoint got %d of %d events", billing.unique(), total)
+	}
+	if _, err := rr.checkpoint(t, "hooks/billing"); err != nil {
+		t.Errorf("the configured endpoint's checkpoint: %v", err)
+	}
+
+	// Disabled for failing, it is not enabled by a row's UPDATE.
+	st, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "hooks/billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Disabled = "failing since yesterday"
+	if err := st.Save(context.Background(), "hooks/billing", cp); err != nil {
+		t.Fatal(err)
+	}
+	before := billing.unique()
+	stop = rr.run(t)
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.srv.URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, billing.srv.URL+"/hook")
+	total += events(t, db, 3)
+	waitFor(t, "probe to get every event", 60*time.Second, func() bool { return probe.unique() >= total })
+	if e := rr.endpoints(t)["hooks/billing"]; e.State != "disabled" {
+		t.Errorf("/endpoints: the disabled configured endpoint is %q after the row's UPDATE, want disabled", e.State)
+	}
+	stop()
+	if billing.unique() != before || len(attacker.got()) != 0 {
+		t.Errorf("a row's UPDATE enabled the disabled configured endpoint: it got %d more events", billing.unique()-before)
+	}
+	if cp, err := rr.checkpoint(t, "hooks/billing"); err != nil || cp.Disabled == "" {
+		t.Errorf("the configured endpoint after a row's UPDATE: %+v, %v; want still disabled", cp, err)
+	}
+}
+
+// A row the relay cannot use (here: a url the egress policy refuses) does
+// not stop the relay: its endpoint is invalid — in /endpoints, in the
+// gateway_endpoints gauge, with one error log — and the other endpoints
+// deliver. An UPDATE that fixes the row starts it; a bad row deleted is
+// logged as removed, not as a row that cannot be used.
+func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, fixed := newReceiver(t, nil), newReceiver(t, nil)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('good', ?), ('bad', 'http://10.1.2.3/hook'), ('off', ?)`, good.srv.URL+"/hook", good.srv.URL+"/off")
+	exec(`UPDATE outbox_endpoints SET enabled = 0 WHERE id = 'off'`)
+	const (
+		skipped   = "a row cannot be used: its endpoint is skipped"
+		unusable  = "a changed row cannot be used"
+		goneInfo  = "a row of an endpoint that was not running was deleted"
+		refusedBy = "endpoints_table.defaults.egress.allow"
+	)
+	rr := newRowsRelay(t, dbname, 750, "", skipped, unusable, goneInfo)
+	stop := rr.run(t)
+	total := events(t, db, 5)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eps := rr.endpoints(t)
+	if e := eps["hooks/bad"]; e.State != "invalid" || !strings.Contains(e.Invalid, refusedBy) {
+		t.Errorf("/endpoints hooks/bad: %+v; want state invalid and why, naming %s", e, refusedBy)
+	}
+	if e := eps["hooks/off"]; e.State != "off" {
+		t.Errorf("/endpoints hooks/off: state %q, want off", e.State)
+	}
+	if m := rr.metric(t, `outbox_relay_gateway_endpoints{sink="hooks",state="invalid"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("gauge of invalid endpoints: %q, want 1", m)
+	}
+	if n := rr.count(skipped); n != 1 {
+		t.Errorf("%d error logs of the bad row, want 1", n)
+	}
+	// Fixed while running, it starts: it gets what is committed after.
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.srv.URL+"/hook")
+	after := events(t, db, 5)
+	total += after
+	waitFor(t, "the fixed endpoint to get the events after its fix", 60*time.Second, func() bool {
+		return fixed.unique() >= after && good.unique() >= total
+	})
+	waitFor(t, "/endpoints to show the fixed endpoint running", 10*time.Second, func() bool {
+		return rr.endpoints(t)["hooks/bad"].State == "attached"
+	})
+	// A bad row inserted then deleted: invalid, then removed (info).
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('typo', 'http://10.9.9.9/')`)
+	exec(`DELETE FROM outbox_endpoints WHERE id = 'typo'`)
+	total += events(t, db, 1)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	waitFor(t, "/endpoints to drop the deleted row's endpoint", 10*time.Second, func() bool {
+		_, listed := rr.endpoints(t)["hooks/typo"]
+		return !listed
+	})
+	stop()
+	if n := rr.count(unusable); n != 0 {
+		t.Errorf("%d error logs %q for a bad row inserted and deleted, want none", n, unusable)
+	}
+	if rr.count(skipped) != 2 || rr.count(goneInfo) != 1 {
+		t.Errorf("bad row inserted and deleted: %d invalid logs (want 2 in all), %d removal logs (want 1)", rr.count(skipped), rr.count(goneInfo))
+	}
+}
+
+// An endpoint that answers 410 Gone is disabled at once, in every output:
+// its checkpoint says why (and keeps it disabled across restarts),
+// /endpoints and the gateway_endpoints gauge say disabled. The events it
+// held are dead letters; the later ones wait behind its cursor and are
+// delivered once it is enabled: nothing is lost.
+func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone atomic.Bool
+	gone.Store(true)
+	good := newReceiver(t, nil)
+	hook := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+		if gone.Load() {
+			return http.StatusGone, nil, 0
+		}
+		return http.StatusOK, nil, 0
+	})
+	rr := newRowsRelay(t, dbname, 760, fmt.Sprintf(`{name: good, url: "%s/hook", body: envelope}
+        - {name: gone, url: "%s/hook", body: envelope}`, good.srv.URL, hook.srv.URL))
+	stop := rr.run(t)
+	total := events(t, db, 10)
+	waitFor(t, "the 410 endpoint to be disabled", 60*time.Second, func() bool {
+		cp, _ := rr.checkpoint(t, "hooks/gone")
+		return strings.Contains(cp.Disabled, "410")
+	})
+	total += events(t, db, 10)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
+		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
+	}
+	if m := rr.metric(t, `outbox_relay_gateway_endpoints{sink="hooks",state="disabled"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("gauge of disabled endpoints: %q, want 1", m)
+	}
+	stop()
+	// Still disabled after a restart.
+	stop = rr.run(t)
+	total += events(t, db, 2)
+	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
+		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
+	}
+	stop()
+	// Enabled (what `outbox-relay endpoints enable` writes), with the
+	// receiver back: it gets every event that is not a dead letter.
+	gone.Store(false)
+	st, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "hooks/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Disabled = ""
+	if err := st.Save(context.Background(), "hooks/gone", cp); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := deadletter.OpenFile(relay.DeadLetterDir(rr.cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := dl.List(context.Background(), deadletter.Filter{Sink: "hooks/gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]bool{}
+	for _, r := range recs {
+		dead[r.Event.ID] = true
+		if !strings.Contains(r.Reason, "410") {
+			t.Errorf("dead letter reason %q does not say 410", r.Reason)
+		}
+	}
+	stop = rr.run(t)
+	waitFor(t, "the enabled endpoint to get every event that is not a dead letter", 60*time.Second, func() bool {
+		return hook.unique()+len(dead) >= total
+	})
+	stop()
+	for _, d := range hook.got() {
+		if dead[d.eventID] {
+			t.Errorf("event %s is a dead letter and was delivered too", d.eventID)
+		}
+	}
+	if len(dead) >= total {
+		t.Errorf("all %d events are dead letters: the 410 did not stop the endpoint", total)
+	}
+	t.Logf("%d events: %d dead letters (held when it answered 410), %d delivered once enabled", total, len(dead), hook.unique())
+}
