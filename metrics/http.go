@@ -17,8 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultReadyCheckpointAge is how long a sink with events in flight may go
-// without a checkpoint save before /readyz reports it.
+// DefaultReadyCheckpointAge is how long a sink (other than a webhook sink,
+// whose endpoints' trouble is theirs) with events in flight may go without a
+// checkpoint save before /readyz reports it.
 const DefaultReadyCheckpointAge = 2 * time.Minute
 
 // Handler serves:
