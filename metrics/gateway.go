@@ -78,6 +78,9 @@ func (m *Metrics) Gateway(name string) *Gateway {
 		return g
 	}
 	g = &Gateway{m: m, name: name, base: m.Pipeline(name), eps: map[string]*endpointStats{}}
+	g.base.s.mu.Lock()
+	g.base.s.gateway = true
+	g.base.s.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.gateways == nil {
@@ -198,11 +201,10 @@ func (EndpointRetries) Delivered(time.Duration) {}
 // Failed is counted by the pipeline.
 func (EndpointRetries) Failed(string) {}
 
-// Retry counts a failed attempt that will be retried.
-func (r EndpointRetries) Retry() {
+// Retry counts a failed attempt that will be retried, by the class of err.
+func (r EndpointRetries) Retry(err error) {
 	o := r.o
-	o.g.m.failed.WithLabelValues(o.g.name, ReasonRetriable).Inc()
-	o.g.m.retried.WithLabelValues(o.g.name, ReasonRetriable).Inc()
+	o.g.m.retry(o.g.name, err)
 	o.with(func(s *endpointStats) {
 		s.Failed++
 		s.Retried++
@@ -262,6 +264,10 @@ func (o *GatewayEndpoint) SinkUp(up bool) {
 		o.g.base.SinkUp(true)
 	}
 }
+
+// SinkConnected is not recorded: a webhook endpoint connects nothing (its
+// Connect starts its workers), and its trouble is its own (Ready).
+func (o *GatewayEndpoint) SinkConnected(error) {}
 
 // Stopped records that the endpoint stopped for good; the sink goes on.
 func (o *GatewayEndpoint) Stopped(err error) {

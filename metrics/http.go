@@ -17,8 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultReadyCheckpointAge is how long a sink with events in flight may go
-// without a checkpoint save before /readyz reports it.
+// DefaultReadyCheckpointAge is how long a sink (other than a webhook sink,
+// whose endpoints' trouble is theirs) with events in flight may go without a
+// checkpoint save before /readyz reports it.
 const DefaultReadyCheckpointAge = 2 * time.Minute
 
 // Handler serves:
@@ -26,7 +27,8 @@ const DefaultReadyCheckpointAge = 2 * time.Minute
 //   - /metrics: everything g gathers, in the Prometheus exposition formats;
 //   - /healthz: 200 "ok" while the process serves HTTP at all (liveness);
 //   - /readyz: 200 "ready" when m.Ready(maxAge) holds, else 503 with one
-//     line per sink that is not ready;
+//     line per thing of a sink that is not ready; then, either way, the
+//     webhook endpoints stopped for good and the server each sink reads;
 //   - /endpoints: every gateway endpoint's figures as JSON (?sink=NAME).
 //
 // maxAge <= 0 means DefaultReadyCheckpointAge.
@@ -43,14 +45,14 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 	mux.Handle("GET /endpoints", EndpointsHandler(m))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		ok, reasons := m.Ready(maxAge)
-		reading := m.Reading()
+		ok, reasons, notes := m.Ready(maxAge)
+		lines := append(append(reasons, notes...), m.Reading()...)
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, strings.Join(append(reasons, reading...), "\n"))
+			fmt.Fprintln(w, strings.Join(lines, "\n"))
 			return
 		}
-		fmt.Fprintln(w, strings.Join(append([]string{"ready"}, reading...), "\n"))
+		fmt.Fprintln(w, strings.Join(append([]string{"ready"}, lines...), "\n"))
 	})
 	return mux
 }

@@ -150,6 +150,9 @@ type facts struct {
 	checkpointLog string // binlog file of the last saved checkpoint
 	server        string // the source server the stream reads ("host:port")
 	stopped       string // why the pipeline stopped for good; "" while it runs
+	sinkConnected bool   // the sink's Connect succeeded
+	sinkErr       string // why its last Connect failed, until one succeeds
+	gateway       bool   // a webhook sink run as a gateway: its endpoints' trouble is theirs
 }
 
 // New creates the metrics and registers them on reg. version is reported by
@@ -429,6 +432,18 @@ func (o *PipelineObserver) Stopped(err error) {
 	o.s.mu.Unlock()
 }
 
+// SinkConnected records the result of a connect attempt of the sink, for
+// /readyz (the sink_up gauge follows SinkUp).
+func (o *PipelineObserver) SinkConnected(err error) {
+	o.s.mu.Lock()
+	o.s.sinkConnected = err == nil
+	o.s.sinkErr = ""
+	if err != nil {
+		o.s.sinkErr = err.Error()
+	}
+	o.s.mu.Unlock()
+}
+
 // SinkUp records whether the sink's last attempt succeeded.
 func (o *PipelineObserver) SinkUp(up bool) {
 	if up {
@@ -564,10 +579,16 @@ func (m *Metrics) Reading() []string {
 	return out
 }
 
-// Ready reports whether every sink is ready: its binlog stream is connected,
-// and its checkpoint was saved within maxAge or nothing is in flight. Each
-// reason names a sink that is not. With no sinks yet it is not ready.
-func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
+// Ready reports whether the relay is ready: every sink's pipeline runs,
+// its sink is connected and its binlog stream is connected to the source,
+// and — for a sink other than a webhook sink — its checkpoint was saved
+// within maxAge or nothing is in flight. Each reason names a sink and what
+// of it is not ready. A webhook endpoint's trouble (failing, stopped,
+// disabled) never makes the relay unready: it is that endpoint's, shown by
+// its state (/endpoints, outbox_relay_gateway_endpoints) and its log lines;
+// notes name the endpoints stopped for good, for the body of /readyz. With
+// no sinks yet it is not ready.
+func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []string) {
 	now := m.now()
 	m.mu.Lock()
 	names := slices.Clone(m.order)
@@ -577,9 +598,8 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 	}
 	m.mu.Unlock()
 	if len(names) == 0 {
-		return false, []string{"no pipeline is running yet"}
+		return false, []string{"no pipeline is running yet"}, nil
 	}
-	var reasons []string
 	for i, name := range names {
 		s := states[i]
 		s.mu.Lock()
@@ -589,8 +609,18 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 			reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", name, st.stopped))
 			continue
 		}
+		if !st.gateway && !st.sinkConnected {
+			if st.sinkErr != "" {
+				reasons = append(reasons, fmt.Sprintf("sink %s: not connected (retrying): %s", name, st.sinkErr))
+			} else {
+				reasons = append(reasons, fmt.Sprintf("sink %s: not connected yet", name))
+			}
+		}
 		if !st.connected {
 			reasons = append(reasons, fmt.Sprintf("sink %s: binlog stream not connected to the source", name))
+			continue
+		}
+		if st.gateway || !st.sinkConnected {
 			continue
 		}
 		since := st.lastSave
@@ -602,8 +632,8 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 				name, st.inFlight, now.Sub(since).Round(time.Second)))
 		}
 	}
-	// A gateway endpoint stopped for good is named like a sink (at most
-	// maxStoppedNamed of them; the others are counted).
+	// A gateway endpoint stopped for good is noted (at most maxStoppedNamed
+	// of them; the others are counted), not a reason.
 	m.mu.Lock()
 	gws := make([]*Gateway, 0, len(m.gateways))
 	for _, g := range m.gateways {
@@ -617,7 +647,7 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 				continue
 			}
 			if named < maxStoppedNamed {
-				reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", e.Endpoint, e.Stopped))
+				notes = append(notes, fmt.Sprintf("endpoint %s: stopped after an error it cannot retry (the relay goes on): %s", e.Endpoint, e.Stopped))
 				named++
 			} else {
 				more++
@@ -625,9 +655,9 @@ func (m *Metrics) Ready(maxAge time.Duration) (bool, []string) {
 		}
 	}
 	if more > 0 {
-		reasons = append(reasons, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
 	}
-	return len(reasons) == 0, reasons
+	return len(reasons) == 0, reasons, notes
 }
 
 // maxStoppedNamed caps the stopped gateway endpoints /readyz names.
@@ -635,28 +665,30 @@ const maxStoppedNamed = 20
 
 // Endpoint returns an observer for a sink that runs its own retries (a
 // webhook endpoint, a sink.Submitter), which the pipeline never sees: each
-// scheduled retry counts as a failed and a retried attempt of class
-// retriable. Acknowledgements and permanent failures are not counted here;
-// the pipeline reports those. It satisfies webhook.Observer.
+// scheduled retry counts as a failed and a retried attempt of its reason
+// class. Acknowledgements and permanent failures are not counted here; the
+// pipeline reports those. It satisfies webhook.Observer.
 func (m *Metrics) Endpoint(sinkName string) *EndpointObserver {
-	return &EndpointObserver{
-		failed:  m.failed.WithLabelValues(sinkName, ReasonRetriable),
-		retried: m.retried.WithLabelValues(sinkName, ReasonRetriable),
-	}
+	return &EndpointObserver{m: m, name: sinkName}
 }
 
 // EndpointObserver counts the retries of a sink that retries by itself.
 type EndpointObserver struct {
-	failed, retried prometheus.Counter
+	m    *Metrics
+	name string
 }
 
 // Attempt is not counted: outcomes are counted by Retry and the pipeline.
 func (o *EndpointObserver) Attempt(status int, dur time.Duration) {}
 
-// Retry counts a failed attempt that will be retried.
-func (o *EndpointObserver) Retry() {
-	o.failed.Inc()
-	o.retried.Inc()
+// Retry counts a failed attempt that will be retried, by the class of err.
+func (o *EndpointObserver) Retry(err error) { o.m.retry(o.name, err) }
+
+// retry counts a failed attempt of sink name that will be retried.
+func (m *Metrics) retry(name string, err error) {
+	r := Reason(err, false)
+	m.failed.WithLabelValues(name, r).Inc()
+	m.retried.WithLabelValues(name, r).Inc()
 }
 
 // Delivered is counted by the pipeline.

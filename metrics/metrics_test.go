@@ -238,16 +238,23 @@ func TestReadiness(t *testing.T) {
 		{"no pipeline yet is not ready", func(*Metrics, *clock) {}, false, "no pipeline"},
 		{"a stream not yet connected is not ready", func(m *Metrics, c *clock) {
 			m.Source("a")
-			m.Pipeline("a")
+			m.Pipeline("a").SinkConnected(nil)
 		}, false, "sink a: binlog stream not connected"},
+		{"a sink down at start is named with its error, not the stream", func(m *Metrics, c *clock) {
+			m.Source("a").Connected()
+			m.Pipeline("a").SinkConnected(errors.New("connect to redis 127.0.0.1:1: connection refused"))
+		}, false, "sink a: not connected (retrying): connect to redis 127.0.0.1:1: connection refused\n"},
 		{"connected with nothing in flight is ready however old the checkpoint", func(m *Metrics, c *clock) {
 			m.Source("a").Connected()
-			m.Pipeline("a").InFlight(0, 0, time.Time{})
+			p := m.Pipeline("a")
+			p.SinkConnected(nil)
+			p.InFlight(0, 0, time.Time{})
 			c.t = c.t.Add(time.Hour)
 		}, true, ""},
 		{"events in flight with a recent save is ready", func(m *Metrics, c *clock) {
 			m.Source("a").Connected()
 			p := m.Pipeline("a")
+			p.SinkConnected(nil)
 			c.t = c.t.Add(time.Hour)
 			p.CheckpointSaved(event.Position{}, c.t.Add(-time.Minute))
 			p.InFlight(5, 100, c.t.Add(-time.Minute))
@@ -256,16 +263,35 @@ func TestReadiness(t *testing.T) {
 			m.Source("a").Connected()
 			m.Source("b").Connected()
 			p := m.Pipeline("a")
-			m.Pipeline("b")
+			p.SinkConnected(nil)
+			m.Pipeline("b").SinkConnected(nil)
 			p.CheckpointSaved(event.Position{}, c.t)
 			p.InFlight(5, 100, c.t)
 			c.t = c.t.Add(3 * time.Minute)
 		}, false, "sink a: 5 events in flight and the checkpoint has not advanced for 3m0s"},
 		{"a reconnecting stream is not ready", func(m *Metrics, c *clock) {
 			s := m.Source("a")
+			m.Pipeline("a").SinkConnected(nil)
 			s.Connected()
 			s.Reconnect()
 		}, false, "sink a: binlog stream not connected"},
+		{"a webhook endpoint failing for an hour leaves the relay ready", func(m *Metrics, c *clock) {
+			m.Source("hooks").Connected()
+			g := m.Gateway("hooks")
+			g.State("hooks/a", gateway.Attached)
+			ep := g.Endpoint("hooks/a")
+			ep.InFlight(5, 100, c.t)
+			ep.Failed(&event.Event{ID: "1"}, errors.New("endpoint answered 503 Service Unavailable"), false)
+			c.t = c.t.Add(time.Hour)
+		}, true, ""},
+		{"a webhook endpoint stopped for good is noted, not a reason", func(m *Metrics, c *clock) {
+			m.Source("hooks").Connected()
+			m.Gateway("hooks").Endpoint("hooks/a").Stopped(errors.New("event 1 failed permanently"))
+		}, true, "endpoint hooks/a: stopped after an error it cannot retry (the relay goes on): event 1 failed permanently"},
+		{"a webhook sink whose shared stream is down is not ready", func(m *Metrics, c *clock) {
+			m.Source("hooks")
+			m.Gateway("hooks")
+		}, false, "sink hooks: binlog stream not connected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _, c := newTest(t)
@@ -278,6 +304,12 @@ func TestReadiness(t *testing.T) {
 			}
 			if !tc.ready && (code != http.StatusServiceUnavailable || !strings.Contains(body, tc.reason)) {
 				t.Fatalf("/readyz = %d %q, want 503 with %q", code, body, tc.reason)
+			}
+			if tc.ready && !strings.Contains(body, tc.reason) {
+				t.Fatalf("/readyz = %d %q, want 200 with %q", code, body, tc.reason)
+			}
+			if strings.Contains(tc.reason, "not connected (retrying)") && strings.Contains(body, "binlog stream") {
+				t.Fatalf("/readyz = %q: the sink's outage is blamed on the binlog stream", body)
 			}
 			if code, _ := get(t, srv.URL+"/healthz"); code != http.StatusOK {
 				t.Fatalf("/healthz = %d, want 200", code)

@@ -207,6 +207,19 @@ type testRelay struct {
 // waits until /readyz answers 200.
 func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
 	t.Helper()
+	r := startRelay(t, serverID, sinksYAML, relay.Options{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+		code, _ := getQuiet(r.base + "/readyz")
+		return code == http.StatusOK
+	})
+	return r
+}
+
+// startRelay runs a relay as runRelay does, with opts (Stdout and Version
+// set here), and waits only until it serves HTTP, not until it is ready.
+func startRelay(t *testing.T, serverID int, sinksYAML string, opts relay.Options) testRelay {
+	t.Helper()
 	dbname := srv.NewDatabase(t)
 	db := srv.DB(t, dbname)
 	if _, err := db.Exec(outboxtest.Schema); err != nil {
@@ -225,10 +238,8 @@ http: {listen: %q}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: io.Discard, Version: "v9.9.9-test",
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
+	opts.Stdout, opts.Version = io.Discard, "v9.9.9-test"
+	go func() { done <- relay.New(cfg, opts).Run(ctx) }()
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -243,8 +254,8 @@ http: {listen: %q}
 	}
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + addr
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		code, _ := getQuiet(base + "/readyz")
+	waitFor(t, 30*time.Second, "/healthz to answer 200", func() bool {
+		code, _ := getQuiet(base + "/healthz")
 		return code == http.StatusOK
 	})
 	return testRelay{db: db, dbname: dbname, base: base, stop: stop}

@@ -133,6 +133,10 @@ type Observer interface {
 	CheckpointSaved(pos event.Position, at time.Time)
 	// SinkUp reports whether the sink's last attempt succeeded.
 	SinkUp(up bool)
+	// SinkConnected is called after each attempt to connect the sink (at
+	// start, while the binlog stream is already read): nil once it
+	// succeeded, else why it failed (it is tried again).
+	SinkConnected(err error)
 }
 
 // Pipeline delivers one source's events to one sink.
@@ -259,16 +263,19 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		}
 	})()
 
-	if err := p.connect(deliverCtx, readCtx); err != nil {
-		return err
-	}
-
+	// The stream is read while the sink is being connected: a sink that is
+	// down at start holds back its events (up to MaxInFlight, as a sink
+	// down later does), not the binlog stream, so the source's signals
+	// stay the source's and the sink's outage is reported as the sink's.
 	var wg sync.WaitGroup
 	deliveryDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(deliveryDone)
+		if err := p.connect(deliverCtx, readCtx); err != nil {
+			return // reading stopped before the sink could be connected
+		}
 		if err := p.deliver(deliverCtx, items, fail); err != nil && !errors.Is(err, context.Canceled) {
 			fail(err)
 		}
@@ -349,8 +356,12 @@ func (p *Pipeline) connect(deliverCtx, readCtx context.Context) error {
 	var logged logThrottle
 	for {
 		err := p.cfg.Sink.Connect(deliverCtx)
+		p.obs.SinkConnected(err)
 		if err == nil {
 			p.obs.SinkUp(true)
+			if bo.Failures() > 0 {
+				p.log.Info("sink connected", slog.Int("failed_attempts", bo.Failures()))
+			}
 			return nil
 		}
 		p.obs.SinkUp(false)
@@ -659,3 +670,4 @@ func (nopObserver) DeadLettered(*event.Event, string)         {}
 func (nopObserver) InFlight(int, int, time.Time)              {}
 func (nopObserver) CheckpointSaved(event.Position, time.Time) {}
 func (nopObserver) SinkUp(bool)                               {}
+func (nopObserver) SinkConnected(error)                       {}

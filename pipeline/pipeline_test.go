@@ -719,3 +719,73 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// refusingSink's Connect fails until open is set; then it is a scriptSink.
+type refusingSink struct {
+	scriptSink
+	open     atomic.Bool
+	connects atomic.Int32
+}
+
+func (s *refusingSink) Connect(context.Context) error {
+	s.connects.Add(1)
+	if !s.open.Load() {
+		return errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	}
+	return nil
+}
+
+// connectObserver records the sink connect results the pipeline reports.
+type connectObserver struct {
+	nopObserver
+	mu   sync.Mutex
+	errs []error
+}
+
+func (o *connectObserver) SinkConnected(err error) {
+	o.mu.Lock()
+	o.errs = append(o.errs, err)
+	o.mu.Unlock()
+}
+
+// A sink that is down at start does not keep the binlog stream closed: the
+// source is read (its transactions wait in flight, as behind a sink that
+// went down later) while the sink's connect attempts fail, each reported
+// with its error, and everything is delivered once the sink is up.
+func TestASinkDownAtStartDoesNotKeepTheStreamClosed(t *testing.T) {
+	s := &refusingSink{}
+	obs := &connectObserver{}
+	src := &fakeSource{txns: txns(3, 2)}
+	var read atomic.Int32
+	counting := sourceFunc(func(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+		return src.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
+			read.Add(1)
+			return handle(ctx, txn)
+		})
+	})
+	err := run(t, Config{Name: "s", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4}, Observer: obs,
+		Retry: retry.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}},
+		counting, func() bool {
+			if read.Load() == 3 && s.connects.Load() >= 2 {
+				s.open.Store(true)
+			}
+			return len(s.got()) == 6
+		})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := s.got(); len(got) != 6 {
+		t.Fatalf("delivered %v, want 6 events once the sink connected", got)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if n := len(obs.errs); n < 3 || obs.errs[0] == nil || !strings.Contains(obs.errs[0].Error(), "connection refused") || obs.errs[n-1] != nil {
+		t.Fatalf("SinkConnected saw %v, want the refusals and then nil", obs.errs)
+	}
+}
+
+type sourceFunc func(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
+
+func (f sourceFunc) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	return f(ctx, from, handle)
+}

@@ -366,9 +366,9 @@ func (o healthObserver) Attempt(status int, dur time.Duration) {
 	}
 }
 
-func (o healthObserver) Retry() {
+func (o healthObserver) Retry(err error) {
 	if o.Observer != nil {
-		o.Observer.Retry()
+		o.Observer.Retry(err)
 	}
 }
 

@@ -67,6 +67,10 @@ type Options struct {
 	// Version is reported by outbox_relay_build_info. Default: the main
 	// module's version from the build info, or "dev".
 	Version string
+	// ReadyCheckpointAge is how long a sink (not a webhook sink) with events
+	// in flight may go without a checkpoint save before /readyz reports it.
+	// Default metrics.DefaultReadyCheckpointAge (2 minutes).
+	ReadyCheckpointAge time.Duration
 }
 
 // Relay is a configured relay, ready to Run.
@@ -464,7 +468,7 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		m.Unregister()
 		return nil, nil, errors.New("relay: Options.Gatherer is required when Options.Registerer is not a prometheus.Gatherer")
 	}
-	h := metrics.Handler(m, gather, 0)
+	h := metrics.Handler(m, gather, r.opts.ReadyCheckpointAge)
 	if r.cfg.HTTP.PProf {
 		h = metrics.WithPprof(h) // /debug/pprof/ beside them
 	}

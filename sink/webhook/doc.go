@@ -53,6 +53,13 @@
 // after N attempts over D: last status ...". Waiting events hold no
 // goroutine: a timer readies them.
 //
+// Each scheduled retry is reported to the Observer with what failed (a
+// connection error, a timeout, a sink.BackOff for a Retry-After, or the
+// status), so metrics can count it by class. The endpoint logs its run of
+// failed attempts, not each one: a warning at its first failed attempt, at
+// most one more per DefaultFailureLogInterval while it goes on, and one
+// line when it delivers again.
+//
 // Errors no retry can fix fail permanently on the first attempt, as
 // go-retryablehttp's DefaultRetryPolicy classifies them: the endpoint's TLS
 // certificate is not trusted, a header value is invalid.

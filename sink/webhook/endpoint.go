@@ -87,9 +87,20 @@ type Endpoint struct {
 	// delivery does not scan every lane when none waits.
 	mayWaitUnreachable bool
 	closing            chan struct{} // closed by Close
+	// The endpoint's run of failed attempts, for its throttled log lines:
+	// one when it starts failing, at most one per logEvery while it goes on,
+	// one when it delivers again. failingSince is zero while it delivers.
+	failingSince time.Time
+	failedRun    int       // failed attempts in the run
+	lastFailLog  time.Time // when the run was last logged
 
 	probeEvery time.Duration // retry.DefaultProbe; tests shorten it
+	logEvery   time.Duration // DefaultFailureLogInterval; tests shorten it
 }
+
+// DefaultFailureLogInterval is the least time between two "still failing"
+// log lines of one endpoint.
+const DefaultFailureLogInterval = time.Minute
 
 // lane is the FIFO of one aggregate's undone events; only its head is ever
 // attempted.
@@ -219,6 +230,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		closing:   make(chan struct{}),
 
 		probeEvery: retry.DefaultProbe,
+		logEvery:   DefaultFailureLogInterval,
 	}
 	e.cond = sync.NewCond(&e.mu)
 	return e, nil
@@ -684,6 +696,14 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		e.obs.Delivered(time.Since(d.enqueued))
 		e.completeLocked(d, nil)
 		e.wakeUnreachableLocked() // reachable again: no need to wait out the backoff
+		if !e.failingSince.IsZero() {
+			failedFor, failed := time.Since(e.failingSince), e.failedRun
+			e.failingSince, e.failedRun = time.Time{}, 0
+			after = func() {
+				e.log.Info("webhook endpoint delivers again", slog.Duration("failed_for", failedFor.Round(time.Millisecond)),
+					slog.Int("failed_attempts", failed))
+			}
+		}
 
 	case gone:
 		first := !e.disabled
@@ -715,16 +735,22 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 			break
 		}
 		now := time.Now()
+		failing := e.failureLocked(o, now)
 		wait, ok := e.retryWait(d, o, now)
 		if !ok {
 			e.obs.Failed(ReasonRetryBudget)
 			err := e.deliveryError(d, fmt.Errorf("retry budget exhausted after %d attempts over %s: last %s",
 				d.attempts, now.Sub(d.first).Round(time.Millisecond), o.desc))
 			e.failHeadLocked(d, sink.Permanent(err))
-			after = func() { e.logFailed(d, err) }
+			after = func() {
+				if failing != nil {
+					failing()
+				}
+				e.logFailed(d, err)
+			}
 			break
 		}
-		e.obs.Retry()
+		e.obs.Retry(o.err)
 		d.timerGen++
 		gen := d.timerGen
 		d.timer = time.AfterFunc(wait, func() { e.retryTimer(d, gen) })
@@ -737,6 +763,9 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 		attempts := d.attempts
 		after = func() {
+			if failing != nil {
+				failing()
+			}
 			e.log.Debug("webhook attempt failed; retrying", slog.String("event_id", d.ev.ID),
 				slog.String("aggregate_id", d.ev.AggregateID), slog.Int("attempt", attempts),
 				slog.String("outcome", o.desc), slog.Duration("wait", wait))
@@ -746,6 +775,28 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if after != nil {
 		after()
 	}
+}
+
+// failureLocked counts the retriable failure o in the endpoint's run of
+// failures and returns the log line due, if any: one when the run starts
+// (at its first failed attempt), then at most one per logEvery.
+func (e *Endpoint) failureLocked(o outcome, now time.Time) func() {
+	e.failedRun++
+	switch {
+	case e.failingSince.IsZero():
+		e.failingSince, e.lastFailLog = now, now
+		return func() {
+			e.log.Warn("webhook endpoint failing; its events are retried", slog.String("outcome", o.desc))
+		}
+	case now.Sub(e.lastFailLog) >= e.logEvery:
+		e.lastFailLog = now
+		since, failed := e.failingSince, e.failedRun
+		return func() {
+			e.log.Warn("webhook endpoint still failing; its events are retried", slog.String("outcome", o.desc),
+				slog.Duration("failing_for", now.Sub(since).Round(time.Second)), slog.Int("failed_attempts", failed))
+		}
+	}
+	return nil
 }
 
 func (e *Endpoint) deliveryError(d *delivery, err error) *DeliveryError {

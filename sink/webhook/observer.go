@@ -11,8 +11,12 @@ type Observer interface {
 	// (0 when no response arrived: network error or timeout) and the
 	// attempt's duration.
 	Attempt(status int, dur time.Duration)
-	// Retry is called when a failed attempt is scheduled to be retried.
-	Retry()
+	// Retry is called when a failed attempt is scheduled to be retried,
+	// with why it failed: an error that errors.Is/As can classify (a
+	// connection error the retry package recognises, a timeout, a
+	// sink.BackOff for a Retry-After, or a plain error for a 5xx, 408 or
+	// 429). Its text has the endpoint's secrets hidden.
+	Retry(err error)
 	// Delivered is called when an event is acknowledged by a 2xx, with the
 	// time since Write was handed the event.
 	Delivered(latency time.Duration)
@@ -40,6 +44,6 @@ const (
 type nopObserver struct{}
 
 func (nopObserver) Attempt(int, time.Duration) {}
-func (nopObserver) Retry()                     {}
+func (nopObserver) Retry(error)                {}
 func (nopObserver) Delivered(time.Duration)    {}
 func (nopObserver) Failed(string)              {}

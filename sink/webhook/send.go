@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 const (
@@ -48,9 +49,9 @@ type outcome struct {
 	retryAfter    time.Duration
 	hasRetryAfter bool
 	conn          bool // the endpoint could not be reached, or dropped the connection
-	// for permanent
+	// err says why: for permanent, and for retryable (Observer.Retry)
 	err    error
-	reason string
+	reason string // for permanent
 }
 
 // send makes one signed POST of d and classifies the result.
@@ -86,7 +87,8 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			if ue.Timeout() {
-				return outcome{kind: retryable, desc: fmt.Sprintf("error: attempt timed out after %s", e.cfg.Timeout)}
+				err := fmt.Errorf("attempt timed out after %s: %w", e.cfg.Timeout, context.DeadlineExceeded)
+				return outcome{kind: retryable, desc: "error: " + err.Error(), err: err}
 			}
 			err = ue.Err // without the URL, which may hold a token
 		}
@@ -99,7 +101,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 			return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest,
 				err: fmt.Errorf("the request cannot succeed as configured: %w", err)}
 		}
-		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err)}
+		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err), err: err}
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	resp.Body.Close()
@@ -160,8 +162,10 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 		o.kind = gone
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500 && code <= 599:
 		o.kind = retryable
+		o.err = errors.New("endpoint answered " + status)
 		if d, ok := retryAfter(resp); ok {
 			o.retryAfter, o.hasRetryAfter = min(d, maxBackoff), true
+			o.err = sink.BackOff(o.err, o.retryAfter)
 		}
 	default:
 		o.kind, o.reason = permanent, ReasonRejected

@@ -354,7 +354,7 @@ func (o *countingObserver) Attempt(status int, _ time.Duration) {
 	o.statuses = append(o.statuses, status)
 	o.mu.Unlock()
 }
-func (o *countingObserver) Retry()                  { o.retries.Add(1) }
+func (o *countingObserver) Retry(error)             { o.retries.Add(1) }
 func (o *countingObserver) Delivered(time.Duration) { o.delivered.Add(1) }
 func (o *countingObserver) Failed(reason string) {
 	o.mu.Lock()
