@@ -227,3 +227,7 @@ func Deliver(ctx context.Context, s Sink, batch []*event.Event) error {
 		return ctx.Err()
 	}
 }
+
+// ErrCannotRecover is wrapped by a read-back's error when it cannot tell
+// which events the destination holds.
+var ErrCannotRecover = errors.New("read-back cannot tell what the destination holds")
