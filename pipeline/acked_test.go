@@ -247,13 +247,13 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 		return store
 	}
 	tests := []struct {
-		name       string
-		store      *memStore
-		errs       []error
-		want       []string
-		calls      int32
-		skipped    map[string]int
-		fellBack   int
+		name     string
+		store    *memStore
+		errs     []error
+		want     []string
+		calls    int32
+		skipped  map[string]int
+		fellBack int
 	}{
 		{name: "what the destination holds is skipped with what the checkpoint lists", store: resumed(),
 			want: []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1}},
