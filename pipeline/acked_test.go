@@ -91,6 +91,8 @@ func TestTrackerListsAtMostTheInFlightLimit(t *testing.T) {
 		e := tr.addKey(pos(i), time.Time{}, 1, 1, fmt.Sprintf("g%d", i))
 		it := &item{ev: &event.Event{ID: fmt.Sprintf("e%d", i)}, txn: e, size: 1}
 		tr.release([]*item{it})
+		tr.take() // saved: the acknowledgement no longer takes room
+		tr.saved()
 		rest = append(rest, it)
 	}
 	s := tr.take()
@@ -291,5 +293,30 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 				t.Fatalf("fall-backs %d, want %d", obs.fellBack, tc.fellBack)
 			}
 		})
+	}
+}
+
+// Acknowledged events take room until the save that covers them is over:
+// what a crash sends again (in flight, or acknowledged but not yet saved)
+// stays within the in-flight limit.
+func TestTrackerCountsUnsavedAcknowledgementsAsInFlight(t *testing.T) {
+	tr := newTracker(pos(-1), 2, 1<<20)
+	e0 := tr.add(pos(0), time.Time{}, 2, 2)
+	tr.ack(e0, 1)
+	tr.ack(e0, 1)
+	added := make(chan *txnEntry, 1)
+	go func() { added <- tr.add(pos(1), time.Time{}, 1, 1) }()
+	s := tr.take() // a save begins: still no room until it is over
+	if s.pos != pos(0) {
+		t.Fatalf("snapshot at %v", s.pos)
+	}
+	select {
+	case <-added:
+		t.Fatal("add went on while 2 acknowledged events were not saved (limit 2)")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tr.saved()
+	if e := <-added; e == nil {
+		t.Fatal("add refused after the save")
 	}
 }

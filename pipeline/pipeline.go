@@ -2,10 +2,19 @@
 //
 // A Pipeline delivers every event the source hands it to its sink and saves,
 // under its own checkpoint key, the position after the last transaction whose
-// events (and all events before them) the sink acknowledged. It promises:
+// events (and all events before them) the sink acknowledged, with the events
+// acknowledged beyond it. It saves as soon as something is acknowledged, one
+// save at a time (what is acknowledged during a save goes in the next). It
+// promises:
 //
 //   - at-least-once: the checkpoint never passes an unacknowledged event, so a
 //     crash at any moment resumes at or before the first undelivered event;
+//     a restart skips only the events the checkpoint lists as acknowledged
+//     and those the sink reads back from its destination (a Recover method:
+//     see recoverer);
+//   - a bounded cost of a crash: events sent but unacknowledged, and events
+//     acknowledged whose save is not over, count together against
+//     MaxInFlight, so a crash sends again at most that many;
 //   - order: batches go to a plain Sink one at a time, in binlog order, and a
 //     failed event is retried before any later batch is sent, so events of one
 //     aggregate arrive in commit order (a Submitter sink keeps that order
@@ -94,7 +103,8 @@ type Config struct {
 	// only under load (while the sink is busy, events queue). A Linger > 0
 	// trades latency for fuller batches at low rates. Negative is an error.
 	Linger time.Duration
-	// MaxInFlight caps the unacknowledged events. Default 10000.
+	// MaxInFlight caps the unacknowledged events, with the acknowledged ones
+	// whose save is not over. Default 10000.
 	MaxInFlight int
 	// MaxInFlightBytes caps their bytes. Default 64 MiB.
 	MaxInFlightBytes int
@@ -694,6 +704,7 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 
 func (p *Pipeline) save(ctx context.Context, final bool) error {
 	s := p.tracker.take()
+	defer p.tracker.saved()
 	if !s.moved || s.pos.IsZero() {
 		return nil
 	}

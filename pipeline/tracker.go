@@ -39,7 +39,9 @@ type ackedEvent struct{ key, id string }
 // transactions without outbox rows go by costs a handful of entries.
 //
 // It also bounds what is in flight, by event count and bytes: add blocks
-// while the limits are reached. A transaction larger than the limits on its
+// while the limits are reached. Acknowledged events not yet saved count as
+// in flight (a crash sends them again too) until the save that covers them
+// is over. A transaction larger than the limits on its
 // own is let in when nothing else is in flight, so it cannot deadlock.
 //
 // Beyond the watermark it keeps which events were acknowledged (their
@@ -58,8 +60,13 @@ type tracker struct {
 	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
 	advanced   bool      // watermark moved, or an acknowledgement was listed, since the last snapshot
 	acked      int       // acknowledged events listed beyond the watermark, over all entries
-	maxAcked   int
-	readKey    string // key of the last transaction with events added
+	// unsaved are the events acknowledged since the last snapshot, and
+	// saving is those of the snapshot being saved: both count against
+	// maxEvents, so what a crash sends again (in flight, or acknowledged
+	// but not yet saved) stays within it.
+	unsaved, saving int
+	maxAcked        int
+	readKey         string // key of the last transaction with events added
 	// changed is signalled (without blocking) whenever advanced is set.
 	changed chan struct{}
 
@@ -84,7 +91,7 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for !t.closed && t.events > 0 && (t.events+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+	for !t.closed && t.events+t.unsaved+t.saving > 0 && (t.events+t.unsaved+t.saving+n > t.maxEvents || t.bytes+size > t.maxBytes) {
 		t.room.Wait()
 	}
 	if t.closed {
@@ -145,8 +152,9 @@ func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 	if id != "" && e.key != "" && t.acked < t.maxAcked {
 		e.acked = append(e.acked, ackedEvent{key: e.key, id: id})
 		t.acked++
-		t.markChanged()
 	}
+	t.unsaved++
+	t.markChanged()
 	e.pending--
 	t.events--
 	t.bytes -= size
@@ -231,12 +239,15 @@ type snapshot struct {
 	moved       bool
 }
 
-// take returns the snapshot and clears the moved flag.
+// take returns the snapshot and clears the moved flag. The acknowledgements
+// it covers keep counting against the in-flight limit until saved is called.
 func (t *tracker) take() snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := snapshot{pos: t.watermark, commit: t.wmCommit, moved: t.advanced}
 	t.advanced = false
+	t.saving += t.unsaved
+	t.unsaved = 0
 	if t.acked > 0 {
 		s.acked = make(map[string][]string)
 		for e := t.head; e != nil; e = e.next {
@@ -262,6 +273,15 @@ func (t *tracker) takeWatermark() (event.Position, bool) {
 func (t *tracker) takeWatermarkCommit() (event.Position, time.Time, bool) {
 	s := t.take()
 	return s.pos, s.commit, s.moved
+}
+
+// saved makes room for what the last snapshot covered: its save is over
+// (done or failed: a store that cannot save does not stop deliveries).
+func (t *tracker) saved() {
+	t.mu.Lock()
+	t.saving = 0
+	t.mu.Unlock()
+	t.room.Broadcast()
 }
 
 // inFlight returns the unacknowledged event count and bytes, and the commit
