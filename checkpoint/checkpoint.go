@@ -44,6 +44,49 @@ type Checkpoint struct {
 	// long): it is not started until this is cleared (`outbox-relay
 	// endpoints enable`). A running pipeline's saves leave it empty.
 	Disabled string `json:"disabled,omitempty"`
+	// Acked lists what the sink acknowledged beyond Position, so that a
+	// restart does not send it again. Nil when nothing was (and in a
+	// checkpoint saved by a version before 0.5).
+	Acked *Acked `json:"acked,omitempty"`
+}
+
+// Acked is what a sink acknowledged after its checkpoint's position: events
+// of transactions the position does not cover yet, because an earlier event
+// was still unacknowledged when the checkpoint was saved.
+type Acked struct {
+	// Events are the acknowledged events' ids by their transaction's GTID
+	// (or "file:pos" of its end, when the server has GTIDs off).
+	Events map[string][]string `json:"events,omitempty"`
+	// ReadThrough is the GTID (or "file:pos") of the last transaction the
+	// pipeline had handed to the sink when the checkpoint was saved: after
+	// a restart, events up to it that are not in Events may be delivered a
+	// second time. Empty when nothing was in flight.
+	ReadThrough string `json:"read_through,omitempty"`
+}
+
+// Contains reports whether the event id of the transaction key is listed.
+func (a *Acked) Contains(key, id string) bool {
+	if a == nil {
+		return false
+	}
+	for _, x := range a.Events[key] {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Len is the number of events listed.
+func (a *Acked) Len() int {
+	if a == nil {
+		return 0
+	}
+	n := 0
+	for _, ids := range a.Events {
+		n += len(ids)
+	}
+	return n
 }
 
 // ErrNotFound is returned by Load when the key has no checkpoint yet.

@@ -55,7 +55,8 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
 		"updated_at DATETIME(6) NOT NULL,"+
 		"commit_time DATETIME(6) NULL,"+
-		"disabled VARCHAR(1024) NOT NULL DEFAULT ''"+
+		"disabled VARCHAR(1024) NOT NULL DEFAULT '',"+
+		"acked MEDIUMTEXT NULL"+
 		") ENGINE=InnoDB")
 	if err != nil {
 		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
@@ -64,10 +65,13 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	// versions name their columns, so they keep working on the new table
 	// (their saves leave commit_time as it was: older, never newer, than
 	// the position, which only holds pruning back).
-	// Likewise disabled (0.4).
+	// Likewise disabled (0.4) and acked (0.5; an earlier version's save
+	// leaves it as it was, listing events of transactions its position now
+	// covers, which a restart ignores).
 	for _, c := range []struct{ name, def string }{
 		{"commit_time", "DATETIME(6) NULL"},
 		{"disabled", "VARCHAR(1024) NOT NULL DEFAULT ''"},
+		{"acked", "MEDIUMTEXT NULL"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, c.name).Scan(&n); err != nil {
@@ -116,7 +120,8 @@ func IsMissingTable(err error) bool {
 // columns are a checkpoint row's columns after name, in the order scanRow
 // and upsertArgs use; columnsV1 those of a table of an earlier version.
 const (
-	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled"
+	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked"
+	columnsV3 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled"
 	columnsV2 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time"
 	columnsV1 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at"
 )
@@ -149,6 +154,9 @@ func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
 	all, err := m.queryColumns(ctx, columns, where, args)
 	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		all, err = m.queryColumns(ctx, columnsV3, where, args)
+	}
+	if isUnknownColumn(err) {
 		all, err = m.queryColumns(ctx, columnsV2, where, args)
 	}
 	if isUnknownColumn(err) {
@@ -170,15 +178,24 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 	for rows.Next() {
 		var key string
 		var cp Checkpoint
-		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled}
+		var acked sql.NullString
+		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked}
 		switch cols {
-		case columnsV2:
+		case columnsV3:
 			dest = dest[:len(dest)-1]
-		case columnsV1:
+		case columnsV2:
 			dest = dest[:len(dest)-2]
+		case columnsV1:
+			dest = dest[:len(dest)-3]
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
+		}
+		if acked.Valid && acked.String != "" {
+			cp.Acked = new(Acked)
+			if err := json.Unmarshal([]byte(acked.String), cp.Acked); err != nil {
+				return nil, fmt.Errorf("checkpoint %q: column acked is not valid JSON (%v): set it to NULL to send the events after the checkpoint's position again", key, err)
+			}
 		}
 		cp.UpdatedAt = cp.UpdatedAt.UTC()
 		if !cp.CommitTime.IsZero() {
@@ -219,7 +236,7 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
 	if err := m.write(ctx, len(chunks), func(ex execer) error {
 		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*10)
+			args := make([]any, 0, len(chunk)*11)
 			for _, k := range chunk {
 				args = m.upsertArgs(args, k, cps[k])
 			}
@@ -293,10 +310,10 @@ func (m *MySQL) write(ctx context.Context, statements int, do func(execer) error
 
 // upsert is the INSERT … ON DUPLICATE KEY UPDATE of rows checkpoints.
 func (m *MySQL) upsert(rows int) string {
-	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
 	return "INSERT INTO `" + m.table + "` (name, " + columns + ") " +
 		"VALUES " + values + " ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled)"
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked)"
 }
 
 // upsertArgs appends the arguments of one row of upsert to args.
@@ -305,7 +322,12 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 	if !cp.CommitTime.IsZero() {
 		commit = cp.CommitTime.UTC().Truncate(time.Microsecond)
 	}
-	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled)
+	var acked any // NULL: none listed
+	if cp.Acked != nil {
+		b, _ := json.Marshal(cp.Acked) // strings only: cannot fail
+		acked = string(b)
+	}
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked)
 }
 
 // Close implements Store; the caller owns db and closes it.

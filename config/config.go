@@ -228,7 +228,9 @@ type Checkpoint struct {
 	DSN Secret `yaml:"dsn"`
 	// Table name (store: mysql). Default outbox_relay_checkpoints.
 	Table string `yaml:"table"`
-	// Interval between saves of a moved checkpoint. Default 1s.
+	// Interval between retries of a failed checkpoint save. Default 1s.
+	// What a sink acknowledges is saved at once, one save at a time (the
+	// acknowledgements that arrive during a save are saved by the next).
 	Interval time.Duration `yaml:"interval"`
 	// Lock makes the relay take the checkpoint store's lock before it starts
 	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
@@ -270,7 +272,9 @@ type Delivery struct {
 	// 0: no waiting — an event on an idle sink is sent at once, and batches
 	// fill from what queues while the sink is busy (under load).
 	Linger time.Duration `yaml:"linger"`
-	// MaxInFlight caps unacknowledged events per sink. Default 10000.
+	// MaxInFlight caps unacknowledged events per sink, with the
+	// acknowledged ones whose checkpoint save is not over yet: it bounds
+	// what a crash sends again. Default 10000.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
@@ -330,7 +334,9 @@ type Gateway struct {
 	// Queue is each endpoint's queue from the shared stream, in
 	// transactions with events for it. Default 256.
 	Queue int `yaml:"queue"`
-	// MaxInFlight caps each endpoint's unacknowledged events. Default 1000.
+	// MaxInFlight caps each endpoint's unacknowledged events (and those
+	// acknowledged but not yet saved: it bounds what a crash sends again).
+	// Default 1000.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxInFlightBytes caps their bytes. Default 1048576.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`

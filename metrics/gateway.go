@@ -387,3 +387,15 @@ func EndpointsHandler(m *Metrics) http.Handler {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 }
+
+// Skipped counts, on the webhook sink's series, an event the endpoint's
+// restart did not send again (pipeline.ResumeObserver).
+func (o *GatewayEndpoint) Skipped(by string) { o.g.base.Skipped(by) }
+
+// Resent counts, on the webhook sink's series, an event the endpoint's
+// restart sent that may have been delivered before.
+func (o *GatewayEndpoint) Resent() { o.g.base.Resent() }
+
+// RecoverFellBack counts, on the webhook sink's series, a restart that could
+// not read back (webhooks never can; kept for the interface).
+func (o *GatewayEndpoint) RecoverFellBack() { o.g.base.RecoverFellBack() }

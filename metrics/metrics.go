@@ -85,6 +85,9 @@ var Names = []string{
 	"outbox_relay_in_flight_events",
 	"outbox_relay_in_flight_bytes",
 	"outbox_relay_checkpoint_saves_total",
+	"outbox_relay_events_skipped_on_resume_total",
+	"outbox_relay_events_resent_total",
+	"outbox_relay_readback_fallbacks_total",
 	"outbox_relay_checkpoint_last_save_timestamp_seconds",
 	"outbox_relay_sink_up",
 	"outbox_relay_checkpoint_binlog_purge_margin_files",
@@ -116,6 +119,9 @@ type Metrics struct {
 	inFlight      *prometheus.GaugeVec
 	inFlightBytes *prometheus.GaugeVec
 	saves         *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
+	resent        *prometheus.CounterVec
+	fallbacks     *prometheus.CounterVec
 	lastSave      *prometheus.GaugeVec
 	sinkUp        *prometheus.GaugeVec
 	buildInfo     *prometheus.GaugeVec
@@ -198,6 +204,11 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.inFlight = gauge("in_flight_events", "Events read but not yet acknowledged (or dead-lettered) by the sink.", "sink")
 	m.inFlightBytes = gauge("in_flight_bytes", "Estimated memory of the events in flight, in bytes.", "sink")
 	m.saves = counter("checkpoint_saves_total", "Successful saves of the sink's checkpoint.", "sink")
+	m.skipped = counter("events_skipped_on_resume_total", "Events after the checkpoint's position that a restart did not send again: "+
+		"by=checkpoint (the checkpoint lists them as acknowledged), by=readback (the sink's destination holds them).", "sink", "by")
+	m.resent = counter("events_resent_total", "Events a restart sent that the previous run may have delivered already: "+
+		"after the checkpoint's position, not skipped, and within what the previous run had in flight when it last saved.", "sink")
+	m.fallbacks = counter("readback_fallbacks_total", "Restarts whose sink could not read back what its destination holds, and so sent again every event after the checkpoint that it does not list.", "sink")
 	m.lastSave = gauge("checkpoint_last_save_timestamp_seconds", "Unix time of the sink's last successful checkpoint save (absent until the first).", "sink")
 	m.sinkUp = gauge("sink_up", "1 when the sink's last connect or write attempt succeeded, 0 when it failed.", "sink")
 	m.buildInfo = gauge("build_info", "Always 1; the labels say which build is running.", "version", "goversion")
@@ -347,6 +358,8 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 		inFlight:      m.inFlight.WithLabelValues(sinkName),
 		inFlightBytes: m.inFlightBytes.WithLabelValues(sinkName),
 		saves:         m.saves.WithLabelValues(sinkName),
+		resent:        m.resent.WithLabelValues(sinkName),
+		fallbacks:     m.fallbacks.WithLabelValues(sinkName),
 		sinkUp:        m.sinkUp.WithLabelValues(sinkName),
 	}
 	// Every series exists from the start, so increase() sees the first one.
@@ -356,6 +369,9 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 		m.retried.WithLabelValues(sinkName, r)
 	}
 	m.deadLettered.WithLabelValues(sinkName, ReasonPermanent)
+	for _, by := range []string{"checkpoint", "readback"} {
+		m.skipped.WithLabelValues(sinkName, by)
+	}
 	o.inFlight.Set(0)
 	o.inFlightBytes.Set(0)
 	o.sinkUp.Set(0)
@@ -369,6 +385,7 @@ type PipelineObserver struct {
 	name                    string
 	s                       *sinkState
 	delivered, saves        prometheus.Counter
+	resent, fallbacks       prometheus.Counter
 	latency                 prometheus.Observer
 	inFlight, inFlightBytes prometheus.Gauge
 	sinkUp                  prometheus.Gauge
@@ -420,6 +437,17 @@ func (o *PipelineObserver) CheckpointSaved(pos event.Position, at time.Time) {
 	}
 	o.s.mu.Unlock()
 }
+
+// Skipped counts an event a restart did not send again, by why
+// ("checkpoint" or "readback"). With Resent and RecoverFellBack it
+// satisfies pipeline.ResumeObserver.
+func (o *PipelineObserver) Skipped(by string) { o.m.skipped.WithLabelValues(o.name, by).Inc() }
+
+// Resent counts an event a restart sent that may have been delivered before.
+func (o *PipelineObserver) Resent() { o.resent.Inc() }
+
+// RecoverFellBack counts a restart whose sink could not read back.
+func (o *PipelineObserver) RecoverFellBack() { o.fallbacks.Inc() }
 
 // Stopped records that the pipeline stopped for good with err (the other
 // sinks go on): its stream and sink read as down, and /readyz says why.

@@ -478,3 +478,40 @@ func TestGatewayOldestUnackedFollowsTheEndpoints(t *testing.T) {
 		t.Fatalf("age %v after a acknowledged, want b's 5", got)
 	}
 }
+
+// Both pipeline observers count what a restart skips and re-sends, the
+// gateway's on its webhook sink's series.
+func TestPipelineObserversCountResumes(t *testing.T) {
+	var _ pipeline.ResumeObserver = (*PipelineObserver)(nil)
+	var _ pipeline.ResumeObserver = (*GatewayEndpoint)(nil)
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.Pipeline("k")
+	o.Skipped("checkpoint")
+	o.Skipped("readback")
+	o.Skipped("readback")
+	o.Resent()
+	o.RecoverFellBack()
+	ep := m.Gateway("hooks").Endpoint("a")
+	ep.Skipped("checkpoint")
+	ep.Resent()
+	ep.Resent()
+	for _, c := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.skipped.WithLabelValues("k", "checkpoint"), 1},
+		{m.skipped.WithLabelValues("k", "readback"), 2},
+		{m.resent.WithLabelValues("k"), 1},
+		{m.fallbacks.WithLabelValues("k"), 1},
+		{m.skipped.WithLabelValues("hooks", "checkpoint"), 1},
+		{m.resent.WithLabelValues("hooks"), 2},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%v = %v, want %v", c.c, got, c.want)
+		}
+	}
+}

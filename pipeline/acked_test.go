@@ -1,0 +1,322 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// gtxns is n transactions of one event each, with GTIDs 0-1-1… (event eK in
+// the transaction of GTID 0-1-(K+1)), at positions 10, 11, ….
+func gtxns(n int) []*event.Txn {
+	out := txns(n, 1)
+	for i, t := range out {
+		g := fmt.Sprintf("0-1-%d", i+1)
+		t.Position.GTIDSet = g
+		t.Events[0].Source = event.Source{GTID: g}
+	}
+	return out
+}
+
+// ackedIDs is the sorted ids of a snapshot's or checkpoint's list.
+func ackedIDs(m map[string][]string) []string {
+	var out []string
+	for _, ids := range m {
+		out = append(out, ids...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestTrackerListsWhatWasAcknowledgedBeyondTheWatermark(t *testing.T) {
+	tr := newTracker(pos(-1), 1000, 1<<20)
+	var items [][]*item
+	for i := range 4 {
+		e := tr.addKey(pos(i), time.Time{}, 2, 2, fmt.Sprintf("g%d", i))
+		items = append(items, []*item{
+			{ev: &event.Event{ID: fmt.Sprintf("t%da", i)}, txn: e, size: 1},
+			{ev: &event.Event{ID: fmt.Sprintf("t%db", i)}, txn: e, size: 1},
+		})
+	}
+	// Transactions 1 and 2 settle (and collapse into one entry), half of 3
+	// is acknowledged; 0 is not: the watermark stays at the start.
+	tr.release(items[1])
+	tr.release(items[2])
+	tr.release(items[3][:1])
+	s := tr.take()
+	if s.pos != pos(-1) {
+		t.Fatalf("watermark %v passed the unacknowledged transaction 0", s.pos)
+	}
+	if got, want := ackedIDs(s.acked), []string{"t1a", "t1b", "t2a", "t2b", "t3a"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	if !slices.Equal(s.acked["g1"], []string{"t1a", "t1b"}) {
+		t.Fatalf("listed by transaction %v", s.acked)
+	}
+	if s.readThrough != "g3" || !s.moved {
+		t.Fatalf("read through %q, moved %v; want g3, true", s.readThrough, s.moved)
+	}
+	// Transaction 0 settles: the watermark passes 0–2 and forgets what it
+	// listed of them; 3 keeps its acknowledged half.
+	tr.release(items[0])
+	s = tr.take()
+	if s.pos != pos(2) || !slices.Equal(ackedIDs(s.acked), []string{"t3a"}) {
+		t.Fatalf("watermark %v, listed %v; want %v and [t3a]", s.pos, s.acked, pos(2))
+	}
+	tr.release(items[3][1:])
+	s = tr.take()
+	if s.pos != pos(3) || len(s.acked) != 0 || s.readThrough != "" || tr.acked != 0 {
+		t.Fatalf("all acknowledged: watermark %v, listed %v (%d), read through %q", s.pos, s.acked, tr.acked, s.readThrough)
+	}
+}
+
+// The list is bounded by the in-flight limit: beyond it an acknowledgement
+// is not listed (its event is sent again after a crash), and nothing
+// unacknowledged ever is.
+func TestTrackerListsAtMostTheInFlightLimit(t *testing.T) {
+	tr := newTracker(pos(-1), 3, 1<<20)
+	stuck := tr.addKey(pos(0), time.Time{}, 1, 1, "g0")
+	var rest []*item
+	for i := 1; i <= 5; i++ {
+		e := tr.addKey(pos(i), time.Time{}, 1, 1, fmt.Sprintf("g%d", i))
+		it := &item{ev: &event.Event{ID: fmt.Sprintf("e%d", i)}, txn: e, size: 1}
+		tr.release([]*item{it})
+		tr.take() // saved: the acknowledgement no longer takes room
+		tr.saved()
+		rest = append(rest, it)
+	}
+	s := tr.take()
+	if got := ackedIDs(s.acked); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+		t.Fatalf("listed %v, want the first 3 (the limit)", got)
+	}
+	tr.ack(stuck, 1)
+	if s := tr.take(); s.pos != pos(5) || len(s.acked) != 0 || tr.acked != 0 {
+		t.Fatalf("watermark %v, listed %v", s.pos, s.acked)
+	}
+}
+
+// holdingSubmitter acknowledges every event at once but the one with id
+// hold, which it keeps until ctx ends (a webhook retrying one aggregate).
+type holdingSubmitter struct {
+	scriptSink
+	hold string
+}
+
+func (h *holdingSubmitter) Submit(ctx context.Context, batch []*event.Event, ack func(int, error)) {
+	for i, e := range batch {
+		if e.ID == h.hold {
+			go func() { <-ctx.Done(); ack(i, ctx.Err()) }()
+			continue
+		}
+		h.mu.Lock()
+		h.delivered = append(h.delivered, e.ID)
+		h.mu.Unlock()
+		ack(i, nil)
+	}
+}
+
+// What is acknowledged is saved at once (not at the next interval), with
+// the events acknowledged beyond an unacknowledged one listed.
+func TestAcknowledgedEventsBeyondTheWatermarkAreSavedAtOnce(t *testing.T) {
+	s := &holdingSubmitter{hold: "e1"}
+	store := &memStore{}
+	listed := func() []string {
+		cp, _ := store.Load(context.Background(), "s")
+		if cp.Acked == nil {
+			return nil
+		}
+		return ackedIDs(cp.Acked.Events)
+	}
+	want := []string{"e2", "e3", "e4"}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, CheckpointInterval: time.Hour, DrainTimeout: time.Millisecond},
+		&fakeSource{txns: gtxns(5)}, func() bool { return slices.Equal(listed(), want) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	cp, _ := store.Load(context.Background(), "s")
+	if cp.Position.Pos != 10 {
+		t.Fatalf("checkpoint at %v, want after e0's transaction (10): e1 is unacknowledged", cp.Position)
+	}
+	if got := listed(); !slices.Equal(got, want) {
+		t.Fatalf("checkpoint lists %v, want %v (never e1, which was not acknowledged)", got, want)
+	}
+	if cp.Acked.ReadThrough != "0-1-5" {
+		t.Fatalf("read through %q, want the last transaction handed on, 0-1-5", cp.Acked.ReadThrough)
+	}
+}
+
+type resumeObserver struct {
+	nopObserver
+	mu       sync.Mutex
+	skipped  map[string]int
+	resent   int
+	fellBack int
+}
+
+func (o *resumeObserver) Skipped(by string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.skipped == nil {
+		o.skipped = map[string]int{}
+	}
+	o.skipped[by]++
+}
+func (o *resumeObserver) Resent()          { o.mu.Lock(); o.resent++; o.mu.Unlock() }
+func (o *resumeObserver) RecoverFellBack() { o.mu.Lock(); o.fellBack++; o.mu.Unlock() }
+
+// A restart does not send the events its checkpoint lists as acknowledged,
+// lists them again (a second crash skips them too), sends the others, and
+// counts as re-sent those up to the last transaction the previous run had
+// handed on.
+func TestResumeSkipsWhatTheCheckpointListsAsAcknowledged(t *testing.T) {
+	store := &memStore{}
+	store.Save(context.Background(), "s", checkpoint.Checkpoint{
+		Position: event.Position{File: "b.1", Pos: 10, GTIDSet: "0-1-1"},
+		Acked:    &checkpoint.Acked{Events: map[string][]string{"0-1-3": {"e2"}, "0-1-4": {"e3"}}, ReadThrough: "0-1-5"},
+	})
+	// e1 is not acknowledged until the end: the watermark stays before it.
+	s := &holdingSubmitter{hold: "e1"}
+	obs := &resumeObserver{}
+	listed := func() []string {
+		cp, _ := store.Load(context.Background(), "s")
+		if cp.Acked == nil {
+			return nil
+		}
+		return ackedIDs(cp.Acked.Events)
+	}
+	want := []string{"e2", "e3", "e4", "e5", "e6"}
+	run(t, Config{Name: "s", Sink: s, Store: store, Observer: obs, Retry: retry.Policy{Initial: time.Millisecond, Max: time.Millisecond}, DrainTimeout: time.Millisecond},
+		&fakeSource{txns: gtxns(7)}, func() bool { return slices.Equal(listed(), want) })
+	got := s.got()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"e4", "e5", "e6"}) {
+		t.Fatalf("delivered %v, want e4–e6 (e0 is before the checkpoint, e2 and e3 are listed, e1 is held)", got)
+	}
+	if got := listed(); !slices.Equal(got, want) {
+		t.Fatalf("checkpoint lists %v, want %v: the skipped events listed again, never e1", got, want)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.skipped["checkpoint"] != 2 || obs.resent != 2 {
+		t.Fatalf("skipped %v, re-sent %d; want 2 by checkpoint, and e1 and e4 re-sent (up to 0-1-5)", obs.skipped, obs.resent)
+	}
+}
+
+// recoveringSink is a scriptSink whose destination can be read back: it
+// holds the events of holds, or answers err (errs first, one per call).
+type recoveringSink struct {
+	scriptSink
+	holds []string // event ids held, each in the transaction gtxns gives it
+	errs  []error
+	calls atomic.Int32
+	after event.Position
+}
+
+func (r *recoveringSink) Recover(_ context.Context, after event.Position, seen func(gtid, id string)) error {
+	n := int(r.calls.Add(1))
+	r.after = after
+	if n <= len(r.errs) {
+		return r.errs[n-1]
+	}
+	for _, id := range r.holds {
+		var k int
+		fmt.Sscanf(id, "e%d", &k)
+		seen(fmt.Sprintf("0-1-%d", k+1), id)
+	}
+	return nil
+}
+
+// After a restart, a sink that can read its destination back is asked what
+// it holds after the checkpoint, and that is not sent again; when it cannot
+// tell, everything after the checkpoint is sent (and the fall-back counted);
+// another read-back error is retried. A pipeline with no checkpoint does
+// not ask.
+func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
+	resumed := func() *memStore {
+		store := &memStore{}
+		store.Save(context.Background(), "s", checkpoint.Checkpoint{Position: event.Position{File: "b.1", Pos: 10, GTIDSet: "0-1-1"},
+			Acked: &checkpoint.Acked{Events: map[string][]string{"0-1-3": {"e2"}}}})
+		return store
+	}
+	tests := []struct {
+		name     string
+		store    *memStore
+		errs     []error
+		want     []string
+		calls    int32
+		skipped  map[string]int
+		fellBack int
+	}{
+		{name: "what the destination holds is skipped with what the checkpoint lists", store: resumed(),
+			want: []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1}},
+		{name: "a read-back that cannot tell falls back to at-least-once", store: resumed(),
+			errs: []error{fmt.Errorf("partition 3 has records of another writer: %w", sink.ErrCannotRecover)},
+			want: []string{"e1", "e3", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1}, fellBack: 1},
+		{name: "a failed read-back is retried", store: resumed(),
+			errs: []error{errors.New("connection refused")},
+			want: []string{"e1", "e4"}, calls: 2, skipped: map[string]int{"checkpoint": 1, "readback": 1}},
+		{name: "a pipeline without a checkpoint does not read back", store: &memStore{},
+			want: []string{"e0", "e1", "e2", "e3", "e4"}, calls: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &recoveringSink{holds: []string{"e3"}, errs: tc.errs}
+			obs := &resumeObserver{}
+			run(t, Config{Name: "s", Sink: s, Store: tc.store, Observer: obs, Start: event.Position{File: "b.1", Pos: 4},
+				Retry: retry.Policy{Initial: time.Millisecond, Max: time.Millisecond}},
+				&fakeSource{txns: gtxns(5)}, func() bool { return len(s.got()) >= len(tc.want) })
+			if got := s.got(); !slices.Equal(got, tc.want) {
+				t.Fatalf("delivered %v, want %v", got, tc.want)
+			}
+			if n := s.calls.Load(); n != tc.calls {
+				t.Fatalf("Recover called %d times, want %d", n, tc.calls)
+			}
+			if tc.calls > 0 && s.after.GTIDSet != "0-1-1" {
+				t.Fatalf("Recover asked after %v, want the checkpoint's position", s.after)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if fmt.Sprint(obs.skipped) != fmt.Sprint(tc.skipped) && len(obs.skipped)+len(tc.skipped) > 0 {
+				t.Fatalf("skipped %v, want %v", obs.skipped, tc.skipped)
+			}
+			if obs.fellBack != tc.fellBack {
+				t.Fatalf("fall-backs %d, want %d", obs.fellBack, tc.fellBack)
+			}
+		})
+	}
+}
+
+// Acknowledged events take room until the save that covers them is over:
+// what a crash sends again (in flight, or acknowledged but not yet saved)
+// stays within the in-flight limit.
+func TestTrackerCountsUnsavedAcknowledgementsAsInFlight(t *testing.T) {
+	tr := newTracker(pos(-1), 2, 1<<20)
+	e0 := tr.add(pos(0), time.Time{}, 2, 2)
+	tr.ack(e0, 1)
+	tr.ack(e0, 1)
+	added := make(chan *txnEntry, 1)
+	go func() { added <- tr.add(pos(1), time.Time{}, 1, 1) }()
+	s := tr.take() // a save begins: still no room until it is over
+	if s.pos != pos(0) {
+		t.Fatalf("snapshot at %v", s.pos)
+	}
+	select {
+	case <-added:
+		t.Fatal("add went on while 2 acknowledged events were not saved (limit 2)")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tr.saved()
+	if e := <-added; e == nil {
+		t.Fatal("add refused after the save")
+	}
+}
