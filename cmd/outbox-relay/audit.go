@@ -25,6 +25,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -79,8 +80,8 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		sc = &cfg.Sinks[i]
-		if s.Type == "webhook" && s.Webhook != nil {
-			for _, e := range s.Webhook.Endpoints {
+		if wc := webhook.Section(s); wc != nil {
+			for _, e := range wc.Endpoints {
 				if ep == "" || ep == e.Name {
 					endpoints = append(endpoints, s.Name+"/"+e.Name)
 				}
@@ -92,7 +93,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--sink %q: no such sink in %s", *sinkName, *path)
 	case sc.Type == "stdout":
 		return fmt.Errorf("--sink %s: a stdout sink cannot be read back, so it is not auditable", sc.Name)
-	case sc.Type == "webhook" && len(endpoints) == 0:
+	case webhook.Section(*sc) != nil && len(endpoints) == 0:
 		return fmt.Errorf("--sink %q: no such webhook endpoint", *sinkName)
 	}
 
@@ -135,8 +136,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var reports []audit.Report
 	switch sc.Type {
 	case "kafka":
-		kc := *sc.Kafka
-		kc.Defaults()
+		kc := *sc.Config.(*kafka.Config)
 		rb, err := kafka.NewReadBack(kc)
 		if err != nil {
 			return err
@@ -150,7 +150,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		reports = append(reports, rep)
 	case "nats":
-		rb, err := nats.NewReadBack(*sc.NATS)
+		rb, err := nats.NewReadBack(*sc.Config.(*nats.Config))
 		if err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		reports = append(reports, rep)
 	case "redis":
-		rb, err := redis.NewReadBack(*sc.Redis)
+		rb, err := redis.NewReadBack(*sc.Config.(*redis.Config))
 		if err != nil {
 			return err
 		}
@@ -176,9 +176,9 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reports = append(reports, rep)
 	case "rabbitmq":
 		if *queue == "" {
-			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, sc.RabbitMQ.Exchange)
+			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, sc.Config.(*rabbitmq.Config).Exchange)
 		}
-		rb, err := rabbitmq.NewReadBack(*sc.RabbitMQ)
+		rb, err := rabbitmq.NewReadBack(*sc.Config.(*rabbitmq.Config))
 		if err != nil {
 			return err
 		}
