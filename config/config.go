@@ -9,7 +9,6 @@ package config
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,8 +23,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 )
 
 // Config is the whole file.
@@ -174,19 +171,6 @@ type TLS struct {
 	ServerName string `yaml:"server_name"`
 	// InsecureSkipVerify accepts any server certificate. Default false; for tests only.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-}
-
-// Build returns the tls.Config for host, or nil when TLS is off.
-func (t TLS) Build(host string) (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	name := t.ServerName
-	if name == "" {
-		name = host
-	}
-	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
-		ServerName: name, InsecureSkipVerify: t.InsecureSkipVerify}.Config("source.tls")
 }
 
 // Table is one outbox table.

@@ -240,7 +240,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	srcs := source.NewSet(cfg.Source, r.log)
 	defer srcs.Close()
 	first := cfg.Source.Addrs()[0]
-	tlsConfig, err := cfg.Source.TLS.Build(first.Host)
+	tlsConfig, err := source.TLSConfig(cfg.Source.TLS, first.Host)
 	if err != nil {
 		return err
 	}
