@@ -2,22 +2,21 @@ package check
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
-	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // insecureResults reports the settings that weaken transport security, one
-// WARN each: certificate verification turned off (source, Kafka, NATS,
-// Redis, RabbitMQ), credentials sent in clear text (an http:// webhook url
-// with an Authorization header, other credential headers or a userinfo;
-// SASL PLAIN without TLS; a NATS, Redis or RabbitMQ password or token
-// without TLS). It reads only the config. With none, one PASS.
+// WARN each: certificate verification turned off (the source, and each
+// sink as its kind says: sink.Kind.Insecure), credentials sent in clear
+// text (an http:// webhook url with credential headers; SASL PLAIN without
+// TLS; a password or token without TLS). It reads only the config. With
+// none, one PASS.
 func insecureResults(cfg *config.Config) []Result {
 	var out []Result
 	warn := func(detail, fix string) {
@@ -28,45 +27,16 @@ func insecureResults(cfg *config.Config) []Result {
 			"set source.tls.ca_file to the CA that signs the server's certificate and remove insecure_skip_verify")
 	}
 	for i, s := range cfg.Sinks {
-		switch {
-		case s.Type == "kafka" && s.Kafka != nil:
-			k := s.Kafka
-			if k.TLS.Enabled && k.TLS.InsecureSkipVerify {
-				warn(fmt.Sprintf("sinks[%d] (%s): kafka.tls.insecure_skip_verify is true: the brokers' certificates are not verified", i, s.Name),
-					"set kafka.tls.ca_file to the brokers' CA and remove insecure_skip_verify")
+		k, ok := sink.KindOf(s.Type)
+		if !ok || k.Insecure == nil || s.Config == nil {
+			continue
+		}
+		for _, w := range k.Insecure(s.Config) {
+			if w.Path == "" {
+				warn(fmt.Sprintf("sinks[%d] (%s): %s", i, s.Name, w.Detail), w.Fix)
+				continue
 			}
-			if strings.EqualFold(k.SASL.Mechanism, "plain") && !k.TLS.Enabled {
-				warn(fmt.Sprintf("sinks[%d] (%s): kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text", i, s.Name),
-					"set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)")
-			}
-		case s.Type == "nats" && s.NATS != nil:
-			streamSinkTLS(warn, i, s.Name, "nats", s.NATS.TLS, s.NATS.User != "" || s.NATS.Token != "" || s.NATS.TokenFile != "" || s.NATS.TokenEnv != "")
-		case s.Type == "redis" && s.Redis != nil:
-			r := s.Redis
-			streamSinkTLS(warn, i, s.Name, "redis", r.TLS, r.Password != "" || r.PasswordFile != "" || r.PasswordEnv != "")
-		case s.Type == "rabbitmq" && s.RabbitMQ != nil:
-			streamSinkTLS(warn, i, s.Name, "rabbitmq", s.RabbitMQ.TLS, s.RabbitMQ.Username != "")
-		case s.Type == "webhook" && s.Webhook != nil:
-			for j, ep := range s.Webhook.Endpoints {
-				u, err := url.Parse(ep.URL)
-				if err != nil || !strings.EqualFold(u.Scheme, "http") {
-					continue
-				}
-				var creds []string
-				for name := range ep.Headers {
-					if webhook.CredentialHeader(name) {
-						creds = append(creds, "header "+http.CanonicalHeaderKey(name))
-					}
-				}
-				if u.User != nil {
-					creds = append(creds, "credentials in the url")
-				}
-				if len(creds) > 0 {
-					warn(fmt.Sprintf("sinks[%d].webhook.endpoints[%d] (%s/%s): url %s is http://, so the %s cross the network in clear text",
-						i, j, s.Name, ep.Name, redact.URL(ep.URL), strings.Join(creds, ", ")),
-						"use an https:// url")
-				}
-			}
+			warn(fmt.Sprintf("sinks[%d].%s (%s/%s): %s", i, w.Path, s.Name, w.Name, w.Detail), w.Fix)
 		}
 	}
 	if len(out) == 0 {
@@ -127,17 +97,4 @@ func withInsecure(rs, config []Result) []Result {
 		rs = append(rs, r)
 	}
 	return rs
-}
-
-// streamSinkTLS warns when a NATS, Redis or RabbitMQ sink (section typ)
-// skips certificate checks, or sends a password or token without TLS.
-func streamSinkTLS(warn func(detail, fix string), i int, name, typ string, t tlsfiles.Settings, secret bool) {
-	switch {
-	case t.Enabled && t.InsecureSkipVerify:
-		warn(fmt.Sprintf("sinks[%d] (%s): %s.tls.insecure_skip_verify is true: the server's certificate is not verified", i, name, typ),
-			fmt.Sprintf("set %s.tls.ca_file to the server's CA and remove insecure_skip_verify", typ))
-	case !t.Enabled && secret:
-		warn(fmt.Sprintf("sinks[%d] (%s): a %s password or token without %s.tls: it crosses the network in clear text", i, name, typ, typ),
-			fmt.Sprintf("set %s.tls.enabled: true", typ))
-	}
 }

@@ -25,7 +25,7 @@ func TestPrintEscapesControlCharacters(t *testing.T) {
 }
 
 func TestInsecureResults(t *testing.T) {
-	cfg := &config.Config{Sinks: []config.Sink{{Name: "h", Type: "webhook", Webhook: &config.Webhook{Endpoints: []webhook.EndpointConfig{
+	cfg := &config.Config{Sinks: []config.Sink{{Name: "h", Type: "webhook", Config: &webhook.SinkConfig{Endpoints: []webhook.EndpointConfig{
 		{Name: "tls", URL: "https://h.example/", Headers: map[string]string{"Authorization": "Bearer x"}},
 		{Name: "plain-no-creds", URL: "http://h.example/", Headers: map[string]string{"X-Tenant": "a"}},
 		{Name: "userinfo", URL: "http://u:p@h.example/"},
@@ -43,10 +43,10 @@ func TestInsecureResults(t *testing.T) {
 		t.Fatalf("warnings:\n%s", got)
 	}
 	streams := &config.Config{Sinks: []config.Sink{
-		{Name: "js", Type: "nats", NATS: &natssink.Config{User: "u", Password: "p"}},
-		{Name: "rd", Type: "redis", Redis: &redissink.Config{TLS: tlsfiles.Settings{Enabled: true, InsecureSkipVerify: true}}},
-		{Name: "mq", Type: "rabbitmq", RabbitMQ: &rabbitmq.Config{Username: "u", Password: "p", TLS: tlsfiles.Settings{Enabled: true}}},
-		{Name: "rd2", Type: "redis", Redis: &redissink.Config{}},
+		{Name: "js", Type: "nats", Config: &natssink.Config{User: "u", Password: "p"}},
+		{Name: "rd", Type: "redis", Config: &redissink.Config{TLS: tlsfiles.Settings{Enabled: true, InsecureSkipVerify: true}}},
+		{Name: "mq", Type: "rabbitmq", Config: &rabbitmq.Config{Username: "u", Password: "p", TLS: tlsfiles.Settings{Enabled: true}}},
+		{Name: "rd2", Type: "redis", Config: &redissink.Config{}},
 	}}
 	details = nil
 	for _, r := range insecureResults(streams) {

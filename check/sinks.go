@@ -7,15 +7,12 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/sink"
-	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
-	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
-	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
 )
 
-// sinkResults probes each sink that can check its destination (NATS
-// JetStream, Redis Streams, RabbitMQ), one line each: reachable, the
-// credentials accepted, and the stream, key or exchange there or created by
-// the sink on connect. Kafka, webhook and stdout sinks are not probed.
+// sinkResults probes each sink whose kind can check its destination
+// (sink.Kind.Probes: NATS JetStream, Redis Streams, RabbitMQ), one line
+// each: reachable, the credentials accepted, and the stream, key or exchange
+// there or created by the sink on connect. The others are not probed.
 func sinkResults(ctx context.Context, cfg *config.Config) []Result {
 	var out []Result
 	for i, s := range cfg.Sinks {
@@ -48,15 +45,19 @@ type probingSink interface {
 	sink.Prober
 }
 
-// prober builds the sink of s when its type can probe; nil when it cannot.
+// prober builds the sink of s when its kind can probe; nil when it cannot.
 func prober(s config.Sink) (probingSink, error) {
-	switch {
-	case s.Type == "nats" && s.NATS != nil:
-		return natssink.New(*s.NATS, nil)
-	case s.Type == "redis" && s.Redis != nil:
-		return redissink.New(*s.Redis, nil)
-	case s.Type == "rabbitmq" && s.RabbitMQ != nil:
-		return rabbitmq.New(*s.RabbitMQ, nil)
+	k, ok := sink.KindOf(s.Type)
+	if !ok || !k.Probes || k.New == nil || s.Config == nil {
+		return nil, nil
 	}
-	return nil, nil
+	built, err := k.New(sink.Params{Name: s.Name, Config: s.Config})
+	if err != nil {
+		return nil, err
+	}
+	p, ok := built.(probingSink)
+	if !ok {
+		return nil, fmt.Errorf("sink type %s says it probes, but its sink has no Probe", s.Type)
+	}
+	return p, nil
 }

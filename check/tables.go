@@ -56,8 +56,8 @@ func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config
 		out = append(out, tableDecision(t, cols))
 	}
 	for _, s := range cfg.Sinks {
-		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil {
-			tc := s.Webhook.EndpointsTable.WithDefaults()
+		if wc := webhook.Section(s); wc != nil && wc.EndpointsTable != nil {
+			tc := wc.EndpointsTable.WithDefaults()
 			r, rows := endpointsTableResult(ctx, db, cfg, s, tc)
 			out = append(out, r)
 			out = append(out, tableInsecureResults(s.Name, tc, rows)...)
@@ -96,7 +96,7 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 		}
 	}
 	static := map[string]bool{}
-	for _, ep := range sc.Webhook.Endpoints {
+	for _, ep := range webhook.Section(sc).Endpoints {
 		static[ep.Name] = true
 	}
 	var problems, fixes []string

@@ -3,10 +3,11 @@ package checkpoint
 import (
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
 // OpenDB opens the database of a MySQL store (checkpoints, dead letters, the
@@ -34,43 +35,19 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint.dsn: %s", dsnReason(err))
+		return nil, fmt.Errorf("checkpoint.dsn: %s", config.DSNReason(err))
 	}
 	db := sql.OpenDB(conn)
 	db.SetConnMaxIdleTime(connWaitTimeout / 2)
 	return db, nil
 }
 
-// CheckDSN reports whether dsn, a go-sql-driver DSN, parses, as OpenDB
-// would parse it; its error never quotes the DSN or any part of it.
-func CheckDSN(dsn string) error {
-	_, err := parseDSN(dsn)
-	return err
-}
-
 func parseDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint.dsn does not parse: %s; the form is user:${PASSWORD}@tcp(host:3306)/dbname", dsnReason(err))
+		return nil, config.CheckDSN(dsn)
 	}
 	return cfg, nil
-}
-
-// dsnReason is the driver's reason a DSN does not parse, without the part
-// of the DSN it quotes: the driver cuts the DSN at its last "/" and "@", so
-// with a password holding either, what it quotes as a database name, a
-// network or a parameter value may be a piece of the password. Its fixed
-// messages are kept whole; of the others, only the words before the first
-// colon or quote.
-func dsnReason(err error) string {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "invalid DSN: ") && !strings.ContainsAny(msg, `"'`) && !strings.Contains(msg[len("invalid DSN: "):], ":") {
-		return msg
-	}
-	if i := strings.IndexAny(msg, `:"'`); i >= 0 {
-		msg = msg[:i]
-	}
-	return strings.TrimSpace(msg)
 }
 
 // connWaitTimeout is the server's wait_timeout on the store's connections.

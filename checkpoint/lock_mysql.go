@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
 // DefaultLockTimeout is how long the server keeps the MySQL store's lock for
 // a holder that went silent: its lock connection's wait_timeout.
-const DefaultLockTimeout = 10 * time.Second
+const DefaultLockTimeout = config.DefaultLockTimeout
 
 // FenceTable is the table, in the checkpoint database, holding one fencing
 // row per checkpoint table: the epoch that each new lock holder bumps, who

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
 // MySQL keeps checkpoints in a table (default outbox_relay_checkpoints) of a
@@ -40,7 +42,7 @@ func ValidTableName(name string) bool { return identRe.MatchString(name) }
 // OpenMySQL opens the store on db, creating table if it does not exist.
 func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if table == "" {
-		table = "outbox_relay_checkpoints"
+		table = config.DefaultCheckpointTable
 	}
 	if !identRe.MatchString(table) {
 		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)
@@ -103,7 +105,7 @@ func isUnknownColumn(err error) bool {
 // a missing table reads as no checkpoints, and Save returns ErrReadOnly.
 func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
 	if table == "" {
-		table = "outbox_relay_checkpoints"
+		table = config.DefaultCheckpointTable
 	}
 	if !identRe.MatchString(table) {
 		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)

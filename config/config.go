@@ -9,12 +9,12 @@ package config
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -23,18 +23,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/gateway"
-	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
-	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/retry"
-	"github.com/outbox-relay/outbox-relay/sink/kafka"
-	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
-	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
-	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // Config is the whole file.
@@ -85,6 +73,12 @@ type Prune struct {
 	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout"`
 }
 
+// Defaults of prune that package prune also uses (for a zero Options field).
+const (
+	DefaultPruneBatchSize       = 500
+	DefaultPruneLockWaitTimeout = 5 * time.Second
+)
+
 // Source is the MySQL or MariaDB server whose binlog is read: one (host,
 // port), or an ordered list (servers) to fail over between.
 type Source struct {
@@ -118,7 +112,7 @@ type Source struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// ReadTimeout ends a connection that is silent this long. Default 3 × heartbeat.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// MaxReconnectBackoff caps the wait between reconnects. Default 30s (retry.DefaultMax).
+	// MaxReconnectBackoff caps the wait between reconnects. Default 30s (delivery.max_retry_backoff's default).
 	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff"`
 	// TLS to the server. Default off.
 	TLS TLS `yaml:"tls"`
@@ -179,19 +173,6 @@ type TLS struct {
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
-// Build returns the tls.Config for host, or nil when TLS is off.
-func (t TLS) Build(host string) (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	name := t.ServerName
-	if name == "" {
-		name = host
-	}
-	return tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
-		ServerName: name, InsecureSkipVerify: t.InsecureSkipVerify}.Config("source.tls")
-}
-
 // Table is one outbox table.
 type Table struct {
 	// Name is "schema.table". Required.
@@ -250,6 +231,13 @@ type Checkpoint struct {
 	Start string `yaml:"start"`
 }
 
+// Defaults of checkpoint that the checkpoint and pipeline packages also use.
+const (
+	DefaultCheckpointTable    = "outbox_relay_checkpoints"
+	DefaultCheckpointInterval = time.Second
+	DefaultLockTimeout        = 10 * time.Second
+)
+
 // DeadLetter configures where permanently failed events are kept.
 type DeadLetter struct {
 	// Store is file, mysql or none. Default: the checkpoint store's kind.
@@ -261,6 +249,9 @@ type DeadLetter struct {
 	// Table (store: mysql, in the checkpoint database). Default outbox_relay_dead_letters.
 	Table string `yaml:"table"`
 }
+
+// DefaultDeadLetterTable is dead_letter.table's default (package deadletter uses it too).
+const DefaultDeadLetterTable = "outbox_relay_dead_letters"
 
 // Delivery tunes every pipeline.
 type Delivery struct {
@@ -290,41 +281,18 @@ type Delivery struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
-// SinkTypes are the sink types this build knows.
-var SinkTypes = []string{"stdout", "kafka", "webhook", "nats", "redis", "rabbitmq"}
-
-// Sink is one destination. Exactly the section named by Type is read.
-type Sink struct {
-	// Name is unique; it keys the sink's checkpoint. Required.
-	Name string `yaml:"name"`
-	// Type is one of SinkTypes. Required.
-	Type     string            `yaml:"type"`
-	Stdout   *stdout.Config    `yaml:"stdout"`
-	Kafka    *kafka.Config     `yaml:"kafka"`
-	Webhook  *Webhook          `yaml:"webhook"`
-	NATS     *natssink.Config  `yaml:"nats"`
-	Redis    *redissink.Config `yaml:"redis"`
-	RabbitMQ *rabbitmq.Config  `yaml:"rabbitmq"`
-}
-
-// Webhook is a webhook sink: a fan-out gateway to many endpoints (package
-// gateway). The sink reads one binlog stream; each endpoint is delivered by
-// a pipeline of its own, with its own checkpoint named "<sink
-// name>/<endpoint name>", so a dead endpoint only falls behind itself.
-type Webhook struct {
-	// Endpoints are the static endpoints. See sink/webhook for every field
-	// and default. A webhook sink needs endpoints, an endpoints_table, or
-	// both. Default none.
-	Endpoints []webhook.EndpointConfig `yaml:"endpoints"`
-	// EndpointsTable takes endpoints from the rows of a table in the source
-	// database (deploy/outbox_endpoints.sql): table, tenant_header,
-	// secrets_key (from the environment: ${VAR}) and the defaults of every
-	// row's endpoint. See webhook.TableConfig. Default none.
-	EndpointsTable *webhook.TableConfig `yaml:"endpoints_table"`
-	// Gateway tunes how the sink fans one binlog stream out to its
-	// endpoints (package gateway).
-	Gateway Gateway `yaml:"gateway"`
-}
+// Defaults of delivery, which packages pipeline and retry also use (for a
+// zero field of their own Config).
+const (
+	DefaultBatchSize        = 500
+	DefaultBatchBytes       = 1 << 20
+	DefaultLinger           = 0 // no waiting: batch what is queued
+	DefaultMaxInFlight      = 10000
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultRetryBackoff     = 100 * time.Millisecond
+	DefaultMaxRetryBackoff  = 30 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+)
 
 // Gateway tunes a webhook sink's fan-out: one shared binlog stream, and per
 // endpoint a queue, in-flight limits and, when it falls behind, a catch-up
@@ -354,6 +322,18 @@ type Gateway struct {
 	// (5 days); a negative value (-1s) never disables.
 	DisableAfter time.Duration `yaml:"disable_after"`
 }
+
+// Defaults of a gateway, which package gateway also uses. An endpoint's
+// in-flight limits are smaller than a sink's (delivery.max_in_flight), as a
+// gateway runs many endpoints.
+const (
+	DefaultGatewayQueue          = 256
+	DefaultEndpointInFlight      = 1000
+	DefaultEndpointInFlightBytes = 1 << 20
+	DefaultDetachAfter           = 500 * time.Millisecond
+	DefaultMaxCatchUp            = 4
+	DefaultDisableAfter          = 5 * 24 * time.Hour
+)
 
 // Log configures logging.
 type Log struct {
@@ -489,6 +469,11 @@ func decode(root *yaml.Node, lenient []string) (*Config, error) {
 			return nil, fmt.Errorf("%s (see deploy/config.example.yaml for every key and its type)", strings.Join(msgs, "; "))
 		}
 		return nil, err
+	}
+	for i := range cfg.Sinks {
+		if err := cfg.Sinks[i].decodeSection(fmt.Sprintf("sinks[%d]", i)); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -721,7 +706,14 @@ func isSecretPath(p string) bool {
 	return t == secretType
 }
 
+// yamlField is the field of struct type t under the key name; under a
+// sink, a section key is the registered kind's section.
 func yamlField(t reflect.Type, name string) (reflect.StructField, bool) {
+	if t == sinkType {
+		if st, ok := sinkSectionType(name); ok {
+			return reflect.StructField{Name: name, Type: st}, true
+		}
+	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -741,7 +733,9 @@ func hideValue(msg string) string {
 	return typeErrValue.ReplaceAllString(msg, "$1 (value hidden: the key may hold a secret) $2")
 }
 
-// Defaults fills every unset field with its default.
+// Defaults fills every unset field with its default. The defaults a
+// runtime package also needs (for a zero field of its own Config) are the
+// constants declared beside their section; it reads them from here.
 func (c *Config) Defaults() {
 	s := &c.Source
 	if len(s.Servers) == 0 {
@@ -756,7 +750,7 @@ func (c *Config) Defaults() {
 	}
 	setD(&s.Heartbeat, 5*time.Second)
 	setD(&s.ReadTimeout, 3*s.Heartbeat)
-	setD(&s.MaxReconnectBackoff, retry.DefaultMax)
+	setD(&s.MaxReconnectBackoff, DefaultMaxRetryBackoff)
 	for i := range c.Tables {
 		col := &c.Tables[i].Columns
 		setS(&col.ID, "id")
@@ -769,56 +763,65 @@ func (c *Config) Defaults() {
 	cp := &c.Checkpoint
 	setS(&cp.Store, "file")
 	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
-	setS(&cp.Table, "outbox_relay_checkpoints")
-	setD(&cp.Interval, pipeline.DefaultCheckpointInterval)
+	setS(&cp.Table, DefaultCheckpointTable)
+	setD(&cp.Interval, DefaultCheckpointInterval)
 	setS(&cp.Start, "current")
 	if cp.Lock == nil {
 		on := true
 		cp.Lock = &on
 	}
-	setD(&cp.LockTimeout, checkpoint.DefaultLockTimeout)
-	setS(&c.DeadLetter.Store, cp.Store)
-	setS(&c.DeadLetter.Table, "outbox_relay_dead_letters")
+	setD(&cp.LockTimeout, DefaultLockTimeout)
+	dl := &c.DeadLetter
+	setS(&dl.Store, cp.Store)
+	if dl.Store == "file" {
+		setS(&dl.Path, filepath.Join(filepath.Dir(cp.Path), "dead-letters"))
+	}
+	setS(&dl.Table, DefaultDeadLetterTable)
 	d := &c.Delivery
-	setI(&d.BatchSize, pipeline.DefaultBatchSize)
-	setI(&d.BatchBytes, pipeline.DefaultBatchBytes)
-	setD(&d.Linger, pipeline.DefaultLinger)
-	setI(&d.MaxInFlight, pipeline.DefaultMaxInFlight)
-	setI(&d.MaxInFlightBytes, pipeline.DefaultMaxInFlightBytes)
-	setD(&d.RetryBackoff, retry.DefaultInitial)
-	setD(&d.MaxRetryBackoff, retry.DefaultMax)
-	setD(&d.DrainTimeout, pipeline.DefaultDrainTimeout)
+	setI(&d.BatchSize, DefaultBatchSize)
+	setI(&d.BatchBytes, DefaultBatchBytes)
+	setD(&d.Linger, DefaultLinger)
+	setI(&d.MaxInFlight, DefaultMaxInFlight)
+	setI(&d.MaxInFlightBytes, DefaultMaxInFlightBytes)
+	setD(&d.RetryBackoff, DefaultRetryBackoff)
+	setD(&d.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setD(&d.DrainTimeout, DefaultDrainTimeout)
 	setS(&c.Log.Level, "info")
 	setS(&c.Log.Format, "text")
 	pr := &c.Prune
 	setD(&pr.OlderThan, 7*24*time.Hour)
 	setD(&pr.SafetyMargin, time.Hour)
-	setI(&pr.BatchSize, 500)
+	setI(&pr.BatchSize, DefaultPruneBatchSize)
 	setD(&pr.Pause, 100*time.Millisecond)
 	if pr.PartitionsAhead == nil {
 		n := 3
 		pr.PartitionsAhead = &n
 	}
-	setD(&pr.LockWaitTimeout, 5*time.Second)
+	setD(&pr.LockWaitTimeout, DefaultPruneLockWaitTimeout)
 	for _, s := range c.Sinks {
-		if s.Webhook != nil {
-			g := &s.Webhook.Gateway
-			setI(&g.Queue, gateway.DefaultQueueTxns)
-			setI(&g.MaxInFlight, DefaultEndpointInFlight)
-			setI(&g.MaxInFlightBytes, DefaultEndpointInFlightBytes)
-			setD(&g.DetachAfter, gateway.DefaultDetachAfter)
-			setI(&g.MaxCatchUp, gateway.DefaultMaxCatchUp)
-			setD(&g.DisableAfter, gateway.DefaultDisableAfter)
+		if s.Config != nil {
+			s.Config.Defaults()
 		}
 	}
 }
 
-// Defaults of a webhook endpoint's in-flight limits in a gateway: smaller
-// than a sink's (delivery.max_in_flight), as a gateway runs many endpoints.
-const (
-	DefaultEndpointInFlight      = 1000
-	DefaultEndpointInFlightBytes = 1 << 20
-)
+// Defaults sets every zero field of a gateway's tuning to its default.
+func (g *Gateway) Defaults() {
+	setI(&g.Queue, DefaultGatewayQueue)
+	setI(&g.MaxInFlight, DefaultEndpointInFlight)
+	setI(&g.MaxInFlightBytes, DefaultEndpointInFlightBytes)
+	setD(&g.DetachAfter, DefaultDetachAfter)
+	setI(&g.MaxCatchUp, DefaultMaxCatchUp)
+	setD(&g.DisableAfter, DefaultDisableAfter)
+}
+
+// Validate checks a gateway's tuning, with its defaults applied.
+func (g *Gateway) Validate() error {
+	if g.Queue < 0 || g.MaxInFlight < 0 || g.MaxInFlightBytes < 0 || g.DetachAfter < 0 || g.MaxCatchUp < 0 {
+		return errors.New("gateway: queue, max_in_flight, max_in_flight_bytes, detach_after and max_catch_up must not be negative (leave one out for its default)")
+	}
+	return nil
+}
 
 // sourceCredentials is the error for a source address written with
 // credentials ("relay:pw@db:3306"), which would be echoed in errors and
@@ -891,12 +894,12 @@ func (c *Config) Validate() error {
 		bad("checkpoint.dsn: required with checkpoint.store: mysql (user:${PASSWORD}@tcp(host:3306)/db)")
 	}
 	if c.Checkpoint.DSN != "" {
-		if err := checkpoint.CheckDSN(c.Checkpoint.DSN.Reveal()); err != nil {
+		if err := CheckDSN(c.Checkpoint.DSN.Reveal()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for field, name := range map[string]string{"checkpoint.table": c.Checkpoint.Table, "dead_letter.table": c.DeadLetter.Table} {
-		if !checkpoint.ValidTableName(name) {
+		if !ValidTableName(name) {
 			bad("%s: %q: use 1 to 64 letters, digits, _ and $", field, name)
 		}
 	}
@@ -933,80 +936,7 @@ func (c *Config) Validate() error {
 			bad("sinks[%d].name: %q is used twice; each sink needs its own name (it keys its checkpoint)", i, s.Name)
 		}
 		names[s.Name] = true
-		switch s.Type {
-		case "stdout":
-		case "kafka":
-			if s.Kafka == nil {
-				bad("sinks[%d].kafka: the kafka section is required for type kafka (at least kafka.brokers)", i)
-				break
-			}
-			k := *s.Kafka
-			k.Defaults()
-			if err := k.Validate(); err != nil {
-				bad("sinks[%d]: %v", i, err)
-			}
-		case "nats":
-			if s.NATS == nil {
-				bad("sinks[%d].nats: the nats section is required for type nats (at least nats.urls)", i)
-				break
-			}
-			n := *s.NATS
-			n.Defaults()
-			if err := n.Validate(); err != nil {
-				bad("sinks[%d]: %v", i, err)
-			}
-		case "redis":
-			if s.Redis == nil {
-				bad("sinks[%d].redis: the redis section is required for type redis (at least redis.addr)", i)
-				break
-			}
-			r := *s.Redis
-			r.Defaults()
-			if err := r.Validate(); err != nil {
-				bad("sinks[%d]: %v", i, err)
-			}
-		case "rabbitmq":
-			if s.RabbitMQ == nil {
-				bad("sinks[%d].rabbitmq: the rabbitmq section is required for type rabbitmq (at least rabbitmq.addr)", i)
-				break
-			}
-			r := *s.RabbitMQ
-			r.Defaults()
-			if err := r.Validate(); err != nil {
-				bad("sinks[%d]: %v", i, err)
-			}
-		case "webhook":
-			if s.Webhook == nil || len(s.Webhook.Endpoints) == 0 && s.Webhook.EndpointsTable == nil {
-				bad("sinks[%d].webhook: a webhook sink needs endpoints (a list in the file), an endpoints_table (rows in the database), or both", i)
-				break
-			}
-			if et := s.Webhook.EndpointsTable; et != nil {
-				if err := et.Validate(); err != nil {
-					for _, e := range unjoin(err) {
-						bad("sinks[%d].webhook.%v", i, e)
-					}
-				}
-			}
-			seenEP := map[string]bool{}
-			for j, ep := range s.Webhook.Endpoints {
-				if err := ep.Validate(); err != nil {
-					bad("sinks[%d].webhook.endpoints[%d]: %v", i, j, err)
-				}
-				if seenEP[ep.Name] {
-					bad("sinks[%d].webhook.endpoints[%d].name: %q is used twice; it keys the endpoint's checkpoint", i, j, ep.Name)
-				}
-				if strings.ContainsAny(ep.Name, "/ \t") {
-					bad("sinks[%d].webhook.endpoints[%d].name: %q must have no '/' or spaces", i, j, ep.Name)
-				}
-				seenEP[ep.Name] = true
-			}
-			g := s.Webhook.Gateway
-			if g.Queue < 0 || g.MaxInFlight < 0 || g.MaxInFlightBytes < 0 || g.DetachAfter < 0 || g.MaxCatchUp < 0 {
-				bad("sinks[%d].webhook.gateway: queue, max_in_flight, max_in_flight_bytes, detach_after and max_catch_up must not be negative (leave one out for its default)", i)
-			}
-		default:
-			bad("sinks[%d].type: %q is not one of %s", i, s.Type, strings.Join(SinkTypes, ", "))
-		}
+		s.validate(i, bad)
 	}
 	pr := c.Prune
 	if pr.Schedule < 0 || (pr.Schedule > 0 && pr.Schedule < time.Minute) {
@@ -1064,8 +994,8 @@ func (c *Config) StartGTID() (string, error) {
 func (c *Config) ReplicaIDs() int {
 	n := len(c.Sinks)
 	for _, s := range c.Sinks {
-		if s.Type == "webhook" && s.Webhook != nil {
-			n += s.Webhook.Gateway.MaxCatchUp
+		if f, ok := s.Config.(FanOut); ok {
+			n += f.GatewayConfig().MaxCatchUp
 		}
 	}
 	return n
@@ -1077,9 +1007,9 @@ func (c *Config) ReplicaIDs() int {
 func (c *Config) PipelineNames() []string {
 	var out []string
 	for _, s := range c.Sinks {
-		if s.Type == "webhook" && s.Webhook != nil {
-			for _, ep := range s.Webhook.Endpoints {
-				out = append(out, s.Name+"/"+ep.Name)
+		if f, ok := s.Config.(FanOut); ok {
+			for _, ep := range f.StaticEndpoints() {
+				out = append(out, s.Name+"/"+ep)
 			}
 			continue
 		}

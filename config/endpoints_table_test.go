@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 const tableBase = "tables: [{name: shop.outbox, headers: [tenant]}]\n"
@@ -33,7 +34,7 @@ func TestWebhookEndpointsTableIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	et := cfg.Sinks[0].Webhook.EndpointsTable
+	et := webhook.Section(cfg.Sinks[0]).EndpointsTable
 	if et == nil {
 		t.Fatal("endpoints_table not read")
 	}
@@ -45,8 +46,8 @@ func TestWebhookEndpointsTableIsRead(t *testing.T) {
 		d.Retry.MaxAttempts != 5 || len(d.Egress.Allow) != 1 {
 		t.Errorf("defaults = %+v", d)
 	}
-	if len(cfg.Sinks[0].Webhook.Endpoints) != 0 {
-		t.Errorf("static endpoints appeared: %+v", cfg.Sinks[0].Webhook.Endpoints)
+	if len(webhook.Section(cfg.Sinks[0]).Endpoints) != 0 {
+		t.Errorf("static endpoints appeared: %+v", webhook.Section(cfg.Sinks[0]).Endpoints)
 	}
 }
 
@@ -121,7 +122,7 @@ func TestTheExampleWebhookSinkParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example's webhook sink: %v", err)
 	}
-	w := cfg.Sinks[0].Webhook
+	w := webhook.Section(cfg.Sinks[0])
 	if len(w.Endpoints) != 1 || w.Endpoints[0].Filter.Headers["tenant"] != "acme" || w.EndpointsTable == nil || w.EndpointsTable.TenantHeader != "tenant" {
 		t.Errorf("webhook sink = %+v", w)
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/nats"
+	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
+	"github.com/outbox-relay/outbox-relay/sink/redis"
 )
 
 func TestTheExampleConfigLoads(t *testing.T) {
@@ -64,8 +67,11 @@ func TestTheExampleStreamSinksParse(t *testing.T) {
 		t.Fatalf("%d sinks, want nats, redis, rabbitmq", len(cfg.Sinks))
 	}
 	n, r, q := cfg.Sinks[0], cfg.Sinks[1], cfg.Sinks[2]
-	if n.NATS == nil || r.Redis == nil || q.RabbitMQ == nil ||
-		n.NATS.CreateStream.DuplicateWindow.String() != "2m0s" || r.Redis.Addr != "127.0.0.1:6379" || q.RabbitMQ.Exchange != "outbox" {
+	nc, _ := n.Config.(*nats.Config)
+	rc, _ := r.Config.(*redis.Config)
+	qc, _ := q.Config.(*rabbitmq.Config)
+	if nc == nil || rc == nil || qc == nil ||
+		nc.CreateStream.DuplicateWindow.String() != "2m0s" || rc.Addr != "127.0.0.1:6379" || qc.Exchange != "outbox" {
 		t.Fatalf("uncommented sinks: %+v", cfg.Sinks)
 	}
 }

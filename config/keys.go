@@ -72,12 +72,8 @@ func (w walker) walk(n *yaml.Node, t reflect.Type, path string) {
 			return
 		}
 		fields := map[string]reflect.Type{}
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
-				continue
-			}
+		for _, name := range yamlKeys(t) {
+			f, _ := yamlField(t, name)
 			fields[name] = f.Type
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -162,8 +158,14 @@ func (w walker) shape(n *yaml.Node, path string) string {
 	return "nothing"
 }
 
-// yamlKeys lists the keys a struct type takes, sorted.
+// yamlKeys lists the keys a struct type takes, sorted. A sink takes name,
+// type and the section of every registered kind.
 func yamlKeys(t reflect.Type) []string {
+	if t == sinkType {
+		keys := sinkKeys()
+		sort.Strings(keys)
+		return keys
+	}
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")

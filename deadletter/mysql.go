@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
@@ -22,7 +23,7 @@ type MySQL struct {
 // OpenMySQL opens the store on db.
 func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if table == "" {
-		table = "outbox_relay_dead_letters"
+		table = config.DefaultDeadLetterTable
 	}
 	if !checkpoint.ValidTableName(table) {
 		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
@@ -51,7 +52,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 // ErrReadOnly.
 func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
 	if table == "" {
-		table = "outbox_relay_dead_letters"
+		table = config.DefaultDeadLetterTable
 	}
 	if !checkpoint.ValidTableName(table) {
 		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)

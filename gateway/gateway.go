@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -22,7 +23,7 @@ const DefaultRejoinWindow = time.Minute
 
 // DefaultDisableAfter: an endpoint whose attempts have all failed for five
 // days is disabled (Svix's figure).
-const DefaultDisableAfter = 5 * 24 * time.Hour
+const DefaultDisableAfter = config.DefaultDisableAfter
 
 // Endpoint is one endpoint of the gateway.
 type Endpoint struct {

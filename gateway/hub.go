@@ -31,14 +31,15 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 )
 
 // Defaults of HubConfig.
 const (
-	DefaultQueueTxns  = 256
-	DefaultMaxCatchUp = 4
+	DefaultQueueTxns  = config.DefaultGatewayQueue
+	DefaultMaxCatchUp = config.DefaultMaxCatchUp
 	// markEvery is how often an endpoint with no events of its own is
 	// handed the shared stream's position, so its cursor moves.
 	markEvery = 250 * time.Millisecond
@@ -47,7 +48,7 @@ const (
 	// stream up.
 	DefaultYieldAfter = 2 * time.Second
 	// DefaultDetachAfter: see HubConfig.DetachAfter.
-	DefaultDetachAfter = 500 * time.Millisecond
+	DefaultDetachAfter = config.DefaultDetachAfter
 	detachWindow       = 10 * time.Second
 )
 

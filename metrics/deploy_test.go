@@ -160,7 +160,7 @@ func TestGrafanaDashboardShowsEverySinkOfEveryType(t *testing.T) {
 				if !strings.Contains(labels, `sink=~"$sink"`) {
 					t.Errorf("panel %q: %s is not filtered by sink=~\"$sink\": %s", p.Title, m[1], tg.Expr)
 				}
-				for _, typ := range config.SinkTypes {
+				for _, typ := range config.SinkTypes() {
 					if strings.Contains(labels, `"`+typ) {
 						t.Errorf("panel %q picks sinks by name or type %q: %s", p.Title, typ, tg.Expr)
 					}

@@ -50,22 +50,24 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// Defaults applied by New to the fields of Config left at zero. The retry
-// defaults are the retry package's.
+// Defaults applied by New to the fields of Config left at zero: the
+// configuration's (declared in package config, beside their fields). The
+// retry defaults are the retry package's.
 const (
-	DefaultBatchSize          = 500
-	DefaultBatchBytes         = 1 << 20
-	DefaultLinger             = 0 // no waiting: batch what is queued
-	DefaultMaxInFlight        = 10000
-	DefaultMaxInFlightBytes   = 64 << 20
-	DefaultCheckpointInterval = time.Second
-	DefaultDrainTimeout       = 10 * time.Second
+	DefaultBatchSize          = config.DefaultBatchSize
+	DefaultBatchBytes         = config.DefaultBatchBytes
+	DefaultLinger             = config.DefaultLinger
+	DefaultMaxInFlight        = config.DefaultMaxInFlight
+	DefaultMaxInFlightBytes   = config.DefaultMaxInFlightBytes
+	DefaultCheckpointInterval = config.DefaultCheckpointInterval
+	DefaultDrainTimeout       = config.DefaultDrainTimeout
 )
 
 // Source hands committed transactions to handle, in binlog order, starting

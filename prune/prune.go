@@ -98,10 +98,10 @@ func New(db *sql.DB, info canal.ServerInfo, store checkpoint.Store, sinks []stri
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 500
+		opts.BatchSize = config.DefaultPruneBatchSize
 	}
 	if opts.LockWaitTimeout < time.Second {
-		opts.LockWaitTimeout = 5 * time.Second
+		opts.LockWaitTimeout = config.DefaultPruneLockWaitTimeout
 	}
 	return &Pruner{db: db, info: info, store: store, sinks: sinks, tables: tables, opts: opts, log: opts.Logger}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // AuditReader is the reader configuration of `outbox-relay audit`: the
@@ -12,7 +13,7 @@ import (
 // the pipelines' (it runs beside a relay).
 func AuditReader(cfg *config.Config, info canal.ServerInfo, log *slog.Logger) (canal.Config, error) {
 	a := cfg.Source.Addrs()[0]
-	tlsConfig, err := cfg.Source.TLS.Build(a.Host)
+	tlsConfig, err := source.TLSConfig(cfg.Source.TLS, a.Host)
 	if err != nil {
 		return canal.Config{}, err
 	}

@@ -46,7 +46,7 @@ func BenchmarkAudit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kc := *cfg.Sinks[0].Kafka
+	kc := *cfg.Sinks[0].Config.(*kafka.Config)
 	kc.Defaults()
 	rb, err := kafka.NewReadBack(kc)
 	if err != nil {

@@ -69,7 +69,7 @@ func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 // auditKafka audits cfg's kafka sink over (from, to].
 func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
 	t.Helper()
-	kc := *cfg.Sinks[0].Kafka
+	kc := *cfg.Sinks[0].Config.(*kafka.Config)
 	kc.Defaults()
 	rb, err := kafka.NewReadBack(kc)
 	if err != nil {
@@ -188,7 +188,7 @@ func TestAuditNATSFindsExactlyTheDeletedMessages(t *testing.T) {
 			}
 		}
 	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		rb, err := nats.NewReadBack(*cfg.Sinks[0].NATS)
+		rb, err := nats.NewReadBack(*cfg.Sinks[0].Config.(*nats.Config))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestAuditRedisFindsExactlyTheDeletedEntries(t *testing.T) {
 			}
 		}
 	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		rb, err := redis.NewReadBack(*cfg.Sinks[0].Redis)
+		rb, err := redis.NewReadBack(*cfg.Sinks[0].Config.(*redis.Config))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,7 +398,7 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := rabbitmq.NewReadBack(*cfg.Sinks[0].RabbitMQ)
+	rb, err := rabbitmq.NewReadBack(*cfg.Sinks[0].Config.(*rabbitmq.Config))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -54,14 +53,9 @@ func openDeadLetters(ctx context.Context, cfg *config.Config, readOnly bool) (de
 	}
 }
 
-// DeadLetterDir is the file store's directory: dead_letter.path, or
-// "dead-letters" beside the checkpoint file.
-func DeadLetterDir(cfg *config.Config) string {
-	if cfg.DeadLetter.Path != "" {
-		return cfg.DeadLetter.Path
-	}
-	return filepath.Join(filepath.Dir(cfg.Checkpoint.Path), "dead-letters")
-}
+// DeadLetterDir is the file store's directory: dead_letter.path (its
+// default, beside the checkpoint file, is config's).
+func DeadLetterDir(cfg *config.Config) string { return cfg.DeadLetter.Path }
 
 func (r *Relay) openDeadLetters(ctx context.Context) (deadletter.Putter, func(), error) {
 	st, closeFn, err := OpenDeadLetters(ctx, r.cfg)

@@ -406,7 +406,8 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 	var out []Target
 	var db *sql.DB
 	for _, s := range r.cfg.Sinks {
-		if s.Type != "webhook" || s.Webhook == nil || s.Webhook.EndpointsTable == nil {
+		wc := webhook.Section(s)
+		if wc == nil || wc.EndpointsTable == nil {
 			continue
 		}
 		if db == nil {
@@ -416,14 +417,14 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 			}
 			defer db.Close()
 		}
-		tc := s.Webhook.EndpointsTable.WithDefaults()
+		tc := wc.EndpointsTable.WithDefaults()
 		tc.Logger = r.log
 		rows, bad, err := tc.Load(ctx, db)
 		if err != nil {
 			return nil, err
 		}
 		static := map[string]bool{}
-		for _, ep := range s.Webhook.Endpoints {
+		for _, ep := range wc.Endpoints {
 			static[s.Name+"/"+ep.Name] = true
 		}
 		for _, b := range bad {

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/prune"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -51,7 +52,7 @@ func PruneKeys(ctx context.Context, store checkpoint.Store, cfg *config.Config) 
 	}
 	all, err := l.List(ctx)
 	for _, s := range cfg.Sinks {
-		if s.Type != "webhook" || s.Webhook == nil || s.Webhook.EndpointsTable == nil {
+		if wc := webhook.Section(s); wc == nil || wc.EndpointsTable == nil {
 			continue
 		}
 		if err != nil {

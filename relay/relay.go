@@ -165,11 +165,7 @@ func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info can
 func (r *Relay) Targets() ([]Target, error) {
 	var out []Target
 	for i, s := range r.cfg.Sinks {
-		build := builders[s.Type]
-		if build == nil {
-			return nil, fmt.Errorf("sinks[%d].type: %q is not supported by this build", i, s.Type)
-		}
-		ts, err := build(s, r)
+		ts, err := r.targets(s)
 		if err != nil {
 			return nil, fmt.Errorf("sinks[%d] (%s): %w", i, s.Name, err)
 		}
@@ -244,7 +240,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	srcs := source.NewSet(cfg.Source, r.log)
 	defer srcs.Close()
 	first := cfg.Source.Addrs()[0]
-	tlsConfig, err := cfg.Source.TLS.Build(first.Host)
+	tlsConfig, err := source.TLSConfig(cfg.Source.TLS, first.Host)
 	if err != nil {
 		return err
 	}
@@ -352,10 +348,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		runs = append(runs, func() { stopped(t.Name, obs, p.Run(ctx, src)) })
 	}
 	for _, sc := range cfg.Sinks {
-		if sc.Type != "webhook" || sc.Webhook == nil {
+		wc := webhook.Section(sc)
+		if wc == nil {
 			continue
 		}
-		name, gc, gm := sc.Name, sc.Webhook.Gateway, m.Gateway(sc.Name)
+		name, gc, gm := sc.Name, wc.Gateway, m.Gateway(sc.Name)
 		var eps []gateway.Endpoint
 		var static []string
 		for _, t := range gateways[name] {
@@ -366,7 +363,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		// stream (relay/endpoints.go has the rule).
 		var table *tableEndpoints
 		var watch []canal.Watched
-		if tc := sc.Webhook.EndpointsTable; tc != nil {
+		if tc := wc.EndpointsTable; tc != nil {
 			tc := tc.WithDefaults()
 			tc.Logger = r.log
 			table = newTableEndpoints(name, tc, static)

@@ -17,14 +17,16 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
 // Defaults of Policy.
 const (
-	// DefaultInitial is the ceiling of the first wait.
-	DefaultInitial = 100 * time.Millisecond
-	// DefaultMax caps every wait.
-	DefaultMax = 30 * time.Second
+	// DefaultInitial is the ceiling of the first wait (delivery.retry_backoff's default).
+	DefaultInitial = config.DefaultRetryBackoff
+	// DefaultMax caps every wait (delivery.max_retry_backoff's default).
+	DefaultMax = config.DefaultMaxRetryBackoff
 	// DefaultProbe caps the wait after a connection failure.
 	DefaultProbe = time.Second
 )

@@ -147,7 +147,7 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (cana
 			reasons = append(reasons, fmt.Sprintf("%s: purged: %s", c.addr, strings.Join(g.Purged, "; ")))
 			lostErrs = append(lostErrs, c.addr.String()+": "+strings.Join(g.Purged, "; "))
 		default:
-			tc, err := s.cfg.TLS.Build(c.addr.Host)
+			tc, err := TLSConfig(s.cfg.TLS, c.addr.Host)
 			if err != nil {
 				return canal.Endpoint{}, err
 			}

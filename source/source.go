@@ -60,7 +60,7 @@ func OpenAddr(ctx context.Context, c config.Source, a config.Addr) (*sql.DB, err
 	mc.Addr = a.String()
 	mc.Timeout = 10 * time.Second
 	mc.ParseTime = true
-	tc, err := c.TLS.Build(a.Host)
+	tc, err := TLSConfig(c.TLS, a.Host)
 	if err != nil {
 		return nil, err
 	}

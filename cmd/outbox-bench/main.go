@@ -49,6 +49,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+
+	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind, for the configs it parses
 )
 
 func main() {

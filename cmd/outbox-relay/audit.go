@@ -25,6 +25,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -79,8 +80,8 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		sc = &cfg.Sinks[i]
-		if s.Type == "webhook" && s.Webhook != nil {
-			for _, e := range s.Webhook.Endpoints {
+		if wc := webhook.Section(s); wc != nil {
+			for _, e := range wc.Endpoints {
 				if ep == "" || ep == e.Name {
 					endpoints = append(endpoints, s.Name+"/"+e.Name)
 				}
@@ -90,9 +91,9 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case sc == nil:
 		return fmt.Errorf("--sink %q: no such sink in %s", *sinkName, *path)
-	case sc.Type == "stdout":
-		return fmt.Errorf("--sink %s: a stdout sink cannot be read back, so it is not auditable", sc.Name)
-	case sc.Type == "webhook" && len(endpoints) == 0:
+	case !auditable(sc.Config):
+		return fmt.Errorf("--sink %s: a %s sink cannot be read back, so it is not auditable", sc.Name, sc.Type)
+	case webhook.Section(*sc) != nil && len(endpoints) == 0:
 		return fmt.Errorf("--sink %q: no such webhook endpoint", *sinkName)
 	}
 
@@ -133,10 +134,11 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := audit.Options{Memory: memory, TempDir: *tempDir, List: *limit}
 
 	var reports []audit.Report
-	switch sc.Type {
-	case "kafka":
-		kc := *sc.Kafka
-		kc.Defaults()
+	// The kinds whose destination can be read back; a webhook sink is
+	// audited against its checkpoints and dead letters.
+	switch c := sc.Config.(type) {
+	case *kafka.Config:
+		kc := *c
 		rb, err := kafka.NewReadBack(kc)
 		if err != nil {
 			return err
@@ -149,8 +151,8 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		reports = append(reports, rep)
-	case "nats":
-		rb, err := nats.NewReadBack(*sc.NATS)
+	case *nats.Config:
+		rb, err := nats.NewReadBack(*c)
 		if err != nil {
 			return err
 		}
@@ -161,8 +163,8 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		reports = append(reports, rep)
-	case "redis":
-		rb, err := redis.NewReadBack(*sc.Redis)
+	case *redis.Config:
+		rb, err := redis.NewReadBack(*c)
 		if err != nil {
 			return err
 		}
@@ -174,11 +176,11 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		reports = append(reports, rep)
-	case "rabbitmq":
+	case *rabbitmq.Config:
 		if *queue == "" {
-			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, sc.RabbitMQ.Exchange)
+			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, c.Exchange)
 		}
-		rb, err := rabbitmq.NewReadBack(*sc.RabbitMQ)
+		rb, err := rabbitmq.NewReadBack(*c)
 		if err != nil {
 			return err
 		}
@@ -189,12 +191,12 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		reports = append(reports, rep)
-	case "webhook":
+	case *webhook.SinkConfig:
 		if reports, err = auditWebhook(ctx, cfg, opts, rc, rng, start, cur, info.Flavor, endpoints, *receivedPath); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("--sink %s: type %s cannot be audited", sc.Name, sc.Type)
+		return fmt.Errorf("--sink %s: a %s sink cannot be read back, so it is not auditable", sc.Name, sc.Type)
 	}
 	missing := false
 	for _, r := range reports {
@@ -205,6 +207,16 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errMissing
 	}
 	return nil
+}
+
+// auditable reports whether audit can read back (or, for a webhook sink,
+// check) the destination of a sink with section c.
+func auditable(c config.SinkConfig) bool {
+	switch c.(type) {
+	case *kafka.Config, *nats.Config, *redis.Config, *rabbitmq.Config, *webhook.SinkConfig:
+		return true
+	}
+	return false
 }
 
 func printAudit(w io.Writer, r audit.Report, from, to audit.Bound) {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/outbox-relay/outbox-relay/internal/printable"
+	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind of this build
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".

@@ -24,7 +24,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&olderThan, "older-than", "retention: keep rows younger than this, acknowledged or not (e.g. 7d, 36h); default prune.older_than (7d)")
 	fs.Var(&margin, "safety-margin", "taken off the oldest sink's acknowledged commit time; default prune.safety_margin (1h)")
 	dry := fs.Bool("dry-run", false, "say what would be deleted and dropped, change nothing")
-	batch := fs.Int("batch-size", 0, "rows per DELETE; default prune.batch_size (500)")
+	batch := fs.Int("batch-size", 0, fmt.Sprintf("rows per DELETE; default prune.batch_size (%d)", config.DefaultPruneBatchSize))
 	rate := fs.Int("rate", -1, "max rows deleted per second (0: no cap beyond the pause); default prune.rate")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -110,7 +110,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// A webhook sink needs the binlog back to its oldest endpoint cursor.
 	for _, sc := range cfg.Sinks {
-		if sc.Type != "webhook" {
+		if webhook.Section(sc) == nil {
 			continue
 		}
 		n, off, oldest := 0, 0, ""
@@ -144,17 +144,18 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.Config) {
 	p := printable.String
 	for _, sc := range cfg.Sinks {
-		if sc.Type != "webhook" || sc.Webhook == nil || sc.Webhook.EndpointsTable == nil {
+		wc := webhook.Section(sc)
+		if wc == nil || wc.EndpointsTable == nil {
 			continue
 		}
-		tc := sc.Webhook.EndpointsTable.WithDefaults()
+		tc := wc.EndpointsTable.WithDefaults()
 		rows, bad, err := tc.Load(ctx, db)
 		if err != nil {
 			fmt.Fprintf(stdout, "webhook sink %s: %s\n", p(sc.Name), p(err.Error()))
 			continue
 		}
 		static := map[string]bool{}
-		for _, ep := range sc.Webhook.Endpoints {
+		for _, ep := range wc.Endpoints {
 			static[ep.Name] = true
 		}
 		var lines []string
@@ -248,7 +249,7 @@ func srcName(cfg *config.Config) string {
 // inTable reports whether key is under a webhook sink with an endpoints table.
 func inTable(cfg *config.Config, key string) bool {
 	for _, s := range cfg.Sinks {
-		if s.Type == "webhook" && s.Webhook != nil && s.Webhook.EndpointsTable != nil && strings.HasPrefix(key, s.Name+"/") {
+		if wc := webhook.Section(s); wc != nil && wc.EndpointsTable != nil && strings.HasPrefix(key, s.Name+"/") {
 			return true
 		}
 	}

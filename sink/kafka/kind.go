@@ -1,0 +1,42 @@
+package kafka
+
+import (
+	"strings"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+func init() {
+	sink.Register(sink.Kind{
+		Type:     "kafka",
+		Config:   func() config.SinkConfig { return new(Config) },
+		Required: "at least kafka.brokers",
+		New: func(p sink.Params) (sink.Sink, error) {
+			c := *p.Config.(*Config)
+			// The sink retries its produce requests itself (it keeps one
+			// in flight per partition): with the relay's one retry policy.
+			c.Retry = p.Retry
+			// Its messages name it, so that a restart can read back its own.
+			c.Writer = p.Name
+			s, err := New(c, p.Logger)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Insecure: func(sc config.SinkConfig) []sink.Warning {
+			c := sc.(*Config)
+			var out []sink.Warning
+			if c.TLS.Enabled && c.TLS.InsecureSkipVerify {
+				out = append(out, sink.Warning{Detail: "kafka.tls.insecure_skip_verify is true: the brokers' certificates are not verified",
+					Fix: "set kafka.tls.ca_file to the brokers' CA and remove insecure_skip_verify"})
+			}
+			if strings.EqualFold(c.SASL.Mechanism, "plain") && !c.TLS.Enabled {
+				out = append(out, sink.Warning{Detail: "kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text",
+					Fix: "set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)"})
+			}
+			return out
+		},
+	})
+}

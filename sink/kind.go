@@ -1,0 +1,121 @@
+package sink
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/retry"
+)
+
+// Kind is one sink type, declared once by its package and registered with
+// Register from its init: its type name, its config section, how to build
+// it, and the optional abilities the commands use. Everything else (config,
+// relay, check, audit) loops over Kinds; a new sink is its package plus one
+// import line in package sink/all. Model: Redpanda Connect's
+// RegisterBatchOutput; Prometheus's discovery.RegisterConfig.
+type Kind struct {
+	// Type is the value of sinks[i].type and the key of the sink's section.
+	Type string
+	// Config returns a zero section (a pointer to the kind's Config) for
+	// package config to decode, default and validate.
+	Config func() config.SinkConfig
+	// Required says what the section needs at least ("at least
+	// kafka.brokers"); empty when the section may be left out.
+	Required string
+	// New builds the sink from its section. Nil for a kind the relay runs
+	// as a gateway of endpoints (the section is a config.FanOut).
+	New func(Params) (Sink, error)
+	// Probes says that New's sink is a Prober: `outbox-relay check` builds
+	// it (with no logger) and probes its destination.
+	Probes bool
+	// Insecure lists the settings of a section that weaken transport
+	// security (certificate checks off, credentials in clear text), for
+	// `check`. Nil: none can.
+	Insecure func(config.SinkConfig) []Warning
+}
+
+// Params is what New gets besides the section.
+type Params struct {
+	// Name is the sink's name. A sink that reads back its own messages
+	// after a restart (sink.Recoverer) writes it into each as their writer.
+	Name   string
+	Config config.SinkConfig
+	// Retry is the relay's retry policy, for a sink that retries itself.
+	Retry retry.Policy
+	// Logger is nil when the sink is built only to be probed.
+	Logger *slog.Logger
+	// Stdout is where a sink writing to the process's output writes.
+	Stdout io.Writer
+}
+
+// Warning is one insecure setting of a section: Path is under the sink
+// ("" for the section as a whole, "webhook.endpoints[2]"), Name what it
+// names there (an endpoint), Detail what is wrong, Fix how to fix it.
+type Warning struct {
+	Path, Name, Detail, Fix string
+}
+
+// TLSWarnings warns when a section (key section) skips certificate
+// checks, or sends a password or token (secret) without TLS.
+func TLSWarnings(section string, t tlsfiles.Settings, secret bool) []Warning {
+	switch {
+	case t.Enabled && t.InsecureSkipVerify:
+		return []Warning{{Detail: fmt.Sprintf("%s.tls.insecure_skip_verify is true: the server's certificate is not verified", section),
+			Fix: fmt.Sprintf("set %s.tls.ca_file to the server's CA and remove insecure_skip_verify", section)}}
+	case !t.Enabled && secret:
+		return []Warning{{Detail: fmt.Sprintf("a %s password or token without %s.tls: it crosses the network in clear text", section, section),
+			Fix: fmt.Sprintf("set %s.tls.enabled: true", section)}}
+	}
+	return nil
+}
+
+var (
+	kindsMu sync.RWMutex
+	kinds   = map[string]Kind{}
+)
+
+// Register makes a sink kind known to every command and its section to
+// package config. It is called from the kind's package init; registering a
+// type twice panics.
+func Register(k Kind) {
+	if k.Config == nil {
+		panic(fmt.Sprintf("sink: kind %q has no Config", k.Type))
+	}
+	config.RegisterSink(config.SinkKind{Type: k.Type, New: k.Config, Required: k.Required})
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	kinds[k.Type] = k
+}
+
+// Kinds lists the registered kinds, by type.
+func Kinds() []Kind {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	out := make([]Kind, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Kind) int {
+		if a.Type < b.Type {
+			return -1
+		}
+		if a.Type > b.Type {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// KindOf returns the kind registered under typ.
+func KindOf(typ string) (Kind, bool) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	k, ok := kinds[typ]
+	return k, ok
+}

@@ -1,0 +1,27 @@
+package nats
+
+import (
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+func init() {
+	sink.Register(sink.Kind{
+		Type:     "nats",
+		Config:   func() config.SinkConfig { return new(Config) },
+		Required: "at least nats.urls",
+		New: func(p sink.Params) (sink.Sink, error) {
+			c := *p.Config.(*Config)
+			s, err := New(c, p.Logger)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Probes: true,
+		Insecure: func(sc config.SinkConfig) []sink.Warning {
+			c := sc.(*Config)
+			return sink.TLSWarnings("nats", c.TLS, c.User != "" || c.Token != "" || c.TokenFile != "" || c.TokenEnv != "")
+		},
+	})
+}

@@ -1,0 +1,28 @@
+package redis
+
+import (
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+func init() {
+	sink.Register(sink.Kind{
+		Type:     "redis",
+		Config:   func() config.SinkConfig { return new(Config) },
+		Required: "at least redis.addr",
+		New: func(p sink.Params) (sink.Sink, error) {
+			c := *p.Config.(*Config)
+			c.Writer = p.Name // its entries name it, so that a restart can read back its own
+			s, err := New(c, p.Logger)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Probes: true,
+		Insecure: func(sc config.SinkConfig) []sink.Warning {
+			c := sc.(*Config)
+			return sink.TLSWarnings("redis", c.TLS, c.Password != "" || c.PasswordFile != "" || c.PasswordEnv != "")
+		},
+	})
+}
