@@ -254,7 +254,7 @@ func TestPrivilegesAreReadFromTheGrants(t *testing.T) {
 		{"a user with no privileges is told every GRANT", nil, Fail,
 			"lacks REPLICATION SLAVE (to read the binlog), REPLICATION CLIENT (BINLOG MONITOR) (to read binlog positions and files), SELECT on shop.outbox",
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'p_none'@'%'; GRANT SELECT ON `shop`.`outbox` TO 'p_none'@'%';"},
-		{"the README's grants pass", []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.outbox TO USER"}, Pass,
+		{"the documented grants pass", []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.outbox TO USER"}, Pass,
 			"has REPLICATION SLAVE, REPLICATION CLIENT and SELECT", ""},
 		{"missing REPLICATION CLIENT fails", []string{"GRANT REPLICATION SLAVE ON *.* TO USER", "GRANT SELECT ON shop.* TO USER"}, Fail,
 			"lacks REPLICATION CLIENT", "GRANT REPLICATION CLIENT ON *.* TO 'p_noclient'@'%';"},
@@ -616,17 +616,17 @@ func TestEndpointsTableIsReadAsTheRelayWould(t *testing.T) {
 	}
 }
 
-// The README's grants for the relay's user are what check asks for: a user
-// given exactly the README's GRANT lines gets no WARN or FAIL about its
+// The documented grants for the relay's user (docs/source.md) are what check
+// asks for: a user given exactly those GRANT lines gets no WARN or FAIL about its
 // privileges (privileges, server_id, log_slave_updates, tables).
-func TestTheREADMEGrantsSatisfyCheck(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+func TestTheDocumentedGrantsSatisfyCheck(t *testing.T) {
+	b, err := os.ReadFile("../docs/source.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), "The relay's user")
 	if !ok {
-		t.Fatal(`the README has no "The relay's user" section`)
+		t.Fatal(`docs/source.md has no "The relay's user" section`)
 	}
 	_, block, _ := strings.Cut(after, "```sql\n")
 	block, _, _ = strings.Cut(block, "```")
@@ -637,13 +637,13 @@ func TestTheREADMEGrantsSatisfyCheck(t *testing.T) {
 		}
 	}
 	if len(grants) == 0 {
-		t.Fatalf("no GRANT in the README's block:\n%s", block)
+		t.Fatalf("no GRANT in the block of docs/source.md:\n%s", block)
 	}
 	rep := runChecks(t, createUser(t, "p_readme_block", grants...))
 	for _, name := range []string{NamePrivileges, NameServerID, NameReplicaUpdates, NameTables} {
 		for _, r := range rep.Get(name) {
 			if r.Status != Pass {
-				t.Errorf("with the README's grants %v, %s is %s:\n%s", grants, name, r.Status, printed(rep))
+				t.Errorf("with the documented grants %v, %s is %s:\n%s", grants, name, r.Status, printed(rep))
 			}
 		}
 	}

@@ -2,7 +2,7 @@ package gateway
 
 // State is an endpoint's state: the one vocabulary of /endpoints, the
 // state label of outbox_relay_gateway_endpoints, `outbox-relay status` and
-// the README. An endpoint is in exactly one.
+// docs/gateway.md. An endpoint is in exactly one.
 //
 // Running (its pipeline runs, its cursor moves):
 //

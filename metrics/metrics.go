@@ -64,8 +64,8 @@ func Reason(err error, permanent bool) string {
 }
 
 // Names lists every metric family the relay exposes (besides the Go and
-// process collectors of its default registry). The README's operations
-// section, the Grafana dashboard and the alert rules use exactly these.
+// process collectors of its default registry). docs/operations.md's metric
+// table, the Grafana dashboard and the alert rules use exactly these.
 var Names = []string{
 	"outbox_relay_build_info",
 	"outbox_relay_binlog_events_total",
