@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -166,7 +166,7 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		if g.disabled[ep.Key].Key != "" {
 			continue
 		}
-		if err := g.start(ep, g.from[i], canal.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
+		if err := g.start(ep, g.from[i], position.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
 			g.hub.Unlock()
 			cancel()
 			g.wg.Wait()

@@ -30,9 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // Defaults of HubConfig.
@@ -200,7 +200,7 @@ func (h *Hub) handOn(txn *event.Txn) {
 	}
 	for t, evs := range groups {
 		if t.skip != nil {
-			if canal.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
+			if position.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
 				continue // it read this transaction on its own stream
 			}
 			t.skip = nil
@@ -262,7 +262,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 		h.mu.Lock()
 		for t := range h.attached {
 			if t.skip != nil {
-				if canal.Covers(h.cfg.Flavor, *t.skip, h.pos) {
+				if position.Covers(h.cfg.Flavor, *t.skip, h.pos) {
 					continue // the tap is ahead of the shared stream
 				}
 				t.skip = nil
@@ -286,7 +286,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 func (h *Hub) join(t *Tap, pos event.Position) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.pos.IsZero() && !canal.Covers(h.cfg.Flavor, pos, h.pos) {
+	if !h.pos.IsZero() && !position.Covers(h.cfg.Flavor, pos, h.pos) {
 		return false
 	}
 	h.attachLocked(t, pos)

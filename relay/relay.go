@@ -151,14 +151,14 @@ func openStore(ctx context.Context, cfg *config.Config, readOnly bool) (checkpoi
 }
 
 // StartPosition resolves checkpoint.start against the server.
-func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info canal.ServerInfo) (event.Position, error) {
+func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info source.ServerInfo) (event.Position, error) {
 	if g, _ := cfg.StartGTID(); g != "" {
 		return event.Position{GTIDSet: g}, nil
 	}
 	if cfg.Checkpoint.Start == "earliest" {
-		return canal.EarliestPosition(ctx, db, info)
+		return source.EarliestPosition(ctx, db, info)
 	}
-	return canal.CurrentPosition(ctx, db, info)
+	return source.CurrentPosition(ctx, db, info)
 }
 
 // Targets builds every configured sink (one target per webhook endpoint).
@@ -206,7 +206,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	tables := Tables(cfg)
-	if err := canal.CheckTables(ctx, db, tables); err != nil {
+	if err := source.CheckTables(ctx, db, cfg.Tables); err != nil {
 		return err
 	}
 	var tableNames []string
@@ -254,12 +254,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	// the position (Dolt answers a dump racing a commit with 1236) is read
 	// on. The reader's first Pick is the start the pipeline has just checked
 	// or resolved, so it asks the server nothing.
-	canResume := func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) }
+	canResume := func(ctx context.Context, pos event.Position) error { return source.CheckResume(ctx, db, info, pos) }
 	newPick := func() func(context.Context, event.Position) (canal.Endpoint, error) {
 		started := false
 		return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
 			if started {
-				if err := canal.CheckResume(ctx, db, info, pos); err != nil {
+				if err := source.CheckResume(ctx, db, info, pos); err != nil {
 					return canal.Endpoint{}, err
 				}
 			}
@@ -270,7 +270,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	if srcs.Len() > 1 {
 		newPick = func() func(context.Context, event.Position) (canal.Endpoint, error) {
 			return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
-				return srcs.Pick(ctx, info.Flavor, pos)
+				a, tc, err := srcs.Pick(ctx, info.Flavor, pos)
+				return canal.Endpoint{Host: a.Host, Port: uint16(a.Port), TLS: tc}, err
 			}
 		}
 		canResume = nil
@@ -496,11 +497,11 @@ func (r *Relay) pollBinaryLogs(ctx context.Context, db *sql.DB, m *metrics.Metri
 	failing := false
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		files, err := canal.BinaryLogs(qctx, db)
+		files, err := source.BinaryLogs(qctx, db)
 		cancel()
 		switch {
 		case err == nil:
-			m.SetBinaryLogs(canal.FileNames(files))
+			m.SetBinaryLogs(source.FileNames(files))
 			failing = false
 		case ctx.Err() == nil && !failing:
 			r.log.Warn("list binary logs for metrics (retried)", slog.Any("err", err))
