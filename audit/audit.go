@@ -53,6 +53,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // Bound is one end of a range: a position (a GTID set, as a checkpoint
@@ -183,8 +184,8 @@ func (s *Span) parse() {
 	}
 	s.parsed = true
 	if s.Flavor == mysql.MariaDBFlavor {
-		s.mariaStart, _ = canal.MariaDBPositions(s.Start.GTIDSet)
-		if m, err := canal.MariaDBPositions(s.End.GTIDSet); err == nil {
+		s.mariaStart, _ = position.MariaDBPositions(s.Start.GTIDSet)
+		if m, err := position.MariaDBPositions(s.End.GTIDSet); err == nil {
 			s.mariaE = m
 		}
 		return
@@ -208,7 +209,7 @@ var errDone = errors.New("end of range")
 // position when the audit began, past which it never reads.
 func Scan(ctx context.Context, rc canal.Config, rng Range, start, cur event.Position, each func(Event, *event.Event, event.Position) error) (*Span, error) {
 	span := &Span{Flavor: rc.Flavor, Start: start, End: start}
-	if canal.Covers(rc.Flavor, start, cur) {
+	if position.Covers(rc.Flavor, start, cur) {
 		return span, nil
 	}
 	var stopAt event.Position
@@ -247,7 +248,7 @@ func Scan(ctx context.Context, rc canal.Config, rng Range, start, cur event.Posi
 			}
 		}
 		prev = txn.Position
-		if rng.To.GTID != "" && canal.Covers(rc.Flavor, txn.Position, stopAt) || canal.Covers(rc.Flavor, txn.Position, cur) {
+		if rng.To.GTID != "" && position.Covers(rc.Flavor, txn.Position, stopAt) || position.Covers(rc.Flavor, txn.Position, cur) {
 			return errDone
 		}
 		return nil

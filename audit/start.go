@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // StartSlack is how much earlier than a From time a binlog file must have
@@ -62,7 +63,7 @@ func ReadFileStart(ctx context.Context, rc canal.Config, file string) (FileStart
 				}
 			}
 			var parts []string
-			for _, d := range canal.SortedDomains(latest) {
+			for _, d := range position.SortedDomains(latest) {
 				g := latest[d]
 				parts = append(parts, g.String())
 			}

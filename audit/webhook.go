@@ -1,9 +1,9 @@
 package audit
 
 import (
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // NoteWebhook is the note of a webhook audit without a receiver's list.
@@ -27,7 +27,7 @@ type Webhook struct {
 // transaction.
 func (w *Webhook) Event(e Event, pos event.Position) error {
 	reason, dead := w.Dead[e.ID]
-	acked := w.Found && canal.Covers(w.Flavor, w.Checkpoint.Position, pos)
+	acked := w.Found && position.Covers(w.Flavor, w.Checkpoint.Position, pos)
 	var why string
 	switch {
 	case dead:

@@ -25,7 +25,14 @@
 //     offset; resuming from it neither skips nor repeats a transaction.
 //   - On a stream error Run reconnects from the end of the last transaction it
 //     handed on, with a fresh syncer and capped backoff, forever, logging each
-//     attempt; a position the server no longer has is returned as ErrPositionLost.
+//     attempt; a position the server no longer has is returned as
+//     position.ErrLost (Config.Pick's errors wrapping position.ErrLost or
+//     position.ErrNotInHistory end Run too).
+//
+// canal only reads the binlog stream. Asking the server about itself
+// (flavor, binlog list, GTID state, replicas, outbox table columns) is
+// package source's; comparing positions (containment, gaps) is package
+// position's. canal imports neither source nor config.
 //
 // A Reader is used by one goroutine at a time: Run blocks until ctx ends.
 package canal

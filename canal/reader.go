@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -35,9 +36,9 @@ type Config struct {
 	// ServerID is the replica id the reader registers with; it must differ
 	// from the server's own and from every other replica's. Required.
 	ServerID uint32
-	// Flavor is "mysql" or "mariadb". Required (see Inspect to detect it).
+	// Flavor is "mysql" or "mariadb". Required (see source.ReadInfo to detect it).
 	Flavor string
-	// GTIDMode says the server has GTIDs on (ServerInfo.GTIDMode): positions
+	// GTIDMode says the server has GTIDs on (source.ServerInfo.GTIDMode): positions
 	// then always carry the executed GTID set, whatever the start.
 	GTIDMode bool
 
@@ -66,7 +67,7 @@ type Config struct {
 	// Pick, if set, chooses the server to read from pos (Host, Port and TLS
 	// above are then unused): at start, and when the stream has failed for
 	// FailoverAfter without reading a transaction, or the server no longer
-	// has the position. An error wrapping ErrPositionLost or ErrNotInHistory
+	// has the position. An error wrapping position.ErrLost or position.ErrNotInHistory
 	// ends Run; any other is retried.
 	Pick func(ctx context.Context, pos event.Position) (Endpoint, error)
 	// FailoverAfter is how long a failing stream is retried on its server
@@ -132,10 +133,6 @@ type Columns struct {
 
 // FullName is "schema.table".
 func (t Table) FullName() string { return t.Schema + "." + t.Name }
-
-// ErrPositionLost is returned by Run when the server no longer has the binlog
-// the reader must resume from (purged), or rejects the position as foreign.
-var ErrPositionLost = errors.New("binlog position is no longer available on the server")
 
 // Reader reads outbox events from the binlog.
 type Reader struct {
@@ -209,7 +206,7 @@ type Handler = func(ctx context.Context, txn *event.Txn) error
 
 // Run streams from the position after from and calls handle for every
 // transaction, until ctx ends (then it returns ctx.Err()), handle fails, or
-// the position is lost (ErrPositionLost). Stream errors are retried forever.
+// the position is lost (position.ErrLost). Stream errors are retried forever.
 func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) error {
 	pos := from
 	bo := retry.Backoff{Policy: retry.Policy{Initial: 250 * time.Millisecond, Max: r.cfg.MaxBackoff}}
@@ -252,7 +249,7 @@ func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) e
 		if errors.As(err, &he) {
 			return he.err
 		}
-		if errors.Is(err, errFatal) || (r.cfg.Pick == nil && errors.Is(err, ErrPositionLost)) {
+		if errors.Is(err, errFatal) || (r.cfg.Pick == nil && errors.Is(err, position.ErrLost)) {
 			return err
 		}
 		if progressed || failingSince.IsZero() {
@@ -263,7 +260,7 @@ func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) e
 		}
 		lastErr = err
 		r.log.Warn("binlog stream error", slog.Any("err", err), slog.String("server", cur.Addr()), slog.String("resume_from", pos.String()))
-		if r.cfg.Pick != nil && (errors.Is(err, ErrPositionLost) || time.Since(failingSince) >= r.cfg.FailoverAfter) {
+		if r.cfg.Pick != nil && (errors.Is(err, position.ErrLost) || time.Since(failingSince) >= r.cfg.FailoverAfter) {
 			next, err := r.pick(ctx, pos, &bo)
 			if err != nil {
 				return err
@@ -290,7 +287,7 @@ func (r *Reader) pick(ctx context.Context, pos event.Position, bo *retry.Backoff
 		if err == nil {
 			return ep, nil
 		}
-		if errors.Is(err, ErrPositionLost) || errors.Is(err, ErrNotInHistory) || errors.Is(err, errFatal) || ctx.Err() != nil {
+		if errors.Is(err, position.ErrLost) || errors.Is(err, position.ErrNotInHistory) || errors.Is(err, errFatal) || ctx.Err() != nil {
 			return Endpoint{}, err
 		}
 		wait := bo.Next(err)
@@ -419,7 +416,7 @@ func (r *Reader) startMode(pos event.Position) (startMode, error) {
 }
 
 // classify turns the server's refusal to serve a position into
-// ErrPositionLost, and refusals that no retry can cure into errFatal.
+// position.ErrLost, and refusals that no retry can cure into errFatal.
 func classify(err error) error {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
@@ -428,7 +425,7 @@ func classify(err error) error {
 		}
 		switch me.Code {
 		case 1236: // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged, or unknown GTID
-			return fmt.Errorf("%w: %s (error %d); `outbox-relay check` shows the gap and the recovery choices (remove the sink's checkpoint and start from checkpoint.start: earliest or current)", ErrPositionLost, me.Message, me.Code)
+			return fmt.Errorf("%w: %s (error %d); `outbox-relay check` shows the gap and the recovery choices (remove the sink's checkpoint and start from checkpoint.start: earliest or current)", position.ErrLost, me.Message, me.Code)
 		case 1045, 1227, 1044: // access denied, missing privilege
 			return fmt.Errorf("%w: %s (error %d): grant REPLICATION SLAVE and REPLICATION CLIENT to the relay's user", errFatal, me.Message, me.Code)
 		case 1047, 1235: // ER_UNKNOWN_COM_ERROR, ER_NOT_SUPPORTED_YET: no binlog dump here

@@ -13,6 +13,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/position"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 var srv *testserver.Server
@@ -47,21 +49,21 @@ func setup(t *testing.T) (string, *sql.DB, canal.Config) {
 	return dbname, db, cfg
 }
 
-func position(t *testing.T, db *sql.DB, earliest bool) event.Position {
+func serverPosition(t *testing.T, db *sql.DB, earliest bool) event.Position {
 	t.Helper()
 	ctx := context.Background()
-	info, err := canal.Inspect(ctx, db)
+	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if earliest {
-		p, err := canal.EarliestPosition(ctx, db, info)
+		p, err := source.EarliestPosition(ctx, db, info)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	p, err := canal.CurrentPosition(ctx, db, info)
+	p, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func collect(t *testing.T, cfg canal.Config, from event.Position, want int) ([]*
 
 func TestReaderExtractsCommittedInsertsOnly(t *testing.T) {
 	_, db, cfg := setup(t)
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	stmts := []string{
 		// multi-row insert, interleaved with another table
 		`BEGIN; INSERT INTO orders VALUES (1, 'a');
@@ -146,7 +148,7 @@ func TestReaderExtractsCommittedInsertsOnly(t *testing.T) {
 
 func TestReaderResumesAfterEachTransactionWithoutRepeatOrGap(t *testing.T) {
 	_, db, cfg := setup(t)
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	for i := range 10 {
 		if _, err := db.Exec(fmt.Sprintf(`INSERT INTO outbox VALUES (UNHEX(LPAD('%x', 32, '0')), 'a', 'agg', 't', '{"n":%d}', NULL)`, i, i)); err != nil {
 			t.Fatal(err)
@@ -185,7 +187,7 @@ func TestReaderStartsAtEarliestBinlog(t *testing.T) {
 	defer cancel()
 	found := errors.New("found")
 	var last event.Position
-	err = r.Run(ctx, position(t, db, true), func(ctx context.Context, txn *event.Txn) error {
+	err = r.Run(ctx, serverPosition(t, db, true), func(ctx context.Context, txn *event.Txn) error {
 		last = txn.Position
 		for _, e := range txn.Events {
 			if e.AggregateID == "first" {
@@ -202,28 +204,13 @@ func TestReaderStartsAtEarliestBinlog(t *testing.T) {
 	}
 }
 
-func TestCheckTablesNamesTheMissingColumn(t *testing.T) {
-	_, db, cfg := setup(t)
-	tables := cfg.Tables
-	tables[0].Columns.Type = "event_type"
-	err := canal.CheckTables(context.Background(), db, tables)
-	if err == nil || !strings.Contains(err.Error(), `"event_type"`) || !strings.Contains(err.Error(), "columns.type") {
-		t.Fatalf("CheckTables = %v, want an error naming event_type and columns.type", err)
-	}
-	tables[0].Name = "nope"
-	err = canal.CheckTables(context.Background(), db, tables)
-	if err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Fatalf("CheckTables on a missing table = %v", err)
-	}
-}
-
 // The server drops the replication connection mid-stream (KILL of the
 // binlog dump thread): the reader reconnects from the end of the last
 // transaction it handed on, so nothing is lost and nothing repeats.
 func TestReaderReconnectsAfterTheConnectionIsKilled(t *testing.T) {
 	_, db, cfg := setup(t)
 	cfg.MaxBackoff = 200 * time.Millisecond
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	insert := func(from, to int) {
 		for i := from; i < to; i++ {
 			if _, err := db.Exec(fmt.Sprintf(`INSERT INTO outbox VALUES (UNHEX(LPAD('%x', 32, '0')), 'a', 'agg', 't', '{"n":%d}', NULL)`, i, i)); err != nil {
@@ -284,10 +271,10 @@ func TestReaderReconnectsAfterTheConnectionIsKilled(t *testing.T) {
 }
 
 // A checkpoint whose binlog was purged is not silently skipped: Run returns
-// ErrPositionLost.
+// position.ErrLost.
 func TestReaderReportsAPurgedPosition(t *testing.T) {
 	_, db, cfg := setup(t)
-	old := position(t, db, false)
+	old := serverPosition(t, db, false)
 	old.GTIDSet = "" // resume by file/pos, like a server without GTIDs
 	if _, err := db.Exec("INSERT INTO outbox VALUES (UNHEX('01'), 'a', 'b', 't', '{}', NULL)"); err != nil {
 		t.Fatal(err)
@@ -295,7 +282,7 @@ func TestReaderReportsAPurgedPosition(t *testing.T) {
 	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
 		t.Fatal(err)
 	}
-	files, err := canal.BinaryLogs(context.Background(), db)
+	files, err := source.BinaryLogs(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +292,7 @@ func TestReaderReportsAPurgedPosition(t *testing.T) {
 		if _, err := db.Exec(fmt.Sprintf("PURGE BINARY LOGS TO '%s'", files[len(files)-1].Name)); err != nil {
 			t.Fatal(err)
 		}
-		if now, _ := canal.BinaryLogs(context.Background(), db); len(now) > 0 && now[0].Name != old.File {
+		if now, _ := source.BinaryLogs(context.Background(), db); len(now) > 0 && now[0].Name != old.File {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -316,8 +303,8 @@ func TestReaderReportsAPurgedPosition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err = r.Run(ctx, old, func(context.Context, *event.Txn) error { return nil })
-	if !errors.Is(err, canal.ErrPositionLost) {
-		t.Fatalf("Run from a purged file = %v, want ErrPositionLost", err)
+	if !errors.Is(err, position.ErrLost) {
+		t.Fatalf("Run from a purged file = %v, want position.ErrLost", err)
 	}
 }
 
@@ -327,7 +314,7 @@ func TestReaderReadsMariaDBCompressedBinlog(t *testing.T) {
 	_, db, cfg := setup(t)
 	srv.Exec(t, "SET GLOBAL log_bin_compress = ON", "SET GLOBAL log_bin_compress_min_len = 10")
 	defer srv.Exec(t, "SET GLOBAL log_bin_compress = OFF", "SET GLOBAL log_bin_compress_min_len = 256")
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	payload := `{"big": "` + strings.Repeat("compressible ", 50) + `"}`
 	for i := range 3 {
 		if _, err := db.Exec(fmt.Sprintf("INSERT INTO outbox VALUES (UNHEX('%032x'), 'a', 'comp', 't', ?, NULL)", i), payload); err != nil {
@@ -367,7 +354,7 @@ func TestReaderReadsMariaDBCompressedBinlog(t *testing.T) {
 // restart in that window still delivers its rows.
 func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
 	_, db, cfg := setup(t)
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -460,7 +447,7 @@ func TestTemporalColumnsReadAsGoMySQLStrings(t *testing.T) {
 	}
 	cfg.Tables = []canal.Table{{Schema: dbname, Name: "outbox_t", Columns: canal.Columns{ID: "id", AggregateID: "d6", Payload: "payload"},
 		Headers: []string{"d0", "d3", "d6", "t0", "t6", "dz"}}}
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	if _, err := db.Exec(`SET time_zone = '+00:00', sql_mode = '';
 		INSERT INTO outbox_t VALUES (42, 'a', '{}', '2024-05-06 07:08:09', '2024-05-06 07:08:09.123', '2024-05-06 07:08:09.000450',
 		'2024-05-06 07:08:09', '2024-05-06 07:08:09.999999', '0000-00-00 00:00:00')`); err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // The error a replica gets when another connects with its server_id is not
@@ -16,11 +18,11 @@ func TestClassifySameServerID(t *testing.T) {
 		{Code: 1236, Message: "A replica with the same server_uuid/server_id as this replica has connected to the source"},
 	} {
 		err := classify(e)
-		if !errors.Is(err, ErrServerIDInUse) || !errors.Is(err, errFatal) || errors.Is(err, ErrPositionLost) {
+		if !errors.Is(err, ErrServerIDInUse) || !errors.Is(err, errFatal) || errors.Is(err, position.ErrLost) {
 			t.Errorf("classify(%d %q) = %v, want ErrServerIDInUse (fatal)", e.Code, e.Message, err)
 		}
 	}
-	if err := classify(&mysql.MyError{Code: 1236, Message: "Could not find first log file name in binary log index file"}); !errors.Is(err, ErrPositionLost) || errors.Is(err, ErrServerIDInUse) {
+	if err := classify(&mysql.MyError{Code: 1236, Message: "Could not find first log file name in binary log index file"}); !errors.Is(err, position.ErrLost) || errors.Is(err, ErrServerIDInUse) {
 		t.Errorf("a purged position = %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestWatchedTableChangesArriveWithTheirTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Watch = []canal.Watched{{Schema: dbname, Name: "hooks"}}
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	stmts := []string{
 		// one transaction: a watched insert, an outbox row, a watched update, an unwatched row
 		`BEGIN;
@@ -174,7 +174,7 @@ func TestNoChangesWithoutWatch(t *testing.T) {
 	if _, err := db.Exec(watchedDDL); err != nil {
 		t.Fatal(err)
 	}
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	for _, q := range []string{
 		`INSERT INTO hooks (id, url) VALUES ('a', 'https://a.example/')`,
 		`INSERT INTO outbox VALUES (UNHEX('00112233445566778899AABBCCDDEE01'), 'order', 'o1', 'last', '{}', NULL)`,
@@ -199,7 +199,7 @@ func TestWatchedTableWithoutFullMetadataNamesTheFix(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Watch = []canal.Watched{{Schema: dbname, Name: "hooks"}}
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	srv.Exec(t, "SET GLOBAL binlog_row_metadata = 'MINIMAL'")
 	func() {
 		defer srv.Exec(t, "SET GLOBAL binlog_row_metadata = 'FULL'")
@@ -265,7 +265,7 @@ func TestWatchedChangesOfXATransactionsAtCommitOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Watch = []canal.Watched{{Schema: dbname, Name: "hooks"}}
-	start := position(t, db, false)
+	start := serverPosition(t, db, false)
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/position"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // loadCheckpoints reads the stored checkpoint of every pipeline that has
@@ -86,11 +87,11 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 			{Name: NameCheckpointServer, Detail: "no checkpoint to compare"},
 		}
 	}
-	files, filesErr := canal.BinaryLogs(ctx, db)
+	files, filesErr := source.BinaryLogs(ctx, db)
 	var oldestList string
 	var oldestErr error
 	if filesErr == nil && len(files) > 0 && s.flavor == flavorMariaDB {
-		oldestList, oldestErr = canal.OldestGTIDList(ctx, db, files[0].Name)
+		oldestList, oldestErr = source.OldestGTIDList(ctx, db, files[0].Name)
 	}
 	var avail, owner []Result
 	for _, key := range cfg.PipelineNames() {
@@ -123,7 +124,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 }
 
 // recoveryFix names the ways out when a sink's checkpoint cannot resume.
-func recoveryFix(cfg *config.Config, key string, files []canal.BinlogFile) string {
+func recoveryFix(cfg *config.Config, key string, files []source.BinlogFile) string {
 	remove := fmt.Sprintf("with the relay stopped, delete the %q entry from \"checkpoints\" in %s", key, cfg.Checkpoint.Path)
 	if cfg.Checkpoint.Store == "mysql" {
 		remove = fmt.Sprintf("DELETE FROM `%s` WHERE name = %s in the checkpoint.dsn database", cfg.Checkpoint.Table, sqlString(key))
@@ -155,7 +156,7 @@ func bytesText(n int64) string {
 // is in it (the server would otherwise have to send what it no longer has).
 func mysqlAvailable(key string, cp checkpoint.Checkpoint, purged, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
-	g, err := canal.MySQLGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, purged)
+	g, err := position.MySQLGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, purged)
 	switch {
 	case err != nil:
 		r.Status = Fail
@@ -176,7 +177,7 @@ func mysqlAvailable(key string, cp checkpoint.Checkpoint, purged, recovery strin
 func mariadbAvailable(key string, cp checkpoint.Checkpoint, oldestFile, oldestList, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
 	// Only the purged side here: the server side is checkpoint_server's.
-	g, err := canal.MariaDBGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, "", oldestFile, oldestList)
+	g, err := position.MariaDBGaps(cp.Position.GTIDSet, cp.Position.GTIDSet, "", oldestFile, oldestList)
 	if err != nil {
 		r.Status = Fail
 		r.Detail = fmt.Sprintf("sink %q: %v", key, err)
@@ -194,7 +195,7 @@ func mariadbAvailable(key string, cp checkpoint.Checkpoint, oldestFile, oldestLi
 }
 
 // fileAvailable: a file/position checkpoint resumes only if its file exists.
-func fileAvailable(key string, cp checkpoint.Checkpoint, files []canal.BinlogFile, recovery string) Result {
+func fileAvailable(key string, cp checkpoint.Checkpoint, files []source.BinlogFile, recovery string) Result {
 	r := Result{Name: NameCheckpointAvailable}
 	if len(files) == 0 {
 		r.Status = Fail
@@ -249,13 +250,13 @@ func serverDecision(key string, cp checkpoint.Checkpoint, s server, recovery str
 		return r
 	}
 	var (
-		g   canal.Gaps
+		g   position.Gaps
 		err error
 	)
 	if s.flavor == flavorMySQL {
-		g, err = canal.MySQLGaps(cp.Position.GTIDSet, s.vars["gtid_executed"], "")
+		g, err = position.MySQLGaps(cp.Position.GTIDSet, s.vars["gtid_executed"], "")
 	} else {
-		g, err = canal.MariaDBGaps(cp.Position.GTIDSet, s.vars["gtid_binlog_pos"], s.vars["gtid_binlog_state"], "", "")
+		g, err = position.MariaDBGaps(cp.Position.GTIDSet, s.vars["gtid_binlog_pos"], s.vars["gtid_binlog_state"], "", "")
 	}
 	if err != nil {
 		return foreign(err.Error())

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // privileges is what the relay's user may do, as far as the relay cares.
@@ -68,7 +68,7 @@ func privilegesResult(ctx context.Context, db *sql.DB, s server, cfg *config.Con
 // a WARN.
 func privilegesByUse(ctx context.Context, db *sql.DB, s server, cfg *config.Config, grantsErr error) Result {
 	p := privileges{replSlave: true, selectOn: map[string]bool{}, columnsOnly: map[string]bool{}}
-	_, err := canal.BinaryLogs(ctx, db)
+	_, err := source.BinaryLogs(ctx, db)
 	p.replClient = err == nil || !grants.Denied(err)
 	for _, t := range cfg.Tables {
 		schema, name := t.SchemaTable()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // replicaUpdatesResult checks that a replica writes what it replicates to
@@ -22,7 +22,7 @@ func replicaUpdatesResult(ctx context.Context, db *sql.DB, s server) Result {
 		r.Detail = name + " is ON: replicated transactions are in this server's binlog"
 		return r
 	}
-	primary, known := canal.ReplicaOf(ctx, db)
+	primary, known := source.ReplicaOf(ctx, db)
 	switch {
 	case known && primary == "":
 		r.Detail = "not a replica (" + name + " is OFF, which is fine on a primary)"

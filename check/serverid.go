@@ -11,10 +11,10 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // replica is one row of SHOW REPLICAS / SHOW SLAVE HOSTS.
@@ -131,7 +131,7 @@ func replicas(ctx context.Context, db *sql.DB, s server) ([]replica, error) {
 	if s.flavor == flavorMySQL && s.atLeast(8, 0, 22) {
 		q = "SHOW REPLICAS"
 	}
-	reps, err := canal.ListReplicasWith(ctx, db, q)
+	reps, err := source.ListReplicasWith(ctx, db, q)
 	var out []replica
 	for _, r := range reps {
 		out = append(out, replica{ID: r.ID, Host: r.Host})

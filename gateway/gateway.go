@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -78,12 +78,15 @@ type Gateway struct {
 	// (default disabledPoll; tests shorten it).
 	pollEvery time.Duration
 	wg        sync.WaitGroup
-	ctx       context.Context
+	// live are the endpoints' pipelines that have not returned: Run opens
+	// it and, when its context ends (or it returns), cancels each with that
+	// context's cause and closes it (nil); start refuses while it is nil.
+	live map[*running]struct{}
 }
 
 type running struct {
 	tap    *Tap
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
@@ -151,11 +154,19 @@ func (g *Gateway) Hub() *Hub { return g.hub }
 // endpoint's fatal error stops that endpoint only (Config.Stopped); the
 // shared stream's stops them all, and Run returns it.
 func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.Txn)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	g.mu.Lock()
-	g.ctx = ctx
+	g.live = map[*running]struct{}{}
 	g.mu.Unlock()
+	// end stops the endpoints' pipelines with cause (a lost checkpoint lock
+	// stops them without saving), then the shared stream: once ctx ends, or
+	// when the stream has failed.
+	streamCtx, stopStream := context.WithCancelCause(context.WithoutCancel(ctx))
+	end := func(cause error) {
+		g.stopAll(cause)
+		stopStream(cause)
+	}
+	defer context.AfterFunc(ctx, func() { end(context.Cause(ctx)) })()
+	defer end(context.Canceled)
 	g.log.Info("webhook gateway starting", slog.Int("endpoints", len(g.cfg.Endpoints)), slog.String("from", g.hub.Position().String()))
 	// Endpoints whose cursor covers the shared stream's start are on it
 	// before it reads its first transaction; the others catch up.
@@ -167,9 +178,9 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		if g.disabled[ep.Key].Key != "" {
 			continue
 		}
-		if err := g.start(ep, g.from[i], canal.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
+		if err := g.start(ep, g.from[i], position.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
 			g.hub.Unlock()
-			cancel()
+			end(context.Canceled)
 			g.wg.Wait()
 			return err
 		}
@@ -180,9 +191,9 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		onChange = func(txn *event.Txn) { changed(g, txn) }
 	}
 	var health sync.WaitGroup
-	health.Go(func() { g.watchHealth(ctx) })
-	err := g.hub.Run(ctx, onChange)
-	cancel()
+	health.Go(func() { g.watchHealth(streamCtx) })
+	err := g.hub.Run(streamCtx, onChange)
+	end(context.Canceled)
 	health.Wait()
 	g.wg.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -200,7 +211,9 @@ func (g *Gateway) StartLocked(ep Endpoint) error { return g.start(ep, g.hub.pos,
 
 // Start starts an endpoint that is not running (not under the hub's lock):
 // from its cursor, or from the shared stream's position when it has none,
-// joining the shared stream or catching up first.
+// joining the shared stream or catching up first. Its pipeline runs until
+// it is stopped or Run ends; once Run has ended (or before it started),
+// Start returns an error wrapping context.Canceled.
 func (g *Gateway) Start(ep Endpoint) error { return g.start(ep, g.hub.Position(), false) }
 
 // StopLocked takes an endpoint off the shared stream at its current
@@ -235,7 +248,7 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 		select {
 		case <-r.done:
 		case <-time.After(grace):
-			r.cancel()
+			r.cancel(nil)
 		}
 	}()
 	return r.done
@@ -288,13 +301,25 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 		return fmt.Errorf("endpoint %s is already running", ep.Key)
 	}
-	ctx, cancel := context.WithCancel(g.ctx)
+	if g.live == nil {
+		if attach {
+			g.hub.RemoveLocked(tap)
+		}
+		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &running{tap: tap, cancel: cancel, done: make(chan struct{})}
 	g.running[ep.Key] = r
 	g.eps[ep.Key] = ep
+	g.live[r] = struct{}{}
 	g.wg.Go(func() {
 		defer close(r.done)
-		defer cancel()
+		defer cancel(nil)
+		defer func() {
+			g.mu.Lock()
+			delete(g.live, r)
+			g.mu.Unlock()
+		}()
 		err := p.Run(ctx, tap)
 		if err == nil || errors.Is(err, context.Canceled) {
 			return
@@ -305,4 +330,15 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 	})
 	return nil
+}
+
+// stopAll cancels every endpoint's pipeline with cause and lets no other
+// start: Run's end. Only its first call counts.
+func (g *Gateway) stopAll(cause error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for r := range g.live {
+		r.cancel(cause)
+	}
+	g.live = nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -509,5 +510,23 @@ func TestFilterChangeAppliesAtItsTransactionWhileCatchingUp(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The endpoints live as long as Run: an endpoint started after Run has
+// returned is refused, not left running on a context of its own.
+func TestAnEndpointStartedAfterRunEndedIsRefused(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	g, done := f.run(ctx)
+	commitMany(f.b, 30)
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	err := g.Start(Endpoint{Key: "hooks/late", Sink: &recorder{}, Filter: tenantFilter("t1")})
+	if !errors.Is(err, context.Canceled) || g.Tap("hooks/late") != nil {
+		t.Fatalf("Start after Run returned = %v (running: %v), want an error wrapping context.Canceled and nothing running", err, g.Tap("hooks/late") != nil)
 	}
 }

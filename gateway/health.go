@@ -227,7 +227,7 @@ func (g *Gateway) enabled(key string) {
 		g.cfg.Health.Forget(key) // a late answer of its old pipeline does not count
 	}
 	g.log.Warn("endpoint enabled again: it resumes from its cursor", slog.String("endpoint", key))
-	if err := g.Start(ep); err != nil {
+	if err := g.Start(ep); err != nil && !errors.Is(err, context.Canceled) {
 		g.log.Error("endpoint not restarted", slog.String("endpoint", key), slog.Any("err", err))
 	}
 }

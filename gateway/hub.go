@@ -1,26 +1,3 @@
-// Package gateway runs a webhook sink as a fan-out gateway: one binlog
-// stream, read and decoded once, feeds every endpoint of the sink, each with
-// its own cursor (its checkpoint), queue, retries and dead letters.
-//
-// It promises:
-//
-//   - one stream: the sink's replication connections are 1 + the endpoints
-//     catching up (at most MaxCatchUp at once), never one per endpoint;
-//   - isolation: an endpoint that cannot keep up is detached when its queue
-//     is full; it catches up from its own cursor on a stream of its own
-//     (waiting its turn for one of MaxCatchUp) and re-joins the shared
-//     stream once it has read everything the shared stream has handed on.
-//     The shared stream never waits for an endpoint;
-//   - exactly the events it would get alone: an endpoint is handed the
-//     events its filter matches, in binlog order, each once (no duplicates
-//     on detach or re-join: both are decided at a transaction boundary
-//     against positions), and its cursor moves over transactions it has no
-//     events in, so restart and prune are not held back by quiet endpoints;
-//   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
-//     its pipeline's in-flight limits.
-//
-// Each endpoint is a pipeline (package pipeline) whose source is a Tap of the
-// Hub: checkpoints, retries, dead letters and fencing are the pipeline's.
 package gateway
 
 import (
@@ -30,10 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // Defaults of HubConfig.
@@ -201,7 +178,7 @@ func (h *Hub) handOn(txn *event.Txn) {
 	}
 	for t, evs := range groups {
 		if t.skip != nil {
-			if canal.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
+			if position.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
 				continue // it read this transaction on its own stream
 			}
 			t.skip = nil
@@ -263,7 +240,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 		h.mu.Lock()
 		for t := range h.attached {
 			if t.skip != nil {
-				if canal.Covers(h.cfg.Flavor, *t.skip, h.pos) {
+				if position.Covers(h.cfg.Flavor, *t.skip, h.pos) {
 					continue // the tap is ahead of the shared stream
 				}
 				t.skip = nil
@@ -287,7 +264,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 func (h *Hub) join(t *Tap, pos event.Position) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.pos.IsZero() && !canal.Covers(h.cfg.Flavor, pos, h.pos) {
+	if !h.pos.IsZero() && !position.Covers(h.cfg.Flavor, pos, h.pos) {
 		return false
 	}
 	h.attachLocked(t, pos)

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -85,7 +85,7 @@ type filterVersion struct {
 func (t *Tap) filterAt(pos event.Position) *Filter {
 	t.vmu.Lock()
 	defer t.vmu.Unlock()
-	for len(t.older) > 0 && !canal.Covers(t.hub.cfg.Flavor, t.older[0].until, pos) {
+	for len(t.older) > 0 && !position.Covers(t.hub.cfg.Flavor, t.older[0].until, pos) {
 		t.older = t.older[1:]
 	}
 	if len(t.older) > 0 {
@@ -340,7 +340,7 @@ func StartOf(flavor string, cursors []Cursor, window time.Duration) event.Positi
 		if !c.Commit.IsZero() && c.Commit.Before(newest.Add(-window)) {
 			continue
 		}
-		if !found || canal.Covers(flavor, start, c.Position) {
+		if !found || position.Covers(flavor, start, c.Position) {
 			start, found = c.Position, true
 		}
 	}

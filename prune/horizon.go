@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/position"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // SinkHorizon is how far one sink (or webhook endpoint) has acknowledged.
@@ -59,7 +60,7 @@ func (p *Pruner) Horizon(ctx context.Context) (Horizon, error) {
 		return h, err
 	}
 	h.Now = t
-	cur, err := canal.CurrentPosition(ctx, p.db, p.info)
+	cur, err := source.CurrentPosition(ctx, p.db, p.info)
 	if err != nil {
 		return h, fmt.Errorf("read the server's position: %w", err)
 	}
@@ -75,7 +76,7 @@ func (p *Pruner) Horizon(ctx context.Context) (Horizon, error) {
 			return h, err
 		default:
 			s.Checkpoint = cp
-			s.CaughtUp = canal.Covers(p.info.Flavor, cp.Position, cur)
+			s.CaughtUp = position.Covers(p.info.Flavor, cp.Position, cur)
 			switch {
 			case s.CaughtUp:
 				s.Acked = h.Now

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // Options tune a Pruner; config.Prune holds them, with their defaults.
@@ -82,7 +82,7 @@ func TablesFrom(cfg *config.Config) []Table {
 // Pruner prunes the outbox tables of one source server.
 type Pruner struct {
 	db     *sql.DB
-	info   canal.ServerInfo
+	info   source.ServerInfo
 	store  checkpoint.Store
 	sinks  []string
 	tables []Table
@@ -93,7 +93,7 @@ type Pruner struct {
 // New returns a Pruner for the tables on db (the source server: the primary),
 // bounded by the checkpoints in store of the named sinks (every pipeline:
 // config.PipelineNames). It does not connect yet.
-func New(db *sql.DB, info canal.ServerInfo, store checkpoint.Store, sinks []string, tables []Table, opts Options) *Pruner {
+func New(db *sql.DB, info source.ServerInfo, store checkpoint.Store, sinks []string, tables []Table, opts Options) *Pruner {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -460,7 +460,7 @@ func CheckPrimary(ctx context.Context, db *sql.DB) error {
 	if ro != 0 {
 		return errors.New("the server is read_only: prune deletes on the primary, and replicas follow it")
 	}
-	if of, ok := canal.ReplicaOf(ctx, db); ok && of != "" {
+	if of, ok := source.ReplicaOf(ctx, db); ok && of != "" {
 		return fmt.Errorf("the server replicates from %s: prune deletes on the primary, and replicas follow it", of)
 	}
 	return nil

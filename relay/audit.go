@@ -11,7 +11,7 @@ import (
 // AuditReader is the reader configuration of `outbox-relay audit`: the
 // relay's own, on the first source server, with the next replica id after
 // the pipelines' (it runs beside a relay).
-func AuditReader(cfg *config.Config, info canal.ServerInfo, log *slog.Logger) (canal.Config, error) {
+func AuditReader(cfg *config.Config, info source.ServerInfo, log *slog.Logger) (canal.Config, error) {
 	a := cfg.Source.Addrs()[0]
 	tlsConfig, err := source.TLSConfig(cfg.Source.TLS, a.Host)
 	if err != nil {

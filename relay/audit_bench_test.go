@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/audit"
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -59,7 +58,7 @@ func BenchmarkAudit(b *testing.B) {
 	}{{"256MiB", 256 << 20}, {"16MiB", 16 << 20}, {"1MiB", 1 << 20}} {
 		b.Run(mem.name, func(b *testing.B) {
 			for range b.N {
-				cur, err := canal.CurrentPosition(ctx, db, info)
+				cur, err := source.CurrentPosition(ctx, db, info)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-relay/outbox-relay/audit"
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/nats"
@@ -48,7 +48,7 @@ func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := canal.CurrentPosition(ctx, db, info)
+	cur, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,8 @@ func streamAudit(t *testing.T, sinkYAML string, read func() (ids []string, del f
 	db := srv.DB(t, dbname)
 	cfg := streamRelay(t, dbname, sinkYAML)
 	ctx := context.Background()
-	info, _ := canal.Inspect(ctx, db)
-	from, err := canal.CurrentPosition(ctx, db, info)
+	info, _ := source.ReadInfo(ctx, db)
+	from, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func streamAudit(t *testing.T, sinkYAML string, read func() (ids []string, del f
 			t.Fatalf("%d of %d events at the destination", len(ids), w.Events())
 		}
 	}
-	to, err := canal.CurrentPosition(ctx, db, info)
+	to, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,8 +257,8 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	cfg, stop := kafkaRelay(t, dbname, k.ListenAddrs(), "")
 	time.Sleep(300 * time.Millisecond)
 	ctx := context.Background()
-	info, _ := canal.Inspect(ctx, db)
-	from, err := canal.CurrentPosition(ctx, db, info)
+	info, _ := source.ReadInfo(ctx, db)
+	from, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	if recs := c.waitFor(t, w.Events(), 30*time.Second); len(recs) < w.Events() {
 		t.Fatalf("%d of %d events in the topic", len(recs), w.Events())
 	}
-	to, _ := canal.CurrentPosition(ctx, db, info)
+	to, _ := source.CurrentPosition(ctx, db, info)
 	time.Sleep(500 * time.Millisecond)
 	stop()
 
@@ -322,7 +322,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 
 	// One event committed while the relay is stopped.
 	insertAt(t, db, time.Now(), "never-produced")
-	to2, _ := canal.CurrentPosition(ctx, db, info)
+	to2, _ := source.CurrentPosition(ctx, db, info)
 	rep = auditKafka(t, cfg, to, to2, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, []string{"never-produced"}) {
 		t.Fatalf("an event never produced: missing %v", got)
@@ -363,13 +363,13 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
     rabbitmq: {addr: "127.0.0.1:5672", exchange: %s}
 `, name))
 	ctx := context.Background()
-	info, _ := canal.Inspect(ctx, db)
-	from, err := canal.CurrentPosition(ctx, db, info)
+	info, _ := source.ReadInfo(ctx, db)
+	from, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
 	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
-	mid, err := canal.CurrentPosition(ctx, db, info)
+	mid, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
 			t.Fatalf("%d of %d messages in the consumers' queue", q.Messages, n)
 		}
 	}
-	to, err := canal.CurrentPosition(ctx, db, info)
+	to, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,11 +463,11 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := canal.BinaryLogs(ctx, db)
+	files, err := source.BinaryLogs(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := canal.FileNames(files)
+	names := source.FileNames(files)
 	if len(names) < 2 {
 		t.Fatalf("binlogs %v: want at least two", names)
 	}
@@ -476,18 +476,18 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := canal.OldestGTIDList(ctx, db, last)
+	list, err := source.OldestGTIDList(ctx, db, last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs.File != last || start.File != last || !canal.Covers(info.Flavor, event.Position{GTIDSet: fs.GTIDs}, event.Position{GTIDSet: list}) ||
-		!canal.Covers(info.Flavor, event.Position{GTIDSet: list}, event.Position{GTIDSet: fs.GTIDs}) || fs.Begun.IsZero() {
+	if fs.File != last || start.File != last || !position.Covers(info.Flavor, event.Position{GTIDSet: fs.GTIDs}, event.Position{GTIDSet: list}) ||
+		!position.Covers(info.Flavor, event.Position{GTIDSet: list}, event.Position{GTIDSet: fs.GTIDs}) || fs.Begun.IsZero() {
 		t.Fatalf("from %s: start %+v (file start %+v); want %s with GTID list %q", future, start, fs, last, list)
 	}
 	if _, fs, err := audit.StartFor(ctx, rc, names, time.Unix(0, 0)); err != nil || fs.File != names[0] {
 		t.Fatalf("from 1970: %+v, %v; want the oldest, %s", fs, err, names[0])
 	}
-	cur, err := canal.CurrentPosition(ctx, db, info)
+	cur, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		t.Fatal(err)
 	}

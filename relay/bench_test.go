@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 const backlogRows = 200000
@@ -40,8 +41,8 @@ func makeBacklog(b *testing.B) {
 			backlog.err = err
 			return
 		}
-		info, _ := canal.Inspect(ctx, db)
-		backlog.start, backlog.err = canal.CurrentPosition(ctx, db, info)
+		info, _ := source.ReadInfo(ctx, db)
+		backlog.start, backlog.err = source.CurrentPosition(ctx, db, info)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for p := range 4 {
@@ -65,7 +66,7 @@ func makeBacklog(b *testing.B) {
 		}
 		wg.Wait()
 		if backlog.err == nil {
-			backlog.end, backlog.err = canal.CurrentPosition(ctx, db, info)
+			backlog.end, backlog.err = source.CurrentPosition(ctx, db, info)
 		}
 	})
 	if backlog.err != nil {

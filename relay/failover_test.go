@@ -172,7 +172,7 @@ sinks: [{name: out, type: stdout}]
 	set := source.NewSet(cfg.Source, slog.New(slog.NewTextHandler(logs, nil)))
 	defer set.Close()
 	ctx := context.Background()
-	ep, err := set.Pick(ctx, "mariadb", pos)
+	ep, _, err := set.Pick(ctx, "mariadb", pos)
 	if err != nil || int(ep.Port) != p.Port {
 		t.Fatalf("Pick = %v, %v; want the primary (port %d) while replica A is behind", ep, err, p.Port)
 	}
@@ -181,11 +181,11 @@ sinks: [{name: out, type: stdout}]
 	}
 	a.Exec(t, "START SLAVE")
 	caughtUp(t, p, a)
-	if ep, err = set.Pick(ctx, "mariadb", pos); err != nil || int(ep.Port) != a.Port {
+	if ep, _, err = set.Pick(ctx, "mariadb", pos); err != nil || int(ep.Port) != a.Port {
 		t.Fatalf("Pick = %v, %v; want replica A (port %d), listed first, once it caught up", ep, err, a.Port)
 	}
 	// A position neither server has executed: none is picked.
-	if _, err := set.Pick(ctx, "mariadb", event.Position{GTIDSet: "0-71-999999"}); err == nil || !strings.Contains(err.Error(), "behind the checkpoint") {
+	if _, _, err := set.Pick(ctx, "mariadb", event.Position{GTIDSet: "0-71-999999"}); err == nil || !strings.Contains(err.Error(), "behind the checkpoint") {
 		t.Fatalf("Pick of a position no server has = %v, want an error saying each is behind", err)
 	}
 }

@@ -20,10 +20,7 @@ var errLockLost = fmt.Errorf("lost the checkpoint lock: another relay may be act
 
 // held is the checkpoint lock as the pipelines see it.
 type held struct {
-	// ctx ends, with errLockLost as its cause, when the lock is lost or
-	// a pipeline found its store fenced.
-	ctx context.Context
-	// lose ends ctx with errLockLost.
+	// lose ends the context holdLock returned with errLockLost.
 	lose func()
 	// fence gates deliveries (nil: nothing to gate: no lock, or a lock
 	// that cannot be lost while the process lives).
@@ -34,27 +31,29 @@ type held struct {
 }
 
 // holdLock takes the checkpoint store's lock when checkpoint.lock is on,
-// waiting as a standby while another relay holds it. It returns nil, nil when
-// ctx ends while waiting.
-func (r *Relay) holdLock(ctx context.Context, store checkpoint.Store) (*held, error) {
+// waiting as a standby while another relay holds it. It returns the lock and
+// a context derived from ctx that ends, with errLockLost as its cause, when
+// the lock is lost or a pipeline found its store fenced (held.lose); the
+// lock is nil, and the error too, when ctx ends while waiting.
+func (r *Relay) holdLock(ctx context.Context, store checkpoint.Store) (context.Context, *held, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	h := &held{ctx: ctx, lose: func() { cancel(errLockLost) }, release: func() { cancel(nil) }}
+	h := &held{lose: func() { cancel(errLockLost) }, release: func() { cancel(nil) }}
 	locker, ok := store.(checkpoint.Locker)
 	if !ok || !*r.cfg.Checkpoint.Lock {
-		return h, nil
+		return ctx, h, nil
 	}
 	r.log.Info("taking the checkpoint lock (a relay that already holds it stays active; this one waits as a standby)")
 	release, lost, err := locker.Lock(ctx)
 	switch {
 	case errors.Is(err, checkpoint.ErrLockUnsupported):
 		r.log.Warn("this platform cannot lock the checkpoint file: make sure only one relay runs on it")
-		return h, nil
+		return ctx, h, nil
 	case err != nil && ctx.Err() != nil:
 		cancel(nil)
-		return nil, nil
+		return nil, nil, nil
 	case err != nil:
 		cancel(nil)
-		return nil, fmt.Errorf("take the checkpoint lock: %w (set checkpoint.lock: false to run without one)", err)
+		return nil, nil, fmt.Errorf("take the checkpoint lock: %w (set checkpoint.lock: false to run without one)", err)
 	}
 	if w, ok := store.(interface{ LockWaited() bool }); ok {
 		h.tookOver = w.LockWaited()
@@ -82,7 +81,7 @@ func (r *Relay) holdLock(ctx context.Context, store checkpoint.Store) (*held, er
 		<-done
 		release()
 	}
-	return h, nil
+	return ctx, h, nil
 }
 
 // listen serves h on http.listen. With the checkpoint lock on, an address in

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/mysqlprimary"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
@@ -299,8 +299,8 @@ func TestMySQLFailoverToAServerLackingCheckpointGTIDsStops(t *testing.T) {
 	before := len(out.events(t))
 	r = startMySQLRelay(t, mysqlRelayConfig(t, behind, cp, "earliest"), out)
 	err := r.failed()
-	if !errors.Is(err, canal.ErrNotInHistory) {
-		t.Fatalf("relay stopped with %v, want canal.ErrNotInHistory", err)
+	if !errors.Is(err, position.ErrNotInHistory) {
+		t.Fatalf("relay stopped with %v, want position.ErrNotInHistory", err)
 	}
 	for _, want := range []string{"sink out", "2 transaction(s) never executed on this server: " + a + ":3-4", "point the relay at a server that has executed them", "remove the sink's checkpoint"} {
 		if !strings.Contains(err.Error(), want) {
@@ -339,8 +339,8 @@ func TestMySQLPurgedGTIDsTheCheckpointLacksStop(t *testing.T) {
 
 	r = startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
 	err := r.failed()
-	if !errors.Is(err, canal.ErrPositionLost) {
-		t.Fatalf("relay stopped with %v, want canal.ErrPositionLost", err)
+	if !errors.Is(err, position.ErrLost) {
+		t.Fatalf("relay stopped with %v, want position.ErrLost", err)
 	}
 	for _, want := range []string{"sink out", "2 transaction(s) not yet delivered were purged: " + a + ":3-4", "checkpoint.start: earliest"} {
 		if !strings.Contains(err.Error(), want) {

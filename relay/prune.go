@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/prune"
@@ -20,8 +19,8 @@ import (
 // OpenPrimary connects to the first configured source server that is a
 // writable primary (prune.CheckPrimary): with source.servers, the relay may
 // read a replica, but prune deletes on the primary.
-func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, canal.ServerInfo, error) {
-	var info canal.ServerInfo
+func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, source.ServerInfo, error) {
+	var info source.ServerInfo
 	db, err := source.OpenWhere(ctx, cfg.Source, func(ctx context.Context, db *sql.DB) (err error) {
 		if info, err = source.Inspect(ctx, db, cfg.Source); err != nil {
 			return err
@@ -38,7 +37,7 @@ func OpenPrimary(ctx context.Context, cfg *config.Config) (*sql.DB, canal.Server
 // checkpoints in store of every pipeline: every webhook endpoint included,
 // those of an endpoints table too (every checkpoint the store holds under
 // such a sink's name, read when the store can list its keys).
-func NewPruner(db *sql.DB, info canal.ServerInfo, store checkpoint.Store, cfg *config.Config, opts prune.Options) *prune.Pruner {
+func NewPruner(db *sql.DB, info source.ServerInfo, store checkpoint.Store, cfg *config.Config, opts prune.Options) *prune.Pruner {
 	return prune.New(db, info, store, PruneKeys(context.Background(), store, cfg), prune.TablesFrom(cfg), opts)
 }
 

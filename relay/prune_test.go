@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -23,6 +22,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/prune"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // pruneOutbox is newOutbox with the server-set created_at prune needs.
@@ -495,7 +495,7 @@ sinks: [{name: a, type: stdout}, {name: b, type: stdout}]
 		t.Fatal(err)
 	}
 	defer srcDB.Close()
-	cur, err := canal.CurrentPosition(ctx, srcDB, info)
+	cur, err := source.CurrentPosition(ctx, srcDB, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func BenchmarkPruneRate(b *testing.B) {
 	cfg, _ := config.Parse([]byte(fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: root}\ntables: [{name: %s.outbox}]\ncheckpoint: {path: %s}\nsinks: [{name: out, type: stdout}]\n",
 		srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
 	srcDB, info, _ := relay.OpenPrimary(ctx, cfg)
-	cur, _ := canal.CurrentPosition(ctx, srcDB, info)
+	cur, _ := source.CurrentPosition(ctx, srcDB, info)
 	srcDB.Close()
 	st, _ := checkpoint.OpenFile(cfg.Checkpoint.Path)
 	st.Save(ctx, "out", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now()})
@@ -603,7 +603,7 @@ func BenchmarkPruneRate(b *testing.B) {
 			cur, _ := func() (event.Position, error) {
 				d, i, _ := relay.OpenPrimary(ctx, cfg)
 				defer d.Close()
-				return canal.CurrentPosition(ctx, d, i)
+				return source.CurrentPosition(ctx, d, i)
 			}()
 			st.Save(ctx, "out", checkpoint.Checkpoint{Flavor: info.Flavor, Position: cur, UpdatedAt: time.Now()})
 		}
@@ -637,7 +637,7 @@ sinks: [{name: a, type: stdout}]
 		t.Fatal(err)
 	}
 	defer srcDB.Close()
-	cur, err := canal.CurrentPosition(ctx, srcDB, info)
+	cur, err := source.CurrentPosition(ctx, srcDB, info)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,10 +33,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
-	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -151,14 +147,14 @@ func openStore(ctx context.Context, cfg *config.Config, readOnly bool) (checkpoi
 }
 
 // StartPosition resolves checkpoint.start against the server.
-func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info canal.ServerInfo) (event.Position, error) {
+func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info source.ServerInfo) (event.Position, error) {
 	if g, _ := cfg.StartGTID(); g != "" {
 		return event.Position{GTIDSet: g}, nil
 	}
 	if cfg.Checkpoint.Start == "earliest" {
-		return canal.EarliestPosition(ctx, db, info)
+		return source.EarliestPosition(ctx, db, info)
 	}
-	return canal.CurrentPosition(ctx, db, info)
+	return source.CurrentPosition(ctx, db, info)
 }
 
 // Targets builds every configured sink (one target per webhook endpoint).
@@ -174,9 +170,13 @@ func (r *Relay) Targets() ([]Target, error) {
 	return out, nil
 }
 
-// Run runs every pipeline until ctx ends or one fails for good.
+// Run runs every pipeline until ctx ends or one fails for good, in these
+// steps: serve the metrics, build the sinks, open the source, open the
+// checkpoint store and take its lock (a standby waits there), resolve the
+// start, open the dead letters, build a stream per sink and a gateway per
+// webhook sink (all before any runs, so a bad one leaves none running), and
+// run them as a group.
 func (r *Relay) Run(ctx context.Context) error {
-	cfg := r.cfg
 	m, stopMetrics, err := r.startMetrics()
 	if err != nil {
 		return err
@@ -187,252 +187,65 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := source.Open(ctx, cfg.Source)
+	src, err := r.openSource(ctx)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	pollCtx, stopPolling := context.WithCancel(ctx)
-	var polling sync.WaitGroup
-	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, m) })
-	defer polling.Wait()
-	defer stopPolling()
-	info, err := source.Inspect(ctx, db, cfg.Source)
-	if err != nil {
-		return err
-	}
-	tables := Tables(cfg)
-	if err := canal.CheckTables(ctx, db, tables); err != nil {
-		return err
-	}
-	var tableNames []string
-	for _, t := range tables {
-		tableNames = append(tableNames, t.FullName())
-	}
-	store, closeStore, err := OpenStore(ctx, cfg)
+	defer src.close()
+	store, closeStore, err := OpenStore(ctx, r.cfg)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	defer store.Close()
-	lock, err := r.holdLock(ctx, store)
+	ctx, lock, err := r.holdLock(ctx, store)
 	if lock == nil {
 		return err // nil: ctx ended while this relay waited as a standby
 	}
 	defer lock.release()
-	ctx = lock.ctx
-	start, err := StartPosition(ctx, db, cfg, info)
+	start, err := StartPosition(ctx, src.db, r.cfg, src.info)
 	if err != nil {
-		return fmt.Errorf("resolve checkpoint.start %q: %w", cfg.Checkpoint.Start, err)
+		return fmt.Errorf("resolve checkpoint.start %q: %w", r.cfg.Checkpoint.Start, err)
 	}
 	dl, closeDL, err := r.openDeadLetters(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeDL()
-	r.log.Info("source ready", slog.String("flavor", info.Flavor), slog.String("version", info.Version),
-		slog.Uint64("server_id", uint64(info.ServerID)), slog.Int("pipelines", len(targets)))
-
-	identity := checkpoint.Checkpoint{Flavor: info.Flavor, ServerUUID: info.ServerUUID, ServerID: info.ServerID}
-	// One server: the reader reads it, and a checkpoint it cannot serve
-	// stops the sink at once. Several: each sink's reader picks among them
-	// (source.Set.Pick) at start and on failover, by the same GTID rule.
-	srcs := source.NewSet(cfg.Source, r.log)
-	defer srcs.Close()
-	first := cfg.Source.Addrs()[0]
-	tlsConfig, err := source.TLSConfig(cfg.Source.TLS, first.Host)
+	r.log.Info("source ready", slog.String("flavor", src.info.Flavor), slog.String("version", src.info.Version),
+		slog.Uint64("server_id", uint64(src.info.ServerID)), slog.Int("pipelines", len(targets)))
+	a, err := r.newAssembly(src, store, lock, dl, start)
 	if err != nil {
 		return err
 	}
-	// One server: a checkpoint it cannot serve stops the sink before it
-	// reads (CanResume). Later, a server's "purged" (1236) is double-checked
-	// against its GTID state before the sink stops: a server that still has
-	// the position (Dolt answers a dump racing a commit with 1236) is read
-	// on. The reader's first Pick is the start the pipeline has just checked
-	// or resolved, so it asks the server nothing.
-	canResume := func(ctx context.Context, pos event.Position) error { return canal.CheckResume(ctx, db, info, pos) }
-	newPick := func() func(context.Context, event.Position) (canal.Endpoint, error) {
-		started := false
-		return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
-			if started {
-				if err := canal.CheckResume(ctx, db, info, pos); err != nil {
-					return canal.Endpoint{}, err
-				}
-			}
-			started = true
-			return canal.Endpoint{Host: first.Host, Port: uint16(first.Port), TLS: tlsConfig}, nil
-		}
+	defer a.close()
+	streams, err := a.streams(targets)
+	if err != nil {
+		return err
 	}
-	if srcs.Len() > 1 {
-		newPick = func() func(context.Context, event.Position) (canal.Endpoint, error) {
-			return func(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
-				return srcs.Pick(ctx, info.Flavor, pos)
-			}
-		}
-		canResume = nil
+	gateways, err := a.gateways(ctx, targets)
+	if err != nil {
+		return err
 	}
-	// Build every pipeline before starting any, so a bad one leaves none
-	// running. Stream i (sink i, or webhook sink i's shared stream)
-	// registers with replica id source.server_id+i; the webhook sinks'
-	// catch-up streams take the ids after those (config.ReplicaIDs).
-	newReader := func(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (*canal.Reader, error) {
-		return canal.New(canal.Config{
-			Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
-			Pick: newPick(), FailoverAfter: cfg.Source.FailoverAfter,
-			ServerID: serverID, Flavor: info.Flavor, GTIDMode: info.GTIDMode, Tables: tables, Watch: watch, TLS: tlsConfig,
-			HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
-			Logger: r.log.With(slog.String("sink", name)), Observer: obs,
-		})
-	}
-	// Pipelines save through one group commit: the saves of many pipelines
-	// (a gateway's thousands of endpoints) due together are written at once.
-	// The lock and fence stay on the store itself.
-	saver := checkpoint.NewGroupCommit(store)
-	newPipeline := func(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int, obs pipeline.Observer) (*pipeline.Pipeline, error) {
-		d := cfg.Delivery
-		p, err := pipeline.New(pipeline.Config{
-			Name: name, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
-			CanResume: canResume,
-			BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
-			MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
-			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
-			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs, Fence: lock.fence,
-		})
-		return p, err
-	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		failures []error
-	)
-	// stopped records one sink's (or endpoint's) fatal error: it stops that
-	// one only, the others go on. /readyz and the logs say which and why.
-	// A fenced one means another relay took over: every pipeline stops.
-	stopped := func(name string, obs interface{ Stopped(error) }, err error) {
-		if err == nil || errors.Is(err, context.Canceled) {
-			return
-		}
-		if errors.Is(err, checkpoint.ErrFenced) {
-			lock.lose()
-			return
-		}
-		err = fmt.Errorf("sink %s: %w", name, err)
-		r.log.Error("sink stopped; the other sinks go on", slog.String("sink", name), slog.Any("err", err))
-		if obs != nil {
-			obs.Stopped(err)
-		}
-		mu.Lock()
-		failures = append(failures, err)
-		mu.Unlock()
-	}
-	var runs []func()
-	var stream uint32 // the next stream's replica id offset
-	catchUpID := cfg.Source.ServerID + uint32(len(cfg.Sinks))
-	gateways := map[string][]Target{}
-	for _, t := range targets {
-		if t.Gateway != "" {
-			gateways[t.Gateway] = append(gateways[t.Gateway], t)
-			continue
-		}
-		reader, err := newReader(t.Name, cfg.Source.ServerID+stream, m.Source(t.Name, tableNames...))
-		if err != nil {
-			return err
-		}
-		stream++
-		obs := m.Pipeline(t.Name)
-		p, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes, obs)
-		if err != nil {
-			return err
-		}
-		src := r.guardServerID(db, info.ServerID, lock.tookOver, reader)
-		runs = append(runs, func() { stopped(t.Name, obs, p.Run(ctx, src)) })
-	}
-	for _, sc := range cfg.Sinks {
-		wc := webhook.Section(sc)
-		if wc == nil {
-			continue
-		}
-		name, gc, gm := sc.Name, wc.Gateway, m.Gateway(sc.Name)
-		var eps []gateway.Endpoint
-		var static []string
-		for _, t := range gateways[name] {
-			eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
-			static = append(static, t.Name)
-		}
-		// Endpoints from a table: read now, then followed on the shared
-		// stream (relay/endpoints.go has the rule).
-		var table *tableEndpoints
-		var watch []canal.Watched
-		if tc := wc.EndpointsTable; tc != nil {
-			tc := tc.WithDefaults()
-			tc.Logger = r.log
-			table = newTableEndpoints(name, tc, static)
-			table.store, table.health, table.states, table.log = store, r.health, gm, r.log.With(slog.String("sink", name))
-			table.build = func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }
-			more, err := table.load(ctx, db)
-			if err != nil {
-				return err
-			}
-			eps = append(eps, more...)
-			schema, tname, _ := strings.Cut(tc.Table, ".")
-			watch = []canal.Watched{{Schema: schema, Name: tname}}
-		}
-		readers := make([]pipeline.Source, gc.MaxCatchUp+1)
-		for slot := range readers {
-			// The shared stream is the sink's in the source metrics; the
-			// catch-up streams come and go, and are counted by state.
-			id, obs := cfg.Source.ServerID+stream, canal.Observer(m.Source(name, tableNames...))
-			if slot > 0 {
-				id, obs = catchUpID, nil
-				catchUpID++
-			}
-			var w []canal.Watched
-			if slot == 0 {
-				w = watch
-			}
-			reader, err := newReader(name, id, obs, w...)
-			if err != nil {
-				return err
-			}
-			readers[slot] = r.guardServerID(db, info.ServerID, lock.tookOver, reader)
-		}
-		stream++
-		g, err := gateway.New(ctx, gateway.Config{
-			Hub: gateway.HubConfig{Name: name, Flavor: info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
-				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-			Store: store, Start: start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
-			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-				return newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
-			},
-			Stopped: func(key string, err error) { stopped(key, gm.Endpoint(key), err) },
-		})
-		if err != nil {
-			return err
-		}
-		var changed func(*gateway.Gateway, *event.Txn)
-		if table != nil {
-			changed = table.changed
-		}
-		runs = append(runs, func() { stopped(name, gm, g.Run(ctx, changed)) })
-	}
-	// Prune on schedule only here, holding the checkpoint lock: a standby
-	// never reaches this point. It stops before the lock is released.
+	return r.runGroup(ctx, a.group, store, append(streams, gateways...))
+}
+
+// runGroup runs every member until each has returned, and prunes on
+// schedule meanwhile: only here, holding the checkpoint lock (a standby
+// never gets here), and stopped before the lock is released.
+func (r *Relay) runGroup(ctx context.Context, g *group, store checkpoint.Store, members []member) error {
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	var pruning sync.WaitGroup
-	if cfg.Prune.Schedule > 0 {
+	if r.cfg.Prune.Schedule > 0 {
 		pruning.Go(func() { r.pruneLoop(pruneCtx, store) })
 	}
 	defer pruning.Wait()
 	defer stopPrune()
-	for _, run := range runs {
-		wg.Go(run)
-	}
-	wg.Wait()
+	err := g.run(ctx, members)
 	if errors.Is(context.Cause(ctx), errLockLost) {
-		failures = append(failures, errLockLost)
+		err = errors.Join(err, errLockLost)
 	}
-	// Every pipeline has ended: by shutdown, or each by its own error.
-	return errors.Join(failures...)
+	return err
 }
 
 // startMetrics registers the relay's metrics and, when http.listen is set,
@@ -493,11 +306,11 @@ func (r *Relay) pollBinaryLogs(ctx context.Context, db *sql.DB, m *metrics.Metri
 	failing := false
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		files, err := canal.BinaryLogs(qctx, db)
+		files, err := source.BinaryLogs(qctx, db)
 		cancel()
 		switch {
 		case err == nil:
-			m.SetBinaryLogs(canal.FileNames(files))
+			m.SetBinaryLogs(source.FileNames(files))
 			failing = false
 		case ctx.Err() == nil && !failing:
 			r.log.Warn("list binary logs for metrics (retried)", slog.Any("err", err))

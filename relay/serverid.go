@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // idGuard keeps a pipeline's binlog stream from fighting another replica
@@ -66,11 +67,11 @@ func (g *idGuard) Run(ctx context.Context, from event.Position, handle func(cont
 	}
 	err := g.src.Run(ctx, from, handle)
 	if errors.Is(err, canal.ErrServerIDInUse) && ctx.Err() == nil {
-		var reps []canal.Replica
+		var reps []source.Replica
 		if g.db != nil {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			reps, _ = canal.ListReplicas(lctx, g.db)
+			reps, _ = source.ListReplicas(lctx, g.db)
 		}
 		return fmt.Errorf("the server dropped this stream because another replica connected with its server_id %d: %s (%w)", g.src.ServerID(), g.advice(reps), err)
 	}
@@ -84,14 +85,14 @@ func (g *idGuard) before(ctx context.Context) error {
 	id := g.src.ServerID()
 	deadline := time.Now().Add(g.wait)
 	for first := true; ; first = false {
-		reps, err := canal.ListReplicas(ctx, g.db)
+		reps, err := source.ListReplicas(ctx, g.db)
 		if err != nil {
 			// Cannot tell (MariaDB needs REPLICATION MASTER ADMIN): a
 			// collision shows as the server dropping one of the streams.
 			g.log.Debug("cannot list the server's replicas before connecting", slog.Any("err", err))
 			return nil
 		}
-		i := slices.IndexFunc(reps, func(x canal.Replica) bool { return x.ID == id })
+		i := slices.IndexFunc(reps, func(x source.Replica) bool { return x.ID == id })
 		if i < 0 {
 			return nil
 		}
@@ -117,7 +118,7 @@ func (g *idGuard) before(ctx context.Context) error {
 }
 
 // advice names the ids in use and a free range for this relay.
-func (g *idGuard) advice(reps []canal.Replica) string {
+func (g *idGuard) advice(reps []source.Replica) string {
 	first := g.relay.cfg.Source.ServerID
 	n := uint32(max(g.relay.cfg.ReplicaIDs(), 1))
 	free := max(first+n-1, g.own)

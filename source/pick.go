@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,9 +12,9 @@ import (
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 )
 
 // Set is a relay's list of source servers (source.servers): one history
@@ -76,23 +77,26 @@ func (s *Set) db(ctx context.Context, a config.Addr) (*sql.DB, error) {
 // candidate is one server as Pick saw it.
 type candidate struct {
 	addr    config.Addr
-	info    canal.ServerInfo
-	state   canal.ServerState
+	info    ServerInfo
+	state   ServerState
 	replica bool
 	problem string // why it cannot be read (checks), "" if it can
 }
 
 // Pick returns the first server, in the configured order, that passes the
 // binlog checks (ROW / FULL / FULL, GTIDs on, log_slave_updates on a
-// replica) and can serve pos by the resume rule (canal.ServerState.Gaps):
+// replica) and can serve pos by the resume rule (ServerState.Gaps):
 // its executed GTIDs contain pos and pos contains its purged ones. A server
 // behind pos is skipped with a log line saying by how much, until it has
 // caught up. Servers holding GTIDs no other listed server has (errant
 // transactions on a replica) are reported. When every server answered and
 // each purged part of what comes after pos, the error wraps
-// canal.ErrPositionLost; when none is usable for other reasons, the error
+// position.ErrLost; when none is usable for other reasons, the error
 // lists each server's and the caller retries.
-func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (canal.Endpoint, error) {
+//
+// It returns the server's address and the TLS settings to read it with (nil
+// without source.tls).
+func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (config.Addr, *tls.Config, error) {
 	var (
 		cands    []candidate
 		reasons  []string
@@ -107,7 +111,7 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (cana
 			allLost = false
 			continue
 		}
-		if c.info, err = canal.Inspect(ctx, db); err != nil {
+		if c.info, err = ReadInfo(ctx, db); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", a, err))
 			allLost = false
 			continue
@@ -116,7 +120,7 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (cana
 			c.problem = fmt.Sprintf("a %s server, but the relay reads %s servers", c.info.Flavor, flavor)
 		} else if c.replica, err = usable(ctx, db, c.info); err != nil {
 			c.problem = err.Error()
-		} else if c.state, err = canal.ReadServerState(ctx, db, c.info); err != nil {
+		} else if c.state, err = ReadServerState(ctx, db, c.info); err != nil {
 			c.problem = err.Error()
 		}
 		cands = append(cands, c)
@@ -149,16 +153,16 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (cana
 		default:
 			tc, err := TLSConfig(s.cfg.TLS, c.addr.Host)
 			if err != nil {
-				return canal.Endpoint{}, err
+				return config.Addr{}, nil, err
 			}
-			return canal.Endpoint{Host: c.addr.Host, Port: uint16(c.addr.Port), TLS: tc}, nil
+			return c.addr, tc, nil
 		}
 	}
 	if allLost && len(lostErrs) > 0 {
-		return canal.Endpoint{}, fmt.Errorf("%w: checkpoint %s: every source server purged part of what comes after it: %s; restore the binlogs, or remove the sink's checkpoint and start from checkpoint.start: earliest (`outbox-relay check` shows how)",
-			canal.ErrPositionLost, pos, strings.Join(lostErrs, "; "))
+		return config.Addr{}, nil, fmt.Errorf("%w: checkpoint %s: every source server purged part of what comes after it: %s; restore the binlogs, or remove the sink's checkpoint and start from checkpoint.start: earliest (`outbox-relay check` shows how)",
+			position.ErrLost, pos, strings.Join(lostErrs, "; "))
 	}
-	return canal.Endpoint{}, fmt.Errorf("no source server can serve checkpoint %s now: %s", pos, strings.Join(reasons, "; "))
+	return config.Addr{}, nil, fmt.Errorf("no source server can serve checkpoint %s now: %s", pos, strings.Join(reasons, "; "))
 }
 
 // reportErrant logs, for each replica among cands (MySQL), the GTIDs it has
@@ -182,7 +186,7 @@ func (s *Set) reportErrant(cands []candidate) {
 		if n == 0 {
 			continue
 		}
-		errant, count, err := canal.GTIDMinus(c.state.Executed, others.String())
+		errant, count, err := position.GTIDMinus(c.state.Executed, others.String())
 		if err == nil && count > 0 {
 			s.log.Warn("source replica has errant transactions: GTIDs no other listed server has (written on the replica itself?)",
 				slog.String("server", c.addr.String()), slog.String("gtids", errant), slog.Int64("count", count))
@@ -194,7 +198,7 @@ func (s *Set) reportErrant(cands []candidate) {
 // binlogs with full row images and metadata, GTIDs on (MySQL; MariaDB always
 // has them), and log_slave_updates on a replica. It returns whether the
 // server is a replica.
-func usable(ctx context.Context, db *sql.DB, info canal.ServerInfo) (bool, error) {
+func usable(ctx context.Context, db *sql.DB, info ServerInfo) (bool, error) {
 	var logBin, format, image string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&logBin, &format, &image); err != nil {
 		return false, fmt.Errorf("read binlog settings: %w", err)
@@ -216,7 +220,7 @@ func usable(ctx context.Context, db *sql.DB, info canal.ServerInfo) (bool, error
 	if info.Flavor == gomysql.MySQLFlavor && !info.GTIDMode {
 		problems = append(problems, "gtid_mode is not ON (failing over between servers needs GTIDs)")
 	}
-	primary, known := canal.ReplicaOf(ctx, db)
+	primary, known := ReplicaOf(ctx, db)
 	replica := known && primary != ""
 	if replica {
 		v := ""

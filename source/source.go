@@ -1,9 +1,3 @@
-// Package source connects to the configured source server: the SQL
-// connection the relay, `check` and `status` use to inspect it (flavor,
-// identity, GTID state, binlogs). The binlog stream itself is canal's.
-//
-// It sits below the wiring (relay) and the diagnostics (check), so neither
-// depends on the other. Functions are safe for concurrent use.
 package source
 
 import (
@@ -15,7 +9,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 )
 
@@ -82,8 +75,8 @@ func OpenAddr(ctx context.Context, c config.Source, a config.Addr) (*sql.DB, err
 
 // Inspect reads the server's flavor, version and identity, and checks the
 // flavor against source.flavor.
-func Inspect(ctx context.Context, db *sql.DB, c config.Source) (canal.ServerInfo, error) {
-	info, err := canal.Inspect(ctx, db)
+func Inspect(ctx context.Context, db *sql.DB, c config.Source) (ServerInfo, error) {
+	info, err := ReadInfo(ctx, db)
 	if err != nil {
 		return info, err
 	}

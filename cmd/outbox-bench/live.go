@@ -18,8 +18,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // seen records when each event id was seen by one observer.
@@ -230,8 +230,8 @@ func latencies(sent map[int64]time.Time, s *seen, wait time.Duration) (got int, 
 	return len(ds), ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)], ds[len(ds)-1]
 }
 
-func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info canal.ServerInfo, recv *receiver, tmp string, serverID *int, d time.Duration) ([]liveRow, error) {
-	pos, err := canal.CurrentPosition(ctx, db, info)
+func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info source.ServerInfo, recv *receiver, tmp string, serverID *int, d time.Duration) ([]liveRow, error) {
+	pos, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 const schema = `CREATE TABLE %s (
@@ -74,11 +74,11 @@ func run(rows int, live time.Duration, skipLive bool, baseline, outPath, pngPath
 		return err
 	}
 	defer db.Close()
-	info, err := canal.Inspect(ctx, db)
+	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
 		return err
 	}
-	startPos, err := canal.CurrentPosition(ctx, db, info)
+	startPos, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		return err
 	}

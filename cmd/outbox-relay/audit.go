@@ -106,7 +106,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cur, err := canal.CurrentPosition(ctx, db, info)
+	cur, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		return err
 	}
@@ -116,16 +116,16 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	start := event.Position{GTIDSet: from.GTID}
 	if from.GTID != "" {
-		if err := canal.CheckResume(ctx, db, info, start); err != nil {
+		if err := source.CheckResume(ctx, db, info, start); err != nil {
 			return fmt.Errorf("--from: %w", err)
 		}
 	} else {
-		files, err := canal.BinaryLogs(ctx, db)
+		files, err := source.BinaryLogs(ctx, db)
 		if err != nil {
 			return err
 		}
 		var fs audit.FileStart
-		if start, fs, err = audit.StartFor(ctx, rc, canal.FileNames(files), from.Time); err != nil {
+		if start, fs, err = audit.StartFor(ctx, rc, source.FileNames(files), from.Time); err != nil {
 			return fmt.Errorf("--from: %w", err)
 		}
 		fmt.Fprintf(stderr, "audit: reading from binlog %s, begun %s\n", fs.File, fs.Begun.Format(time.RFC3339))

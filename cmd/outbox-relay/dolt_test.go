@@ -46,13 +46,13 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 var (
@@ -221,12 +221,12 @@ func waitForIDs(t *testing.T, out *syncLines, ids []string, limit time.Duration)
 func TestDoltIsDetectedAsMySQL(t *testing.T) {
 	s := sharedDolt(t)
 	db := s.DB(t, "")
-	info, err := canal.Inspect(context.Background(), db)
+	info, err := source.ReadInfo(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Flavor != mysql.MySQLFlavor || !info.GTIDMode || info.ServerUUID == "" || info.ServerID != 11 {
-		t.Fatalf("canal.Inspect on Dolt = %+v, want flavor mysql, gtid_mode ON, a server_uuid and server_id 11", info)
+		t.Fatalf("source.ReadInfo on Dolt = %+v, want flavor mysql, gtid_mode ON, a server_uuid and server_id 11", info)
 	}
 	t.Logf("Dolt reports version %s, server_uuid %s", info.Version, info.ServerUUID)
 }
@@ -388,11 +388,11 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 			// of the file name. (Dolt sends no ROTATE when it moves on to
 			// a new file, after a restart for one, so the name may be of
 			// an older file than the event's: only GTIDs are trustworthy.)
-			files, err := canal.BinaryLogs(context.Background(), s.DB(t, ""))
+			files, err := source.BinaryLogs(context.Background(), s.DB(t, ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			names := canal.FileNames(files)
+			names := source.FileNames(files)
 			if !slices.Contains(names, cp.Position.File) {
 				t.Errorf("checkpoint file %q is none of SHOW BINARY LOGS %q", cp.Position.File, names)
 			}

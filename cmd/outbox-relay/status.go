@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
@@ -53,10 +52,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		srcDB = db
 		info, err := source.Inspect(ctx, db, cfg.Source)
 		if err == nil {
-			var pos = mustPosition(canal.CurrentPosition(ctx, db, info))
+			var pos = mustPosition(source.CurrentPosition(ctx, db, info))
 			server = pos
-			all, _ := canal.BinaryLogs(ctx, db)
-			files = canal.FileNames(all)
+			all, _ := source.BinaryLogs(ctx, db)
+			files = source.FileNames(all)
 			if len(files) > 0 {
 				logs = fmt.Sprintf("%s … %s (%d files)", files[0], files[len(files)-1], len(files))
 			}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/internal/gtid"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -32,7 +32,7 @@ type Message struct {
 // back means.
 type Judge struct {
 	writer string
-	after  *gtid.Set
+	after  *position.Set
 }
 
 // New returns the judge of the sink named writer resuming after; an error
@@ -45,7 +45,7 @@ func New(writer string, after event.Position) (*Judge, error) {
 	if after.GTIDSet == "" {
 		return nil, fmt.Errorf("the checkpoint has no GTID set (GTIDs are off, or the sink has no checkpoint yet): %w", sink.ErrCannotRecover)
 	}
-	set, err := gtid.Parse(after.GTIDSet)
+	set, err := position.Parse(after.GTIDSet)
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, sink.ErrCannotRecover)
 	}

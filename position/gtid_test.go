@@ -1,4 +1,4 @@
-package gtid
+package position
 
 import "testing"
 

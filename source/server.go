@@ -1,4 +1,4 @@
-package canal
+package source
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 )
 
@@ -24,8 +25,9 @@ type ServerInfo struct {
 	GTIDMode bool
 }
 
-// Inspect reads the server's flavor, version, identity and GTID mode.
-func Inspect(ctx context.Context, db *sql.DB) (ServerInfo, error) {
+// ReadInfo reads the server's flavor, version, identity and GTID mode
+// (Inspect also checks the flavor against source.flavor).
+func ReadInfo(ctx context.Context, db *sql.DB) (ServerInfo, error) {
 	var info ServerInfo
 	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@server_id").Scan(&info.Version, &info.ServerID); err != nil {
 		return info, fmt.Errorf("read server version: %w", err)
@@ -177,12 +179,13 @@ func ScanRow(rows *sql.Rows) ([]string, error) {
 
 // CheckTables verifies that every outbox table exists and has every mapped
 // column, so a wrong mapping is an error at startup, not at the first event.
-func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
+func CheckTables(ctx context.Context, db *sql.DB, tables []config.Table) error {
 	var problems []string
 	for _, t := range tables {
-		rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Name)
+		schema, name := t.SchemaTable()
+		rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name)
 		if err != nil {
-			return fmt.Errorf("read columns of %s: %w", t.FullName(), err)
+			return fmt.Errorf("read columns of %s.%s: %w", schema, name, err)
 		}
 		have := map[string]bool{}
 		for rows.Next() {
@@ -198,12 +201,12 @@ func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
 			return err
 		}
 		if len(have) == 0 {
-			problems = append(problems, fmt.Sprintf("outbox table %s does not exist (or the relay's user cannot SELECT it): create it, or fix tables[].name", t.FullName()))
+			problems = append(problems, fmt.Sprintf("outbox table %s.%s does not exist (or the relay's user cannot SELECT it): create it, or fix tables[].name", schema, name))
 			continue
 		}
 		check := func(field, col string) {
-			if col != "" && !have[strings.ToLower(col)] {
-				problems = append(problems, fmt.Sprintf("outbox table %s has no column %q for %s: set tables[].columns.%s to an existing column", t.FullName(), col, field, field))
+			if col = config.Column(col); col != "" && !have[strings.ToLower(col)] {
+				problems = append(problems, fmt.Sprintf("outbox table %s.%s has no column %q for %s: set tables[].columns.%s to an existing column", schema, name, col, field, field))
 			}
 		}
 		check("id", t.Columns.ID)
@@ -213,7 +216,7 @@ func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
 		check("payload", t.Columns.Payload)
 		for _, h := range t.Headers {
 			if !have[strings.ToLower(h)] {
-				problems = append(problems, fmt.Sprintf("outbox table %s has no column %q listed in headers: remove it from tables[].headers or add the column", t.FullName(), h))
+				problems = append(problems, fmt.Sprintf("outbox table %s.%s has no column %q listed in headers: remove it from tables[].headers or add the column", schema, name, h))
 			}
 		}
 	}

@@ -1,46 +1,13 @@
-package canal
+package position
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
-
-	"github.com/outbox-relay/outbox-relay/internal/gtid"
 )
-
-// OldestGTIDList is the MariaDB GTID position at the start of file: the
-// Gtid_list event that heads it, which BINLOG_GTID_POS reads for us; SHOW
-// BINLOG EVENTS is the fallback.
-func OldestGTIDList(ctx context.Context, db *sql.DB, file string) (string, error) {
-	var pos sql.NullString
-	err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, 4)", file).Scan(&pos)
-	if err == nil && pos.Valid {
-		return pos.String, nil
-	}
-	rows, err2 := db.QueryContext(ctx, "SHOW BINLOG EVENTS IN "+quote(file)+" LIMIT 5")
-	if err2 != nil {
-		return "", fmt.Errorf("read the GTID list of %s: BINLOG_GTID_POS: %v; SHOW BINLOG EVENTS: %w", file, err, err2)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		vals, err := ScanRow(rows)
-		if err != nil {
-			return "", err
-		}
-		if len(vals) >= 6 && vals[2] == "Gtid_list" {
-			return strings.Trim(vals[5], "[]"), nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("no Gtid_list event at the start of %s", file)
-}
 
 // GTIDMinus returns a − b as a GTID set string and the number of
 // transactions in it.
@@ -107,12 +74,6 @@ func intervalsMinus(a, b mysql.IntervalSlice) mysql.IntervalSlice {
 	return out
 }
 
-// MariaDBPositions parses a GTID position: one GTID per domain (the last
-// listed wins when a domain repeats, as in a GTID list).
-func MariaDBPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
-	return gtid.MariaDBPositions(s)
-}
-
 // MariaDBState parses gtid_binlog_state: the last seq_no of every
 // (domain, server) pair in the binlog.
 func MariaDBState(s string) (map[[2]uint32]uint64, error) {
@@ -131,6 +92,7 @@ func MariaDBState(s string) (map[[2]uint32]uint64, error) {
 	return out, nil
 }
 
+// SortedDomains returns the domains of a MariaDB GTID position in order.
 func SortedDomains(m map[uint32]mysql.MariadbGTID) []uint32 {
 	var ds []uint32
 	for d := range m {
@@ -138,9 +100,4 @@ func SortedDomains(m map[uint32]mysql.MariadbGTID) []uint32 {
 	}
 	slices.Sort(ds)
 	return ds
-}
-
-// quote makes s a single-quoted SQL string literal.
-func quote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
 }

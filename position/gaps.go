@@ -1,20 +1,21 @@
-package canal
+package position
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
-
 	"github.com/outbox-relay/outbox-relay/event"
 )
 
-// ErrNotInHistory is returned by CheckResume when the server never executed
-// some transactions of the position: it is behind the server the position was
-// read from, or has another history. Resuming there would skip or replay.
+// ErrLost means a server no longer has what comes after a position: it
+// purged those binlogs, or rejects the position as foreign. canal's Reader
+// returns it from Run; Gaps.Err wraps it.
+var ErrLost = errors.New("binlog position is no longer available on the server")
+
+// ErrNotInHistory means a server never executed some transactions of a
+// position: it is behind the server the position was read from, or has
+// another history. Resuming there would skip or replay. Gaps.Err wraps it.
 var ErrNotInHistory = errors.New("the server has not executed every transaction of the checkpoint")
 
 // Gaps says why a server cannot serve a position. The rule is GTID
@@ -98,95 +99,21 @@ func MariaDBGaps(checkpoint, binlogPos, binlogState, oldestFile, oldestList stri
 	return g, nil
 }
 
-// FileGaps: a file/position (GTIDs off) resumes only while its file exists.
-func FileGaps(pos event.Position, files []BinlogFile) Gaps {
+// FileGaps: a file/position (GTIDs off) resumes only while its file is
+// among the server's binlogs (files, oldest first).
+func FileGaps(pos event.Position, files []string) Gaps {
 	var g Gaps
 	for _, f := range files {
-		if f.Name == pos.File {
+		if f == pos.File {
 			return g
 		}
 	}
 	oldest := "none"
 	if len(files) > 0 {
-		oldest = files[0].Name
+		oldest = files[0]
 	}
 	g.Purged = append(g.Purged, fmt.Sprintf("binlog %s was purged (the oldest is now %s)", pos.File, oldest))
 	return g
-}
-
-// ServerState is what a server says about the GTIDs and binlogs it has: the
-// inputs of the resume rule.
-type ServerState struct {
-	Info  ServerInfo
-	Files []BinlogFile
-	// MySQL
-	Executed, Purged string
-	// MariaDB
-	BinlogPos, BinlogState, OldestList string
-}
-
-// ReadServerState reads the server's GTID state and binlog list.
-func ReadServerState(ctx context.Context, db *sql.DB, info ServerInfo) (ServerState, error) {
-	s := ServerState{Info: info}
-	var err error
-	if s.Files, err = BinaryLogs(ctx, db); err != nil {
-		return s, err
-	}
-	clean := func(v *string) { *v = strings.ReplaceAll(*v, "\n", "") }
-	switch {
-	case info.Flavor == mysql.MariaDBFlavor:
-		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_binlog_state").Scan(&s.BinlogPos, &s.BinlogState); err != nil {
-			return s, fmt.Errorf("read gtid_binlog_pos: %w", err)
-		}
-		if len(s.Files) > 0 {
-			if s.OldestList, err = OldestGTIDList(ctx, db, s.Files[0].Name); err != nil {
-				return s, err
-			}
-		}
-	case info.GTIDMode:
-		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged").Scan(&s.Executed, &s.Purged); err != nil {
-			return s, fmt.Errorf("read gtid_executed and gtid_purged: %w", err)
-		}
-		clean(&s.Executed)
-		clean(&s.Purged)
-	}
-	return s, nil
-}
-
-// Gaps applies the resume rule to pos.
-func (s ServerState) Gaps(pos event.Position) (Gaps, error) {
-	switch {
-	case pos.GTIDSet != "" && s.Info.Flavor == mysql.MariaDBFlavor:
-		oldest := ""
-		if len(s.Files) > 0 {
-			oldest = s.Files[0].Name
-		}
-		return MariaDBGaps(pos.GTIDSet, s.BinlogPos, s.BinlogState, oldest, s.OldestList)
-	case pos.GTIDSet != "" && s.Info.GTIDMode:
-		return MySQLGaps(pos.GTIDSet, s.Executed, s.Purged)
-	case pos.GTIDSet != "":
-		return Gaps{Missing: []string{"the checkpoint is a GTID set but gtid_mode is OFF on this server"}}, nil
-	case s.Info.GTIDMode && s.Info.Flavor == mysql.MySQLFlavor && pos.Pos <= 4:
-		// The start of a file before any GTID: the empty set.
-		return MySQLGaps("", s.Executed, s.Purged)
-	}
-	return FileGaps(pos, s.Files), nil
-}
-
-// CheckResume tells whether the server can serve a stream from pos. Its
-// error wraps ErrPositionLost (the server purged what comes after pos) or
-// ErrNotInHistory (pos holds transactions the server never executed), lists
-// the transactions, and names the recovery choices.
-func CheckResume(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position) error {
-	s, err := ReadServerState(ctx, db, info)
-	if err != nil {
-		return err
-	}
-	g, err := s.Gaps(pos)
-	if err != nil {
-		return err
-	}
-	return g.Err(pos)
 }
 
 // Err is nil when there are no gaps; otherwise an error for pos that lists
@@ -198,7 +125,7 @@ func (g Gaps) Err(pos event.Position) error {
 			ErrNotInHistory, pos, strings.Join(g.Missing, "; "))
 	case len(g.Purged) > 0:
 		return fmt.Errorf("%w: checkpoint %s: %s; restore the purged binlogs, or read from a server that still has them, or accept the gap by removing the sink's checkpoint and starting from checkpoint.start: earliest (`outbox-relay check` shows how)",
-			ErrPositionLost, pos, strings.Join(g.Purged, "; "))
+			ErrLost, pos, strings.Join(g.Purged, "; "))
 	}
 	return nil
 }

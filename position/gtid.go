@@ -1,8 +1,4 @@
-// Package gtid is the arithmetic of GTIDs that the binlog reader, the sinks'
-// read-back and the tools share, without importing the reader: parsing a
-// MariaDB GTID position and telling whether a set holds a transaction.
-// Its functions are pure and safe for concurrent use.
-package gtid
+package position
 
 import (
 	"fmt"

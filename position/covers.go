@@ -1,4 +1,4 @@
-package canal
+package position
 
 import (
 	"strconv"

@@ -1,0 +1,33 @@
+// Package gateway runs a webhook sink as a fan-out gateway: one binlog
+// stream, read and decoded once, feeds every endpoint of the sink, each with
+// its own cursor (its checkpoint), queue, retries and dead letters.
+//
+// It promises:
+//
+//   - one stream: the sink's replication connections are 1 + the endpoints
+//     catching up (at most MaxCatchUp at once), never one per endpoint;
+//   - isolation: an endpoint that cannot keep up is detached when its queue
+//     is full; it catches up from its own cursor on a stream of its own
+//     (waiting its turn for one of MaxCatchUp) and re-joins the shared
+//     stream once it has read everything the shared stream has handed on.
+//     The shared stream never waits for an endpoint;
+//   - exactly the events it would get alone: an endpoint is handed the
+//     events its filter matches, in binlog order, each once (no duplicates
+//     on detach or re-join: both are decided at a transaction boundary
+//     against positions), and its cursor moves over transactions it has no
+//     events in, so restart and prune are not held back by quiet endpoints;
+//   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
+//     its pipeline's in-flight limits.
+//
+// Each endpoint is a pipeline (package pipeline) whose source is a Tap of the
+// Hub: checkpoints, retries, dead letters and fencing are the pipeline's.
+// The streams are pipeline.Sources the caller opens (HubConfig.Open): the
+// gateway does not import the binlog reader, and compares positions with
+// package position.
+//
+// Concurrency: a Gateway's endpoints live as long as its Run. Start, StopLocked,
+// Enable and the other methods may be called from any goroutine while Run
+// runs (the …Locked ones under the hub's lock, as from Run's changed
+// function); when Run's context ends, every endpoint's pipeline is cancelled
+// with that context's cause, and Run returns once they all have.
+package gateway

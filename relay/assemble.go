@@ -1,0 +1,353 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/source"
+)
+
+// sourceConn is the SQL connection to the source Run inspects it with, and
+// what it learnt: its flavor and identity, and the outbox tables (checked).
+type sourceConn struct {
+	db         *sql.DB
+	info       source.ServerInfo
+	tables     []canal.Table
+	tableNames []string
+	close      func() // stops the binary-log poll, then closes db
+}
+
+// openSource connects to the source, starts polling its binary logs for the
+// metrics, reads its flavor and identity, and checks the outbox tables.
+func (r *Relay) openSource(ctx context.Context) (*sourceConn, error) {
+	db, err := source.Open(ctx, r.cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, r.metrics) })
+	s := &sourceConn{db: db, tables: Tables(r.cfg), close: func() {
+		stopPolling()
+		polling.Wait()
+		db.Close()
+	}}
+	if s.info, err = source.Inspect(ctx, db, r.cfg.Source); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := source.CheckTables(ctx, db, r.cfg.Tables); err != nil {
+		s.close()
+		return nil, err
+	}
+	for _, t := range s.tables {
+		s.tableNames = append(s.tableNames, t.FullName())
+	}
+	return s, nil
+}
+
+// assembly is what building the streams and gateways shares: the source,
+// the checkpoint store (through one group commit), the lock, the dead
+// letters, the start, and the group they will run in.
+type assembly struct {
+	r     *Relay
+	cfg   *config.Config
+	src   *sourceConn
+	lock  *held
+	store checkpoint.Store // the store itself: the gateways' endpoint cursors
+	// saver is the store behind one group commit: the saves of many
+	// pipelines (a gateway's thousands of endpoints) due together are
+	// written at once. The lock and fence stay on the store itself.
+	saver    checkpoint.Store
+	dl       deadletter.Putter
+	start    event.Position
+	identity checkpoint.Checkpoint
+
+	// One server: the reader reads it, and a checkpoint it cannot serve
+	// stops the sink at once (canResume). Several: each sink's reader picks
+	// among them (source.Set.Pick) at start and on failover, by the same
+	// GTID rule.
+	servers   *source.Set
+	first     config.Addr
+	tls       *tls.Config
+	canResume func(ctx context.Context, pos event.Position) error
+
+	group *group
+	// stream is the next stream's replica id offset: stream i (sink i, or
+	// webhook sink i's shared stream) registers with source.server_id+i;
+	// the webhook sinks' catch-up streams take the ids after those
+	// (config.ReplicaIDs), from catchUpID on.
+	stream    uint32
+	catchUpID uint32
+}
+
+func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held, dl deadletter.Putter, start event.Position) (*assembly, error) {
+	cfg := r.cfg
+	first := cfg.Source.Addrs()[0]
+	tc, err := source.TLSConfig(cfg.Source.TLS, first.Host)
+	if err != nil {
+		return nil, err
+	}
+	a := &assembly{r: r, cfg: cfg, src: src, lock: lock, store: store, saver: checkpoint.NewGroupCommit(store), dl: dl, start: start,
+		identity: checkpoint.Checkpoint{Flavor: src.info.Flavor, ServerUUID: src.info.ServerUUID, ServerID: src.info.ServerID},
+		servers:  source.NewSet(cfg.Source, r.log), first: first, tls: tc,
+		group:     &group{log: r.log, lose: lock.lose},
+		catchUpID: cfg.Source.ServerID + uint32(len(cfg.Sinks)),
+	}
+	if a.servers.Len() == 1 {
+		a.canResume = a.checkResume
+	}
+	return a, nil
+}
+
+func (a *assembly) close() { a.servers.Close() }
+
+// checkResume asks the one source server whether it can serve pos.
+func (a *assembly) checkResume(ctx context.Context, pos event.Position) error {
+	return source.CheckResume(ctx, a.src.db, a.src.info, pos)
+}
+
+// pickFromSet is a reader's Pick among several source servers.
+func (a *assembly) pickFromSet(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+	addr, tc, err := a.servers.Pick(ctx, a.src.info.Flavor, pos)
+	return canal.Endpoint{Host: addr.Host, Port: uint16(addr.Port), TLS: tc}, err
+}
+
+// oneServer is a reader's Pick of the one source server. A checkpoint it
+// cannot serve stops the sink before it reads (canResume). Later, a
+// server's "purged" (1236) is double-checked against its GTID state before
+// the sink stops: a server that still has the position (Dolt answers a dump
+// racing a commit with 1236) is read on. The reader's first Pick is the
+// start the pipeline has just checked or resolved, so it asks the server
+// nothing.
+type oneServer struct {
+	a       *assembly
+	started bool // Pick is called by the reader's goroutine only
+}
+
+func (o *oneServer) pick(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
+	if o.started {
+		if err := o.a.checkResume(ctx, pos); err != nil {
+			return canal.Endpoint{}, err
+		}
+	}
+	o.started = true
+	return canal.Endpoint{Host: o.a.first.Host, Port: uint16(o.a.first.Port), TLS: o.a.tls}, nil
+}
+
+// newReader returns the binlog reader of one stream, registering as replica
+// serverID, guarded against a replica id in use.
+func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (pipeline.Source, error) {
+	cfg := a.cfg
+	pick := a.pickFromSet
+	if a.servers.Len() == 1 {
+		pick = (&oneServer{a: a}).pick
+	}
+	reader, err := canal.New(canal.Config{
+		Host: a.first.Host, Port: uint16(a.first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
+		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
+		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
+		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
+		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a.r.guardServerID(a.src.db, a.src.info.ServerID, a.lock.tookOver, reader), nil
+}
+
+// newPipeline returns the pipeline of one sink or gateway endpoint.
+func (a *assembly) newPipeline(name string, s sink.Sink, start event.Position, maxEvents, maxBytes int, obs pipeline.Observer) (*pipeline.Pipeline, error) {
+	d := a.cfg.Delivery
+	return pipeline.New(pipeline.Config{
+		Name: name, Sink: s, Store: a.saver, Identity: a.identity, Start: start, DeadLetters: a.dl,
+		CanResume: a.canResume,
+		BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
+		MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
+		CheckpointInterval: a.cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+		DrainTimeout: d.DrainTimeout, Logger: a.r.log, Observer: obs, Fence: a.lock.fence,
+	})
+}
+
+// streams builds a stream and a pipeline for each sink that is not a
+// webhook sink's endpoint.
+func (a *assembly) streams(targets []Target) ([]member, error) {
+	m := a.r.metrics
+	var out []member
+	for _, t := range targets {
+		if t.Gateway != "" {
+			continue
+		}
+		reader, err := a.newReader(t.Name, a.cfg.Source.ServerID+a.stream, m.Source(t.Name, a.src.tableNames...))
+		if err != nil {
+			return nil, err
+		}
+		a.stream++
+		obs := m.Pipeline(t.Name)
+		p, err := a.newPipeline(t.Name, t.Sink, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, obs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, member{name: t.Name, obs: obs, run: func(ctx context.Context) error { return p.Run(ctx, reader) }})
+	}
+	return out, nil
+}
+
+// gateways builds, for each webhook sink, its gateway: its endpoints (from
+// the configuration and its endpoints table), one shared stream and its
+// catch-up streams.
+func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, error) {
+	byGateway := map[string][]Target{}
+	for _, t := range targets {
+		if t.Gateway != "" {
+			byGateway[t.Gateway] = append(byGateway[t.Gateway], t)
+		}
+	}
+	var out []member
+	for _, sc := range a.cfg.Sinks {
+		if webhook.Section(sc) == nil {
+			continue
+		}
+		m, err := a.gateway(ctx, sc, byGateway[sc.Name])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// gateway builds one webhook sink's gateway.
+func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target) (member, error) {
+	r, cfg := a.r, a.cfg
+	wc := webhook.Section(sc)
+	name, gc, gm := sc.Name, wc.Gateway, r.metrics.Gateway(sc.Name)
+	var eps []gateway.Endpoint
+	var static []string
+	for _, t := range targets {
+		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
+		static = append(static, t.Name)
+	}
+	// Endpoints from a table: read now, then followed on the shared
+	// stream (relay/endpoints.go has the rule).
+	var table *tableEndpoints
+	var watch []canal.Watched
+	if tc := wc.EndpointsTable; tc != nil {
+		tc := tc.WithDefaults()
+		tc.Logger = r.log
+		table = newTableEndpoints(name, tc, static)
+		table.store, table.health, table.states, table.log = a.store, r.health, gm, r.log.With(slog.String("sink", name))
+		table.build = func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }
+		more, err := table.load(ctx, a.src.db)
+		if err != nil {
+			return member{}, err
+		}
+		eps = append(eps, more...)
+		schema, tname, _ := strings.Cut(tc.Table, ".")
+		watch = []canal.Watched{{Schema: schema, Name: tname}}
+	}
+	readers := make([]pipeline.Source, gc.MaxCatchUp+1)
+	for slot := range readers {
+		// The shared stream is the sink's in the source metrics; the
+		// catch-up streams come and go, and are counted by state.
+		id, obs := cfg.Source.ServerID+a.stream, canal.Observer(r.metrics.Source(name, a.src.tableNames...))
+		var w []canal.Watched
+		if slot == 0 {
+			w = watch
+		} else {
+			id, obs = a.catchUpID, nil
+			a.catchUpID++
+		}
+		reader, err := a.newReader(name, id, obs, w...)
+		if err != nil {
+			return member{}, err
+		}
+		readers[slot] = reader
+	}
+	a.stream++
+	g, err := gateway.New(ctx, gateway.Config{
+		Hub: gateway.HubConfig{Name: name, Flavor: a.src.info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
+			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+		Store: a.store, Start: a.start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return a.newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
+		},
+		Stopped: func(key string, err error) { a.group.stopped(key, gm.Endpoint(key), err) },
+	})
+	if err != nil {
+		return member{}, err
+	}
+	var changed func(*gateway.Gateway, *event.Txn)
+	if table != nil {
+		changed = table.changed
+	}
+	return member{name: name, obs: gm, run: func(ctx context.Context) error { return g.Run(ctx, changed) }}, nil
+}
+
+// member is one long-lived part of a running relay: a sink's pipeline, or a
+// webhook sink's gateway.
+type member struct {
+	name string
+	obs  interface{ Stopped(error) } // told when it stops for good
+	run  func(ctx context.Context) error
+}
+
+// group runs members until each has returned. A member's fatal error (or a
+// gateway endpoint's) stops that one only, the others go on: /readyz and
+// the logs say which and why. A fenced one means another relay took over:
+// lose gives up the lock, which stops every member.
+type group struct {
+	log  *slog.Logger
+	lose func()
+
+	mu       sync.Mutex
+	failures []error
+}
+
+// stopped records name's fatal error. Safe for concurrent use.
+func (g *group) stopped(name string, obs interface{ Stopped(error) }, err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if errors.Is(err, checkpoint.ErrFenced) {
+		g.lose()
+		return
+	}
+	err = fmt.Errorf("sink %s: %w", name, err)
+	g.log.Error("sink stopped; the other sinks go on", slog.String("sink", name), slog.Any("err", err))
+	if obs != nil {
+		obs.Stopped(err)
+	}
+	g.mu.Lock()
+	g.failures = append(g.failures, err)
+	g.mu.Unlock()
+}
+
+// run runs every member until each has returned (by shutdown, or each by
+// its own error), and returns their errors.
+func (g *group) run(ctx context.Context, members []member) error {
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() { g.stopped(m.name, m.obs, m.run(ctx)) })
+	}
+	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.failures...)
+}

@@ -1,0 +1,122 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
+)
+
+// ServerState is what a server says about the GTIDs and binlogs it has: the
+// inputs of the resume rule.
+type ServerState struct {
+	Info  ServerInfo
+	Files []BinlogFile
+	// MySQL
+	Executed, Purged string
+	// MariaDB
+	BinlogPos, BinlogState, OldestList string
+}
+
+// ReadServerState reads the server's GTID state and binlog list.
+func ReadServerState(ctx context.Context, db *sql.DB, info ServerInfo) (ServerState, error) {
+	s := ServerState{Info: info}
+	var err error
+	if s.Files, err = BinaryLogs(ctx, db); err != nil {
+		return s, err
+	}
+	clean := func(v *string) { *v = strings.ReplaceAll(*v, "\n", "") }
+	switch {
+	case info.Flavor == mysql.MariaDBFlavor:
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_binlog_state").Scan(&s.BinlogPos, &s.BinlogState); err != nil {
+			return s, fmt.Errorf("read gtid_binlog_pos: %w", err)
+		}
+		if len(s.Files) > 0 {
+			if s.OldestList, err = OldestGTIDList(ctx, db, s.Files[0].Name); err != nil {
+				return s, err
+			}
+		}
+	case info.GTIDMode:
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged").Scan(&s.Executed, &s.Purged); err != nil {
+			return s, fmt.Errorf("read gtid_executed and gtid_purged: %w", err)
+		}
+		clean(&s.Executed)
+		clean(&s.Purged)
+	}
+	return s, nil
+}
+
+// Gaps applies the resume rule (package position) to pos.
+func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
+	switch {
+	case pos.GTIDSet != "" && s.Info.Flavor == mysql.MariaDBFlavor:
+		oldest := ""
+		if len(s.Files) > 0 {
+			oldest = s.Files[0].Name
+		}
+		return position.MariaDBGaps(pos.GTIDSet, s.BinlogPos, s.BinlogState, oldest, s.OldestList)
+	case pos.GTIDSet != "" && s.Info.GTIDMode:
+		return position.MySQLGaps(pos.GTIDSet, s.Executed, s.Purged)
+	case pos.GTIDSet != "":
+		return position.Gaps{Missing: []string{"the checkpoint is a GTID set but gtid_mode is OFF on this server"}}, nil
+	case s.Info.GTIDMode && s.Info.Flavor == mysql.MySQLFlavor && pos.Pos <= 4:
+		// The start of a file before any GTID: the empty set.
+		return position.MySQLGaps("", s.Executed, s.Purged)
+	}
+	return position.FileGaps(pos, FileNames(s.Files)), nil
+}
+
+// CheckResume tells whether the server can serve a stream from pos. Its
+// error wraps position.ErrLost (the server purged what comes after pos) or
+// position.ErrNotInHistory (pos holds transactions the server never executed), lists
+// the transactions, and names the recovery choices.
+func CheckResume(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position) error {
+	s, err := ReadServerState(ctx, db, info)
+	if err != nil {
+		return err
+	}
+	g, err := s.Gaps(pos)
+	if err != nil {
+		return err
+	}
+	return g.Err(pos)
+}
+
+// OldestGTIDList is the MariaDB GTID position at the start of file: the
+// Gtid_list event that heads it, which BINLOG_GTID_POS reads for us; SHOW
+// BINLOG EVENTS is the fallback.
+func OldestGTIDList(ctx context.Context, db *sql.DB, file string) (string, error) {
+	var pos sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, 4)", file).Scan(&pos)
+	if err == nil && pos.Valid {
+		return pos.String, nil
+	}
+	rows, err2 := db.QueryContext(ctx, "SHOW BINLOG EVENTS IN "+quote(file)+" LIMIT 5")
+	if err2 != nil {
+		return "", fmt.Errorf("read the GTID list of %s: BINLOG_GTID_POS: %v; SHOW BINLOG EVENTS: %w", file, err, err2)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals, err := ScanRow(rows)
+		if err != nil {
+			return "", err
+		}
+		if len(vals) >= 6 && vals[2] == "Gtid_list" {
+			return strings.Trim(vals[5], "[]"), nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("no Gtid_list event at the start of %s", file)
+}
+
+// quote makes s a single-quoted SQL string literal.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
+}
