@@ -62,6 +62,8 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type Endpoint struct {
 	cfg       EndpointConfig
 	keys      [][]byte
+	signer    *signer     // nil: no secrets, requests go unsigned
+	fixed     http.Header // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
 	client    *retryablehttp.Client
@@ -218,6 +220,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
+		fixed:     fixedHeader(cfg.Headers),
 		log:       logger,
 		obs:       obs,
 		client:    client,
@@ -231,6 +234,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 
 		probeEvery: retry.DefaultProbe,
 		logEvery:   DefaultFailureLogInterval,
+	}
+	if len(keys) > 0 {
+		e.signer = newSigner(keys)
 	}
 	e.cond = sync.NewCond(&e.mu)
 	return e, nil
