@@ -51,7 +51,11 @@ type receiver struct {
 	srv        *http.Server
 	url        string
 	hook, poll *seen
+	counters   sync.Map // path → *counter: /count/… answer 204 and count
 }
+
+// count makes the receiver count the requests to path with c.
+func (r *receiver) count(path string, c *counter) { r.counters.Store(path, c) }
 
 func newReceiver() *receiver {
 	r := &receiver{hook: newSeen(), poll: newSeen()}
@@ -69,6 +73,14 @@ func newReceiver() *receiver {
 		b, _ := io.ReadAll(req.Body)
 		if id, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 			r.poll.mark(id, now)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/count/", func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		_, _ = io.Copy(io.Discard, req.Body)
+		if c, ok := r.counters.Load(req.URL.Path); ok {
+			c.(*counter).hit(now)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})

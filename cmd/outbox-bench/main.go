@@ -11,11 +11,16 @@
 //
 // Backlog phase: it commits -rows outbox rows (transactions of 10, ~100-byte
 // JSON payloads), then drains them with, each in a process of its own:
-// a bare go-mysql BinlogSyncer decoding every row (the limit); the relay with
-// the stdout sink writing to a discard writer; the relay to a Kafka-protocol
-// broker (kfake, in its own process), directly and through connections
-// adding a 2 ms round trip; the relay to a local webhook receiver; and the
-// polling relay of the seeds (SELECT … FOR UPDATE SKIP LOCKED, batches of
+// a bare go-mysql BinlogSyncer decoding every row (the limit); the relay
+// binary (go build ./cmd/outbox-relay, or -relay BIN) with the stdout sink
+// writing into a pipe that the bench reads, and the relay inside a bench
+// child writing to a discard writer; the relay to a Kafka-protocol broker
+// (kfake, in its own process), directly and through connections adding a
+// 2 ms round trip; the HTTP floor (a bare net/http client posting the same
+// bodies, signed the same way, over 16 keep-alive connections, to the same
+// receiver) and the relay binary to that receiver with one endpoint and with
+// 1,000 endpoints on its one stream (each selecting one aggregate type of
+// the backlog's 1,000); and the polling relay of the seeds (SELECT … FOR UPDATE SKIP LOCKED, batches of
 // 100, a lease, mark published) with 1 and 4 workers. Each reports events/s,
 // CPU seconds per 100k events and its peak RSS; the server's Questions
 // counter gives the statements each ran on the source per 1,000 events.
@@ -28,7 +33,12 @@
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
 // poller to the receiver.
 //
-// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR.
+// Rates of the relay binary and the floor are clocked where the events
+// arrive (the bench's end of the pipe, the receiver in the bench's process),
+// from the first to the last; CPU and peak RSS are each child's whole life.
+//
+// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
+// (the relay binary: 5 s from its first event, through its pprof endpoint).
 //
 // It prints Markdown tables (and writes them to -out) and a PNG chart (-png).
 // The relay runs with its default config except for the source, the table,
@@ -61,6 +71,7 @@ func main() {
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
+	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -72,6 +83,8 @@ func main() {
 	workers := flag.Int("workers", 1, "internal")
 	delay := flag.Duration("delay", 0, "internal")
 	url := flag.String("url", "", "internal")
+	concurrency := flag.Int("concurrency", floorConcurrency, "internal")
+	secret := flag.String("secret", "", "internal")
 	interval := flag.Duration("interval", 100*time.Millisecond, "internal")
 	flag.Parse()
 
@@ -89,7 +102,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *baseline, *out, *png)
+		err = run(*rows, *live, *skipLive, *baseline, *relayBin, *out, *png)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":
@@ -98,6 +111,8 @@ func main() {
 		finish(roleRelay(*cfgText, *n))
 	case "relay-live":
 		err = roleRelayLive(*cfgText)
+	case "floor":
+		finish(roleFloor(*url, *n, *concurrency, *secret))
 	case "poller":
 		finish(rolePoller(*dsn, *table, *workers))
 	case "poller-live":

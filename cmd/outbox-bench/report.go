@@ -138,6 +138,21 @@ func targets(in reportInput) []string {
 	if r, ok := find(in.table, "+2 ms"); ok {
 		out = append(out, fmt.Sprintf("relay → Kafka through +2 ms round trip ≥ 100k events/s: %.0f/s — %s", rate(r), met(rate(r) >= 100000)))
 	}
+	if f, ok := find(in.table, "HTTP floor"); ok && f.res.Events > 0 {
+		F := rate(f)
+		floorCPU := f.res.CPU / float64(f.res.Events) * 1e6
+		if r, ok := find(in.table, "webhook, 1 endpoint"); ok && r.res.Events > 0 {
+			x := rate(r) / F
+			out = append(out, fmt.Sprintf("relay → webhook, 1 endpoint ≥ 0.8× the HTTP floor: %.2f× — %s", x, met(x >= 0.8)))
+			cpu := r.res.CPU / float64(r.res.Events) * 1e6
+			out = append(out, fmt.Sprintf("relay CPU per webhook delivered ≤ the floor client's + 10 µs: %.1f µs vs %.1f + 10 µs (whole processes, per request) — %s",
+				cpu, floorCPU, met(cpu <= floorCPU+10)))
+		}
+		if r, ok := find(in.table, "endpoints on one stream"); ok && r.res.Events > 0 {
+			x := rate(r) / F
+			out = append(out, fmt.Sprintf("relay → webhook, %d endpoints on one stream ≥ 0.6× the HTTP floor: %.2f× — %s", tenants, x, met(x >= 0.6)))
+		}
+	}
 	if f, ok := findLive(in.lives, "2000/s", "floor"); ok {
 		for _, sub := range []string{"webhook", "Kafka"} {
 			if l, ok := findLive(in.lives, "2000/s", sub); ok {

@@ -47,7 +47,7 @@ type backlogRow struct {
 	config string
 }
 
-func run(rows int, live time.Duration, skipLive bool, baseline, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive bool, baseline, relayBin, outPath, pngPath string) error {
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
@@ -117,8 +117,38 @@ sinks: [%s]
 	var table []backlogRow
 	table = append(table, measure("bare go-mysql BinlogSyncer, every row decoded (the limit)", "",
 		"-role", "decode", "-port", fmt.Sprint(srv.Port), "-start", startPos.GTIDSet, "-table", "bench.outbox", "-n", fmt.Sprint(rows)))
+	bin, err := buildRelay(tmp, relayBin)
+	if err != nil {
+		return err
+	}
+	recv := newReceiver()
+	defer recv.close()
+	// measureBinary runs the relay binary with config until n events
+	// arrived: at the bench's end of its stdout pipe (pipe), or at the
+	// receiver's path.
+	measureBinary := func(name, config, path string, pipe bool) backlogRow {
+		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
+		q0 := questions(root)
+		tag := fmt.Sprintf("relay-%d", serverID)
+		addr := pprofListen()
+		if addr != "" {
+			config += fmt.Sprintf("http: {listen: %q, pprof: true}\n", addr)
+		}
+		args, err := relayArgs(tmp, tag, config)
+		if err != nil {
+			return backlogRow{name: name, err: err}
+		}
+		c := newCounter(rows)
+		if !pipe {
+			recv.count(path, c)
+		}
+		r, err := runBinary(ctx, bin, args, c, pipe, tag, addr)
+		return backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+	}
 	stdoutCfg := relayCfg(`{name: out, type: stdout}`)
-	table = append(table, measure("relay → stdout sink (to a discard writer)", stdoutCfg, "-role", "relay", "-config", stdoutCfg, "-n", fmt.Sprint(rows)))
+	table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true))
+	stdoutIn := relayCfg(`{name: out, type: stdout}`)
+	table = append(table, measure("relay in the bench's child → stdout sink (to a discard writer)", stdoutIn, "-role", "relay", "-config", stdoutIn, "-n", fmt.Sprint(rows)))
 	if baseline != "" {
 		cfg := relayCfg(`{name: out, type: stdout}`)
 		table = append(table, measureWith(baseline, "baseline build: relay → stdout sink", cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
@@ -140,10 +170,22 @@ sinks: [%s]
 		}
 		b.stop()
 	}
-	recv := newReceiver()
-	defer recv.close()
-	hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}`, recv.url+"/hook"))
-	table = append(table, measure("relay → webhook (local receiver, 204)", hookCfg, "-role", "relay", "-config", hookCfg, "-n", fmt.Sprint(rows)))
+	// Webhooks: the HTTP floor, then the relay binary to one endpoint and
+	// to 1,000 endpoints on its one stream, all into the same receiver (in
+	// the bench's process: its CPU is in none of these rows), all signing
+	// with benchSecret.
+	floorC := newCounter(rows)
+	recv.count("/count/floor", floorC)
+	fmt.Fprintf(os.Stderr, "backlog: HTTP floor…\n")
+	fr, ferr := child(ctx, "-role", "floor", "-url", recv.url+"/count/floor", "-n", fmt.Sprint(rows),
+		"-concurrency", fmt.Sprint(floorConcurrency), "-secret", benchSecret)
+	fr.Seconds = floorC.seconds() // clocked at the receiver, as the relay's rows
+	table = append(table, backlogRow{name: fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), res: fr, err: ferr})
+	hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
+		recv.url+"/count/one", benchSecret))
+	table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false))
+	gwCfg := relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1))
+	table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
 	pollDSN := srv.DSN("bench") + "&interpolateParams=true"
 	for i, w := range []int{1, 4} {
 		if i > 0 {
@@ -184,6 +226,8 @@ sinks: [%s]
 }
 
 // load commits rows outbox rows in transactions of 10, from 4 connections.
+// Row k's aggregate type is tenant(k): the gateway row's endpoint k%1000
+// selects it.
 func load(db *sql.DB, table string, rows int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -198,7 +242,7 @@ func load(db *sql.DB, table string, rows int) error {
 						q.WriteByte(',')
 					}
 					k := i*10 + r
-					fmt.Fprintf(&q, `('order', 'ord-%06d', 'order.created', '{"order_id": "ord-%06d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}')`, k%5000, k, k%9973)
+					fmt.Fprintf(&q, `('%s', 'ord-%06d', 'order.created', '{"order_id": "ord-%06d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}')`, tenant(k), k%5000, k, k%9973)
 				}
 				if _, err := db.Exec(q.String()); err != nil {
 					errs <- err

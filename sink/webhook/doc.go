@@ -121,7 +121,9 @@
 // event of its aggregate is delivered or has failed permanently, so while one
 // is retrying the later ones wait, and other aggregates go on. At most
 // max_concurrency requests are in flight, on as many workers, each attempt
-// after the rate limiter allowed it.
+// after the rate limiter allowed it. Workers are started as events become due
+// and end when none is: an idle endpoint runs no goroutine (its idle
+// keep-alive connections, two goroutines each in net/http, close after 90 s).
 //
 // Submit's ack is called once per event, in a goroutine of its own, as soon
 // as that event is delivered (nil) or has failed permanently (a

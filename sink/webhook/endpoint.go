@@ -62,6 +62,8 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type Endpoint struct {
 	cfg       EndpointConfig
 	keys      [][]byte
+	signer    *signer     // nil: no secrets, requests go unsigned
+	fixed     http.Header // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
 	client    *retryablehttp.Client
@@ -74,10 +76,13 @@ type Endpoint struct {
 	workers   sync.WaitGroup
 	callbacks sync.WaitGroup // goroutines calling Submit's ack
 
-	mu       sync.Mutex
-	cond     *sync.Cond // signalled when ready grows or the endpoint closes
-	lanes    map[string]*lane
-	ready    []*delivery // lane heads due for an attempt, in FIFO order
+	mu    sync.Mutex
+	lanes map[string]*lane
+	ready []*delivery // lane heads due for an attempt, in FIFO order
+	// running is the number of workers: one is started when an event is
+	// readied and fewer than max_concurrency run, and a worker ends when
+	// ready is empty, so an idle endpoint has none.
+	running  int
 	started  bool
 	closed   bool
 	disabled bool
@@ -218,6 +223,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
+		fixed:     fixedHeader(cfg.Headers),
 		log:       logger,
 		obs:       obs,
 		client:    client,
@@ -232,15 +238,18 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		probeEvery: retry.DefaultProbe,
 		logEvery:   DefaultFailureLogInterval,
 	}
-	e.cond = sync.NewCond(&e.mu)
+	if len(keys) > 0 {
+		e.signer = newSigner(keys)
+	}
 	return e, nil
 }
 
 // Name returns the endpoint's configured name.
 func (e *Endpoint) Name() string { return e.cfg.Name }
 
-// Connect starts the endpoint's workers. It makes no request: probing a
-// webhook receiver could have side effects.
+// Connect readies the endpoint. It makes no request (probing a webhook
+// receiver could have side effects) and starts no goroutine: workers start
+// when events are due and end when none is.
 func (e *Endpoint) Connect(ctx context.Context) error {
 	if !e.start() {
 		return errClosed
@@ -248,20 +257,15 @@ func (e *Endpoint) Connect(ctx context.Context) error {
 	return nil
 }
 
-// start starts the workers once; it reports false when the endpoint is closed.
+// start lets the endpoint start workers (as events become due); it reports
+// false when the endpoint is closed.
 func (e *Endpoint) start() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return false
 	}
-	if !e.started {
-		e.started = true
-		e.workers.Add(e.cfg.MaxConcurrency)
-		for range e.cfg.MaxConcurrency {
-			go e.worker()
-		}
-	}
+	e.started = true
 	return true
 }
 
@@ -385,7 +389,6 @@ func (e *Endpoint) Close(ctx context.Context) error {
 		e.dropLocked(l, 0, func(*delivery) error { return errClosed })
 	}
 	e.ready = nil
-	e.cond.Broadcast()
 	e.mu.Unlock()
 
 	done := make(chan struct{})
@@ -403,10 +406,16 @@ func (e *Endpoint) Close(ctx context.Context) error {
 	return nil
 }
 
-// readyLocked queues d, a lane head, for an attempt.
+// readyLocked queues d, a lane head, for an attempt, and starts a worker for
+// it unless max_concurrency of them run: each runs what is ready until
+// nothing is.
 func (e *Endpoint) readyLocked(d *delivery) {
 	e.ready = append(e.ready, d)
-	e.cond.Signal()
+	if e.running < e.cfg.MaxConcurrency && e.started && !e.closed {
+		e.running++
+		e.workers.Add(1)
+		go e.worker()
+	}
 }
 
 // finishLocked marks d done with err (nil: delivered), stops its timer or
@@ -510,7 +519,7 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 	}
 }
 
-// worker runs attempts until the endpoint closes.
+// worker runs attempts until none is due or the endpoint closes.
 func (e *Endpoint) worker() {
 	defer e.workers.Done()
 	for {
@@ -522,16 +531,15 @@ func (e *Endpoint) worker() {
 	}
 }
 
-// next waits for a due lane head and gives it a context that is cancelled
-// when the event is dropped.
+// next takes a due lane head and gives it a context that is cancelled when
+// the event is dropped. When none is due or the endpoint is closed it
+// reports false, and the calling worker ends.
 func (e *Endpoint) next() (*delivery, context.Context, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		for len(e.ready) == 0 && !e.closed {
-			e.cond.Wait()
-		}
-		if e.closed {
+		if len(e.ready) == 0 || e.closed {
+			e.running--
 			return nil, nil, false
 		}
 		d := e.ready[0]

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -62,18 +61,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		return outcome{kind: permanent, desc: "error: " + msg, reason: ReasonRequest,
 			err: fmt.Errorf("build request: %s", msg)}
 	}
-	for k, v := range e.cfg.Headers {
-		req.Header.Set(k, v)
-	}
-	ts := now.Unix()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", userAgent)
-	req.Header.Set("webhook-id", d.ev.ID)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
-	setMetadata(req.Header, d.ev)
-	if len(e.keys) > 0 {
-		req.Header.Set("webhook-signature", sign(e.keys, d.ev.ID, ts, d.body))
-	}
+	req.Header = e.header(d, now.Unix())
 
 	resp, err := e.client.Do(req)
 	if err != nil {
@@ -103,7 +91,16 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		}
 		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err), err: err}
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, drainLimit))
+	var body []byte
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
+		// Read (up to drainLimit) only so that the connection is reused.
+		if resp.ContentLength != 0 {
+			_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+		}
+	default:
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, drainLimit))
+	}
 	resp.Body.Close()
 	return classify(resp, body, now, e.cfg.Retry.MaxBackoff, e.scrub)
 }
@@ -124,14 +121,64 @@ const (
 	HeaderTable         = "webhook-table"
 )
 
-func setMetadata(h http.Header, e *event.Event) {
-	for k, v := range map[string]string{
-		HeaderEventType: e.Type, HeaderAggregateType: e.AggregateType, HeaderAggregateID: e.AggregateID,
-		HeaderGTID: e.Source.GTID, HeaderBinlogFile: e.Source.File, HeaderTable: e.Table,
-		HeaderBinlogPos: strconv.FormatUint(uint64(e.Source.Pos), 10),
-	} {
-		h.Set(k, url.PathEscape(v))
+// Canonical forms of the header names set per request: the header map is
+// filled directly, without canonicalising a key per request.
+var (
+	keyContentType   = http.CanonicalHeaderKey("Content-Type")
+	keyUserAgent     = http.CanonicalHeaderKey("User-Agent")
+	keyID            = http.CanonicalHeaderKey("webhook-id")
+	keyTimestamp     = http.CanonicalHeaderKey("webhook-timestamp")
+	keySignature     = http.CanonicalHeaderKey("webhook-signature")
+	keyEventType     = http.CanonicalHeaderKey(HeaderEventType)
+	keyAggregateType = http.CanonicalHeaderKey(HeaderAggregateType)
+	keyAggregateID   = http.CanonicalHeaderKey(HeaderAggregateID)
+	keyGTID          = http.CanonicalHeaderKey(HeaderGTID)
+	keyBinlogFile    = http.CanonicalHeaderKey(HeaderBinlogFile)
+	keyBinlogPos     = http.CanonicalHeaderKey(HeaderBinlogPos)
+	keyTable         = http.CanonicalHeaderKey(HeaderTable)
+)
+
+// fixedHeader returns the headers every request of an endpoint carries:
+// the configured ones, then Content-Type and User-Agent over them. Requests
+// share its value slices, which nothing writes to.
+func fixedHeader(configured map[string]string) http.Header {
+	h := make(http.Header, len(configured)+2)
+	for k, v := range configured {
+		h.Set(k, v)
 	}
+	h.Set(keyContentType, "application/json")
+	h.Set(keyUserAgent, userAgent)
+	return h
+}
+
+// header returns d's request headers for an attempt at ts (Unix seconds):
+// the fixed ones, webhook-id, webhook-timestamp, the event's metadata and
+// the signature. Its values share one backing array.
+func (e *Endpoint) header(d *delivery, ts int64) http.Header {
+	const perRequest = 10
+	h := make(http.Header, len(e.fixed)+perRequest)
+	for k, v := range e.fixed {
+		h[k] = v
+	}
+	vals := make([]string, 0, perRequest)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	ev := d.ev
+	set(keyID, ev.ID)
+	set(keyTimestamp, strconv.FormatInt(ts, 10))
+	set(keyEventType, url.PathEscape(ev.Type))
+	set(keyAggregateType, url.PathEscape(ev.AggregateType))
+	set(keyAggregateID, url.PathEscape(ev.AggregateID))
+	set(keyGTID, url.PathEscape(ev.Source.GTID))
+	set(keyBinlogFile, url.PathEscape(ev.Source.File))
+	set(keyTable, url.PathEscape(ev.Table))
+	set(keyBinlogPos, strconv.FormatUint(uint64(ev.Source.Pos), 10))
+	if e.signer != nil {
+		set(keySignature, e.signer.sign(ev.ID, ts, d.body))
+	}
+	return h
 }
 
 // scrubbed is an error whose text has the endpoint's secrets hidden; it
@@ -149,8 +196,8 @@ func (s scrubbed) Unwrap() error { return s.err }
 // and scrub's secrets hidden: a receiver may echo the request's headers.
 func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.Duration, scrub *redact.Replacer) outcome {
 	code := resp.StatusCode
-	status := fmt.Sprintf("%d %s", code, http.StatusText(code))
-	o := outcome{status: code, desc: "status " + status}
+	status, desc := statusText(code)
+	o := outcome{status: code, desc: desc}
 	switch {
 	case code >= 200 && code <= 299:
 		o.kind = delivered
@@ -176,6 +223,30 @@ func classify(resp *http.Response, body []byte, now time.Time, maxBackoff time.D
 		}
 	}
 	return o
+}
+
+// statusLines holds, for each status code net/http names, its "204 No
+// Content" and "status 204 No Content": classify makes no string for a
+// common answer.
+var statusLines = func() map[int][2]string {
+	m := make(map[int][2]string)
+	for code := 100; code <= 599; code++ {
+		if t := http.StatusText(code); t != "" {
+			s := strconv.Itoa(code) + " " + t
+			m[code] = [2]string{s, "status " + s}
+		}
+	}
+	return m
+}()
+
+// statusText returns a status code's line ("204 No Content") and an
+// outcome's description of it ("status 204 No Content").
+func statusText(code int) (status, desc string) {
+	if l, ok := statusLines[code]; ok {
+		return l[0], l[1]
+	}
+	status = strconv.Itoa(code) + " " + http.StatusText(code)
+	return status, "status " + status
 }
 
 // snippet returns the start of a response body as one line of valid UTF-8

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1077,5 +1078,54 @@ func TestAnEndpointThatComesBackIsNoticedByTheProbe(t *testing.T) {
 	defer mu.Unlock()
 	if i1, i2 := slices.Index(got, "e1"), slices.Index(got, "e2"); i1 < 0 || i2 < i1 || !slices.Contains(got, "e3") {
 		t.Fatalf("received %v, want e1 before e2, and e3", got)
+	}
+}
+
+// An idle endpoint runs no goroutine: workers start when events are due and
+// end when none is, so 10,000 configured endpoints of a gateway do not hold
+// max_concurrency goroutines each.
+func TestIdleEndpointsRunNoGoroutines(t *testing.T) {
+	const endpoints = 50
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	before := runtime.NumGoroutine()
+	var eps []*Endpoint
+	for i := range endpoints {
+		cfg := testConfig(srv.URL)
+		cfg.Name = fmt.Sprintf("idle-%d", i)
+		cfg.MaxConcurrency = 16
+		eps = append(eps, newEndpoint(t, cfg))
+	}
+	if n := runtime.NumGoroutine() - before; n > 0 {
+		t.Fatalf("%d connected idle endpoints run %d goroutines, want none", endpoints, n)
+	}
+	// After each delivered a batch, their workers end; only the idle
+	// keep-alive connections (closed here) held goroutines.
+	for i, e := range eps {
+		var batch []*event.Event
+		for k := range 20 {
+			batch = append(batch, ev(fmt.Sprintf("e%d-%d", i, k), fmt.Sprintf("agg-%d", k)))
+		}
+		if err := write(t, e, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.CloseClientConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, e := range eps {
+			e.transport.CloseIdleConnections()
+		}
+		n := runtime.NumGoroutine() - before
+		if n <= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle endpoints still run %d goroutines after delivering, want none", endpoints, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The rows of the relay binary: the relay runs as users run it, the binary
+// built from ./cmd/outbox-relay with `run --config FILE`, in a process of its
+// own, writing into a pipe (stdout) or to the receiver (webhooks) in the
+// bench's process. Each rate's clock starts when the first event arrives
+// where it is counted (the pipe's reader, the receiver) and stops at the
+// n-th, the same way for the HTTP floor. CPU and peak RSS are the child's
+// whole life (getrusage of the waited-for child), as for every other row.
+
+// floorConcurrency is the floor client's connections: the webhook
+// endpoint's default max_concurrency.
+const floorConcurrency = 16
+
+// benchSecret signs the webhook rows: the relay's endpoint and the floor
+// client sign every request with it (Standard Webhooks v1).
+const benchSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// buildRelay builds ./cmd/outbox-relay into dir; bin, when set, is used as
+// it is.
+func buildRelay(dir, bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	out := filepath.Join(dir, "outbox-relay")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/outbox-relay")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/outbox-relay (run the bench from the module's root, or pass -relay BIN): %w", err)
+	}
+	return out, nil
+}
+
+// counter counts the requests to one receiver path, with the times of the
+// first and the n-th.
+type counter struct {
+	n           atomic.Int64
+	want        int64
+	mu          sync.Mutex
+	first, last time.Time
+	done        chan struct{}
+}
+
+func newCounter(want int) *counter { return &counter{want: int64(want), done: make(chan struct{})} }
+
+func (c *counter) hit(now time.Time) {
+	switch n := c.n.Add(1); {
+	case n == 1:
+		c.mu.Lock()
+		c.first = now
+		c.mu.Unlock()
+	case n == c.want:
+		c.mu.Lock()
+		c.last = now
+		c.mu.Unlock()
+		close(c.done)
+	}
+}
+
+// seconds is the time from the first to the n-th, as n events per that time
+// (n-1 intervals scaled to n).
+func (c *counter) seconds() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.want < 2 {
+		return 0
+	}
+	return c.last.Sub(c.first).Seconds() * float64(c.want) / float64(c.want-1)
+}
+
+// runBinary starts bin with args, waits for n events counted by c (fed by
+// count, when set, from the child's stdout), stops the child with SIGTERM and
+// returns the rate and the child's CPU and peak RSS.
+//
+// With OUTBOX_BENCH_CPUPROFILE=DIR and pprofAddr (the relay's http.listen
+// with pprof on), a CPU profile of the relay's next 5 s after the first
+// event is written to DIR/relay-binary-<name>.pprof.
+func runBinary(ctx context.Context, bin string, args []string, c *counter, stdoutLines bool, name, pprofAddr string) (result, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	logPath := filepath.Join(filepath.Dir(args[len(args)-1]), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return result{}, err
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile // the relay's log; its tail is shown if it fails
+	var out io.ReadCloser
+	if stdoutLines {
+		var err error
+		if out, err = cmd.StdoutPipe(); err != nil {
+			return result{}, err
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	exited := make(chan error, 1)
+	if stdoutLines {
+		go func() {
+			r := bufio.NewReaderSize(out, 1<<20)
+			for {
+				if _, err := r.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+					break
+				}
+				c.hit(time.Now())
+			}
+			exited <- cmd.Wait()
+		}()
+	} else {
+		go func() { exited <- cmd.Wait() }()
+	}
+	if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && pprofAddr != "" {
+		go profileAfterFirst(c, pprofAddr, filepath.Join(dir, "relay-binary-"+name+".pprof"))
+	}
+	var werr error
+	select {
+	case <-c.done:
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case werr = <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			werr = <-exited
+		}
+		werr = nil // stopped by the bench
+	case werr = <-exited:
+		if werr == nil {
+			werr = fmt.Errorf("exited after %d of %d events", c.n.Load(), c.want)
+		}
+	case <-time.After(10 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-exited
+		werr = fmt.Errorf("%d of %d events in 10 minutes", c.n.Load(), c.want)
+	}
+	r := result{Events: int(c.n.Load()), Seconds: c.seconds()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.CPU, r.MaxRSS = tv(ru.Utime)+tv(ru.Stime), ru.Maxrss
+	}
+	if werr != nil {
+		if b, err := os.ReadFile(logPath); err == nil {
+			fmt.Fprintf(os.Stderr, "the relay's log ends:\n%s\n", b[max(0, len(b)-4096):])
+		}
+		r.Err = werr.Error()
+		return r, werr
+	}
+	return r, nil
+}
+
+// profileAfterFirst waits for c's first event and writes 5 s of the relay's
+// CPU profile, read from its /debug/pprof/profile, to path.
+func profileAfterFirst(c *counter, addr, path string) {
+	for c.n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=5")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relay profile: %v\n", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relay profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+}
+
+// pprofListen returns a free loopback address for the relay's http.listen
+// when profiles are asked for (OUTBOX_BENCH_CPUPROFILE), and "" otherwise.
+func pprofListen() string {
+	if os.Getenv("OUTBOX_BENCH_CPUPROFILE") == "" {
+		return ""
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return ""
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// relayArgs writes cfg to dir and returns the relay's command line.
+func relayArgs(dir, name, cfg string) ([]string, error) {
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	// The private server keeps its binlogs a short time: the retention
+	// check would WARN, never FAIL; no check is allowed to fail here.
+	return []string{"run", "--config", path}, nil
+}
+
+// roleFloor is the HTTP floor: a bare net/http client, concurrency
+// goroutines over as many keep-alive connections, posting n requests to url
+// with the body and the Standard Webhooks headers (webhook-id,
+// webhook-timestamp, webhook-signature under secret, Content-Type) the relay
+// sends for the backlog's events, and nothing else.
+func roleFloor(url string, n, concurrency int, secret string) result {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return result{Err: err.Error()}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, concurrency)
+	start := time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				// The backlog's k-th row: its id, aggregate and payload.
+				k := i - 1
+				id := strconv.FormatInt(i, 10)
+				body := fmt.Appendf(nil, `{"order_id": "ord-%06d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}`, k, k%9973)
+				ts := strconv.FormatInt(time.Now().Unix(), 10)
+				mac := hmac.New(sha256.New, key)
+				mac.Write([]byte(id + "." + ts + "."))
+				mac.Write(body)
+				req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("webhook-id", id)
+				req.Header.Set("webhook-timestamp", ts)
+				req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					errs <- fmt.Errorf("receiver answered %s", resp.Status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	r := result{Events: n, Seconds: time.Since(start).Seconds()}
+	if err := <-errs; err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// gatewayEndpoints is the webhook sink of the 1,000-endpoint row: endpoint
+// i selects the aggregate type of tenant i (the backlog spreads its rows
+// over tenants round robin), so each event goes to one endpoint, and all
+// share the stream.
+func gatewayEndpoints(url string, n, concurrency int) string {
+	var b strings.Builder
+	b.WriteString(`{name: hook, type: webhook, webhook: {endpoints: [`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{name: ep%04d, url: %q, secrets: [%q], max_concurrency: %d, filter: {aggregate_types: [%q]}}`,
+			i, url, benchSecret, concurrency, tenant(i))
+	}
+	b.WriteString(`]}}`)
+	return b.String()
+}
+
+// tenants is the number of aggregate types the backlog's rows are spread
+// over: one per endpoint of the gateway row.
+const tenants = 1000
+
+func tenant(i int) string { return fmt.Sprintf("t%03d", i%tenants) }
