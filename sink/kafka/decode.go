@@ -74,3 +74,21 @@ func EventOf(m kafkago.Message, envelope bool) (*event.Event, error) {
 	}
 	return e, nil
 }
+
+// Dialer returns a kafka-go dialer with the (defaulted) config's client
+// id, TLS and SASL: what a consumer of the sink's topics connects with.
+func (c Config) Dialer() (*kafkago.Dialer, error) {
+	tc, err := c.TLS.Build("kafka.tls")
+	if err != nil {
+		return nil, err
+	}
+	mech, err := c.SASL.build()
+	if err != nil {
+		return nil, err
+	}
+	timeout := c.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	return &kafkago.Dialer{ClientID: c.ClientID, Timeout: timeout, DualStack: true, TLS: tc, SASLMechanism: mech}, nil
+}
