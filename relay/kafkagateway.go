@@ -53,6 +53,7 @@ type KafkaGateway struct {
 const (
 	DefaultCursorTable = "outbox_gateway_cursors"
 	DefaultTablePoll   = 5 * time.Second
+	maxCursorConns     = 8
 )
 
 // RunKafkaGateway runs one gateway replica until ctx ends.
@@ -115,6 +116,10 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		return err
 	}
 	defer cdb.Close()
+	// Every partition's endpoints load and save their cursors here: bound
+	// the replica's connections (the saves are group-committed anyway), so
+	// that replicas × partitions × endpoints do not exhaust the server's.
+	cdb.SetMaxOpenConns(maxCursorConns)
 	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable)
 	if err != nil {
 		return err
