@@ -40,9 +40,11 @@ func referenced(s string) []string {
 	return out
 }
 
-// exposed is every metric family a relay may expose: Names, and PruneNames
-// with prune.schedule set.
-func exposed() []string { return append(slices.Clone(metrics.Names), metrics.PruneNames...) }
+// exposed is every metric family a relay may expose: Names, PruneNames
+// with prune.schedule set, and KafkaGatewayNames for `outbox-relay gateway`.
+func exposed() []string {
+	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames)
+}
 
 // checkNames fails for every name in exprs that the relay does not expose,
 // and returns the set of names used.
@@ -224,6 +226,7 @@ func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
 		"OutboxRelayCheckpointNotSaved":        "outbox_relay_checkpoint_last_save_timestamp_seconds",
 		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",
 		"OutboxRelayWebhookEndpointDisabled":   "outbox_relay_gateway_endpoints",
+		"OutboxRelayGatewayPartitionStuck":     "outbox_relay_gateway_partition_oldest_unacked_seconds",
 	} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s is missing or does not use %s", alert, metric)

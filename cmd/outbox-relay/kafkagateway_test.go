@@ -308,3 +308,39 @@ func TestKafkaGatewayReplicasRebalanceAndSurviveSIGKILL(t *testing.T) {
 		rig.logs()
 	}
 }
+
+// Deliveries per second of 1, 2 and 4 replicas against receivers that
+// answer after 50 ms (latency-bound), logged with -v for
+// docs/gateway-scale-out.md; no timing is asserted. Each run drains the
+// same backlog (OUTBOX_GATEWAY_SCALE=1 runs it; it takes about a minute).
+func TestKafkaGatewayScaleLog(t *testing.T) {
+	if os.Getenv("OUTBOX_GATEWAY_SCALE") == "" {
+		t.Skip("set OUTBOX_GATEWAY_SCALE=1 to measure the scale-out (not a CI test)")
+	}
+	const endpoints, events, partitions = 20, 2000, 8
+	for _, replicas := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
+			rig := newKafkaGatewayRig(t, endpoints, 1, partitions, 50*time.Millisecond)
+			rig.produce(context.Background(), events, 200, 0)
+			for range replicas {
+				rig.start()
+			}
+			start := time.Now()
+			first := time.Time{}
+			kgwWaitFor(t, 5*time.Minute, "every delivery", func() bool {
+				if first.IsZero() && rig.receipts.Load() > 0 {
+					first = time.Now()
+				}
+				return rig.missing() == 0
+			}, rig.logs)
+			el := time.Since(first)
+			n := rig.receipts.Load()
+			t.Logf("%d replicas, %d partitions, %d endpoints: %d deliveries in %s after the first (%s to the first): %.0f deliveries/s",
+				replicas, partitions, endpoints, n, el.Round(time.Millisecond), first.Sub(start).Round(time.Millisecond), float64(n)/el.Seconds())
+			for _, cmd := range rig.procs {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			}
+		})
+	}
+}
