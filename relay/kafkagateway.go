@@ -45,6 +45,11 @@ type KafkaGateway struct {
 	// StartLatest: a partition the group has no offset for begins at its
 	// end. Default: at its first record.
 	StartLatest bool
+	// MaxRequests caps the webhook requests in flight at once on this
+	// replica, over every endpoint and partition (the replica's sockets and
+	// memory): its capacity is MaxRequests / endpoint latency deliveries a
+	// second. 0: no cap (each endpoint's max_concurrency per partition).
+	MaxRequests int
 	// Group timeouts (kafkasource.Config); zero: its defaults.
 	SessionTimeout, RebalanceTimeout, HeartbeatInterval, CommitEvery time.Duration
 }
@@ -153,8 +158,13 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	saver := checkpoint.NewGroupCommit(store)
 	d := cfg.Delivery
 	identity := checkpoint.Checkpoint{Flavor: "kafka"}
+	var slots chan struct{}
+	if kg.MaxRequests > 0 {
+		slots = make(chan struct{}, kg.MaxRequests)
+	}
 	partition := func(ctx context.Context, p kafkasource.Partition) (kafkasource.Setup, error) {
 		build := func(ec webhook.EndpointConfig) (gateway.Endpoint, error) {
+			ec.Slots = slots
 			return r.gatewayEndpointKey(name, name+"/"+ec.Name+p.Suffix, ec)
 		}
 		var eps []gateway.Endpoint

@@ -25,6 +25,7 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&kg.GroupID, "group", "", "consumer group id, the same on every replica (default outbox-relay-gateway-<webhook>)")
 	fs.StringVar(&kg.CursorTable, "cursor-table", relay.DefaultCursorTable, "MySQL table (in checkpoint.dsn's database) of the endpoints' cursors per partition")
 	fs.DurationVar(&kg.PollEvery, "table-poll", relay.DefaultTablePoll, "how often the endpoints table is read")
+	fs.IntVar(&kg.MaxRequests, "max-requests", 0, "most webhook requests in flight at once on this replica, over all endpoints and partitions (0: no cap)")
 	start := fs.String("start", "earliest", "where a partition the group has no offset for begins: earliest or latest")
 	fs.DurationVar(&kg.SessionTimeout, "session-timeout", 0, "consumer group session timeout: a replica silent this long loses its partitions (default 30s)")
 	fs.DurationVar(&kg.RebalanceTimeout, "rebalance-timeout", 0, "consumer group rebalance timeout (default 30s)")

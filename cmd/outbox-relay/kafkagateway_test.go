@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // kafkaGatewayRig is a scaled-out gateway under test: a kfake broker whose
@@ -34,29 +36,42 @@ type kafkaGatewayRig struct {
 	n, groups int // endpoints; endpoint i takes tenant i%groups
 	producer  *kafka.Sink
 	delay     time.Duration // each receiver answers after this
+	// aggregates per tenant; args are more flags of every replica.
+	aggregates int
+	args       []string
 
 	mu       sync.Mutex
 	got      [][]string // per endpoint, the event ids received, in order
 	receipts atomic.Int64
 	procs    []*exec.Cmd
+	db       *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
+	url      string  // the receivers' base URL
 	produced []*event.Event
 }
 
 const kgwMaxInFlight = 20
 
-func newKafkaGatewayRig(t *testing.T, n, groups, partitions int, delay time.Duration) *kafkaGatewayRig {
+// rigReceivers is how many receivers beyond the static endpoints' the rig
+// serves (/e/<n>…), for endpoints of the endpoints table.
+const rigReceivers = 8
+
+func newKafkaGatewayRig(t *testing.T, n, groups, partitions int, delay time.Duration, gatewayCfg string) *kafkaGatewayRig {
 	bin := buildBinary(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), "orders"), kfake.GroupMinSessionTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, got: make([][]string, n+rigReceivers), delay: delay, aggregates: 7}
 	srv := testserver.Start(t, testserver.Options{ServerID: 31})
 	dbname := srv.NewDatabase(t)
-	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, got: make([][]string, n), delay: delay}
+	rig.db = srv.DB(t, dbname)
+	if _, err := rig.db.Exec(webhook.EndpointsTableSchema); err != nil {
+		t.Fatal(err)
+	}
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/e/"))
-		if err != nil || i < 0 || i >= n {
+		if err != nil || i < 0 || i >= n+rigReceivers {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
@@ -69,6 +84,7 @@ func newKafkaGatewayRig(t *testing.T, n, groups, partitions int, delay time.Dura
 		rig.receipts.Add(1)
 	}))
 	t.Cleanup(hooks.Close)
+	rig.url = hooks.URL
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 source: {host: 127.0.0.1, port: %d, user: root, server_id: 931}
@@ -83,9 +99,10 @@ sinks:
   - name: hooks
     type: webhook
     webhook:
-      gateway: {queue: 16, max_catch_up: 2, max_in_flight: %d}
+      gateway: {%s, max_in_flight: %d}
+      endpoints_table: {table: %s.outbox_endpoints, tenant_header: tenant, defaults: {egress: {allow: [127.0.0.1]}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}}
       endpoints:
-`, srv.Port, dbname, srv.DSN(dbname), c.ListenAddrs()[0], kgwMaxInFlight)
+`, srv.Port, dbname, srv.DSN(dbname), c.ListenAddrs()[0], gatewayCfg, kgwMaxInFlight, dbname)
 	for i := range n {
 		fmt.Fprintf(&b, "        - {name: e%04d, url: \"%s/e/%d\", body: raw, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}\n",
 			i, hooks.URL, i, i%groups)
@@ -123,8 +140,9 @@ func (rig *kafkaGatewayRig) start() int {
 		rig.t.Fatal(err)
 	}
 	rig.t.Cleanup(func() { f.Close() })
-	cmd := exec.Command(rig.bin, "gateway", "--config", rig.cfg, "--webhook", "hooks", "--kafka", "orders",
-		"--session-timeout", "1500ms", "--rebalance-timeout", "8s", "--heartbeat", "300ms", "--commit-every", "500ms")
+	args := append([]string{"gateway", "--config", rig.cfg, "--webhook", "hooks", "--kafka", "orders",
+		"--session-timeout", "4s", "--rebalance-timeout", "10s", "--heartbeat", "400ms", "--commit-every", "500ms"}, rig.args...)
+	cmd := exec.Command(rig.bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		rig.t.Fatal(err)
@@ -143,14 +161,17 @@ func (rig *kafkaGatewayRig) logs() {
 // produce writes count events, batch at a time, every every: aggregate
 // "t<g>-a<k>" of tenant t<g>, through the relay's Kafka sink.
 func (rig *kafkaGatewayRig) produce(ctx context.Context, count, batch int, every time.Duration) {
-	seq := 0
+	rig.mu.Lock()
+	seq := len(rig.produced) // ids go on from the last call's
+	rig.mu.Unlock()
+	count += seq
 	for seq < count && ctx.Err() == nil {
 		var evs []*event.Event
 		for range min(batch, count-seq) {
 			seq++
 			g := seq % rig.groups
 			evs = append(evs, &event.Event{ID: fmt.Sprintf("ev-%06d", seq), Type: "order.created", AggregateType: "order",
-				AggregateID: fmt.Sprintf("t%d-a%d", g, seq%7), Table: "shop.outbox", Payload: []byte(fmt.Sprintf(`{"n":%d}`, seq)),
+				AggregateID: fmt.Sprintf("t%d-a%d", g, seq%rig.aggregates), Table: "shop.outbox", Payload: []byte(fmt.Sprintf(`{"n":%d}`, seq)),
 				CommitTime: time.Now(), Source: event.Source{GTID: fmt.Sprintf("0-1-%d", seq)},
 				Headers: []event.Header{{Key: "tenant", Value: fmt.Sprintf("t%d", g)}}})
 		}
@@ -254,7 +275,7 @@ func TestKafkaGatewayReplicasRebalanceAndSurviveSIGKILL(t *testing.T) {
 		}
 	}
 	const partitions = 6
-	rig := newKafkaGatewayRig(t, n, 10, partitions, 0)
+	rig := newKafkaGatewayRig(t, n, 10, partitions, 0, "queue: 16, max_catch_up: 2")
 	for range 3 {
 		rig.start()
 	}
@@ -309,24 +330,29 @@ func TestKafkaGatewayReplicasRebalanceAndSurviveSIGKILL(t *testing.T) {
 	}
 }
 
-// Deliveries per second of 1, 2 and 4 replicas against receivers that
-// answer after 50 ms (latency-bound), logged with -v for
-// docs/gateway-scale-out.md; no timing is asserted. Each run drains the
-// same backlog (OUTBOX_GATEWAY_SCALE=1 runs it; it takes about a minute).
+// Deliveries per second of 1, 2 and 4 replicas, each capped at 16 requests
+// in flight (--max-requests), against receivers that answer after 50 ms
+// (latency-bound), logged with -v for docs/gateway-scale-out.md; no timing
+// is asserted. Each run drains the same backlog, 10,000 deliveries
+// (OUTBOX_GATEWAY_SCALE=1 runs it; about a minute and a half).
 func TestKafkaGatewayScaleLog(t *testing.T) {
 	if os.Getenv("OUTBOX_GATEWAY_SCALE") == "" {
 		t.Skip("set OUTBOX_GATEWAY_SCALE=1 to measure the scale-out (not a CI test)")
 	}
-	const endpoints, events, partitions = 20, 2000, 8
+	const endpoints, events, partitions, perReplica = 20, 500, 8, 16
 	for _, replicas := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
-			rig := newKafkaGatewayRig(t, endpoints, 1, partitions, 50*time.Millisecond)
-			rig.produce(context.Background(), events, 200, 0)
+			// Queues that hold the whole backlog: no endpoint detaches, so
+			// the replica's request cap is the bound.
+			rig := newKafkaGatewayRig(t, endpoints, 1, partitions, 50*time.Millisecond, "queue: 1024")
+			rig.aggregates = 64
+			rig.args = []string{"--max-requests", strconv.Itoa(perReplica)}
 			for range replicas {
 				rig.start()
 			}
-			start := time.Now()
-			first := time.Time{}
+			rig.settled(replicas)
+			rig.produce(context.Background(), events, 100, 0)
+			var first time.Time
 			kgwWaitFor(t, 5*time.Minute, "every delivery", func() bool {
 				if first.IsZero() && rig.receipts.Load() > 0 {
 					first = time.Now()
@@ -335,12 +361,141 @@ func TestKafkaGatewayScaleLog(t *testing.T) {
 			}, rig.logs)
 			el := time.Since(first)
 			n := rig.receipts.Load()
-			t.Logf("%d replicas, %d partitions, %d endpoints: %d deliveries in %s after the first (%s to the first): %.0f deliveries/s",
-				replicas, partitions, endpoints, n, el.Round(time.Millisecond), first.Sub(start).Round(time.Millisecond), float64(n)/el.Seconds())
+			t.Logf("%d replicas × %d requests, %d partitions, %d endpoints, 50 ms receivers: %d deliveries in %s: %.0f deliveries/s",
+				replicas, perReplica, partitions, endpoints, n, el.Round(time.Millisecond), float64(n)/el.Seconds())
+			var taken []int // partitions each replica took, over every generation
+			for i := range rig.procs {
+				b, _ := os.ReadFile(filepath.Join(rig.dir, fmt.Sprintf("replica-%d.log", i)))
+				taken = append(taken, strings.Count(string(b), "kafka gateway: partition taken"))
+			}
+			t.Logf("partitions taken per replica (all generations): %v", taken)
 			for _, cmd := range rig.procs {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 				_ = cmd.Wait()
 			}
 		})
+	}
+}
+
+// settled waits until every one of the replicas has been assigned
+// partitions and the group has not rebalanced for 3 s.
+func (rig *kafkaGatewayRig) settled(replicas int) {
+	rig.t.Helper()
+	count := func() (total, with int) {
+		for i := range rig.procs {
+			b, _ := os.ReadFile(filepath.Join(rig.dir, fmt.Sprintf("replica-%d.log", i)))
+			n := strings.Count(string(b), "kafka gateway: partitions assigned")
+			total += n
+			if n > 0 {
+				with++
+			}
+		}
+		return total, with
+	}
+	last, since := -1, time.Now()
+	kgwWaitFor(rig.t, time.Minute, "the group to settle", func() bool {
+		total, with := count()
+		if total != last {
+			last, since = total, time.Now()
+		}
+		return with == replicas && time.Since(since) > 3*time.Second
+	}, rig.logs)
+}
+
+// received returns the event ids receiver i got.
+func (rig *kafkaGatewayRig) received(i int) map[string]int {
+	rig.mu.Lock()
+	defer rig.mu.Unlock()
+	out := map[string]int{}
+	for _, id := range rig.got[i] {
+		out[id]++
+	}
+	return out
+}
+
+// tenantEvents returns the ids of the events of tenant produced from from on.
+func (rig *kafkaGatewayRig) tenantEvents(tenant string, from int) []string {
+	rig.mu.Lock()
+	defer rig.mu.Unlock()
+	var out []string
+	for _, e := range rig.produced[from:] {
+		if e.Headers[0].Value == tenant {
+			out = append(out, e.ID)
+		}
+	}
+	return out
+}
+
+// seenTableChange waits until every running replica's log says a read of
+// the endpoints table found a change (after the count it had before).
+func (rig *kafkaGatewayRig) tableReads() int {
+	n := 0
+	for i := range rig.procs {
+		b, _ := os.ReadFile(filepath.Join(rig.dir, fmt.Sprintf("replica-%d.log", i)))
+		n += strings.Count(string(b), "endpoints table changed")
+	}
+	return n
+}
+
+// Endpoints of the endpoints table in the scaled-out gateway: a row
+// inserted while the replicas run gets every event produced after every
+// replica read the change, and none before; a row deleted gets none of
+// those; a static endpoint gets everything.
+func TestKafkaGatewayFollowsTheEndpointsTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process run skipped with -short")
+	}
+	rig := newKafkaGatewayRig(t, 1, 2, 4, 0, "queue: 64")
+	rig.args = []string{"--table-poll", "200ms"}
+	// Receiver 1: row "old" (tenant t0), deleted later; receiver 2: row
+	// "new" (tenant t0), inserted later.
+	if _, err := rig.db.Exec("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('old', ?, 't0')", rig.url+"/e/1"); err != nil {
+		t.Fatal(err)
+	}
+	rig.start()
+	rig.start()
+	rig.produce(context.Background(), 200, 20, 0)
+	before := rig.tenantEvents("t0", 0)
+	kgwWaitFor(t, 30*time.Second, "the table's endpoint to get every event produced before the change", func() bool {
+		got := rig.received(1)
+		for _, id := range before {
+			if got[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}, rig.logs)
+	reads := rig.tableReads()
+	if _, err := rig.db.Exec("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('new', ?, 't0')", rig.url+"/e/2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.db.Exec("DELETE FROM outbox_endpoints WHERE id = 'old'"); err != nil {
+		t.Fatal(err)
+	}
+	kgwWaitFor(t, 30*time.Second, "both replicas to read the change", func() bool { return rig.tableReads() >= reads+2 }, rig.logs)
+	from := len(rig.tenantEvents("t0", 0)) // t0's events so far
+	mark := func() int { rig.mu.Lock(); defer rig.mu.Unlock(); return len(rig.produced) }()
+	rig.produce(context.Background(), 200, 20, 0)
+	after := rig.tenantEvents("t0", mark)
+	kgwWaitFor(t, 30*time.Second, "the inserted row's endpoint and the static one to get every later event", func() bool {
+		got, static := rig.received(2), rig.received(0)
+		for _, id := range after {
+			if got[id] == 0 || static[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}, rig.logs)
+	if got := rig.received(2); len(got) != len(after) {
+		t.Errorf("the inserted row's endpoint got %d events, want the %d produced after the change (none of the %d before)", len(got), len(after), from)
+	}
+	old := rig.received(1)
+	for _, id := range after {
+		if old[id] > 0 {
+			t.Errorf("the deleted row's endpoint got %s, produced after every replica read the delete", id)
+		}
+	}
+	if t.Failed() {
+		rig.logs()
 	}
 }

@@ -194,7 +194,13 @@ func (gr *Group) Run(ctx context.Context) error {
 
 // runPartition runs the gateway of one partition until the generation
 // ends; a gateway that stops on an error is built again.
-func (gr *Group) runPartition(ctx context.Context, topic string, pa kafkago.PartitionAssignment) {
+func (gr *Group) runPartition(gctx context.Context, topic string, pa kafkago.PartitionAssignment) {
+	// The generation's context ends with kafkago.ErrGenerationEnded, which
+	// the pipelines would take for a failure: give them a plain one,
+	// cancelled when the generation ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(gctx, cancel)()
 	log := gr.log.With(slog.String("partition", fmt.Sprintf("%s[%d]", topic, pa.ID)))
 	gr.cfg.Observer.Assigned(topic, pa.ID, true)
 	defer gr.cfg.Observer.Assigned(topic, pa.ID, false)
