@@ -88,6 +88,9 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	if kc == nil {
 		return fmt.Errorf("gateway: no kafka sink named %q in the configuration; pass --kafka with the name of the sink of type kafka whose topics the gateway reads", kg.Kafka)
 	}
+	if !kc.Envelope && kc.Key != "" && kc.Key != kafka.DefaultKey {
+		return fmt.Errorf("gateway: kafka sink %q keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", kg.Kafka, kc.Key, kafka.DefaultKey)
+	}
 	if len(kg.Topics) == 0 {
 		if strings.Contains(kc.Topic, "{{") {
 			return fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, kc.Topic)

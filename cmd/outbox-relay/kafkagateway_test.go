@@ -506,3 +506,39 @@ func TestKafkaGatewayFollowsTheEndpointsTable(t *testing.T) {
 		rig.logs()
 	}
 }
+
+// The gateway refuses what it cannot read right, before connecting: a
+// Kafka sink keyed by something other than the aggregate id (without the
+// envelope), a templated topic without --topic, a file checkpoint store,
+// and sink names the config does not have.
+func TestKafkaGatewayRefusesAConfigItCannotServe(t *testing.T) {
+	config := func(kafka, store string) string {
+		return writeFile(t, "relay.yaml", fmt.Sprintf(`
+source: {host: 127.0.0.1, port: 1, user: root}
+tables: [{name: shop.outbox}]
+checkpoint: %s
+sinks:
+  - {name: orders, type: kafka, kafka: %s}
+  - {name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://example.com/a"}]}}
+`, store, kafka))
+	}
+	mysql := `{store: mysql, dsn: "root@tcp(127.0.0.1:1)/x"}`
+	for _, tc := range []struct {
+		name, cfg string
+		args      []string
+		want      string
+	}{
+		{"a key that is not the aggregate id", config(`{brokers: ["127.0.0.1:1"], topic: orders, key: "{{.ID}}"}`, mysql), nil, "kafka.key"},
+		{"a templated topic without --topic", config(`{brokers: ["127.0.0.1:1"]}`, mysql), nil, "--topic"},
+		{"a file checkpoint store", config(`{brokers: ["127.0.0.1:1"], topic: orders}`, `{path: /tmp/x.json}`), nil, "checkpoint.store: mysql"},
+		{"an unknown webhook sink", config(`{brokers: ["127.0.0.1:1"], topic: orders}`, mysql), []string{"--webhook", "nope"}, "no webhook sink named"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"gateway", "--config", tc.cfg, "--webhook", "hooks", "--kafka", "orders"}, tc.args...)
+			code, _, stderr := runMain(t, context.Background(), args...)
+			if code == 0 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want a failure naming %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
