@@ -12,7 +12,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -138,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		cursors = append(cursors, Cursor{Position: cfg.Start})
 	}
 	hc := cfg.Hub
-	hc.Start = StartOf(hc.Flavor, cursors, cfg.RejoinWindow)
+	hc.Start = startOf(coversOf(hc), cursors, cfg.RejoinWindow)
 	if cfg.Health != nil && hc.Failing == nil {
 		hc.Failing = func(key string) bool { return !cfg.Health.FailingSince(key).IsZero() }
 	}
@@ -178,7 +177,7 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		if g.disabled[ep.Key].Key != "" {
 			continue
 		}
-		if err := g.start(ep, g.from[i], position.Covers(g.hub.cfg.Flavor, g.from[i], g.hub.pos)); err != nil {
+		if err := g.start(ep, g.from[i], g.hub.covers(g.from[i], g.hub.pos)); err != nil {
 			g.hub.Unlock()
 			end(context.Canceled)
 			g.wg.Wait()

@@ -35,6 +35,10 @@ type HubConfig struct {
 	Name string
 	// Flavor is the server's ("mysql" or "mariadb"), to compare positions.
 	Flavor string
+	// Covers, if set, is the order of the source's positions: whether
+	// have is at or after want (a Kafka partition's offsets, package
+	// gateway/kafkasource). Nil: the binlog's, GTID containment for Flavor.
+	Covers func(have, want event.Position) bool
 	// Start is where the shared stream begins (see StartOf).
 	Start event.Position
 	// Open returns a binlog stream: slot 0 is the shared stream, 1 to
@@ -117,6 +121,18 @@ func NewHub(cfg HubConfig) *Hub {
 	return h
 }
 
+// covers reports whether position have is at or after want in the
+// source's order (HubConfig.Covers).
+func (h *Hub) covers(have, want event.Position) bool { return coversOf(h.cfg)(have, want) }
+
+// coversOf is the order of c's source: c.Covers, or the binlog's.
+func coversOf(c HubConfig) func(have, want event.Position) bool {
+	if c.Covers != nil {
+		return c.Covers
+	}
+	return func(have, want event.Position) bool { return position.Covers(c.Flavor, have, want) }
+}
+
 // Position returns the shared stream's position: after the last transaction
 // it handed on.
 func (h *Hub) Position() event.Position {
@@ -178,7 +194,7 @@ func (h *Hub) handOn(txn *event.Txn) {
 	}
 	for t, evs := range groups {
 		if t.skip != nil {
-			if position.Covers(h.cfg.Flavor, *t.skip, txn.Position) {
+			if h.covers(*t.skip, txn.Position) {
 				continue // it read this transaction on its own stream
 			}
 			t.skip = nil
@@ -240,7 +256,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 		h.mu.Lock()
 		for t := range h.attached {
 			if t.skip != nil {
-				if position.Covers(h.cfg.Flavor, *t.skip, h.pos) {
+				if h.covers(*t.skip, h.pos) {
 					continue // the tap is ahead of the shared stream
 				}
 				t.skip = nil
@@ -264,7 +280,7 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 func (h *Hub) join(t *Tap, pos event.Position) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.pos.IsZero() && !position.Covers(h.cfg.Flavor, pos, h.pos) {
+	if !h.pos.IsZero() && !h.covers(pos, h.pos) {
 		return false
 	}
 	h.attachLocked(t, pos)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -85,7 +84,7 @@ type filterVersion struct {
 func (t *Tap) filterAt(pos event.Position) *Filter {
 	t.vmu.Lock()
 	defer t.vmu.Unlock()
-	for len(t.older) > 0 && !position.Covers(t.hub.cfg.Flavor, t.older[0].until, pos) {
+	for len(t.older) > 0 && !t.hub.covers(t.older[0].until, pos) {
 		t.older = t.older[1:]
 	}
 	if len(t.older) > 0 {
@@ -328,6 +327,11 @@ func (t *Tap) put(ctx context.Context, txn *event.Txn) error {
 // making every endpoint re-read its backlog. Cursors with no commit time
 // (new endpoints) count as current.
 func StartOf(flavor string, cursors []Cursor, window time.Duration) event.Position {
+	return startOf(coversOf(HubConfig{Flavor: flavor}), cursors, window)
+}
+
+// startOf is StartOf in the order covers.
+func startOf(covers func(have, want event.Position) bool, cursors []Cursor, window time.Duration) event.Position {
 	var newest time.Time
 	for _, c := range cursors {
 		if c.Commit.After(newest) {
@@ -340,7 +344,7 @@ func StartOf(flavor string, cursors []Cursor, window time.Duration) event.Positi
 		if !c.Commit.IsZero() && c.Commit.Before(newest.Add(-window)) {
 			continue
 		}
-		if !found || position.Covers(flavor, start, c.Position) {
+		if !found || covers(start, c.Position) {
 			start, found = c.Position, true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,9 +41,11 @@ func referenced(s string) []string {
 	return out
 }
 
-// exposed is every metric family a relay may expose: Names, and PruneNames
-// with prune.schedule set.
-func exposed() []string { return append(slices.Clone(metrics.Names), metrics.PruneNames...) }
+// exposed is every metric family a relay may expose: Names, PruneNames
+// with prune.schedule set, and KafkaGatewayNames for `outbox-relay gateway`.
+func exposed() []string {
+	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames)
+}
 
 // checkNames fails for every name in exprs that the relay does not expose,
 // and returns the set of names used.
@@ -224,6 +227,7 @@ func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
 		"OutboxRelayCheckpointNotSaved":        "outbox_relay_checkpoint_last_save_timestamp_seconds",
 		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",
 		"OutboxRelayWebhookEndpointDisabled":   "outbox_relay_gateway_endpoints",
+		"OutboxRelayGatewayPartitionStuck":     "outbox_relay_gateway_partition_oldest_unacked_seconds",
 	} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s is missing or does not use %s", alert, metric)
@@ -488,5 +492,61 @@ func TestDocsDocumentEveryMetric(t *testing.T) {
 		}
 		text := strings.NewReplacer("outbox_relay_dead_letters", "", "outbox_relay_checkpoints", "", "outbox_relay_fence", "").Replace(string(b))
 		checkNames(t, strings.TrimPrefix(p, "../"), []string{text})
+	}
+}
+
+// The scaled-out gateway's manifests (deploy/k8s/gateway) and compose file
+// parse, name sinks their configs have, and autoscale on a metric the
+// gateway exposes.
+func TestGatewayDeployParsesAndScalesOnItsLag(t *testing.T) {
+	dir := filepath.Join(deployDir, "k8s", "gateway")
+	kust := documents(t, filepath.Join(dir, "kustomization.yaml"))[0]
+	kinds := map[string]map[string]any{}
+	for _, r := range toStrings(dig(kust, "resources")) {
+		for _, doc := range documents(t, filepath.Join(dir, r)) {
+			kinds[fmt.Sprint(doc["kind"])] = doc
+		}
+	}
+	for _, k := range []string{"ConfigMap", "Deployment", "HorizontalPodAutoscaler"} {
+		if kinds[k] == nil {
+			t.Fatalf("deploy/k8s/gateway has no %s", k)
+		}
+	}
+	hpaMetric := fmt.Sprint(dig(kinds["HorizontalPodAutoscaler"], "spec", "metrics", 0, "external", "metric", "name"))
+	if !slices.Contains(metrics.KafkaGatewayNames, hpaMetric) {
+		t.Errorf("the autoscaler scales on %q, not a metric of the gateway", hpaMetric)
+	}
+	checkArgs := func(what string, args []string, cfg *config.Config) {
+		t.Helper()
+		if len(args) == 0 || args[0] != "gateway" {
+			t.Errorf("%s does not run `outbox-relay gateway`: %v", what, args)
+		}
+		for _, flag := range []string{"--webhook", "--kafka"} {
+			i := slices.Index(args, flag)
+			if i < 0 || i+1 >= len(args) {
+				t.Errorf("%s lacks %s", what, flag)
+				continue
+			}
+			if !slices.ContainsFunc(cfg.Sinks, func(s config.Sink) bool { return s.Name == args[i+1] }) {
+				t.Errorf("%s: %s %s names no sink of its config", what, flag, args[i+1])
+			}
+		}
+		if cfg.Checkpoint.Store != "mysql" {
+			t.Errorf("%s: checkpoint.store %q; the replicas share their cursors in mysql", what, cfg.Checkpoint.Store)
+		}
+	}
+	k8sCfg := parseConfig(t, "deploy/k8s/gateway/configmap.yaml", fmt.Sprint(dig(kinds["ConfigMap"], "data", "config.yaml")))
+	checkArgs("deploy/k8s/gateway/deployment.yaml", toStrings(dig(kinds["Deployment"], "spec", "template", "spec", "containers", 0, "args")), k8sCfg)
+	b, err := os.ReadFile(filepath.Join(deployDir, "compose-gateway-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	composeCfg := parseConfig(t, "compose-gateway-config.yaml", string(b))
+	c := documents(t, filepath.Join(deployDir, "docker-compose.gateway.yml"))[0]
+	for _, svc := range []string{"gateway-1", "gateway-2"} {
+		checkArgs("docker-compose.gateway.yml "+svc, toStrings(dig(c, "services", svc, "command")), composeCfg)
+	}
+	if inc := toStrings(dig(c, "include")); !slices.Contains(inc, "docker-compose.yml") {
+		t.Errorf("docker-compose.gateway.yml does not include the relay's docker-compose.yml: %v", inc)
 	}
 }

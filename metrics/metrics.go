@@ -134,6 +134,7 @@ type Metrics struct {
 	order   []string
 	binlogs []string // the server's binary logs, oldest first; nil until polled
 	prune   *PruneObserver
+	kgw     *KafkaGatewayObserver
 	// gateways are the webhook sinks run as gateways, by name.
 	gateways map[string]*Gateway
 }

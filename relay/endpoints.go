@@ -44,7 +44,9 @@ import (
 // error log, while every other endpoint runs; an UPDATE that fixes it
 // starts it.
 type tableEndpoints struct {
-	sink   string // the webhook sink's name
+	sink string // the webhook sink's name
+	// suffix ends every key (the scaled-out gateway's partition, "@t[p]").
+	suffix string
 	tc     webhook.TableConfig
 	store  checkpoint.Store
 	health *gateway.Health
@@ -82,7 +84,7 @@ func newTableEndpoints(sink string, tc webhook.TableConfig, static []string) *ta
 	return te
 }
 
-func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id }
+func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te.suffix }
 
 // load reads the table and returns the endpoints of its usable, enabled
 // rows. Only a table that cannot be read is an error: a bad row is
@@ -333,7 +335,13 @@ func onlyFilterChanged(a, b webhook.EndpointConfig) bool {
 // at a transaction (endpoints table); the webhook endpoint itself filters
 // nothing.
 func (r *Relay) gatewayEndpoint(sink string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
-	key := sink + "/" + ec.Name
+	return r.gatewayEndpointKey(sink, sink+"/"+ec.Name, ec)
+}
+
+// gatewayEndpointKey is gatewayEndpoint under the checkpoint key key (the
+// scaled-out gateway runs an endpoint per partition, each with its own
+// health and metrics).
+func (r *Relay) gatewayEndpointKey(sink, key string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
 	obs := healthObserver{key: key, health: r.health}
 	if r.metrics != nil {
 		obs.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()

@@ -38,6 +38,7 @@ func commands() []command {
 		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
 		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
 		{"endpoints", "enable webhook endpoints disabled for failing; encrypt a signing secret for the endpoints table", endpointsCmd},
+		{"gateway", "run one replica of the scaled-out webhook gateway, reading the kafka sink's topics as a consumer group", gatewayCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},
 	}

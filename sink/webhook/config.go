@@ -102,6 +102,11 @@ type EndpointConfig struct {
 	// Observer, if set, is told about every attempt and outcome (for
 	// metrics). It is not part of the YAML configuration.
 	Observer Observer `yaml:"-"`
+	// Slots, if set, are request slots shared with other endpoints (a
+	// gateway replica's --max-requests): an attempt holds one while its
+	// request is in flight, never while it waits to retry. Not part of the
+	// YAML configuration.
+	Slots chan struct{} `yaml:"-"`
 }
 
 // Filter selects events by glob patterns (path.Match syntax: *, ?, [a-z])

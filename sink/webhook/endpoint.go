@@ -658,6 +658,15 @@ func (e *Endpoint) attempt(ctx context.Context, d *delivery) {
 			return
 		}
 	}
+	if e.cfg.Slots != nil {
+		select {
+		case e.cfg.Slots <- struct{}{}:
+			defer func() { <-e.cfg.Slots }()
+		case <-ctx.Done():
+			e.settle(d, outcome{kind: cancelled})
+			return
+		}
+	}
 	start := time.Now()
 	e.mu.Lock()
 	disabled := e.disabled

@@ -435,8 +435,29 @@ func (e *RowError) Unwrap() error { return e.Err }
 // for the table itself: missing, not granted, unreadable. Plain secrets are
 // reported in one warning naming their rows.
 func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoint, bad []*RowError, err error) {
+	raw, err := tc.Rows(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, row := range raw {
+		ep, err := tc.fromRow(row)
+		if err != nil {
+			id, _ := row["id"].(string)
+			bad = append(bad, &RowError{ID: id, Err: err})
+			continue
+		}
+		rows = append(rows, ep)
+	}
+	tc.warnWeak(rows)
+	return rows, bad, nil
+}
+
+// Rows reads every row of the endpoints table as FromRow takes them,
+// ordered by id. err is for the table itself: missing, not granted,
+// unreadable.
+func (tc TableConfig) Rows(ctx context.Context, db *sql.DB) ([]map[string]any, error) {
 	if !tableNameRe.MatchString(tc.Table) {
-		return nil, nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
+		return nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
 	}
 	schema, name, _ := strings.Cut(tc.Table, ".")
 	q := fmt.Sprintf("SELECT %s FROM `%s`.`%s` ORDER BY id", strings.Join(tableColumns, ", "), schema, name)
@@ -446,16 +467,17 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoin
 		if errors.As(err, &me) {
 			switch me.Number {
 			case 1146: // ER_NO_SUCH_TABLE
-				return nil, nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
+				return nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
 			case 1054: // ER_BAD_FIELD_ERROR
-				return nil, nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
+				return nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
 			case 1142, 1143: // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
-				return nil, nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
+				return nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
 			}
 		}
-		return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
 	defer res.Close()
+	var out []map[string]any
 	for res.Next() {
 		var (
 			id, url, secrets, tenant, eventTypes, aggTypes sql.NullString
@@ -463,7 +485,7 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoin
 			enabled                                        sql.NullInt64
 		)
 		if err := res.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
-			return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+			return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 		}
 		row := map[string]any{
 			"id": nullable(id), "url": nullable(url), "secrets": nullable(secrets), "tenant": nullable(tenant),
@@ -476,18 +498,12 @@ func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoin
 		if enabled.Valid {
 			row["enabled"] = enabled.Int64
 		}
-		ep, err := tc.fromRow(row)
-		if err != nil {
-			bad = append(bad, &RowError{ID: id.String, Err: err})
-			continue
-		}
-		rows = append(rows, ep)
+		out = append(out, row)
 	}
 	if err := res.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
 	}
-	tc.warnWeak(rows)
-	return rows, bad, nil
+	return out, nil
 }
 
 func nullable(s sql.NullString) any {

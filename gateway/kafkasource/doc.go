@@ -1,0 +1,33 @@
+// Package kafkasource runs the webhook gateway (package gateway) past one
+// machine: its source is the Kafka topics the relay's Kafka sink writes, and
+// its replicas share the work as one Kafka consumer group (kafka-go's
+// ConsumerGroup): the group protocol spreads the partitions over the
+// replicas and hands them over on scale-out, scale-in and crashes.
+//
+// Each partition a replica is assigned runs one gateway.Gateway — the same
+// engine as the in-relay gateway: one shared stream of the partition, a
+// pipeline per endpoint with its own cursor, bounded queue, detach and
+// catch-up (on a stream of its own, from its cursor), auto-disable, dead
+// letters and signatures. Only the source differs: a partition's records in
+// offset order, each one transaction, at the position Position(topic,
+// partition, offset+1), ordered by Covers.
+//
+// It promises:
+//
+//   - cursors survive a rebalance: an endpoint's cursor is per partition,
+//     under the key "<endpoint key>@<topic>[<partition>]" in the shared
+//     checkpoint store, so the replica that takes a partition over resumes
+//     every endpoint where its acknowledged deliveries were saved: nothing
+//     is skipped; what was in flight on the old owner is sent again;
+//   - the group's committed offset of a partition never passes a saved
+//     cursor of an endpoint running on it: it is the least of those
+//     cursors, read back from the store (so only saved ones count), and is
+//     what a new endpoint without a cursor starts from;
+//   - per-aggregate order: one aggregate is one message key, so one
+//     partition, read in order by one replica at a time; a handover re-sends
+//     the in-flight window from the cursor, in order.
+//
+// Concurrency: Group.Run owns every goroutine it starts (one per assigned
+// partition for the generation, plus its gateway's) and returns once they
+// have ended. A Source is used by one goroutine at a time.
+package kafkasource

@@ -1,0 +1,337 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/source"
+)
+
+// KafkaGateway configures `outbox-relay gateway`: one replica of a webhook
+// sink's gateway whose source is the topics a Kafka sink of the same
+// configuration writes (package gateway/kafkasource).
+type KafkaGateway struct {
+	// Webhook names the webhook sink (its endpoints, endpoints table and
+	// gateway settings); Kafka names the Kafka sink whose topics are read
+	// (its brokers, TLS, SASL, envelope).
+	Webhook, Kafka string
+	// Topics are the topics to read. Default: the Kafka sink's topic, when
+	// it is a fixed name (a templated topic needs them listed).
+	Topics []string
+	// GroupID is the consumer group. Default "outbox-relay-gateway-<Webhook>".
+	GroupID string
+	// CursorTable is the MySQL table, in checkpoint.dsn's database, of the
+	// endpoints' cursors per partition. Default "outbox_gateway_cursors".
+	CursorTable string
+	// PollEvery is how often each replica reads the endpoints table.
+	// Default 5s.
+	PollEvery time.Duration
+	// StartLatest: a partition the group has no offset for begins at its
+	// end. Default: at its first record.
+	StartLatest bool
+	// MaxRequests caps the webhook requests in flight at once on this
+	// replica, over every endpoint and partition (the replica's sockets and
+	// memory): its capacity is MaxRequests / endpoint latency deliveries a
+	// second. 0: no cap (each endpoint's max_concurrency per partition).
+	MaxRequests int
+	// Group timeouts (kafkasource.Config); zero: its defaults.
+	SessionTimeout, RebalanceTimeout, HeartbeatInterval, CommitEvery time.Duration
+}
+
+// Defaults of KafkaGateway.
+const (
+	DefaultCursorTable = "outbox_gateway_cursors"
+	DefaultTablePoll   = 5 * time.Second
+	maxCursorConns     = 8
+)
+
+// RunKafkaGateway runs one gateway replica until ctx ends.
+//
+// Endpoints of the configuration run on every partition. Endpoints of the
+// endpoints table: each replica reads the table when it is assigned a
+// partition and every PollEvery; a change a read finds applies on each of
+// the replica's partitions at the first record that partition's stream
+// reads after it (the in-relay gateway applies a change exactly at its
+// transaction in the binlog; here, records of other partitions, or read
+// before the poll, may still be routed by the old row).
+func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
+	cfg := r.cfg
+	var wc *webhook.SinkConfig
+	var kc *kafka.Config
+	for _, s := range cfg.Sinks {
+		switch s.Name {
+		case kg.Webhook:
+			wc = webhook.Section(s)
+		case kg.Kafka:
+			kc, _ = s.Config.(*kafka.Config)
+		}
+	}
+	if wc == nil {
+		return fmt.Errorf("gateway: no webhook sink named %q in the configuration; pass --webhook with the name of a sink of type webhook", kg.Webhook)
+	}
+	if kc == nil {
+		return fmt.Errorf("gateway: no kafka sink named %q in the configuration; pass --kafka with the name of the sink of type kafka whose topics the gateway reads", kg.Kafka)
+	}
+	if !kc.Envelope && kc.Key != "" && kc.Key != kafka.DefaultKey {
+		return fmt.Errorf("gateway: kafka sink %q keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", kg.Kafka, kc.Key, kafka.DefaultKey)
+	}
+	if len(kg.Topics) == 0 {
+		if strings.Contains(kc.Topic, "{{") {
+			return fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, kc.Topic)
+		}
+		kg.Topics = []string{kc.Topic}
+	}
+	if kg.GroupID == "" {
+		kg.GroupID = "outbox-relay-gateway-" + kg.Webhook
+	}
+	if kg.CursorTable == "" {
+		kg.CursorTable = DefaultCursorTable
+	}
+	if kg.PollEvery <= 0 {
+		kg.PollEvery = DefaultTablePoll
+	}
+	if cfg.Checkpoint.Store != "mysql" {
+		return errors.New("gateway: the replicas share their endpoints' cursors in MySQL: set checkpoint.store: mysql and checkpoint.dsn")
+	}
+	dialer, err := kc.Dialer()
+	if err != nil {
+		return err
+	}
+	m, stopMetrics, err := r.startMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	r.metrics = m
+	cdb, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
+	if err != nil {
+		return err
+	}
+	defer cdb.Close()
+	// Every partition's endpoints load and save their cursors here: bound
+	// the replica's connections (the saves are group-committed anyway), so
+	// that replicas × partitions × endpoints do not exhaust the server's.
+	cdb.SetMaxOpenConns(maxCursorConns)
+	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	dl, closeDL, err := r.openDeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDL()
+	name, gc, gm := kg.Webhook, wc.Gateway, m.Gateway(kg.Webhook)
+	var table *tablePoll
+	var polling sync.WaitGroup
+	if tc := wc.EndpointsTable; tc != nil {
+		tc := tc.WithDefaults()
+		tc.Logger = r.log
+		db, err := source.Open(ctx, cfg.Source)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		table = &tablePoll{tc: tc, db: db, every: kg.PollEvery, log: r.log.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
+		if err := table.read(ctx); err != nil {
+			return err
+		}
+		pctx, stop := context.WithCancel(ctx)
+		polling.Go(func() { table.run(pctx) })
+		defer polling.Wait()
+		defer stop()
+	}
+	saver := checkpoint.NewGroupCommit(store)
+	d := cfg.Delivery
+	identity := checkpoint.Checkpoint{Flavor: "kafka"}
+	var slots chan struct{}
+	if kg.MaxRequests > 0 {
+		slots = make(chan struct{}, kg.MaxRequests)
+	}
+	partition := func(ctx context.Context, p kafkasource.Partition) (kafkasource.Setup, error) {
+		build := func(ec webhook.EndpointConfig) (gateway.Endpoint, error) {
+			ec.Slots = slots
+			return r.gatewayEndpointKey(name, name+"/"+ec.Name+p.Suffix, ec)
+		}
+		var eps []gateway.Endpoint
+		var static []string
+		for j, ec := range wc.Endpoints {
+			ep, err := build(ec)
+			if err != nil {
+				return kafkasource.Setup{}, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
+			}
+			eps = append(eps, ep)
+			static = append(static, ep.Key)
+		}
+		setup := kafkasource.Setup{}
+		if table != nil {
+			te := newTableEndpoints(name, table.tc, static)
+			te.suffix = p.Suffix
+			te.store, te.health, te.states, te.log, te.build = store, r.health, gm, table.log, build
+			rows, changes, cancel := table.subscribe()
+			setup.Changes, setup.Done, setup.Changed = changes, cancel, te.changed
+			eps = append(eps, te.loadRows(rows)...)
+		}
+		setup.Gateway = gateway.Config{
+			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+			Store: store, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
+			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+				return pipeline.New(pipeline.Config{
+					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
+					BatchSize: min(d.BatchSize, gc.MaxInFlight), BatchBytes: d.BatchBytes, Linger: d.Linger,
+					MaxInFlight: gc.MaxInFlight, MaxInFlightBytes: gc.MaxInFlightBytes,
+					CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+					DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: gm.Endpoint(key),
+				})
+			},
+			Stopped: func(key string, err error) {
+				r.log.Error("endpoint stopped on a partition; the others go on", slog.String("endpoint", key), slog.Any("err", err))
+				gm.Endpoint(key).Stopped(err)
+			},
+		}
+		return setup, nil
+	}
+	grp, err := kafkasource.New(kafkasource.Config{
+		Brokers: kc.Brokers, Dialer: dialer, Topics: kg.Topics, GroupID: kg.GroupID, Envelope: kc.Envelope,
+		StartLatest: kg.StartLatest, Store: store, CommitEvery: kg.CommitEvery,
+		SessionTimeout: kg.SessionTimeout, RebalanceTimeout: kg.RebalanceTimeout, HeartbeatInterval: kg.HeartbeatInterval,
+		Partition: partition, Observer: m.KafkaGateway(name), Logger: r.log,
+	})
+	if err != nil {
+		return err
+	}
+	return grp.Run(ctx)
+}
+
+// loadRows is load over rows already read (TableConfig.Rows).
+func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
+	var out []gateway.Endpoint
+	for _, r := range raw {
+		id, _ := webhook.RowIdentity(r)
+		key := te.key(id)
+		if id != "" && te.static[key] {
+			te.clash(id, "read at start", nil)
+			continue
+		}
+		row, err := te.tc.FromRow(r)
+		if err != nil {
+			te.invalid(id, err)
+			continue
+		}
+		if !row.Enabled {
+			te.off[key] = true
+			te.states.State(key, gateway.Off)
+			continue
+		}
+		ep, err := te.build(row.Config)
+		if err != nil {
+			te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
+			continue
+		}
+		te.rows[key] = row
+		out = append(out, ep)
+	}
+	return out
+}
+
+// tablePoll reads the endpoints table every so often and hands each
+// subscriber (a partition's shared stream) the rows that changed since the
+// read it began with, as inserts, updates and deletes.
+type tablePoll struct {
+	tc    webhook.TableConfig
+	db    *sql.DB
+	every time.Duration
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	rows map[string]map[string]any // by id, as last read
+	list []map[string]any          // the same, in id order
+	subs map[chan []event.Change]bool
+}
+
+// read reads the table and sends what changed to every subscriber.
+func (tp *tablePoll) read(ctx context.Context) error {
+	raw, err := tp.tc.Rows(ctx, tp.db)
+	if err != nil {
+		return err
+	}
+	now := map[string]map[string]any{}
+	for _, row := range raw {
+		id, _ := row["id"].(string)
+		now[id] = row
+	}
+	tp.mu.Lock()
+	var changes []event.Change
+	for id, row := range now {
+		old, ok := tp.rows[id]
+		switch {
+		case !ok:
+			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Insert, Row: row})
+		case !maps.Equal(old, row):
+			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Update, Row: row})
+		}
+	}
+	for id, old := range tp.rows {
+		if _, ok := now[id]; !ok {
+			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Delete, Row: old})
+		}
+	}
+	first := tp.rows == nil
+	tp.rows, tp.list = now, raw
+	subs := make([]chan []event.Change, 0, len(tp.subs))
+	for c := range tp.subs {
+		subs = append(subs, c)
+	}
+	tp.mu.Unlock()
+	if first || len(changes) == 0 {
+		return nil
+	}
+	tp.log.Info("endpoints table changed: applied on each partition at its next record", slog.String("table", tp.tc.Table), slog.Int("rows", len(changes)))
+	for _, c := range subs {
+		select {
+		case c <- changes:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (tp *tablePoll) run(ctx context.Context) {
+	for retry.Sleep(ctx, tp.every) == nil {
+		if err := tp.read(ctx); err != nil && ctx.Err() == nil {
+			tp.log.Warn("read the endpoints table (retried; the endpoints run as last read)", slog.Any("err", err))
+		}
+	}
+}
+
+// subscribe returns the rows as last read and a channel of the changes
+// after them; cancel ends the subscription.
+func (tp *tablePoll) subscribe() (rows []map[string]any, changes <-chan []event.Change, cancel func()) {
+	c := make(chan []event.Change, 16)
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.subs[c] = true
+	return tp.list, c, func() {
+		tp.mu.Lock()
+		delete(tp.subs, c)
+		tp.mu.Unlock()
+	}
+}
