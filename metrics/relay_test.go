@@ -23,6 +23,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
@@ -136,7 +137,7 @@ func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
 	const want = txns * perTxn
 	sinkLabel := map[string]string{"sink": "out"}
 	var mfs map[string]*dto.MetricFamily
-	waitFor(t, 30*time.Second, "20 deliveries, a checkpoint save and a heartbeat after them", func() bool {
+	eventually.Within(t, 30*time.Second, "20 deliveries, a checkpoint save and a heartbeat after them", func() bool {
 		mfs = scrape(t, base)
 		d, _ := value(mfs, "outbox_relay_events_delivered_total", sinkLabel)
 		lag, _ := value(mfs, "outbox_relay_replication_lag_seconds", sinkLabel)
@@ -209,7 +210,7 @@ func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
 	t.Helper()
 	r := startRelay(t, serverID, sinksYAML, relay.Options{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+	eventually.Within(t, 30*time.Second, "/readyz to answer 200", func() bool {
 		code, _ := getQuiet(r.base + "/readyz")
 		return code == http.StatusOK
 	})
@@ -254,7 +255,7 @@ http: {listen: %q}
 	}
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + addr
-	waitFor(t, 30*time.Second, "/healthz to answer 200", func() bool {
+	eventually.Within(t, 30*time.Second, "/healthz to answer 200", func() bool {
 		code, _ := getQuiet(base + "/healthz")
 		return code == http.StatusOK
 	})
@@ -279,17 +280,6 @@ func getQuiet(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // A relay with a NATS JetStream, a Redis Streams and a RabbitMQ sink beside
@@ -347,7 +337,7 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	}
 	sinks := []string{"out", "js", "rd", "mq"}
 	var mfs map[string]*dto.MetricFamily
-	waitFor(t, 60*time.Second, "every sink to deliver every event", func() bool {
+	eventually.Within(t, 60*time.Second, "every sink to deliver every event", func() bool {
 		mfs = scrape(t, base)
 		for _, s := range sinks {
 			if d, _ := value(mfs, "outbox_relay_events_delivered_total", map[string]string{"sink": s}); d != want {

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
@@ -414,11 +415,11 @@ func TestAuditFromATimeStartsAtTheLastFileBegunBeforeIt(t *testing.T) {
 	db := srv.DB(t, dbname)
 	ctx := context.Background()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 720}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}

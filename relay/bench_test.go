@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -119,12 +120,12 @@ func BenchmarkBacklog(b *testing.B) {
 func drainBacklog(b *testing.B, brokers string) (*config.Config, time.Duration) {
 	cpPath := filepath.Join(b.TempDir(), "cp.json")
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 7800}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 50ms, start: "gtid:%s"}
 delivery: {batch_size: 2000, max_in_flight: 20000}
 sinks: [{name: kafka, type: kafka, kafka: {brokers: [%s]}}]
-`, srv.Port, backlog.dbname, cpPath, backlog.start.GTIDSet, brokers)))
+`, srv.Port, testserver.ServerID(), backlog.dbname, cpPath, backlog.start.GTIDSet, brokers)))
 	if err != nil {
 		b.Fatal(err)
 	}

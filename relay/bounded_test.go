@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -88,7 +89,7 @@ func TestMemoryIsBoundedWhileOneEventIsRetried(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 sinks:
@@ -97,7 +98,7 @@ sinks:
     webhook:
       endpoints:
         - {name: ep, url: "%s/hook", body: envelope, retry: {initial_backoff: 100ms, max_backoff: 500ms, max_attempts: 1000000}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), rc.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), rc.srv.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
@@ -186,7 +187,7 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	produce := func() {
 		t.Helper()
 		total += events(t, db, 3)
-		waitFor(t, "billing and probe to get every event", 60*time.Second, func() bool {
+		eventually.Within(t, 60*time.Second, "billing and probe to get every event", func() bool {
 			return billing.unique() >= total && probe.unique() >= total
 		})
 	}
@@ -256,7 +257,7 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.srv.URL+"/hook")
 	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, billing.srv.URL+"/hook")
 	total += events(t, db, 3)
-	waitFor(t, "probe to get every event", 60*time.Second, func() bool { return probe.unique() >= total })
+	eventually.Within(t, 60*time.Second, "probe to get every event", func() bool { return probe.unique() >= total })
 	if e := rr.endpoints(t)["hooks/billing"]; e.State != "disabled" {
 		t.Errorf("/endpoints: the disabled configured endpoint is %q after the row's UPDATE, want disabled", e.State)
 	}
@@ -300,7 +301,7 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 	rr := newRowsRelay(t, dbname, 750, "", skipped, unusable, goneInfo)
 	stop := rr.run(t)
 	total := events(t, db, 5)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.unique() >= total })
 	eps := rr.endpoints(t)
 	if e := eps["hooks/bad"]; e.State != "invalid" || !strings.Contains(e.Invalid, refusedBy) {
 		t.Errorf("/endpoints hooks/bad: %+v; want state invalid and why, naming %s", e, refusedBy)
@@ -318,18 +319,18 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.srv.URL+"/hook")
 	after := events(t, db, 5)
 	total += after
-	waitFor(t, "the fixed endpoint to get the events after its fix", 60*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the fixed endpoint to get the events after its fix", func() bool {
 		return fixed.unique() >= after && good.unique() >= total
 	})
-	waitFor(t, "/endpoints to show the fixed endpoint running", 10*time.Second, func() bool {
+	eventually.Within(t, 10*time.Second, "/endpoints to show the fixed endpoint running", func() bool {
 		return rr.endpoints(t)["hooks/bad"].State == "attached"
 	})
 	// A bad row inserted then deleted: invalid, then removed (info).
 	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('typo', 'http://10.9.9.9/')`)
 	exec(`DELETE FROM outbox_endpoints WHERE id = 'typo'`)
 	total += events(t, db, 1)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
-	waitFor(t, "/endpoints to drop the deleted row's endpoint", 10*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.unique() >= total })
+	eventually.Within(t, 10*time.Second, "/endpoints to drop the deleted row's endpoint", func() bool {
 		_, listed := rr.endpoints(t)["hooks/typo"]
 		return !listed
 	})
@@ -368,12 +369,12 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
         - {name: gone, url: "%s/hook", body: envelope}`, good.srv.URL, hook.srv.URL))
 	stop := rr.run(t)
 	total := events(t, db, 10)
-	waitFor(t, "the 410 endpoint to be disabled", 60*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the 410 endpoint to be disabled", func() bool {
 		cp, _ := rr.checkpoint(t, "hooks/gone")
 		return strings.Contains(cp.Disabled, "410")
 	})
 	total += events(t, db, 10)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.unique() >= total })
 	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
 		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
 	}
@@ -384,7 +385,7 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	// Still disabled after a restart.
 	stop = rr.run(t)
 	total += events(t, db, 2)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.unique() >= total })
 	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
 		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
 	}
@@ -420,7 +421,7 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 		}
 	}
 	stop = rr.run(t)
-	waitFor(t, "the enabled endpoint to get every event that is not a dead letter", 60*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the enabled endpoint to get every event that is not a dead letter", func() bool {
 		return hook.unique()+len(dead) >= total
 	})
 	stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -43,18 +44,18 @@ func TestEndpointsTableChangesTakeEffectAfterTheirTransaction(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
-tables: [{name: %[2]s.outbox, headers: [tenant]}]
-checkpoint: {path: %[3]s, interval: 100ms}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %[3]s.outbox, headers: [tenant]}]
+checkpoint: {path: %[4]s, interval: 100ms}
 sinks:
   - name: hooks
     type: webhook
     webhook:
       endpoints_table:
-        table: %[2]s.outbox_endpoints
+        table: %[3]s.outbox_endpoints
         tenant_header: tenant
         defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestFailingEndpointIsDisabledAndResumesWhenEnabled(t *testing.T) {
 	})
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 720, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -230,7 +231,7 @@ sinks:
       endpoints:
         - {name: good, url: "%s/hook", body: envelope}
         - {name: bad, url: "%s/hook", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 100ms, max_attempts: 1000}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), good.srv.URL, bad.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), good.srv.URL, bad.srv.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}

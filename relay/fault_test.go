@@ -373,12 +373,12 @@ func faultSetup(t *testing.T, link string) (*faultRelay, *faultproxy.Proxy, *inb
 		t.Fatalf("unknown link %q", link)
 	}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: %s, port: %d, user: root, server_id: 800, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
+source: {host: %s, port: %d, user: root, server_id: %d, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 200, retry_backoff: 50ms, max_retry_backoff: 1s}
 sinks: %s
-`, host, port, faultHeartbeat, faultReadTimeout, dbname, cp, sinkYAML), out)
+`, host, port, testserver.ServerID(), faultHeartbeat, faultReadTimeout, dbname, cp, sinkYAML), out)
 	return r, p, got, db
 }
 
@@ -462,11 +462,11 @@ func TestFaultSourceSIGKILLMidStream(t *testing.T) {
 	}
 	got := &inbox{}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4100, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, faultHeartbeat, faultReadTimeout, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
+`, s.Port, testserver.ServerID(), faultHeartbeat, faultReadTimeout, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
 	heap0 := heapAfterGC()
 	peak := watchHeap()
 	w := &outboxtest.Workload{}
@@ -553,11 +553,11 @@ func TestFaultAlterTableMidStream(t *testing.T) {
 	}
 	yaml := func(start string) string {
 		return fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 810, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {path: %s, interval: 100ms, start: "%s"}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), start)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), start)
 	}
 	live := &lines{}
 	r := startFaultRelayLines(t, yaml("current"), live)
@@ -640,11 +640,11 @@ func TestFaultOneTransactionOf100000Rows(t *testing.T) {
 	db := srv.DB(t, dbname)
 	got := &inbox{}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 820, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json")), got)
 	heap0 := heapAfterGC()
 	_, rss0 := memNow()
 	peak := watchHeap()
@@ -694,11 +694,11 @@ func TestFaultBinlogsPurgedWhileStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	yaml := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4200, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))
+`, s.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))
 	got := &inbox{}
 	r := startFaultRelay(t, yaml, got)
 	w := &outboxtest.Workload{}
@@ -796,7 +796,7 @@ func TestFaultBadRows(t *testing.T) {
 	})
 	out := &lines{}
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 830, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {retry_backoff: 50ms, max_retry_backoff: 500ms}
@@ -804,7 +804,7 @@ sinks:
   - {name: out, type: stdout}
   - {name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 2s, create_topics: {enabled: true, partitions: 3}}}
   - {name: hooks, type: webhook, webhook: {endpoints: [{name: ep, url: "%s/hook", body: envelope, timeout: 2s}]}}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), k.ListenAddrs()[0], rc.srv.URL)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), k.ListenAddrs()[0], rc.srv.URL)
 	r := startFaultRelayLines(t, cfg, out)
 	time.Sleep(500 * time.Millisecond) // every pipeline saved its start
 

@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -154,7 +155,7 @@ func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 600, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 sinks:
@@ -163,7 +164,7 @@ sinks:
     webhook:
       endpoints:
         - %s
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), strings.Join(eps, "\n        - "))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), strings.Join(eps, "\n        - "))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestAFailedSinkStopsAloneAndTheOthersGoOn(t *testing.T) {
 	httpAddr := l.Addr().String()
 	l.Close()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 650, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 dead_letter: {store: none}
@@ -293,7 +294,7 @@ sinks:
       endpoints:
         - {name: bad, url: "%s", body: envelope}
         - {name: good, url: "%s", body: envelope}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), httpAddr, bad.srv.URL, good.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), httpAddr, bad.srv.URL, good.srv.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -250,7 +250,7 @@ func TestDoltJSONPayloadsArriveAsMySQLText(t *testing.T) {
 	}))
 	defer rx.Close()
 	cfgPath := writeFile(t, "relay.yaml", fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 1200, heartbeat: 5s, read_timeout: 45s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 5s, read_timeout: 45s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -258,7 +258,7 @@ sinks:
     type: webhook
     webhook:
       endpoints: [{name: rx, url: "%s", secrets: ["%s"], body: raw}]
-`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), rx.URL, newWebhookSecret(t)))
+`, s.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), rx.URL, newWebhookSecret(t)))
 	stop := runRelay(t, cfgPath, &syncLines{})
 	delivered := func(n int) bool {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {

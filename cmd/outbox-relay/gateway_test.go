@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
@@ -111,7 +112,7 @@ sinks:
 	killsWhileProducing := 0
 	for k := range 3 {
 		from := receipts.Load()
-		waitFor(t, 2*time.Minute, fmt.Sprintf("1,500 receipts before kill %d", k+1), func() bool { return receipts.Load() >= from+1500 }, showLog)
+		eventually.Within(t, 2*time.Minute, fmt.Sprintf("1,500 receipts before kill %d", k+1), func() bool { return receipts.Load() >= from+1500 }, showLog)
 		select {
 		case <-produced:
 		default:
@@ -142,7 +143,7 @@ sinks:
 		}
 		return true
 	}
-	waitFor(t, 4*time.Minute, "every endpoint to receive every event of its tenant", complete, showLog)
+	eventually.Within(t, 4*time.Minute, "every endpoint to receive every event of its tenant", complete, showLog)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("relay exited with %v after SIGTERM", err)

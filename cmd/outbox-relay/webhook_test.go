@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
@@ -159,18 +160,6 @@ func uniqueEvents(reqs []hookRequest) int {
 	return len(seen)
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, onFail func()) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			if onFail != nil {
-				onFail()
-			}
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-	}
-}
-
 // Relay SIGKILL while webhook retries are pending. The relay binary delivers
 // to one endpoint that answers 503 until the test lets it recover. It is
 // killed once while every event is being retried, and once more while the
@@ -208,7 +197,7 @@ func TestWebhookRetriesPendingSurviveSIGKILL(t *testing.T) {
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	cpPath := filepath.Join(dir, "checkpoints.json")
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 910, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -224,7 +213,7 @@ sinks:
           rate_limit: 40
           retry: {initial_backoff: 100ms, max_backoff: 500ms, max_attempts: 10000}
 log: {level: warn}
-`, srv.Port, dbname, cpPath, rc.srv.URL, oldSecret, secret)
+`, srv.Port, testserver.ServerID(), dbname, cpPath, rc.srv.URL, oldSecret, secret)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +245,7 @@ log: {level: warn}
 			_ = cmd.Wait()
 		}
 	}()
-	waitFor(t, 30*time.Second, "the start checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(cpPath)
 		return err == nil
 	}, showLog)
@@ -279,7 +268,7 @@ log: {level: warn}
 		}
 		return false
 	}
-	waitFor(t, 20*time.Second, "retries before the first kill", func() bool { return retried(0) }, showLog)
+	eventually.Within(t, 20*time.Second, "retries before the first kill", func() bool { return retried(0) }, showLog)
 	pendingAtKill := map[string]bool{}
 	for _, r := range rc.requests() {
 		pendingAtKill[r.eventID] = true
@@ -289,12 +278,12 @@ log: {level: warn}
 	cmd = start()
 
 	// The new process retries the same events, then the endpoint recovers.
-	waitFor(t, 20*time.Second, "retries after the restart", func() bool { return retried(1) }, showLog)
+	eventually.Within(t, 20*time.Second, "retries after the restart", func() bool { return retried(1) }, showLog)
 	healthy.Store(true)
 	phase("healthy")
 
 	// Kill 2: the endpoint is catching up, part of the events accepted.
-	waitFor(t, 20*time.Second, "a quarter of the events accepted", func() bool {
+	eventually.Within(t, 20*time.Second, "a quarter of the events accepted", func() bool {
 		return uniqueEvents(rc.accepted("")) >= total/4
 	}, showLog)
 	acceptedAtKill2 := uniqueEvents(rc.accepted(""))
@@ -302,7 +291,7 @@ log: {level: warn}
 	phase("kill 2")
 	cmd = start()
 
-	waitFor(t, 30*time.Second, "every event accepted", func() bool {
+	eventually.Within(t, 30*time.Second, "every event accepted", func() bool {
 		return uniqueEvents(rc.accepted("")) >= total
 	}, showLog)
 	phase("all accepted")
@@ -434,7 +423,7 @@ func TestDLQReplayDeliversOnceEndpointHealthy(t *testing.T) {
 			name, rc.srv.URL, name, oldSecret, secret)
 	}
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 920, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -445,7 +434,7 @@ sinks:
         - %s
         - %s
 log: {level: error}
-`, srv.Port, dbname, cpPath, ep("a"), ep("b"))
+`, srv.Port, testserver.ServerID(), dbname, cpPath, ep("a"), ep("b"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +452,7 @@ log: {level: error}
 		}
 	}()
 	showLog := func() { t.Logf("relay output:\n%s", relayOut.String()) }
-	waitFor(t, 30*time.Second, "the start checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(cpPath)
 		return err == nil
 	}, showLog)
@@ -477,7 +466,7 @@ log: {level: error}
 			committed[id] = true
 		}
 	}
-	waitFor(t, 20*time.Second, "every event dead-lettered at both endpoints", func() bool {
+	eventually.Within(t, 20*time.Second, "every event dead-lettered at both endpoints", func() bool {
 		return len(dlqList(t, cfgPath)) >= 2*total
 	}, showLog)
 	cancel()
