@@ -111,7 +111,7 @@ func get(t *testing.T, url string) (int, string) {
 // says it is caught up, and is live and ready; the listener is gone after
 // the relay stops.
 func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
-	r := runRelay(t, 700, `[{name: out, type: stdout}]`)
+	r := runRelay(t, `[{name: out, type: stdout}]`)
 	db, dbname, base := r.db, r.dbname, r.base
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d %q", code, body)
@@ -206,9 +206,9 @@ type testRelay struct {
 // runRelay runs a relay (version v9.9.9-test) on a fresh outbox database
 // of srv with the sinks of sinksYAML and http.listen on a free port, and
 // waits until /readyz answers 200.
-func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
+func runRelay(t *testing.T, sinksYAML string) testRelay {
 	t.Helper()
-	r := startRelay(t, serverID, sinksYAML, relay.Options{
+	r := startRelay(t, sinksYAML, relay.Options{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	eventually.Within(t, 30*time.Second, "/readyz to answer 200", func() bool {
 		code, _ := getQuiet(r.base + "/readyz")
@@ -219,7 +219,7 @@ func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
 
 // startRelay runs a relay as runRelay does, with opts (Stdout and Version
 // set here), and waits only until it serves HTTP, not until it is ready.
-func startRelay(t *testing.T, serverID int, sinksYAML string, opts relay.Options) testRelay {
+func startRelay(t *testing.T, sinksYAML string, opts relay.Options) testRelay {
 	t.Helper()
 	dbname := srv.NewDatabase(t)
 	db := srv.DB(t, dbname)
@@ -233,7 +233,7 @@ tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms, start: current}
 sinks: %s
 http: {listen: %q}
-`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	defer js.DeleteStream(context.Background(), "M"+u)
 
-	r := runRelay(t, 720, fmt.Sprintf(`
+	r := runRelay(t, fmt.Sprintf(`
   - {name: out, type: stdout}
   - {name: js, type: nats, nats: {urls: ["nats://127.0.0.1:4222"], stream: M%s, subject: "m%s.{{.AggregateType}}", create_stream: {enabled: true, subjects: ["m%s.>"], storage: memory}}}
   - {name: rd, type: redis, redis: {addr: "127.0.0.1:6379", stream: "m%s:outbox"}}

@@ -56,7 +56,7 @@ func insertEvent(t *testing.T, r testRelay, id string) {
 // and /readyz names the sink and its connect error, not the stream.
 func TestASinkDownAtStartIsNamedAsTheSink(t *testing.T) {
 	closed := freeAddr(t) // nothing listens: connections are refused
-	r := startRelay(t, 740, fmt.Sprintf(`[{name: cache, type: redis, redis: {addr: %q, stream: signals, timeout: 500ms}}]`, closed),
+	r := startRelay(t, fmt.Sprintf(`[{name: cache, type: redis, redis: {addr: %q, stream: signals, timeout: 500ms}}]`, closed),
 		relay.Options{Logger: slog.New(slog.DiscardHandler)})
 	sink := map[string]string{"sink": "cache"}
 	eventually.Within(t, 30*time.Second, "source_connected{sink=cache} = 1 while Redis is down", func() bool {
@@ -94,7 +94,7 @@ func TestAWebhookEndpointsTroubleIsItsOwn(t *testing.T) {
 	closed := freeAddr(t)
 	var logs logLines
 	const threshold = time.Second
-	r := startRelay(t, 760, fmt.Sprintf(`
+	r := startRelay(t, fmt.Sprintf(`
   - name: hooks
     type: webhook
     webhook:

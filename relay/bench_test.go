@@ -81,7 +81,7 @@ func BenchmarkBacklog(b *testing.B) {
 	makeBacklog(b)
 	b.Run("binlog", func(b *testing.B) {
 		for range b.N {
-			r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: 7777, Flavor: "mariadb",
+			r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: testserver.ServerID(), Flavor: "mariadb",
 				Tables: []canal.Table{{Schema: backlog.dbname, Name: "outbox", Columns: canal.Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}}})
 			if err != nil {
 				b.Fatal(err)

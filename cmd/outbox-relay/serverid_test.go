@@ -50,7 +50,7 @@ func TestCopiedConfigWithTheSameServerIDStopsClearly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			id := 930 + 10*i
+			id := testserver.ServerID()
 			cfg := func(name, user string) string {
 				p := filepath.Join(dir, name+".yaml")
 				os.WriteFile(p, []byte(fmt.Sprintf(`
