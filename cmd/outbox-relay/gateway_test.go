@@ -63,7 +63,7 @@ func TestGatewaySIGKILLLosesNothingForAnyEndpoint(t *testing.T) {
 	cfgPath, cpPath := filepath.Join(dir, "relay.yaml"), filepath.Join(dir, "checkpoints.json")
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 920, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {path: %s, interval: 100ms}
 log: {level: warn}
@@ -73,7 +73,7 @@ sinks:
     webhook:
       gateway: {queue: 16, max_catch_up: 2}
       endpoints:
-`, srv.Port, dbname, cpPath)
+`, srv.Port, testserver.ServerID(), dbname, cpPath)
 	for i := range n {
 		fmt.Fprintf(&b, "        - {name: e%03d, url: \"%s/e/%d\", body: raw, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}\n",
 			i, hooks.URL, i, i%tenants)
