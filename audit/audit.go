@@ -4,9 +4,10 @@
 //
 // An audit has three steps. Scan reads the range and hands each committed
 // outbox event on, in binlog order, with its Span (where the range begins
-// and ends, by GTID and commit time). A sink's reader (Kafka, NATS, Redis,
-// RabbitMQ) reads the destination back and hands each message on as a
-// Delivery. A Comparison matches the two by event id and makes the Report:
+// and ends, by GTID and commit time). The sink's sink.Auditor (declared by
+// its kind with sink.Kind.Audit: Kafka, NATS, Redis, RabbitMQ) reads the
+// destination back, and Run hands each message on as a Delivery. A
+// Comparison matches the two by event id and makes the Report:
 //
 //   - missing: events of the range no message carries (the audit fails);
 //   - unexpected: messages that claim a transaction of the range (their

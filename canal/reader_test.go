@@ -39,7 +39,7 @@ func setup(t *testing.T) (string, *sql.DB, canal.Config) {
 	}
 	cfg := canal.Config{
 		Host: srv.Host, Port: uint16(srv.Port), User: "root",
-		ServerID: 100 + uint32(time.Now().UnixNano()%1000), Flavor: "mariadb",
+		ServerID: testserver.ServerID(), Flavor: "mariadb",
 		Tables: []canal.Table{{Schema: dbname, Name: "outbox", Columns: canal.Columns{
 			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"},
 			Headers: []string{"tenant"}}},

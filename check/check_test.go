@@ -69,8 +69,8 @@ func shutdown(s *testserver.Server) {
 // appended at the top level.
 func testConfig(t *testing.T, s *testserver.Server, user, password string, extra ...string) *config.Config {
 	t.Helper()
-	y := fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: %s, password: %q, server_id: 4041}\n"+
-		"checkpoint: {path: %s}\n", s.Port, user, password, filepath.Join(t.TempDir(), "checkpoints.json"))
+	y := fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: %s, password: %q, server_id: %d}\n"+
+		"checkpoint: {path: %s}\n", s.Port, user, password, testserver.ServerID(), filepath.Join(t.TempDir(), "checkpoints.json"))
 	hasTables, hasSinks := false, false
 	for _, e := range extra {
 		hasTables = hasTables || strings.HasPrefix(e, "tables:")

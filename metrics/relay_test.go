@@ -23,6 +23,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
@@ -110,7 +111,7 @@ func get(t *testing.T, url string) (int, string) {
 // says it is caught up, and is live and ready; the listener is gone after
 // the relay stops.
 func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
-	r := runRelay(t, 700, `[{name: out, type: stdout}]`)
+	r := runRelay(t, `[{name: out, type: stdout}]`)
 	db, dbname, base := r.db, r.dbname, r.base
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d %q", code, body)
@@ -136,7 +137,7 @@ func TestRunningRelayExposesEveryDocumentedMetric(t *testing.T) {
 	const want = txns * perTxn
 	sinkLabel := map[string]string{"sink": "out"}
 	var mfs map[string]*dto.MetricFamily
-	waitFor(t, 30*time.Second, "20 deliveries, a checkpoint save and a heartbeat after them", func() bool {
+	eventually.Within(t, 30*time.Second, "20 deliveries, a checkpoint save and a heartbeat after them", func() bool {
 		mfs = scrape(t, base)
 		d, _ := value(mfs, "outbox_relay_events_delivered_total", sinkLabel)
 		lag, _ := value(mfs, "outbox_relay_replication_lag_seconds", sinkLabel)
@@ -205,11 +206,11 @@ type testRelay struct {
 // runRelay runs a relay (version v9.9.9-test) on a fresh outbox database
 // of srv with the sinks of sinksYAML and http.listen on a free port, and
 // waits until /readyz answers 200.
-func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
+func runRelay(t *testing.T, sinksYAML string) testRelay {
 	t.Helper()
-	r := startRelay(t, serverID, sinksYAML, relay.Options{
+	r := startRelay(t, sinksYAML, relay.Options{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+	eventually.Within(t, 30*time.Second, "/readyz to answer 200", func() bool {
 		code, _ := getQuiet(r.base + "/readyz")
 		return code == http.StatusOK
 	})
@@ -218,7 +219,7 @@ func runRelay(t *testing.T, serverID int, sinksYAML string) testRelay {
 
 // startRelay runs a relay as runRelay does, with opts (Stdout and Version
 // set here), and waits only until it serves HTTP, not until it is ready.
-func startRelay(t *testing.T, serverID int, sinksYAML string, opts relay.Options) testRelay {
+func startRelay(t *testing.T, sinksYAML string, opts relay.Options) testRelay {
 	t.Helper()
 	dbname := srv.NewDatabase(t)
 	db := srv.DB(t, dbname)
@@ -232,7 +233,7 @@ tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms, start: current}
 sinks: %s
 http: {listen: %q}
-`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), sinksYAML, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ http: {listen: %q}
 	}
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + addr
-	waitFor(t, 30*time.Second, "/healthz to answer 200", func() bool {
+	eventually.Within(t, 30*time.Second, "/healthz to answer 200", func() bool {
 		code, _ := getQuiet(base + "/healthz")
 		return code == http.StatusOK
 	})
@@ -279,17 +280,6 @@ func getQuiet(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // A relay with a NATS JetStream, a Redis Streams and a RabbitMQ sink beside
@@ -331,7 +321,7 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	defer js.DeleteStream(context.Background(), "M"+u)
 
-	r := runRelay(t, 720, fmt.Sprintf(`
+	r := runRelay(t, fmt.Sprintf(`
   - {name: out, type: stdout}
   - {name: js, type: nats, nats: {urls: ["nats://127.0.0.1:4222"], stream: M%s, subject: "m%s.{{.AggregateType}}", create_stream: {enabled: true, subjects: ["m%s.>"], storage: memory}}}
   - {name: rd, type: redis, redis: {addr: "127.0.0.1:6379", stream: "m%s:outbox"}}
@@ -347,7 +337,7 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	}
 	sinks := []string{"out", "js", "rd", "mq"}
 	var mfs map[string]*dto.MetricFamily
-	waitFor(t, 60*time.Second, "every sink to deliver every event", func() bool {
+	eventually.Within(t, 60*time.Second, "every sink to deliver every event", func() bool {
 		mfs = scrape(t, base)
 		for _, s := range sinks {
 			if d, _ := value(mfs, "outbox_relay_events_delivered_total", map[string]string{"sink": s}); d != want {

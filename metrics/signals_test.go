@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -55,16 +56,16 @@ func insertEvent(t *testing.T, r testRelay, id string) {
 // and /readyz names the sink and its connect error, not the stream.
 func TestASinkDownAtStartIsNamedAsTheSink(t *testing.T) {
 	closed := freeAddr(t) // nothing listens: connections are refused
-	r := startRelay(t, 740, fmt.Sprintf(`[{name: cache, type: redis, redis: {addr: %q, stream: signals, timeout: 500ms}}]`, closed),
+	r := startRelay(t, fmt.Sprintf(`[{name: cache, type: redis, redis: {addr: %q, stream: signals, timeout: 500ms}}]`, closed),
 		relay.Options{Logger: slog.New(slog.DiscardHandler)})
 	sink := map[string]string{"sink": "cache"}
-	waitFor(t, 30*time.Second, "source_connected{sink=cache} = 1 while Redis is down", func() bool {
+	eventually.Within(t, 30*time.Second, "source_connected{sink=cache} = 1 while Redis is down", func() bool {
 		v, _ := value(scrape(t, r.base), "outbox_relay_source_connected", sink)
 		return v == 1
 	})
 	insertEvent(t, r, "s1")
 	var body string
-	waitFor(t, 30*time.Second, "/readyz to name the sink's connect error", func() bool {
+	eventually.Within(t, 30*time.Second, "/readyz to name the sink's connect error", func() bool {
 		var code int
 		code, body = get(t, r.base+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "sink cache: not connected (retrying): connect to redis "+closed)
@@ -93,7 +94,7 @@ func TestAWebhookEndpointsTroubleIsItsOwn(t *testing.T) {
 	closed := freeAddr(t)
 	var logs logLines
 	const threshold = time.Second
-	r := startRelay(t, 760, fmt.Sprintf(`
+	r := startRelay(t, fmt.Sprintf(`
   - name: hooks
     type: webhook
     webhook:
@@ -102,14 +103,14 @@ func TestAWebhookEndpointsTroubleIsItsOwn(t *testing.T) {
         - {name: busy, url: %q, retry: {initial_backoff: 100ms, max_backoff: 200ms, max_attempts: 1000}}
 `, closed, busy.URL), relay.Options{ReadyCheckpointAge: threshold,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
+	eventually.Within(t, 30*time.Second, "/readyz to answer 200", func() bool {
 		code, _ := getQuiet(r.base + "/readyz")
 		return code == http.StatusOK
 	})
 	insertEvent(t, r, "w1")
 	inserted := time.Now()
 
-	waitFor(t, 10*time.Second, "a log line of the endpoint refusing connections", func() bool {
+	eventually.Within(t, 10*time.Second, "a log line of the endpoint refusing connections", func() bool {
 		return len(logs.find("webhook endpoint failing; its events are retried", "endpoint", "refused")) > 0
 	})
 	t.Logf("endpoint refusing connections logged %s after the insert", time.Since(inserted).Round(time.Millisecond))
@@ -117,7 +118,7 @@ func TestAWebhookEndpointsTroubleIsItsOwn(t *testing.T) {
 	if out, _ := rec["outcome"].(string); !strings.Contains(out, "connection refused") {
 		t.Errorf("the line's outcome is %q, want the refusal", out)
 	}
-	waitFor(t, 10*time.Second, `failed_total{reason="connection"} and {reason="retriable"} (the 503s) to count`, func() bool {
+	eventually.Within(t, 10*time.Second, `failed_total{reason="connection"} and {reason="retriable"} (the 503s) to count`, func() bool {
 		mfs := scrape(t, r.base)
 		conn, _ := value(mfs, "outbox_relay_events_failed_total", map[string]string{"sink": "hooks", "reason": "connection"})
 		other, _ := value(mfs, "outbox_relay_events_failed_total", map[string]string{"sink": "hooks", "reason": "retriable"})
@@ -125,7 +126,7 @@ func TestAWebhookEndpointsTroubleIsItsOwn(t *testing.T) {
 	})
 	// Both endpoints hold the event, unacknowledged, for well past the
 	// threshold: the relay stays ready.
-	waitFor(t, 30*time.Second, "both endpoints to hold the event for 3× the threshold", func() bool {
+	eventually.Within(t, 30*time.Second, "both endpoints to hold the event for 3× the threshold", func() bool {
 		var eps map[string][]struct {
 			Endpoint   string  `json:"endpoint"`
 			LagSeconds float64 `json:"lag_seconds"`

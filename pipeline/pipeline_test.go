@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -612,7 +613,7 @@ func TestLingerZeroSendsAnEventOnAnIdlePipelineAtOnce(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, src) }()
-	waitUntil(t, func() bool { return len(s.got()) == 3 })
+	eventually.Within(t, 30*time.Second, "three batches written", func() bool { return len(s.got()) == 3 })
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
@@ -655,7 +656,7 @@ func TestLingerZeroFillsBatchesFromTheQueueUnderLoad(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, src) }()
-	waitUntil(t, func() bool {
+	eventually.Within(t, 30*time.Second, "every event written", func() bool {
 		n := 0
 		for _, b := range s.got() {
 			n += len(b)
@@ -696,7 +697,7 @@ func TestLingerWaitsForABatchToFillOnlyWhenSet(t *testing.T) {
 	src := &stepSource{txns: txns(2, 1), next: func(i int) error {
 		switch i {
 		case 1:
-			waitUntil(t, func() bool { return asked.Load() == 1 }) // the batch of event 0 lingers
+			eventually.Within(t, 30*time.Second, "the first ask", func() bool { return asked.Load() == 1 }) // the batch of event 0 lingers
 		case 2:
 			fire <- time.Now() // event 1 is queued: the linger ends
 		}
@@ -704,21 +705,11 @@ func TestLingerWaitsForABatchToFillOnlyWhenSet(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, src) }()
-	waitUntil(t, func() bool { return len(s.got()) == 1 })
+	eventually.Within(t, 30*time.Second, "one batch written", func() bool { return len(s.got()) == 1 })
 	cancel()
 	<-done
 	if got := s.got(); len(got) != 1 || len(got[0]) != 2 {
 		t.Errorf("batches %v, want the two events in one batch", got)
-	}
-}
-
-// waitUntil polls cond; the limit only guards against a hang.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 30s")
-		}
 	}
 }
 

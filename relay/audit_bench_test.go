@@ -47,7 +47,7 @@ func BenchmarkAudit(b *testing.B) {
 	}
 	kc := *cfg.Sinks[0].Config.(*kafka.Config)
 	kc.Defaults()
-	rb, err := kafka.NewReadBack(kc)
+	rb, err := kafka.NewAuditor(kc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,10 +66,7 @@ func BenchmarkAudit(b *testing.B) {
 				peak := watchHeap()
 				start := time.Now()
 				r, err := audit.Run(ctx, audit.Options{Memory: mem.bytes, TempDir: b.TempDir()}, rc,
-					audit.Range{From: audit.Bound{GTID: backlog.start.GTIDSet}, To: audit.Bound{GTID: backlog.end.GTIDSet}}, backlog.start, cur, "kafka",
-					rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
-						return audit.Kafka(ctx, c, span, topics, rb)
-					})
+					audit.Range{From: audit.Bound{GTID: backlog.start.GTIDSet}, To: audit.Bound{GTID: backlog.end.GTIDSet}}, backlog.start, cur, "kafka", rb)
 				elapsed := time.Since(start)
 				top := peak.end()
 				if err != nil {

@@ -22,20 +22,18 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/kafka"
-	"github.com/outbox-relay/outbox-relay/sink/nats"
-	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
-	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// auditRange audits cfg's first sink over (from, to]: dest routes an event,
-// readBack reads the destinations back.
-func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options,
-	dest func(*event.Event) (string, error), readBack func(context.Context, *audit.Comparison, *audit.Span, []string) error) audit.Report {
+// auditSink audits cfg's first sink over (from, to] with the Auditor its
+// kind declares (sink.Kind.Audit), allowing a minute of clock skew; queue
+// is the stream queue of a rabbitmq sink.
+func auditSink(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options, queue string) (audit.Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -56,28 +54,27 @@ func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
-	rep, err := audit.Run(ctx, opts, rc, rng, from, cur, cfg.Sinks[0].Name, dest, func(c *audit.Comparison, span *audit.Span, dests []string) error {
-		return readBack(ctx, c, span, dests)
-	})
+	kind, ok := sink.KindOf(cfg.Sinks[0].Type)
+	if !ok || kind.Audit == nil {
+		t.Fatalf("sink type %s declares no read-back", cfg.Sinks[0].Type)
+	}
+	a, err := kind.Audit(sink.AuditParams{Config: cfg.Sinks[0].Config, ClockSkew: time.Minute, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rep
+	defer a.Close()
+	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
+	return audit.Run(ctx, opts, rc, rng, from, cur, cfg.Sinks[0].Name, a)
 }
 
-// auditKafka audits cfg's kafka sink over (from, to].
-func auditKafka(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
+// auditRange audits cfg's first sink over (from, to]; an error fails t.
+func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options) audit.Report {
 	t.Helper()
-	kc := *cfg.Sinks[0].Config.(*kafka.Config)
-	kc.Defaults()
-	rb, err := kafka.NewReadBack(kc)
+	r, err := auditSink(t, cfg, from, to, opts, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return auditRange(t, cfg, from, to, opts, rb.Topic, func(ctx context.Context, c *audit.Comparison, span *audit.Span, topics []string) error {
-		return audit.Kafka(ctx, c, span, topics, rb)
-	})
+	return r
 }
 
 // healthy fails unless r found every one of n events and nothing else wrong.
@@ -188,13 +185,7 @@ func TestAuditNATSFindsExactlyTheDeletedMessages(t *testing.T) {
 			}
 		}
 	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		rb, err := nats.NewReadBack(*cfg.Sinks[0].Config.(*nats.Config))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return auditRange(t, cfg, from, to, audit.Options{}, rb.Subject, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
-			return audit.NATS(ctx, c, span, rb, time.Minute)
-		})
+		return auditRange(t, cfg, from, to, audit.Options{})
 	})
 }
 
@@ -227,14 +218,7 @@ func TestAuditRedisFindsExactlyTheDeletedEntries(t *testing.T) {
 			}
 		}
 	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		rb, err := redis.NewReadBack(*cfg.Sinks[0].Config.(*redis.Config))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rb.Close()
-		return auditRange(t, cfg, from, to, audit.Options{}, rb.Stream, func(ctx context.Context, c *audit.Comparison, span *audit.Span, keys []string) error {
-			return audit.Redis(ctx, c, span, keys, rb.Client, time.Minute)
-		})
+		return auditRange(t, cfg, from, to, audit.Options{})
 	})
 }
 
@@ -275,7 +259,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	stop()
 
-	rep := auditKafka(t, cfg, from, to, audit.Options{})
+	rep := auditRange(t, cfg, from, to, audit.Options{})
 	healthy(t, rep, w.Events())
 
 	// Drop every record of partition 0.
@@ -310,12 +294,12 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep = auditKafka(t, cfg, from, to, audit.Options{})
+	rep = auditRange(t, cfg, from, to, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, lost) {
 		t.Fatalf("after dropping partition 0's %d records, missing %v; want exactly %v", len(lost), got, lost)
 	}
 	// The same audit with the least memory spills its sorts and finds the same.
-	small := auditKafka(t, cfg, from, to, audit.Options{Memory: audit.MinMemory, TempDir: t.TempDir()})
+	small := auditRange(t, cfg, from, to, audit.Options{Memory: audit.MinMemory, TempDir: t.TempDir()})
 	if got := missingIDs(small); small.Spill.Runs == 0 || !slices.Equal(got, lost) || small.DuplicateCount != rep.DuplicateCount || small.OrderCount != 0 {
 		t.Fatalf("with 64 KiB (%d runs spilled): missing %v, %d duplicates, %d order; want %v, %d, 0", small.Spill.Runs, got, small.DuplicateCount, small.OrderCount, lost, rep.DuplicateCount)
 	}
@@ -323,7 +307,7 @@ func TestAuditKafkaFindsExactlyTheMissingEvents(t *testing.T) {
 	// One event committed while the relay is stopped.
 	insertAt(t, db, time.Now(), "never-produced")
 	to2, _ := source.CurrentPosition(ctx, db, info)
-	rep = auditKafka(t, cfg, to, to2, audit.Options{})
+	rep = auditRange(t, cfg, to, to2, audit.Options{})
 	if got := missingIDs(rep); !slices.Equal(got, []string{"never-produced"}) {
 		t.Fatalf("an event never produced: missing %v", got)
 	}
@@ -398,17 +382,8 @@ func TestAuditRabbitMQStreamQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := rabbitmq.NewReadBack(*cfg.Sinks[0].Config.(*rabbitmq.Config))
-	if err != nil {
-		t.Fatal(err)
-	}
 	auditQueue := func(q string, to event.Position) (audit.Report, error) {
-		var rerr error
-		r := auditRange(t, cfg, from, to, audit.Options{}, rb.RoutingKey, func(ctx context.Context, c *audit.Comparison, span *audit.Span, _ []string) error {
-			rerr = audit.RabbitMQ(ctx, c, span, rb, q, time.Minute)
-			return nil
-		})
-		return r, rerr
+		return auditSink(t, cfg, from, to, audit.Options{}, q)
 	}
 	// Up to the last order event: clean.
 	r, err := auditQueue(auditQ, mid)
@@ -440,11 +415,11 @@ func TestAuditFromATimeStartsAtTheLastFileBegunBeforeIt(t *testing.T) {
 	db := srv.DB(t, dbname)
 	ctx := context.Background()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 720}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}

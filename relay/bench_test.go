@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -81,7 +82,7 @@ func BenchmarkBacklog(b *testing.B) {
 	makeBacklog(b)
 	b.Run("binlog", func(b *testing.B) {
 		for range b.N {
-			r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: 7777, Flavor: "mariadb",
+			r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: testserver.ServerID(), Flavor: "mariadb",
 				Tables: []canal.Table{{Schema: backlog.dbname, Name: "outbox", Columns: canal.Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}}})
 			if err != nil {
 				b.Fatal(err)
@@ -120,12 +121,12 @@ func BenchmarkBacklog(b *testing.B) {
 func drainBacklog(b *testing.B, brokers string) (*config.Config, time.Duration) {
 	cpPath := filepath.Join(b.TempDir(), "cp.json")
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 7800}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 50ms, start: "gtid:%s"}
 delivery: {batch_size: 2000, max_in_flight: 20000}
 sinks: [{name: kafka, type: kafka, kafka: {brokers: [%s]}}]
-`, srv.Port, backlog.dbname, cpPath, backlog.start.GTIDSet, brokers)))
+`, srv.Port, testserver.ServerID(), backlog.dbname, cpPath, backlog.start.GTIDSet, brokers)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -70,16 +72,16 @@ func TestMemoryIsBoundedWhileOneEventIsRetried(t *testing.T) {
 	var mu sync.Mutex
 	delivered := map[string]bool{}
 	stuckTries := 0
-	rc := newReceiver(t, func(r *http.Request, _ time.Duration) (int, http.Header, time.Duration) {
+	rc := receiver.Start(t, func(r *http.Request, _ []byte, _ time.Duration) receiver.Reply {
 		id := r.Header.Get("webhook-id")
 		mu.Lock()
 		defer mu.Unlock()
 		if strings.HasPrefix(id, "stuck") {
 			stuckTries++
-			return http.StatusServiceUnavailable, nil, 0
+			return receiver.Reply{Status: http.StatusServiceUnavailable}
 		}
 		delivered[id] = true
-		return http.StatusOK, nil, 0
+		return receiver.Reply{Status: http.StatusOK}
 	})
 	isDelivered := func(id string) bool {
 		mu.Lock()
@@ -88,7 +90,7 @@ func TestMemoryIsBoundedWhileOneEventIsRetried(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 sinks:
@@ -97,7 +99,7 @@ sinks:
     webhook:
       endpoints:
         - {name: ep, url: "%s/hook", body: envelope, retry: {initial_backoff: 100ms, max_backoff: 500ms, max_attempts: 1000000}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), rc.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), rc.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}

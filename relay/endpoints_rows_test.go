@@ -19,7 +19,10 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -34,7 +37,7 @@ type rowsRelay struct {
 	logs *countingHandler
 }
 
-func newRowsRelay(t *testing.T, dbname string, serverID int, yaml string, logKeys ...string) *rowsRelay {
+func newRowsRelay(t *testing.T, dbname string, yaml string, logKeys ...string) *rowsRelay {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,7 +61,7 @@ sinks:
       endpoints_table:
         table: %[3]s.outbox_endpoints
         defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
-`, srv.Port, serverID, dbname, filepath.Join(t.TempDir(), "cp.json"), addr, endpoints)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), addr, endpoints)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +170,8 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	billing, probe := newReceiver(t, nil), newReceiver(t, nil)
-	attacker, attacker2 := newReceiver(t, nil), newReceiver(t, nil)
+	billing, probe := receiver.Start(t, nil), receiver.Start(t, nil)
+	attacker, attacker2 := receiver.Start(t, nil), receiver.Start(t, nil)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {
@@ -177,17 +180,17 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	}
 	// "probe" is a row of the table that gets every event: once it has an
 	// event committed after a row change, the relay has applied that change.
-	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('probe', ?)`, probe.srv.URL+"/hook")
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('probe', ?)`, probe.URL+"/hook")
 	const refused = "refused: endpoint hooks/billing is in the configuration"
-	rr := newRowsRelay(t, dbname, 740, fmt.Sprintf(`{name: billing, url: "%s/hook", body: envelope}`, billing.srv.URL),
+	rr := newRowsRelay(t, dbname, fmt.Sprintf(`{name: billing, url: "%s/hook", body: envelope}`, billing.URL),
 		refused, "the row refused for the name of an endpoint of the configuration was deleted")
 	stop := rr.run(t)
 	total := 0
 	produce := func() {
 		t.Helper()
 		total += events(t, db, 3)
-		waitFor(t, "billing and probe to get every event", 60*time.Second, func() bool {
-			return billing.unique() >= total && probe.unique() >= total
+		eventually.Within(t, 60*time.Second, "billing and probe to get every event", func() bool {
+			return billing.Unique() >= total && probe.Unique() >= total
 		})
 	}
 	produce()
@@ -197,11 +200,11 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 0)`, attacker.srv.URL+"/hook")
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 0)`, attacker.URL+"/hook")
 	produce()
 	exec(`UPDATE outbox_endpoints SET enabled = 1 WHERE id = 'billing'`)
 	produce()
-	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, attacker2.srv.URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, attacker2.URL+"/hook")
 	produce()
 	exec(`DELETE FROM outbox_endpoints WHERE id = 'billing'`)
 	produce()
@@ -215,7 +218,7 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 		t.Fatalf("the configured endpoint's checkpoint after the row's DELETE: %v", err)
 	}
 	// Read at start, and the changes replayed from the older cursor.
-	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.srv.URL+"/hook")
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.URL+"/hook")
 	stop()
 	if err := os.WriteFile(rr.cfg.Checkpoint.Path, saved, 0o600); err != nil {
 		t.Fatal(err)
@@ -228,11 +231,11 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	if n := rr.count(refused); n < 2 {
 		t.Errorf("%d error logs of the refused row over two runs, want one per run", n)
 	}
-	if n := len(attacker.got()) + len(attacker2.got()); n != 0 {
+	if n := len(attacker.Accepted("")) + len(attacker2.Accepted("")); n != 0 {
 		t.Errorf("the row's urls got %d events of the configured endpoint", n)
 	}
-	if billing.unique() != total {
-		t.Errorf("the configured endpoint got %d of %d events", billing.unique(), total)
+	if billing.Unique() != total {
+		t.Errorf("the configured endpoint got %d of %d events", billing.Unique(), total)
 	}
 	if _, err := rr.checkpoint(t, "hooks/billing"); err != nil {
 		t.Errorf("the configured endpoint's checkpoint: %v", err)
@@ -251,18 +254,18 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	if err := st.Save(context.Background(), "hooks/billing", cp); err != nil {
 		t.Fatal(err)
 	}
-	before := billing.unique()
+	before := billing.Unique()
 	stop = rr.run(t)
-	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.srv.URL+"/hook")
-	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, billing.srv.URL+"/hook")
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('billing', ?, 1)`, attacker.URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'billing'`, billing.URL+"/hook")
 	total += events(t, db, 3)
-	waitFor(t, "probe to get every event", 60*time.Second, func() bool { return probe.unique() >= total })
+	eventually.Within(t, 60*time.Second, "probe to get every event", func() bool { return probe.Unique() >= total })
 	if e := rr.endpoints(t)["hooks/billing"]; e.State != "disabled" {
 		t.Errorf("/endpoints: the disabled configured endpoint is %q after the row's UPDATE, want disabled", e.State)
 	}
 	stop()
-	if billing.unique() != before || len(attacker.got()) != 0 {
-		t.Errorf("a row's UPDATE enabled the disabled configured endpoint: it got %d more events", billing.unique()-before)
+	if billing.Unique() != before || len(attacker.Accepted("")) != 0 {
+		t.Errorf("a row's UPDATE enabled the disabled configured endpoint: it got %d more events", billing.Unique()-before)
 	}
 	if cp, err := rr.checkpoint(t, "hooks/billing"); err != nil || cp.Disabled == "" {
 		t.Errorf("the configured endpoint after a row's UPDATE: %+v, %v; want still disabled", cp, err)
@@ -282,14 +285,14 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	good, fixed := newReceiver(t, nil), newReceiver(t, nil)
+	good, fixed := receiver.Start(t, nil), receiver.Start(t, nil)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('good', ?), ('bad', 'http://10.1.2.3/hook'), ('off', ?)`, good.srv.URL+"/hook", good.srv.URL+"/off")
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('good', ?), ('bad', 'http://10.1.2.3/hook'), ('off', ?)`, good.URL+"/hook", good.URL+"/off")
 	exec(`UPDATE outbox_endpoints SET enabled = 0 WHERE id = 'off'`)
 	const (
 		skipped   = "a row cannot be used: its endpoint is skipped"
@@ -297,10 +300,10 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 		goneInfo  = "a row of an endpoint that was not running was deleted"
 		refusedBy = "endpoints_table.defaults.egress.allow"
 	)
-	rr := newRowsRelay(t, dbname, 750, "", skipped, unusable, goneInfo)
+	rr := newRowsRelay(t, dbname, "", skipped, unusable, goneInfo)
 	stop := rr.run(t)
 	total := events(t, db, 5)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
 	eps := rr.endpoints(t)
 	if e := eps["hooks/bad"]; e.State != "invalid" || !strings.Contains(e.Invalid, refusedBy) {
 		t.Errorf("/endpoints hooks/bad: %+v; want state invalid and why, naming %s", e, refusedBy)
@@ -315,21 +318,21 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 		t.Errorf("%d error logs of the bad row, want 1", n)
 	}
 	// Fixed while running, it starts: it gets what is committed after.
-	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.srv.URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.URL+"/hook")
 	after := events(t, db, 5)
 	total += after
-	waitFor(t, "the fixed endpoint to get the events after its fix", 60*time.Second, func() bool {
-		return fixed.unique() >= after && good.unique() >= total
+	eventually.Within(t, 60*time.Second, "the fixed endpoint to get the events after its fix", func() bool {
+		return fixed.Unique() >= after && good.Unique() >= total
 	})
-	waitFor(t, "/endpoints to show the fixed endpoint running", 10*time.Second, func() bool {
+	eventually.Within(t, 10*time.Second, "/endpoints to show the fixed endpoint running", func() bool {
 		return rr.endpoints(t)["hooks/bad"].State == "attached"
 	})
 	// A bad row inserted then deleted: invalid, then removed (info).
 	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('typo', 'http://10.9.9.9/')`)
 	exec(`DELETE FROM outbox_endpoints WHERE id = 'typo'`)
 	total += events(t, db, 1)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
-	waitFor(t, "/endpoints to drop the deleted row's endpoint", 10*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
+	eventually.Within(t, 10*time.Second, "/endpoints to drop the deleted row's endpoint", func() bool {
 		_, listed := rr.endpoints(t)["hooks/typo"]
 		return !listed
 	})
@@ -357,23 +360,23 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	}
 	var gone atomic.Bool
 	gone.Store(true)
-	good := newReceiver(t, nil)
-	hook := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+	good := receiver.Start(t, nil)
+	hook := receiver.Start(t, func(*http.Request, []byte, time.Duration) receiver.Reply {
 		if gone.Load() {
-			return http.StatusGone, nil, 0
+			return receiver.Reply{Status: http.StatusGone}
 		}
-		return http.StatusOK, nil, 0
+		return receiver.Reply{Status: http.StatusOK}
 	})
-	rr := newRowsRelay(t, dbname, 760, fmt.Sprintf(`{name: good, url: "%s/hook", body: envelope}
-        - {name: gone, url: "%s/hook", body: envelope}`, good.srv.URL, hook.srv.URL))
+	rr := newRowsRelay(t, dbname, fmt.Sprintf(`{name: good, url: "%s/hook", body: envelope}
+        - {name: gone, url: "%s/hook", body: envelope}`, good.URL, hook.URL))
 	stop := rr.run(t)
 	total := events(t, db, 10)
-	waitFor(t, "the 410 endpoint to be disabled", 60*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "the 410 endpoint to be disabled", func() bool {
 		cp, _ := rr.checkpoint(t, "hooks/gone")
 		return strings.Contains(cp.Disabled, "410")
 	})
 	total += events(t, db, 10)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
 	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
 		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
 	}
@@ -384,7 +387,7 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	// Still disabled after a restart.
 	stop = rr.run(t)
 	total += events(t, db, 2)
-	waitFor(t, "the good endpoint to get every event", 60*time.Second, func() bool { return good.unique() >= total })
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
 	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
 		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
 	}
@@ -420,17 +423,17 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 		}
 	}
 	stop = rr.run(t)
-	waitFor(t, "the enabled endpoint to get every event that is not a dead letter", 60*time.Second, func() bool {
-		return hook.unique()+len(dead) >= total
+	eventually.Within(t, 60*time.Second, "the enabled endpoint to get every event that is not a dead letter", func() bool {
+		return hook.Unique()+len(dead) >= total
 	})
 	stop()
-	for _, d := range hook.got() {
-		if dead[d.eventID] {
-			t.Errorf("event %s is a dead letter and was delivered too", d.eventID)
+	for _, d := range hook.Accepted("") {
+		if dead[d.EventID] {
+			t.Errorf("event %s is a dead letter and was delivered too", d.EventID)
 		}
 	}
 	if len(dead) >= total {
 		t.Errorf("all %d events are dead letters: the 410 did not stop the endpoint", total)
 	}
-	t.Logf("%d events: %d dead letters (held when it answered 410), %d delivered once enabled", total, len(dead), hook.unique())
+	t.Logf("%d events: %d dead letters (held when it answered 410), %d delivered once enabled", total, len(dead), hook.Unique())
 }

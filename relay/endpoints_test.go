@@ -15,6 +15,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -35,26 +37,26 @@ func TestEndpointsTableChangesTakeEffectAfterTheirTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, b := newReceiver(t, nil), newReceiver(t, nil)
+	a, b := receiver.Start(t, nil), receiver.Start(t, nil)
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	// "static" is read at start; "late" is inserted mid-stream.
-	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('static', ?, ?, 't1')`, a.srv.URL+"/hook", secret); err != nil {
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('static', ?, ?, 't1')`, a.URL+"/hook", secret); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
-tables: [{name: %[2]s.outbox, headers: [tenant]}]
-checkpoint: {path: %[3]s, interval: 100ms}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %[3]s.outbox, headers: [tenant]}]
+checkpoint: {path: %[4]s, interval: 100ms}
 sinks:
   - name: hooks
     type: webhook
     webhook:
       endpoints_table:
-        table: %[2]s.outbox_endpoints
+        table: %[3]s.outbox_endpoints
         tenant_header: tenant
         defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ sinks:
 	wantA = append(wantA, commit("t1")...)
 	// "late" is created in a transaction with a t2 event: it gets the
 	// events committed after it, not that one.
-	inTxn("t2", `INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('late', ?, ?, 't2')`, b.srv.URL+"/hook", secret)
+	inTxn("t2", `INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('late', ?, ?, 't2')`, b.URL+"/hook", secret)
 	ids := commit("t2", "t1")
 	wantB = append(wantB, ids[0])
 	wantA = append(wantA, ids[1])
@@ -138,10 +140,10 @@ sinks:
 	ids = commit("t3", "t2")
 	wantA = append(wantA, ids[0])
 
-	waitForIDs := func(rc *receiver, want []string) {
+	waitForIDs := func(rc *receiver.Receiver, want []string) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
-		for rc.unique() < len(want) && time.Now().Before(deadline) {
+		for rc.Unique() < len(want) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -153,8 +155,8 @@ sinks:
 	waitForIDs(a, wantA)
 	// A new url restarts "static" with the new row: what is committed after
 	// goes to the new address, nothing is lost or sent twice.
-	c := newReceiver(t, nil)
-	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'static'`, c.srv.URL+"/hook")
+	c := receiver.Start(t, nil)
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'static'`, c.URL+"/hook")
 	wantC := commit("t3", "t3")
 	waitForIDs(c, wantC)
 	cancel()
@@ -163,17 +165,17 @@ sinks:
 	}
 	// Each received exactly its events, once, in order per aggregate (one
 	// aggregate per tenant): events of two aggregates may interleave.
-	ids2 := func(rc *receiver) (all []string, perAgg map[string][]string) {
+	ids2 := func(rc *receiver.Receiver) (all []string, perAgg map[string][]string) {
 		perAgg = map[string][]string{}
-		for _, d := range rc.got() {
-			all = append(all, d.eventID)
-			perAgg[d.aggregateID] = append(perAgg[d.aggregateID], d.eventID)
+		for _, d := range rc.Accepted("") {
+			all = append(all, d.EventID)
+			perAgg[d.AggregateID] = append(perAgg[d.AggregateID], d.EventID)
 		}
 		slices.Sort(all)
 		return all, perAgg
 	}
 	for name, c := range map[string]struct {
-		rc   *receiver
+		rc   *receiver.Receiver
 		want []string
 	}{"static": {a, wantA}, "late": {b, wantB}, "static at its new url": {c, wantC}} {
 		all, perAgg := ids2(c.rc)
@@ -210,16 +212,16 @@ func TestFailingEndpointIsDisabledAndResumesWhenEnabled(t *testing.T) {
 	}
 	var down atomic.Bool
 	down.Store(true)
-	good := newReceiver(t, nil)
-	bad := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+	good := receiver.Start(t, nil)
+	bad := receiver.Start(t, func(*http.Request, []byte, time.Duration) receiver.Reply {
 		if down.Load() {
-			return 503, nil, 0
+			return receiver.Reply{Status: 503}
 		}
-		return 200, nil, 0
+		return receiver.Reply{Status: 200}
 	})
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 720, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -230,7 +232,7 @@ sinks:
       endpoints:
         - {name: good, url: "%s/hook", body: envelope}
         - {name: bad, url: "%s/hook", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 100ms, max_attempts: 1000}}
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), good.srv.URL, bad.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), good.URL, bad.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +270,7 @@ sinks:
 		t.Fatal("the failing endpoint was not disabled")
 	}
 	// The healthy one went on.
-	for good.unique() < w.Events() && time.Now().Before(deadline) {
+	for good.Unique() < w.Events() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop(cancel, done)
@@ -277,7 +279,7 @@ sinks:
 	cancel, done = run()
 	time.Sleep(2 * time.Second)
 	stop(cancel, done)
-	if n := len(bad.got()); n != 0 {
+	if n := len(bad.Accepted("")); n != 0 {
 		t.Fatalf("the disabled endpoint accepted %d events", n)
 	}
 	// Enabled (what `outbox-relay endpoints enable` writes), it resumes.
@@ -295,14 +297,14 @@ sinks:
 	}
 	cancel, done = run()
 	deadline = time.Now().Add(60 * time.Second)
-	for bad.unique() < w.Events() && time.Now().Before(deadline) {
+	for bad.Unique() < w.Events() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop(cancel, done)
-	for name, rc := range map[string]*receiver{"good": good, "bad": bad} {
+	for name, rc := range map[string]*receiver.Receiver{"good": good, "bad": bad} {
 		var d []outboxtest.Delivered
-		for _, g := range rc.got() {
-			d = append(d, outboxtest.Delivered{ID: g.eventID, AggregateID: g.aggregateID})
+		for _, g := range rc.Accepted("") {
+			d = append(d, outboxtest.Delivered{ID: g.EventID, AggregateID: g.AggregateID})
 		}
 		t.Run(name, func(t *testing.T) { outboxtest.Check(t, w, d, false) })
 	}

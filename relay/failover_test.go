@@ -71,11 +71,11 @@ func TestFailoverAcrossReplicasAndThePrimary(t *testing.T) {
 	addr := func(s *testserver.Server) string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
 	cpPath := filepath.Join(t.TempDir(), "cp.json")
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {servers: ["%s", "%s", "%s"], user: root, server_id: 6100, heartbeat: 500ms, read_timeout: 1500ms, max_reconnect_backoff: 300ms, failover_after: 1s}
+source: {servers: ["%s", "%s", "%s"], user: root, server_id: %d, heartbeat: 500ms, read_timeout: 1500ms, max_reconnect_backoff: 300ms, failover_after: 1s}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, addr(a), addr(b), addr(p), cpPath)))
+`, addr(a), addr(b), addr(p), testserver.ServerID(), cpPath)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/faultproxy"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
@@ -364,21 +365,21 @@ func faultSetup(t *testing.T, link string) (*faultRelay, *faultproxy.Proxy, *inb
 		sinkYAML = fmt.Sprintf(`[{name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: %s, create_topics: {enabled: true, partitions: 3}}}]`,
 			k.ListenAddrs()[0], faultSinkTimeout)
 	case "webhook":
-		rc := newReceiver(t, nil)
-		p = faultproxy.Start(t, rc.srv.Listener.Addr().String())
-		rc.onAccept = got.add
+		rc := receiver.Start(t, nil)
+		p = faultproxy.Start(t, rc.Addr)
+		rc.OnAccept(func(r receiver.Request) { got.add(r.EventID, r.AggregateID) })
 		sinkYAML = fmt.Sprintf(`[{name: hooks, type: webhook, webhook: {endpoints: [{name: ep, url: "http://%s/hook", body: envelope, timeout: %s,
       retry: {initial_backoff: 50ms, max_backoff: 500ms, max_attempts: 1000000}}]}}]`, p.Addr(), faultSinkTimeout)
 	default:
 		t.Fatalf("unknown link %q", link)
 	}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: %s, port: %d, user: root, server_id: 800, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
+source: {host: %s, port: %d, user: root, server_id: %d, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 200, retry_backoff: 50ms, max_retry_backoff: 1s}
 sinks: %s
-`, host, port, faultHeartbeat, faultReadTimeout, dbname, cp, sinkYAML), out)
+`, host, port, testserver.ServerID(), faultHeartbeat, faultReadTimeout, dbname, cp, sinkYAML), out)
 	return r, p, got, db
 }
 
@@ -462,11 +463,11 @@ func TestFaultSourceSIGKILLMidStream(t *testing.T) {
 	}
 	got := &inbox{}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4100, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: %s, read_timeout: %s, max_reconnect_backoff: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, faultHeartbeat, faultReadTimeout, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
+`, s.Port, testserver.ServerID(), faultHeartbeat, faultReadTimeout, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
 	heap0 := heapAfterGC()
 	peak := watchHeap()
 	w := &outboxtest.Workload{}
@@ -553,11 +554,11 @@ func TestFaultAlterTableMidStream(t *testing.T) {
 	}
 	yaml := func(start string) string {
 		return fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 810, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {path: %s, interval: 100ms, start: "%s"}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), start)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), start)
 	}
 	live := &lines{}
 	r := startFaultRelayLines(t, yaml("current"), live)
@@ -640,11 +641,11 @@ func TestFaultOneTransactionOf100000Rows(t *testing.T) {
 	db := srv.DB(t, dbname)
 	got := &inbox{}
 	r := startFaultRelay(t, fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 820, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json")), got)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json")), got)
 	heap0 := heapAfterGC()
 	_, rss0 := memNow()
 	peak := watchHeap()
@@ -694,11 +695,11 @@ func TestFaultBinlogsPurgedWhileStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	yaml := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4200, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))
+`, s.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))
 	got := &inbox{}
 	r := startFaultRelay(t, yaml, got)
 	w := &outboxtest.Workload{}
@@ -788,15 +789,15 @@ func TestFaultBadRows(t *testing.T) {
 	// A NULL aggregate type renders the default topic as "outbox.event.".
 	c := collect(t, k.ListenAddrs(), "outbox.event.order", "outbox.event.")
 	const limit = 1 << 20
-	rc := newReceiver(t, func(r *http.Request, _ time.Duration) (int, http.Header, time.Duration) {
+	rc := receiver.Start(t, func(r *http.Request, _ []byte, _ time.Duration) receiver.Reply {
 		if r.ContentLength > limit {
-			return http.StatusRequestEntityTooLarge, nil, 0
+			return receiver.Reply{Status: http.StatusRequestEntityTooLarge}
 		}
-		return 200, nil, 0
+		return receiver.Reply{Status: 200}
 	})
 	out := &lines{}
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 830, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {retry_backoff: 50ms, max_retry_backoff: 500ms}
@@ -804,7 +805,7 @@ sinks:
   - {name: out, type: stdout}
   - {name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 2s, create_topics: {enabled: true, partitions: 3}}}
   - {name: hooks, type: webhook, webhook: {endpoints: [{name: ep, url: "%s/hook", body: envelope, timeout: 2s}]}}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), k.ListenAddrs()[0], rc.srv.URL)
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), k.ListenAddrs()[0], rc.URL)
 	r := startFaultRelayLines(t, cfg, out)
 	time.Sleep(500 * time.Millisecond) // every pipeline saved its start
 
@@ -835,7 +836,7 @@ sinks:
 	}
 	n := len(rows)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if len(out.events(t)) >= n && len(c.records()) >= n-1 && len(rc.got()) >= n-1 {
+		if len(out.events(t)) >= n && len(c.records()) >= n-1 && len(rc.Accepted("")) >= n-1 {
 			break
 		}
 	}
@@ -875,8 +876,8 @@ sinks:
 		kafkaIDs[rec.headers["id"]] = rec.key
 	}
 	hookIDs := map[string]bool{}
-	for _, d := range rc.got() {
-		hookIDs[d.eventID] = true
+	for _, d := range rc.Accepted("") {
+		hookIDs[d.EventID] = true
 	}
 	for id := range lines {
 		if id == "big" {

@@ -130,12 +130,12 @@ func (g gatewayRun) config(t testing.TB, f *fleet) *config.Config {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 3000, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {path: %s, interval: 200ms}
 dead_letter: {path: %s}
 sinks:
-`, g.port, g.db, filepath.Join(g.dir, "cp.json"), filepath.Join(g.dir, "dlq"))
+`, g.port, testserver.ServerID(), g.db, filepath.Join(g.dir, "cp.json"), filepath.Join(g.dir, "dlq"))
 	gw := fmt.Sprintf("{queue: %d, max_in_flight: %d, max_in_flight_bytes: %d, max_catch_up: %d, detach_after: 200ms}", g.queue, g.maxInFlight, g.maxInFlightBytes, g.maxCatchUp)
 	endpoint := func(i int) string {
 		retry := "{initial_backoff: 50ms, max_backoff: 200ms, max_attempts: 100000, max_age: 1h}"

@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -110,7 +111,7 @@ func startKafka(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 func kafkaRelay(t *testing.T, dbname string, brokers []string, extra string) (*config.Config, func()) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 700, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 delivery: {batch_size: 1000, retry_backoff: 50ms, max_retry_backoff: 500ms}
@@ -121,7 +122,7 @@ sinks:
       brokers: [%s]
       request_timeout: 2s
       create_topics: {enabled: true, partitions: 6}
-%s`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), strings.Join(brokers, ","), extra)))
+%s`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), strings.Join(brokers, ","), extra)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/mysqlprimary"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
@@ -26,8 +26,6 @@ import (
 // (internal/mysqlprimary), for what MariaDB cannot show — GTID sets and
 // their containment across a failover, XA_PREPARE, tagged and anonymous
 // GTIDs, TRANSACTION_PAYLOAD, a server that rejects the dump.
-
-var mysqlReplicaIDs atomic.Uint32
 
 // mysqlRelayConfig is a relay reading s's default outbox table (app.outbox)
 // into one stdout sink, with its checkpoint at cpPath.
@@ -39,7 +37,7 @@ tables: [{name: app.outbox}]
 checkpoint: {path: %s, interval: 50ms, start: %s}
 delivery: {linger: 1ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port(), s.User(), s.Password(), 5000+mysqlReplicaIDs.Add(1), cpPath, start)))
+`, s.Port(), s.User(), s.Password(), testserver.ServerID(), cpPath, start)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,7 +816,7 @@ source: {servers: ["%s", "%s", "%s"], user: %s, password: %s, server_id: %d, hea
 tables: [{name: app.outbox}]
 checkpoint: {path: %s, interval: 50ms, start: earliest}
 sinks: [{name: out, type: stdout}]
-`, primary.Addr(), lagging.Addr(), promoted.Addr(), primary.User(), primary.Password(), 5000+mysqlReplicaIDs.Add(1), cpPath)))
+`, primary.Addr(), lagging.Addr(), promoted.Addr(), primary.User(), primary.Password(), testserver.ServerID(), cpPath)))
 	if err != nil {
 		t.Fatal(err)
 	}

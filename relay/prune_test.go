@@ -19,7 +19,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/prune"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -104,15 +106,6 @@ func loadCP(t *testing.T, path, name string) checkpoint.Checkpoint {
 	return cp
 }
 
-func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !ok(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // A webhook endpoint that is down holds pruning back to exactly its
 // checkpoint's commit time (minus the margin), while the other sink is
 // caught up; once it recovers, everything goes.
@@ -129,7 +122,7 @@ func TestPruneIsHeldBackExactlyToADownSinksCheckpoint(t *testing.T) {
 	}))
 	defer hook.Close()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 5300, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {max_retry_backoff: 300ms}
@@ -140,7 +133,7 @@ sinks:
     webhook:
       endpoints:
         - {name: ep, url: "%s", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 200ms, max_attempts: 100000}}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), hook.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), hook.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +145,7 @@ sinks:
 	}()
 	defer func() { cancel(); <-done }()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
-	waitFor(t, "both pipelines' start checkpoints", 20*time.Second, func() bool {
+	eventually.Within(t, 20*time.Second, "both pipelines' start checkpoints", func() bool {
 		return !loadCP(t, cfg.Checkpoint.Path, "hooks/ep").Position.IsZero() && !loadCP(t, cfg.Checkpoint.Path, "all").Position.IsZero()
 	})
 
@@ -164,7 +157,7 @@ sinks:
 		ids = append(ids, fmt.Sprintf("a%d-0", i), fmt.Sprintf("a%d-1", i))
 	}
 	lastAcked := t0.Add(40 * time.Minute)
-	waitFor(t, "the endpoint's checkpoint at the 5th transaction", 20*time.Second, func() bool {
+	eventually.Within(t, 20*time.Second, "the endpoint's checkpoint at the 5th transaction", func() bool {
 		return loadCP(t, cfg.Checkpoint.Path, "hooks/ep").CommitTime.Equal(lastAcked)
 	})
 	up.Store(false)
@@ -173,7 +166,7 @@ sinks:
 		insertAt(t, db, at, fmt.Sprintf("b%d-0", i), fmt.Sprintf("b%d-1", i))
 		ids = append(ids, fmt.Sprintf("b%d-0", i), fmt.Sprintf("b%d-1", i))
 	}
-	waitFor(t, "the stdout sink to deliver all", 20*time.Second, func() bool { return len(out.events(t)) == 20 })
+	eventually.Within(t, 20*time.Second, "the stdout sink to deliver all", func() bool { return len(out.events(t)) == 20 })
 	time.Sleep(300 * time.Millisecond) // its checkpoint saved
 
 	opts := prune.Options{OlderThan: 0, SafetyMargin: time.Second, BatchSize: 3, Pause: time.Millisecond}
@@ -199,7 +192,7 @@ sinks:
 	}
 
 	up.Store(true)
-	waitFor(t, "the endpoint to catch up", 30*time.Second, func() bool {
+	eventually.Within(t, 30*time.Second, "the endpoint to catch up", func() bool {
 		return !loadCP(t, cfg.Checkpoint.Path, "hooks/ep").CommitTime.Before(t0.Add(5*time.Hour + 40*time.Minute))
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -221,12 +214,12 @@ func TestStandbyNeverPrunes(t *testing.T) {
 	cpPath := filepath.Join(t.TempDir(), "cp.json")
 	conf := func(schedule string) *config.Config {
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 5400, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
 prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
-`, srv.Port, dbname, cpPath, schedule)))
+`, srv.Port, testserver.ServerID(), dbname, cpPath, schedule)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +240,7 @@ prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
 	for i := range 3 {
 		insertAt(t, db, old.Add(time.Duration(i)*time.Minute), fmt.Sprintf("s%d", i))
 	}
-	waitFor(t, "the active relay to deliver", 20*time.Second, func() bool { return len(outA.events(t)) == 3 })
+	eventually.Within(t, 20*time.Second, "the active relay to deliver", func() bool { return len(outA.events(t)) == 3 })
 	stopB, doneB := start(conf("1h"), outB)
 	defer func() { stopB(); <-doneB }()
 	time.Sleep(3 * time.Second) // B is a standby: it must not prune
@@ -256,7 +249,7 @@ prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
 	}
 	stopA()
 	<-doneA
-	waitFor(t, "the relay that took over to prune", 30*time.Second, func() bool { return len(presentIDs(t, db)) == 0 })
+	eventually.Within(t, 30*time.Second, "the relay that took over to prune", func() bool { return len(presentIDs(t, db)) == 0 })
 }
 
 // Pruning every 200ms beside producers and a slow sink: no event is lost,
@@ -264,12 +257,12 @@ prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
 func TestPruneBesideProducersLosesNothingAndDeletesNothingUnacknowledged(t *testing.T) {
 	dbname, db, w := pruneOutbox(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 5500, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 5, max_in_flight: 20}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +316,7 @@ sinks: [{name: out, type: stdout}]
 		}
 		check()
 	}
-	waitFor(t, "every event delivered", 60*time.Second, func() bool { return len(out.ids(t)) >= w.Events() })
+	eventually.Within(t, 60*time.Second, "every event delivered", func() bool { return len(out.ids(t)) >= w.Events() })
 	check()
 	var got []outboxtest.Delivered
 	for _, e := range out.l.events(t) {

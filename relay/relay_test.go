@@ -63,12 +63,12 @@ func (l *lines) events(t *testing.T) []stdout.Line {
 func testConfig(t *testing.T, dbname string) *config.Config {
 	t.Helper()
 	yaml := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 500, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms, start: current}
 delivery: {batch_size: 200}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)

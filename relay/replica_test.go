@@ -56,11 +56,11 @@ func TestRelayReadsFromAReadReplica(t *testing.T) {
 
 	parse := func(s *testserver.Server) *config.Config {
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4100, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, filepath.Join(t.TempDir(), "cp.json"))))
+`, s.Port, testserver.ServerID(), filepath.Join(t.TempDir(), "cp.json"))))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,11 +27,11 @@ func TestRelaySurvivesASourceRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 3100, heartbeat: 1s, max_reconnect_backoff: 500ms}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s, max_reconnect_backoff: 500ms}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+`, s.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +86,12 @@ func TestKafkaStartsBeforeTheBroker(t *testing.T) {
 	l.Close()
 	dbname, w := newOutbox(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 3200, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {retry_backoff: 50ms, max_retry_backoff: 300ms}
 sinks: [{name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 1s, create_topics: {enabled: true}}}]
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), addr)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), addr)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -24,11 +25,11 @@ func TestStandbyTakesOverFromTheCheckpoint(t *testing.T) {
 			db := srv.DB(t, dbname)
 			cpdb := srv.NewDatabase(t)
 			cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 5100, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {store: %s, path: %s, dsn: "root@tcp(127.0.0.1:%d)/%s?parseTime=true", interval: 100ms}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, store, filepath.Join(t.TempDir(), "cp.json"), srv.Port, cpdb)))
+`, srv.Port, testserver.ServerID(), dbname, store, filepath.Join(t.TempDir(), "cp.json"), srv.Port, cpdb)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,11 +109,11 @@ func TestLosingTheMySQLLockStopsTheRelay(t *testing.T) {
 	dbname, _ := newOutbox(t)
 	cpdb := srv.NewDatabase(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 5200, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {store: mysql, dsn: "root@tcp(127.0.0.1:%d)/%s?parseTime=true", table: cp_lost}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, dbname, srv.Port, cpdb)))
+`, srv.Port, testserver.ServerID(), dbname, srv.Port, cpdb)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
@@ -26,12 +27,12 @@ import (
 func streamRelay(t *testing.T, dbname, sinkYAML string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 710, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 delivery: {batch_size: 500, retry_backoff: 50ms, max_retry_backoff: 500ms}
 sinks:
-%s`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), sinkYAML)))
+%s`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), sinkYAML)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,11 +71,11 @@ func TestSourceTLSCoversTheBinlogStream(t *testing.T) {
 		"GRANT SELECT ON "+dbname+".* TO relay@'%'")
 	parse := func(tls string) *config.Config {
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: relay, password: pw, server_id: 300, heartbeat: 1s, tls: %s}
+source: {host: 127.0.0.1, port: %d, user: relay, password: pw, server_id: %d, heartbeat: 1s, tls: %s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s}
 sinks: [{name: out, type: stdout}]
-`, tlsSrv.Port, tls, dbname, filepath.Join(t.TempDir(), "cp.json"))))
+`, tlsSrv.Port, testserver.ServerID(), tls, dbname, filepath.Join(t.TempDir(), "cp.json"))))
 		if err != nil {
 			t.Fatal(err)
 		}

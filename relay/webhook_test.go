@@ -2,16 +2,13 @@ package relay_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,83 +18,10 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
-
-// receiver is a webhook endpoint on loopback that records what it accepted.
-type receiver struct {
-	mu       sync.Mutex
-	srv      *httptest.Server
-	behave   func(r *http.Request, since time.Duration) (status int, header http.Header, hang time.Duration)
-	start    time.Time
-	accepted []delivery
-	requests int
-	// onAccept, if set, is told each accepted event.
-	onAccept func(eventID, aggregateID string)
-}
-
-type delivery struct {
-	webhookID, eventID, aggregateID string
-	at                              time.Time
-}
-
-func newReceiver(t *testing.T, behave func(r *http.Request, since time.Duration) (int, http.Header, time.Duration)) *receiver {
-	rc := &receiver{behave: behave, start: time.Now()}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		rc.requests++
-		since := time.Since(rc.start)
-		rc.mu.Unlock()
-		status, hdr, hang := http.StatusOK, http.Header(nil), time.Duration(0)
-		if rc.behave != nil {
-			status, hdr, hang = rc.behave(r, since)
-		}
-		if hang > 0 {
-			select {
-			case <-time.After(hang):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		for k, v := range hdr {
-			w.Header()[k] = v
-		}
-		if status/100 == 2 {
-			var env struct {
-				ID          string `json:"id"`
-				AggregateID string `json:"aggregate_id"`
-			}
-			if err := json.Unmarshal(body, &env); err != nil {
-				t.Errorf("endpoint got a body that is not the JSON envelope: %q", body)
-			}
-			rc.mu.Lock()
-			rc.accepted = append(rc.accepted, delivery{r.Header.Get("webhook-id"), env.ID, env.AggregateID, time.Now()})
-			onAccept := rc.onAccept
-			rc.mu.Unlock()
-			if onAccept != nil {
-				onAccept(env.ID, env.AggregateID)
-			}
-		}
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) got() []delivery {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return slices.Clone(rc.accepted)
-}
-
-func (rc *receiver) unique() int {
-	seen := map[string]bool{}
-	for _, d := range rc.got() {
-		seen[d.eventID] = true
-	}
-	return len(seen)
-}
 
 // Isolation: 20 endpoints on one webhook sink; one answers 503 for 10 s, one
 // hangs past its timeout for a while, one answers 429 with Retry-After, one
@@ -112,49 +36,49 @@ func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	receivers := map[string]*receiver{}
+	receivers := map[string]*receiver.Receiver{}
 	var eps []string
 	for i := range 20 {
 		name := fmt.Sprintf("ep%02d", i)
-		var behave func(*http.Request, time.Duration) (int, http.Header, time.Duration)
+		var behave func(*http.Request, []byte, time.Duration) receiver.Reply
 		switch i {
 		case 0: // down for 10 s, then recovers
-			behave = func(_ *http.Request, since time.Duration) (int, http.Header, time.Duration) {
+			behave = func(_ *http.Request, _ []byte, since time.Duration) receiver.Reply {
 				if since < 10*time.Second {
-					return 503, nil, 0
+					return receiver.Reply{Status: 503}
 				}
-				return 200, nil, 0
+				return receiver.Reply{Status: 200}
 			}
 		case 1: // hangs past the 500ms timeout for the first 4 s
-			behave = func(_ *http.Request, since time.Duration) (int, http.Header, time.Duration) {
+			behave = func(_ *http.Request, _ []byte, since time.Duration) receiver.Reply {
 				if since < 4*time.Second {
-					return 200, nil, 3 * time.Second
+					return receiver.Reply{Status: 200, Hang: 3 * time.Second}
 				}
-				return 200, nil, 0
+				return receiver.Reply{Status: 200}
 			}
 		case 2: // rate limited: every other request is a 429 with Retry-After
 			var n int
 			var mu sync.Mutex
-			behave = func(*http.Request, time.Duration) (int, http.Header, time.Duration) {
+			behave = func(*http.Request, []byte, time.Duration) receiver.Reply {
 				mu.Lock()
 				defer mu.Unlock()
 				n++
 				if n%2 == 1 {
-					return 429, http.Header{"Retry-After": {"1"}}, 0
+					return receiver.Reply{Status: 429, Header: http.Header{"Retry-After": {"1"}}}
 				}
-				return 200, nil, 0
+				return receiver.Reply{Status: 200}
 			}
 		case 3: // gone
-			behave = func(*http.Request, time.Duration) (int, http.Header, time.Duration) { return 410, nil, 0 }
+			behave = func(*http.Request, []byte, time.Duration) receiver.Reply { return receiver.Reply{Status: 410} }
 		}
-		rc := newReceiver(t, behave)
+		rc := receiver.Start(t, behave)
 		receivers[name] = rc
 		eps = append(eps, fmt.Sprintf(`{name: %s, url: "%s/hook", secrets: ["%s"], body: envelope, timeout: 500ms,
-      retry: {initial_backoff: 100ms, max_backoff: 1s, max_attempts: 1000}}`, name, rc.srv.URL, secret))
+      retry: {initial_backoff: 100ms, max_backoff: 1s, max_attempts: 1000}}`, name, rc.URL, secret))
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 600, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms}
 sinks:
@@ -163,7 +87,7 @@ sinks:
     webhook:
       endpoints:
         - %s
-`, srv.Port, dbname, filepath.Join(dir, "cp.json"), strings.Join(eps, "\n        - "))))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "cp.json"), strings.Join(eps, "\n        - "))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +109,7 @@ sinks:
 	for time.Now().Before(deadline) {
 		ok := true
 		for name, rc := range receivers {
-			if name != "ep03" && rc.unique() < total {
+			if name != "ep03" && rc.Unique() < total {
 				ok = false
 			}
 		}
@@ -207,7 +131,7 @@ sinks:
 	}
 	var healthyLatency []time.Duration
 	for name, rc := range receivers {
-		got := rc.got()
+		got := rc.Accepted("")
 		if name == "ep03" {
 			if len(got) != 0 {
 				t.Errorf("410 endpoint accepted %d events", len(got))
@@ -216,12 +140,12 @@ sinks:
 		}
 		var d []outboxtest.Delivered
 		for _, g := range got {
-			if g.webhookID != g.eventID {
-				t.Fatalf("%s: webhook-id %q is not the event id %q", name, g.webhookID, g.eventID)
+			if g.WebhookID != g.EventID {
+				t.Fatalf("%s: webhook-id %q is not the event id %q", name, g.WebhookID, g.EventID)
 			}
-			d = append(d, outboxtest.Delivered{ID: g.eventID, AggregateID: g.aggregateID})
+			d = append(d, outboxtest.Delivered{ID: g.EventID, AggregateID: g.AggregateID})
 			if name >= "ep04" {
-				healthyLatency = append(healthyLatency, g.at.Sub(commitAt[g.eventID]))
+				healthyLatency = append(healthyLatency, g.At.Sub(commitAt[g.EventID]))
 			}
 		}
 		t.Run(name, func(t *testing.T) { outboxtest.Check(t, w, d, false) })
@@ -237,7 +161,7 @@ sinks:
 	if p50 := healthyLatency[len(healthyLatency)/2]; p50 >= 5*time.Second {
 		t.Errorf("healthy endpoints' median delivery latency %v is half of ep00's 10s outage or more: the bad endpoints held them back", p50)
 	}
-	if first := receivers["ep00"].got(); len(first) > 0 && first[0].at.Sub(receivers["ep00"].start) < 10*time.Second {
+	if first := receivers["ep00"].Accepted(""); len(first) > 0 && first[0].At.Sub(receivers["ep00"].Started) < 10*time.Second {
 		t.Errorf("the 503 endpoint accepted an event before it recovered")
 	}
 
@@ -272,8 +196,8 @@ sinks:
 func TestAFailedSinkStopsAloneAndTheOthersGoOn(t *testing.T) {
 	dbname, w := newOutbox(t)
 	db := srv.DB(t, dbname)
-	bad := newReceiver(t, func(*http.Request, time.Duration) (int, http.Header, time.Duration) { return 400, nil, 0 })
-	good := newReceiver(t, nil)
+	bad := receiver.Start(t, func(*http.Request, []byte, time.Duration) receiver.Reply { return receiver.Reply{Status: 400} })
+	good := receiver.Start(t, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +205,7 @@ func TestAFailedSinkStopsAloneAndTheOthersGoOn(t *testing.T) {
 	httpAddr := l.Addr().String()
 	l.Close()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 650, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 dead_letter: {store: none}
@@ -293,7 +217,7 @@ sinks:
       endpoints:
         - {name: bad, url: "%s", body: envelope}
         - {name: good, url: "%s", body: envelope}
-`, srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), httpAddr, bad.srv.URL, good.srv.URL)))
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), httpAddr, bad.URL, good.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +253,10 @@ sinks:
 	// ...then commit more: the good endpoint still gets everything.
 	w2 := &outboxtest.Workload{Prefix: "later"}
 	outboxtest.Produce(ctx, t, db, w2, 1, 10, []int{1}, 3)
-	for deadline := time.Now().Add(20 * time.Second); good.unique() < w.Events()+w2.Events() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(20 * time.Second); good.Unique() < w.Events()+w2.Events() && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if got, want := good.unique(), w.Events()+w2.Events(); got != want {
+	if got, want := good.Unique(), w.Events()+w2.Events(); got != want {
 		t.Fatalf("the healthy endpoint got %d of %d events after the other one stopped", got, want)
 	}
 	select {

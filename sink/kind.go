@@ -37,6 +37,13 @@ type Kind struct {
 	// security (certificate checks off, credentials in clear text), for
 	// `check`. Nil: none can.
 	Insecure func(config.SinkConfig) []Warning
+	// Audit builds the Auditor that reads the sink's destination back for
+	// `outbox-relay audit`; it does not touch the network. Nil: the
+	// destination cannot be read back (stdout), or the kind is a gateway
+	// (config.FanOut), whose endpoints are audited against their
+	// checkpoints. A kind with Audit has an audit test (see
+	// docs/adding-a-sink.md).
+	Audit func(AuditParams) (Auditor, error)
 }
 
 // Params is what New gets besides the section.

@@ -21,11 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/kafka"
-	"github.com/outbox-relay/outbox-relay/sink/nats"
-	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
-	"github.com/outbox-relay/outbox-relay/sink/redis"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -80,20 +76,32 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		sc = &cfg.Sinks[i]
-		if wc := webhook.Section(s); wc != nil {
-			for _, e := range wc.Endpoints {
-				if ep == "" || ep == e.Name {
-					endpoints = append(endpoints, s.Name+"/"+e.Name)
+		if f, ok := s.Config.(config.FanOut); ok {
+			for _, e := range f.StaticEndpoints() {
+				if ep == "" || ep == e {
+					endpoints = append(endpoints, s.Name+"/"+e)
 				}
 			}
 		}
 	}
-	switch {
-	case sc == nil:
+	if sc == nil {
 		return fmt.Errorf("--sink %q: no such sink in %s", *sinkName, *path)
-	case !auditable(sc.Config):
+	}
+	// A kind whose destination can be read back declares an Auditor; a
+	// gateway (webhook) sink is audited against its endpoints' checkpoints
+	// and dead letters.
+	kind, _ := sink.KindOf(sc.Type)
+	_, fanOut := sc.Config.(config.FanOut)
+	var auditor sink.Auditor
+	switch {
+	case kind.Audit != nil:
+		if auditor, err = kind.Audit(sink.AuditParams{Config: sc.Config, ClockSkew: *skew, Queue: *queue}); err != nil {
+			return fmt.Errorf("--sink %s: %w", sc.Name, err)
+		}
+		defer auditor.Close()
+	case !fanOut:
 		return fmt.Errorf("--sink %s: a %s sink cannot be read back, so it is not auditable", sc.Name, sc.Type)
-	case webhook.Section(*sc) != nil && len(endpoints) == 0:
+	case len(endpoints) == 0:
 		return fmt.Errorf("--sink %q: no such webhook endpoint", *sinkName)
 	}
 
@@ -134,69 +142,14 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := audit.Options{Memory: memory, TempDir: *tempDir, List: *limit}
 
 	var reports []audit.Report
-	// The kinds whose destination can be read back; a webhook sink is
-	// audited against its checkpoints and dead letters.
-	switch c := sc.Config.(type) {
-	case *kafka.Config:
-		kc := *c
-		rb, err := kafka.NewReadBack(kc)
-		if err != nil {
-			return err
-		}
-		defer rb.Close()
-		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Topic, func(c *audit.Comparison, span *audit.Span, topics []string) error {
-			return audit.Kafka(ctx, c, span, topics, rb)
-		})
+	if auditor != nil {
+		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, auditor)
 		if err != nil {
 			return err
 		}
 		reports = append(reports, rep)
-	case *nats.Config:
-		rb, err := nats.NewReadBack(*c)
-		if err != nil {
-			return err
-		}
-		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Subject, func(c *audit.Comparison, span *audit.Span, _ []string) error {
-			return audit.NATS(ctx, c, span, rb, *skew)
-		})
-		if err != nil {
-			return err
-		}
-		reports = append(reports, rep)
-	case *redis.Config:
-		rb, err := redis.NewReadBack(*c)
-		if err != nil {
-			return err
-		}
-		defer rb.Close()
-		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.Stream, func(c *audit.Comparison, span *audit.Span, keys []string) error {
-			return audit.Redis(ctx, c, span, keys, rb.Client, *skew)
-		})
-		if err != nil {
-			return err
-		}
-		reports = append(reports, rep)
-	case *rabbitmq.Config:
-		if *queue == "" {
-			return fmt.Errorf("--sink %s: a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", sc.Name, c.Exchange)
-		}
-		rb, err := rabbitmq.NewReadBack(*c)
-		if err != nil {
-			return err
-		}
-		rep, err := audit.Run(ctx, opts, rc, rng, start, cur, sc.Name, rb.RoutingKey, func(c *audit.Comparison, span *audit.Span, _ []string) error {
-			return audit.RabbitMQ(ctx, c, span, rb, *queue, *skew)
-		})
-		if err != nil {
-			return err
-		}
-		reports = append(reports, rep)
-	case *webhook.SinkConfig:
-		if reports, err = auditWebhook(ctx, cfg, opts, rc, rng, start, cur, info.Flavor, endpoints, *receivedPath); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("--sink %s: a %s sink cannot be read back, so it is not auditable", sc.Name, sc.Type)
+	} else if reports, err = auditWebhook(ctx, cfg, opts, rc, rng, start, cur, info.Flavor, endpoints, *receivedPath); err != nil {
+		return err
 	}
 	missing := false
 	for _, r := range reports {
@@ -207,16 +160,6 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errMissing
 	}
 	return nil
-}
-
-// auditable reports whether audit can read back (or, for a webhook sink,
-// check) the destination of a sink with section c.
-func auditable(c config.SinkConfig) bool {
-	switch c.(type) {
-	case *kafka.Config, *nats.Config, *redis.Config, *rabbitmq.Config, *webhook.SinkConfig:
-		return true
-	}
-	return false
 }
 
 func printAudit(w io.Writer, r audit.Report, from, to audit.Bound) {

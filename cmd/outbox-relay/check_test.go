@@ -34,12 +34,12 @@ func writeFile(t *testing.T, name, content string) string {
 
 func checkConfig(t *testing.T, port int) string {
 	return writeFile(t, "relay.yaml", fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 4041}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s}
 sinks: [{name: out, type: stdout}]
 log: {level: info}
-`, port, filepath.Join(t.TempDir(), "checkpoints.json")))
+`, port, testserver.ServerID(), filepath.Join(t.TempDir(), "checkpoints.json")))
 }
 
 func TestCheckCommand(t *testing.T) {

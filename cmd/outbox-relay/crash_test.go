@@ -51,13 +51,13 @@ func TestCrashRunSIGKILLLosesNothing(t *testing.T) {
 	outPath := filepath.Join(dir, "events.jsonl")
 	cpPath := filepath.Join(dir, "checkpoints.json")
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 900, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 100}
 sinks: [{name: out, type: stdout}]
 log: {level: warn}
-`, srv.Port, dbname, cpPath)
+`, srv.Port, testserver.ServerID(), dbname, cpPath)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -250,7 +250,7 @@ func TestDoltJSONPayloadsArriveAsMySQLText(t *testing.T) {
 	}))
 	defer rx.Close()
 	cfgPath := writeFile(t, "relay.yaml", fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 1200, heartbeat: 5s, read_timeout: 45s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 5s, read_timeout: 45s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -258,7 +258,7 @@ sinks:
     type: webhook
     webhook:
       endpoints: [{name: rx, url: "%s", secrets: ["%s"], body: raw}]
-`, s.Port, dbname, filepath.Join(t.TempDir(), "cp.json"), rx.URL, newWebhookSecret(t)))
+`, s.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), rx.URL, newWebhookSecret(t)))
 	stop := runRelay(t, cfgPath, &syncLines{})
 	delivered := func(n int) bool {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -344,7 +344,7 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 			db := s.DB(t, dbname)
 			before := &outboxtest.Workload{Prefix: "before-", NetChange: true}
 			outboxtest.Produce(context.Background(), t, db, before, 1, 5, []int{2}, 5)
-			cfg, cpPath := doltConfig(t, s, dbname, start, 1300)
+			cfg, cpPath := doltConfig(t, s, dbname, start, int(testserver.ServerID()))
 			out := &syncLines{}
 			stop := runRelay(t, cfg, out)
 			// Dolt replays the events committed before the relay started
@@ -421,7 +421,7 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 func TestDoltCheckCommand(t *testing.T) {
 	s := sharedDolt(t)
 	dbname := doltOutbox(t, s)
-	cfg, _ := doltConfig(t, s, dbname, "current", 1400)
+	cfg, _ := doltConfig(t, s, dbname, "current", int(testserver.ServerID()))
 	raw, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +507,7 @@ func TestDoltLosesNothingAcrossRelayStopsKillsAndADoltRestart(t *testing.T) {
 	bin := buildBinary(t)
 	dbname := doltOutbox(t, s)
 	db := s.DB(t, dbname)
-	cfgPath, cpPath := doltConfig(t, s, dbname, "current", 1500)
+	cfgPath, cpPath := doltConfig(t, s, dbname, "current", int(testserver.ServerID()))
 	dir := t.TempDir()
 	outPath := filepath.Join(dir, "events.jsonl")
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
@@ -115,13 +116,13 @@ func TestFrozenActiveRelayIsFencedAfterTakeover(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 910, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {store: mysql, dsn: "root@tcp(127.0.0.1:%d)/%s", interval: 100ms}
 sinks: [{name: out, type: stdout}]
 http: {listen: "%s"}
 log: {level: info}
-`, srv.Port, dbname, srv.Port, cpdb, httpAddr)), 0o600)
+`, srv.Port, testserver.ServerID(), dbname, srv.Port, cpdb, httpAddr)), 0o600)
 	ctx := context.Background()
 
 	active := startRelayProc(t, bin, cfgPath, dir, "active")
@@ -132,18 +133,18 @@ log: {level: info}
 			t.Logf("standby log:\n%s", tail([]byte(standby.logText())))
 		}
 	}
-	waitFor(t, 30*time.Second, "the active relay's first checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the active relay's first checkpoint", func() bool {
 		var n int
 		cp.QueryRow("SELECT COUNT(*) FROM outbox_relay_checkpoints WHERE name = 'out'").Scan(&n)
 		return n == 1
 	}, dump)
 	w1 := &outboxtest.Workload{Prefix: "one-"}
 	outboxtest.Produce(ctx, t, db, w1, 2, 20, []int{1, 3}, 5)
-	waitFor(t, 30*time.Second, "the active relay's deliveries", func() bool { return len(active.ids(t)) >= w1.Events() }, dump)
+	eventually.Within(t, 30*time.Second, "the active relay's deliveries", func() bool { return len(active.ids(t)) >= w1.Events() }, dump)
 	epoch1, _ := fenceEpoch(cp)
 
 	standby = startRelayProc(t, bin, cfgPath, dir, "standby")
-	waitFor(t, 30*time.Second, "the standby to wait for the lock", func() bool {
+	eventually.Within(t, 30*time.Second, "the standby to wait for the lock", func() bool {
 		return strings.Contains(standby.logText(), "taking the checkpoint lock")
 	}, dump)
 	if s := standby.logText(); !strings.Contains(s, "http.listen is in use") {
@@ -163,7 +164,7 @@ log: {level: info}
 	outboxtest.Produce(ctx, t, db, w2, 2, 20, []int{1, 3}, 5)
 
 	var tookLock, firstDelivery time.Duration
-	waitFor(t, 60*time.Second, "the standby to take the lock", func() bool {
+	eventually.Within(t, 60*time.Second, "the standby to take the lock", func() bool {
 		e, _ := fenceEpoch(cp)
 		if e > epoch1 {
 			tookLock = time.Since(frozen)
@@ -171,14 +172,14 @@ log: {level: info}
 		}
 		return false
 	}, dump)
-	waitFor(t, 30*time.Second, "the standby's first delivery", func() bool {
+	eventually.Within(t, 30*time.Second, "the standby's first delivery", func() bool {
 		if len(standby.ids(t)) > 0 {
 			firstDelivery = time.Since(frozen)
 			return true
 		}
 		return false
 	}, dump)
-	waitFor(t, 30*time.Second, "the standby to deliver what was committed while the active relay was frozen", func() bool {
+	eventually.Within(t, 30*time.Second, "the standby to deliver what was committed while the active relay was frozen", func() bool {
 		return countIn(standby.ids(t), "two-") >= w2.Events()
 	}, dump)
 	t.Logf("takeover with checkpoint.lock_timeout 10s: the standby took the lock %s after the active relay froze, and delivered %s after it",
@@ -221,8 +222,8 @@ log: {level: info}
 	// one's http address is free.
 	w3 := &outboxtest.Workload{Prefix: "three-"}
 	outboxtest.Produce(ctx, t, db, w3, 2, 20, []int{1, 3}, 5)
-	waitFor(t, 30*time.Second, "the new active relay's deliveries", func() bool { return countIn(standby.ids(t), "three-") >= w3.Events() }, dump)
-	waitFor(t, 10*time.Second, "the new active relay's /healthz", func() bool {
+	eventually.Within(t, 30*time.Second, "the new active relay's deliveries", func() bool { return countIn(standby.ids(t), "three-") >= w3.Events() }, dump)
+	eventually.Within(t, 10*time.Second, "the new active relay's /healthz", func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/healthz")
 		if err != nil {
 			return false

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
@@ -62,7 +63,7 @@ func TestGatewaySIGKILLLosesNothingForAnyEndpoint(t *testing.T) {
 	cfgPath, cpPath := filepath.Join(dir, "relay.yaml"), filepath.Join(dir, "checkpoints.json")
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 920, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {path: %s, interval: 100ms}
 log: {level: warn}
@@ -72,7 +73,7 @@ sinks:
     webhook:
       gateway: {queue: 16, max_catch_up: 2}
       endpoints:
-`, srv.Port, dbname, cpPath)
+`, srv.Port, testserver.ServerID(), dbname, cpPath)
 	for i := range n {
 		fmt.Fprintf(&b, "        - {name: e%03d, url: \"%s/e/%d\", body: raw, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}\n",
 			i, hooks.URL, i, i%tenants)
@@ -111,7 +112,7 @@ sinks:
 	killsWhileProducing := 0
 	for k := range 3 {
 		from := receipts.Load()
-		waitFor(t, 2*time.Minute, fmt.Sprintf("1,500 receipts before kill %d", k+1), func() bool { return receipts.Load() >= from+1500 }, showLog)
+		eventually.Within(t, 2*time.Minute, fmt.Sprintf("1,500 receipts before kill %d", k+1), func() bool { return receipts.Load() >= from+1500 }, showLog)
 		select {
 		case <-produced:
 		default:
@@ -142,7 +143,7 @@ sinks:
 		}
 		return true
 	}
-	waitFor(t, 4*time.Minute, "every endpoint to receive every event of its tenant", complete, showLog)
+	eventually.Within(t, 4*time.Minute, "every endpoint to receive every event of its tenant", complete, showLog)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("relay exited with %v after SIGTERM", err)

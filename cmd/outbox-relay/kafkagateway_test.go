@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -87,7 +88,7 @@ func newKafkaGatewayRig(t *testing.T, n, groups, partitions int, delay time.Dura
 	rig.url = hooks.URL
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 931}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
 tables: [{name: %s.outbox, headers: [tenant]}]
 checkpoint: {store: mysql, dsn: "%s", interval: 100ms}
 delivery: {drain_timeout: 3s}
@@ -102,7 +103,7 @@ sinks:
       gateway: {%s, max_in_flight: %d}
       endpoints_table: {table: %s.outbox_endpoints, tenant_header: tenant, defaults: {egress: {allow: [127.0.0.1]}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}}
       endpoints:
-`, srv.Port, dbname, srv.DSN(dbname), c.ListenAddrs()[0], gatewayCfg, kgwMaxInFlight, dbname)
+`, srv.Port, testserver.ServerID(), dbname, srv.DSN(dbname), c.ListenAddrs()[0], gatewayCfg, kgwMaxInFlight, dbname)
 	for i := range n {
 		fmt.Fprintf(&b, "        - {name: e%04d, url: \"%s/e/%d\", body: raw, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}\n",
 			i, hooks.URL, i, i%groups)
@@ -253,7 +254,7 @@ func (rig *kafkaGatewayRig) check() []int {
 
 func kgwWaitFor(t *testing.T, limit time.Duration, what string, cond func() bool, onFail func()) {
 	t.Helper()
-	waitFor(t, limit, what, cond, onFail)
+	eventually.Within(t, limit, what, cond, onFail)
 }
 
 // Three replicas of `outbox-relay gateway` share a 6-partition topic as a

@@ -11,15 +11,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/mysqlprimary"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
 func scriptedCheckConfig(t *testing.T, s *mysqlprimary.Server, cpPath string) string {
 	return writeFile(t, "relay.yaml", fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: %s, password: %s, server_id: 4041}
+source: {host: 127.0.0.1, port: %d, user: %s, password: %s, server_id: %d}
 tables: [{name: app.outbox}]
 checkpoint: {path: %s, start: earliest}
 sinks: [{name: out, type: stdout}]
-`, s.Port(), s.User(), s.Password(), cpPath))
+`, s.Port(), s.User(), s.Password(), testserver.ServerID(), cpPath))
 }
 
 func saveCheckpoint(t *testing.T, path string, cp checkpoint.Checkpoint) {

@@ -59,7 +59,7 @@ tables: [{name: shop.outbox}]
 checkpoint: {store: mysql, dsn: "%s", table: %s, interval: 100ms, start: earliest}
 dead_letter: {store: mysql, table: dl_%d}
 sinks: [{name: out, type: stdout}]
-`, srv.Port, 4100+10*n, dsn, table, n))
+`, srv.Port, testserver.ServerID(), dsn, table, n))
 			run := func(id string) string {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
@@ -223,7 +224,7 @@ func TestReceiverRepliesNeverLeakSecretsOrDriveTheTerminal(t *testing.T) {
 	dir := t.TempDir()
 	config := func(cpPath, deadLetter, extra string) string {
 		return writeFile(t, "relay.yaml", fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 1130, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 dead_letter: {store: %s}
@@ -235,7 +236,7 @@ sinks:
         - {name: echo, url: "%s/echo?token=%s", headers: {Authorization: "Bearer %s", X-Api-Key: "%s"}}
 %s
 log: {level: debug}
-`, srv.Port, dbname, cpPath, deadLetter, rc.URL, query, bearer, apiKey, extra))
+`, srv.Port, testserver.ServerID(), dbname, cpPath, deadLetter, rc.URL, query, bearer, apiKey, extra))
 	}
 	moved := fmt.Sprintf(`        - {name: moved, url: "%s/moved?token=%s", headers: {Authorization: "Bearer %s"}}`, rc.URL, query, bearer)
 	stateDir := filepath.Join(dir, "state")
@@ -247,13 +248,13 @@ log: {level: debug}
 	var relayOut syncBuffer
 	exited := make(chan int, 1)
 	go func() { exited <- mainCode(ctx, []string{"run", "--config", cfg}, &relayOut, &relayOut) }()
-	waitFor(t, 30*time.Second, "the start checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(filepath.Join(stateDir, "checkpoints.json"))
 		return err == nil
 	}, func() { t.Log(relayOut.String()) })
 	w := &outboxtest.Workload{}
 	outboxtest.Produce(ctx, t, db, w, 1, 2, []int{1}, 2)
-	waitFor(t, 20*time.Second, "dead letters", func() bool {
+	eventually.Within(t, 20*time.Second, "dead letters", func() bool {
 		return len(dlqList(t, cfg)) >= 2*w.Events()
 	}, func() { t.Log(relayOut.String()) })
 	cancel()
@@ -287,7 +288,7 @@ log: {level: debug}
 	var out2 syncBuffer
 	exited2 := make(chan int, 1)
 	go func() { exited2 <- mainCode(ctx2, []string{"run", "--config", cfg2}, &out2, &out2) }()
-	waitFor(t, 30*time.Second, "the second relay's checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the second relay's checkpoint", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "state2", "checkpoints.json"))
 		return err == nil
 	}, func() { t.Log(out2.String()) })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
@@ -49,7 +50,7 @@ func TestCopiedConfigWithTheSameServerIDStopsClearly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			id := 930 + 10*i
+			id := testserver.ServerID()
 			cfg := func(name, user string) string {
 				p := filepath.Join(dir, name+".yaml")
 				os.WriteFile(p, []byte(fmt.Sprintf(`
@@ -65,7 +66,7 @@ log: {level: info}
 			waitForFile(t, filepath.Join(dir, "first", "cp.json"), 30*time.Second)
 			w1 := &outboxtest.Workload{Prefix: fmt.Sprintf("a%d-", i)}
 			outboxtest.Produce(ctx, t, db, w1, 1, 10, []int{1, 2}, 3)
-			waitFor(t, 30*time.Second, "the first relay's deliveries", func() bool { return countIn(first.ids(t), w1.Prefix) >= w1.Events() }, nil)
+			eventually.Within(t, 30*time.Second, "the first relay's deliveries", func() bool { return countIn(first.ids(t), w1.Prefix) >= w1.Events() }, nil)
 
 			started := time.Now()
 			copy := startRelayProc(t, bin, cfg("copy", tc.copyUser), dir, "copy")
@@ -91,7 +92,7 @@ log: {level: info}
 			// The other goes on delivering, and neither flapped.
 			w2 := &outboxtest.Workload{Prefix: fmt.Sprintf("b%d-", i)}
 			outboxtest.Produce(ctx, t, db, w2, 1, 10, []int{1, 2}, 3)
-			waitFor(t, 30*time.Second, "the remaining relay's deliveries", func() bool { return countIn(running.ids(t), w2.Prefix) >= w2.Events() }, func() {
+			eventually.Within(t, 30*time.Second, "the remaining relay's deliveries", func() bool { return countIn(running.ids(t), w2.Prefix) >= w2.Events() }, func() {
 				t.Logf("first log:\n%s\ncopy log:\n%s", tail([]byte(first.logText())), tail([]byte(copy.logText())))
 			})
 			select {

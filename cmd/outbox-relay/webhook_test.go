@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
@@ -67,37 +67,12 @@ func newWebhookSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
-// hookRequest is one request a hookReceiver got.
-type hookRequest struct {
-	gen                             int64 // relay process generation when it arrived
-	path                            string
-	status                          int
-	webhookID, eventID, aggregateID string
-	data                            json.RawMessage
-}
-
-// hookReceiver is a loopback webhook endpoint that checks every request's
-// signature and envelope and records it. status decides the answer.
-type hookReceiver struct {
-	t      *testing.T
-	secret string
-	srv    *httptest.Server
-	gen    atomic.Int64
-	status func(path string) int
-
-	mu   sync.Mutex
-	reqs []hookRequest
-}
-
-func newHookReceiver(t *testing.T, secret string, status func(path string) int) *hookReceiver {
-	rc := &hookReceiver{t: t, secret: secret, status: status}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gen := rc.gen.Load()
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			return // the relay was killed mid-request
-		}
-		if err := verifyStandardWebhook(rc.secret, r.Header, body, time.Now()); err != nil {
+// newHookReceiver starts a receiver that checks every request's
+// signatures (one per configured secret, verified with secret) and
+// envelope; status decides the answer by path.
+func newHookReceiver(t *testing.T, secret string, status func(path string) int) *receiver.Receiver {
+	return receiver.Start(t, func(r *http.Request, body []byte, _ time.Duration) receiver.Reply {
+		if err := verifyStandardWebhook(secret, r.Header, body, time.Now()); err != nil {
 			t.Errorf("request %s: bad signature: %v", r.Header.Get("webhook-id"), err)
 		}
 		if n := len(strings.Fields(r.Header.Get("webhook-signature"))); n != 2 {
@@ -107,12 +82,9 @@ func newHookReceiver(t *testing.T, secret string, status func(path string) int) 
 			t.Errorf("Content-Type %q", ct)
 		}
 		var env struct {
-			ID            string          `json:"id"`
-			Type          string          `json:"type"`
-			AggregateType string          `json:"aggregate_type"`
-			AggregateID   string          `json:"aggregate_id"`
-			Timestamp     string          `json:"timestamp"`
-			Data          json.RawMessage `json:"data"`
+			Type          string `json:"type"`
+			AggregateType string `json:"aggregate_type"`
+			Timestamp     string `json:"timestamp"`
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
 			t.Errorf("body is not the JSON envelope: %v: %q", err, body)
@@ -120,55 +92,12 @@ func newHookReceiver(t *testing.T, secret string, status func(path string) int) 
 		if _, err := time.Parse(time.RFC3339, env.Timestamp); err != nil || env.Type != "created" || env.AggregateType != "order" {
 			t.Errorf("envelope fields: %q", body)
 		}
-		status := rc.status(r.URL.Path)
-		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, hookRequest{gen: gen, path: r.URL.Path, status: status,
-			webhookID: r.Header.Get("webhook-id"), eventID: env.ID, aggregateID: env.AggregateID, data: env.Data})
-		rc.mu.Unlock()
-		w.WriteHeader(status)
-		if status == http.StatusBadRequest {
-			io.WriteString(w, "payload rejected by the test receiver")
+		rep := receiver.Reply{Status: status(r.URL.Path)}
+		if rep.Status == http.StatusBadRequest {
+			rep.Body = "payload rejected by the test receiver"
 		}
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *hookReceiver) requests() []hookRequest {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return slices.Clone(rc.reqs)
-}
-
-// accepted returns the 2xx requests (to path, or any path when "") in arrival order.
-func (rc *hookReceiver) accepted(path string) []hookRequest {
-	var out []hookRequest
-	for _, r := range rc.requests() {
-		if r.status/100 == 2 && (path == "" || r.path == path) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func uniqueEvents(reqs []hookRequest) int {
-	seen := map[string]bool{}
-	for _, r := range reqs {
-		seen[r.eventID] = true
-	}
-	return len(seen)
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, onFail func()) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			if onFail != nil {
-				onFail()
-			}
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-	}
+		return rep
+	})
 }
 
 // Relay SIGKILL while webhook retries are pending. The relay binary delivers
@@ -208,7 +137,7 @@ func TestWebhookRetriesPendingSurviveSIGKILL(t *testing.T) {
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	cpPath := filepath.Join(dir, "checkpoints.json")
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 910, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -224,7 +153,7 @@ sinks:
           rate_limit: 40
           retry: {initial_backoff: 100ms, max_backoff: 500ms, max_attempts: 10000}
 log: {level: warn}
-`, srv.Port, dbname, cpPath, rc.srv.URL, oldSecret, secret)
+`, srv.Port, testserver.ServerID(), dbname, cpPath, rc.URL, oldSecret, secret)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +175,7 @@ log: {level: warn}
 		}
 		_ = cmd.Wait()
 		kills++
-		rc.gen.Add(1) // later requests come from the next process
+		rc.NextGen() // later requests come from the next process
 	}
 
 	cmd := start()
@@ -256,7 +185,7 @@ log: {level: warn}
 			_ = cmd.Wait()
 		}
 	}()
-	waitFor(t, 30*time.Second, "the start checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(cpPath)
 		return err == nil
 	}, showLog)
@@ -269,41 +198,41 @@ log: {level: warn}
 	// Kill 1: every event is failing and being retried.
 	retried := func(gen int64) bool {
 		n := map[string]int{}
-		for _, r := range rc.requests() {
-			if r.gen == gen {
-				n[r.eventID]++
-				if n[r.eventID] >= 3 {
+		for _, r := range rc.Requests() {
+			if r.Gen == gen {
+				n[r.EventID]++
+				if n[r.EventID] >= 3 {
 					return true
 				}
 			}
 		}
 		return false
 	}
-	waitFor(t, 20*time.Second, "retries before the first kill", func() bool { return retried(0) }, showLog)
+	eventually.Within(t, 20*time.Second, "retries before the first kill", func() bool { return retried(0) }, showLog)
 	pendingAtKill := map[string]bool{}
-	for _, r := range rc.requests() {
-		pendingAtKill[r.eventID] = true
+	for _, r := range rc.Requests() {
+		pendingAtKill[r.EventID] = true
 	}
 	kill(cmd)
 	phase("kill 1")
 	cmd = start()
 
 	// The new process retries the same events, then the endpoint recovers.
-	waitFor(t, 20*time.Second, "retries after the restart", func() bool { return retried(1) }, showLog)
+	eventually.Within(t, 20*time.Second, "retries after the restart", func() bool { return retried(1) }, showLog)
 	healthy.Store(true)
 	phase("healthy")
 
 	// Kill 2: the endpoint is catching up, part of the events accepted.
-	waitFor(t, 20*time.Second, "a quarter of the events accepted", func() bool {
-		return uniqueEvents(rc.accepted("")) >= total/4
+	eventually.Within(t, 20*time.Second, "a quarter of the events accepted", func() bool {
+		return receiver.Unique(rc.Accepted("")) >= total/4
 	}, showLog)
-	acceptedAtKill2 := uniqueEvents(rc.accepted(""))
+	acceptedAtKill2 := receiver.Unique(rc.Accepted(""))
 	kill(cmd)
 	phase("kill 2")
 	cmd = start()
 
-	waitFor(t, 30*time.Second, "every event accepted", func() bool {
-		return uniqueEvents(rc.accepted("")) >= total
+	eventually.Within(t, 30*time.Second, "every event accepted", func() bool {
+		return receiver.Unique(rc.Accepted("")) >= total
 	}, showLog)
 	phase("all accepted")
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -313,24 +242,24 @@ log: {level: warn}
 	}
 	phase("stopped")
 
-	reqs := rc.requests()
-	acc := rc.accepted("")
+	reqs := rc.Requests()
+	acc := rc.Accepted("")
 	var delivered []outboxtest.Delivered
 	for _, r := range reqs {
-		if r.webhookID != r.eventID {
-			t.Fatalf("webhook-id %q is not the event id %q", r.webhookID, r.eventID)
+		if r.WebhookID != r.EventID {
+			t.Fatalf("webhook-id %q is not the event id %q", r.WebhookID, r.EventID)
 		}
 	}
 	redelivered := map[string]bool{}
 	for _, r := range acc {
-		delivered = append(delivered, outboxtest.Delivered{ID: r.eventID, AggregateID: r.aggregateID})
-		if pendingAtKill[r.eventID] && r.gen >= 1 {
-			redelivered[r.eventID] = true
+		delivered = append(delivered, outboxtest.Delivered{ID: r.EventID, AggregateID: r.AggregateID})
+		if pendingAtKill[r.EventID] && r.Gen >= 1 {
+			redelivered[r.EventID] = true
 		}
-		if k := strings.LastIndex(r.eventID, "-r"); k >= 0 {
-			n, _ := strconv.Atoi(r.eventID[k+2:])
-			if string(r.data) != outboxtest.Payload(r.eventID, n) {
-				t.Errorf("event %s: envelope data %s is not the stored payload", r.eventID, r.data)
+		if k := strings.LastIndex(r.EventID, "-r"); k >= 0 {
+			n, _ := strconv.Atoi(r.EventID[k+2:])
+			if string(r.Data) != outboxtest.Payload(r.EventID, n) {
+				t.Errorf("event %s: envelope data %s is not the stored payload", r.EventID, r.Data)
 			}
 		}
 	}
@@ -340,7 +269,7 @@ log: {level: warn}
 	}
 	perGen := map[int64]int{}
 	for _, r := range reqs {
-		perGen[r.gen]++
+		perGen[r.Gen]++
 	}
 	t.Logf("webhook SIGKILL run: %d committed events, %d kills, %d requests (per process: %v), %d events retried at the first kill and accepted after a restart with the same webhook-id, %d accepted before the second kill, %d acceptances, %d unique, %d duplicates (each with its event's webhook-id)",
 		rep.Committed, kills, len(reqs), perGen, len(redelivered), acceptedAtKill2, rep.Delivered, rep.Unique, rep.Duplicates)
@@ -431,10 +360,10 @@ func TestDLQReplayDeliversOnceEndpointHealthy(t *testing.T) {
 	cpPath := filepath.Join(dir, "checkpoints.json")
 	ep := func(name string) string {
 		return fmt.Sprintf(`{name: %s, url: "%s/%s", secrets: ["%s", "%s"], body: envelope, retry: {initial_backoff: 100ms, max_backoff: 500ms}}`,
-			name, rc.srv.URL, name, oldSecret, secret)
+			name, rc.URL, name, oldSecret, secret)
 	}
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: 920, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 sinks:
@@ -445,7 +374,7 @@ sinks:
         - %s
         - %s
 log: {level: error}
-`, srv.Port, dbname, cpPath, ep("a"), ep("b"))
+`, srv.Port, testserver.ServerID(), dbname, cpPath, ep("a"), ep("b"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +392,7 @@ log: {level: error}
 		}
 	}()
 	showLog := func() { t.Logf("relay output:\n%s", relayOut.String()) }
-	waitFor(t, 30*time.Second, "the start checkpoint", func() bool {
+	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(cpPath)
 		return err == nil
 	}, showLog)
@@ -477,7 +406,7 @@ log: {level: error}
 			committed[id] = true
 		}
 	}
-	waitFor(t, 20*time.Second, "every event dead-lettered at both endpoints", func() bool {
+	eventually.Within(t, 20*time.Second, "every event dead-lettered at both endpoints", func() bool {
 		return len(dlqList(t, cfgPath)) >= 2*total
 	}, showLog)
 	cancel()
@@ -538,21 +467,21 @@ log: {level: error}
 
 	// The endpoint is healthy again: replay everything.
 	reject.Store(false)
-	before := len(rc.requests())
+	before := len(rc.Requests())
 	code, out, errOut := dlqRun("replay", "--config", cfgPath, "--all")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("replayed %d dead letters, 0 failed", total)) {
 		t.Fatalf("dlq replay --all: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	replayed := rc.requests()[before:]
+	replayed := rc.Requests()[before:]
 	got := map[string]int{}
 	for _, r := range replayed {
-		if r.path != "/a" || r.status != http.StatusOK {
-			t.Errorf("replay sent a request to %s answered %d", r.path, r.status)
+		if r.Path != "/a" || r.Status != http.StatusOK {
+			t.Errorf("replay sent a request to %s answered %d", r.Path, r.Status)
 		}
-		if r.webhookID != r.eventID {
-			t.Errorf("replayed request: webhook-id %q is not the event id %q", r.webhookID, r.eventID)
+		if r.WebhookID != r.EventID {
+			t.Errorf("replayed request: webhook-id %q is not the event id %q", r.WebhookID, r.EventID)
 		}
-		got[r.eventID]++
+		got[r.EventID]++
 	}
 	for id := range bySink["hooks/a"] {
 		if got[id] != 1 {

@@ -7,22 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	_ "github.com/go-sql-driver/mysql"
-)
 
-var replicaIDs atomic.Uint32
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+)
 
 // syncer is a go-mysql BinlogSyncer as the relay configures one.
 func syncer(t *testing.T, s *Server, heartbeat time.Duration) *replication.BinlogSyncer {
 	t.Helper()
 	cfg := replication.BinlogSyncerConfig{
-		ServerID:              1000 + replicaIDs.Add(1),
+		ServerID:              testserver.ServerID(),
 		Flavor:                gomysql.MySQLFlavor,
 		Host:                  "127.0.0.1",
 		Port:                  s.Port(),

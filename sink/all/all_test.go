@@ -39,6 +39,35 @@ func TestEveryKindRunsTheConformanceSuite(t *testing.T) {
 	}
 }
 
+// TestEveryAuditableKindHasAnAuditTest: a kind that declares a read-back
+// for `outbox-relay audit` (Kind.Audit) has a test of it, named
+// TestAudit<Type>… (any case), in its own package or in relay (whose
+// audit_test.go has the helpers that run a relay and audit it).
+func TestEveryAuditableKindHasAnAuditTest(t *testing.T) {
+	n := 0
+	for _, k := range sink.Kinds() {
+		if k.Audit == nil {
+			continue
+		}
+		n++
+		pkg := reflect.TypeOf(k.Config()).Elem().PkgPath()
+		rel, _ := strings.CutPrefix(pkg, module)
+		prefix := strings.ToLower("TestAudit" + k.Type)
+		found := false
+		for _, dir := range []string{filepath.FromSlash(rel), "relay"} {
+			for _, name := range testFuncs(t, filepath.Join("..", "..", dir)) {
+				found = found || strings.HasPrefix(strings.ToLower(name), prefix)
+			}
+		}
+		if !found {
+			t.Errorf("kind %s declares Audit but no test named TestAudit%s… is in %s or relay: add one that audits a run and finds deleted messages missing (see docs/adding-a-sink.md)", k.Type, k.Type, rel)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no registered kind declares Audit")
+	}
+}
+
 // TestEveryKindIsKnownToConfig: registering a kind registers its section,
 // so config accepts its type and no other.
 func TestEveryKindIsKnownToConfig(t *testing.T) {
@@ -54,6 +83,29 @@ func TestEveryKindIsKnownToConfig(t *testing.T) {
 	if got := strings.Join(config.SinkTypes(), ","); got != strings.Join(types, ",") {
 		t.Fatalf("config knows the sink types %s, the registry %s", got, strings.Join(types, ","))
 	}
+}
+
+// testFuncs lists the names of the functions of the tests of dir.
+func testFuncs(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil {
+				out = append(out, fn.Name.Name)
+			}
+		}
+	}
+	return out
 }
 
 // conformanceCalls counts the calls of sinktest.Run in the tests of dir.

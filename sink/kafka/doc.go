@@ -78,7 +78,7 @@
 //
 // The sink is a sink.Recoverer: on a restart Recover reads each partition of
 // its topics back from the end to the checkpoint (with the same reader as
-// the audit, kafka.ReadBack), so that what they already hold is not sent
+// the audit, kafka.Auditor), so that what they already hold is not sent
 // again, and says (sink.ErrCannotRecover) when it cannot tell: another
 // producer, another relay sink, a changed partition count, GTIDs off. See
 // Recover for exactly when it holds.

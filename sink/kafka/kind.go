@@ -38,5 +38,12 @@ func init() {
 			}
 			return out
 		},
+		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
+			a, err := NewAuditor(*p.Config.(*Config))
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
 	})
 }

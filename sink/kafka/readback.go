@@ -13,20 +13,21 @@ import (
 	"github.com/segmentio/kafka-go/protocol/listoffsets"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
-// ReadBack is what reading a sink's messages back needs (outbox-relay
-// audit): where each event goes, and a reader of the brokers with the
-// sink's TLS and credentials. It is safe for use by one goroutine.
-type ReadBack struct {
+// Auditor reads a sink's topics back for `outbox-relay audit`
+// (sink.Auditor): where each event goes, and a reader of the brokers with
+// the sink's TLS and credentials. It is used by one goroutine.
+type Auditor struct {
 	topic *route.Template
 	reader
 }
 
-// NewReadBack returns the ReadBack of a (defaulted) sink config. It does
+// NewAuditor returns the Auditor of a (defaulted) sink config. It does
 // not touch the network.
-func NewReadBack(c Config) (*ReadBack, error) {
+func NewAuditor(c Config) (*Auditor, error) {
 	t, err := route.Parse("kafka.topic", c.Topic)
 	if err != nil {
 		return nil, err
@@ -45,17 +46,60 @@ func NewReadBack(c Config) (*ReadBack, error) {
 	}
 	tr := &kafkago.Transport{Dial: (&net.Dialer{Timeout: timeout}).DialContext, DialTimeout: timeout,
 		ClientID: c.ClientID, TLS: tc, SASL: mech}
-	return &ReadBack{topic: t, reader: reader{
+	return &Auditor{topic: t, reader: reader{
 		client:    &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: timeout},
 		transport: tr,
 	}}, nil
 }
 
-// Topic is the topic the sink produces e to.
-func (r *ReadBack) Topic(e *event.Event) (string, error) { return r.topic.Render(e) }
+var _ sink.Auditor = (*Auditor)(nil)
 
-// Close closes the read-back's idle connections.
-func (r *ReadBack) Close() { r.transport.CloseIdleConnections() }
+// Dest is the topic the sink produces e to.
+func (a *Auditor) Dest(e *event.Event) (string, error) { return a.topic.Render(e) }
+
+// ReadBack reads every partition of each topic, from the offsets of the
+// first records at or after from (a record's timestamp is its event's
+// commit time) to the partition's end when the read begins. Records carry
+// their "id" and "gtid" headers; each partition is a Log ("topic[p]"), in
+// offset order. A topic that does not exist holds nothing.
+func (a *Auditor) ReadBack(ctx context.Context, from time.Time, topics []string, each func(sink.Stored) error) error {
+	for _, topic := range topics {
+		n, err := a.Partitions(ctx, topic)
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ends, err := a.Offsets(ctx, topic, n, kafkago.LastOffset)
+		if err != nil {
+			return err
+		}
+		starts, err := a.Offsets(ctx, topic, n, from.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("at %s: %w", from, err)
+		}
+		for p := range n {
+			if starts[p] < 0 || starts[p] >= ends[p] {
+				continue // nothing at or after from
+			}
+			log := topic + "[" + strconv.Itoa(p) + "]"
+			err := a.Read(ctx, topic, p, starts[p], ends[p], func(r Record) error {
+				return each(sink.Stored{ID: r.ID, GTID: r.GTID, Time: r.Time, Log: log, Offset: r.Offset})
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the Auditor's idle connections.
+func (a *Auditor) Close() error {
+	a.transport.CloseIdleConnections()
+	return nil
+}
 
 // Record is a message read back: where it is, and the headers read-back
 // uses.
@@ -78,7 +122,7 @@ const readFetchBytes = 1 << 20
 
 // reader reads a topic's partitions back with the sink's client (kafka-go):
 // their offsets, and the records of a range of offsets. It is what the
-// audit and Recover share.
+// Auditor and Recover share.
 type reader struct {
 	client    *kafkago.Client
 	transport *kafkago.Transport

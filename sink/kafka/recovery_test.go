@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -95,7 +96,7 @@ func TestPipelineResumesPromptlyWhenTheBrokerComesBack(t *testing.T) {
 		cp, err := store.Load(ctx, "k")
 		return err == nil && cp.Position.Pos >= pos
 	}
-	waitFor(t, 30*time.Second, func() bool { return checkpointAt(19) })
+	eventually.Within(t, 30*time.Second, "the checkpoint at position 19", func() bool { return checkpointAt(19) })
 
 	c1.Close()
 	close(src.open)
@@ -113,24 +114,13 @@ func TestPipelineResumesPromptlyWhenTheBrokerComesBack(t *testing.T) {
 	}
 	t.Cleanup(c2.Close)
 	back := time.Now()
-	waitFor(t, 60*time.Second, func() bool { return checkpointAt(lastPos) })
+	eventually.Within(t, 60*time.Second, "the checkpoint at the last position", func() bool { return checkpointAt(lastPos) })
 	t.Logf("broker back → every pending event acknowledged: %s", time.Since(back).Round(time.Millisecond))
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
 	checkOrder(t, evs[100:], consume(t, c2.ListenAddrs(), 300, "orders"))
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A broker that drops the connection in the middle of a produce request

@@ -23,5 +23,12 @@ func init() {
 			c := sc.(*Config)
 			return sink.TLSWarnings("nats", c.TLS, c.User != "" || c.Token != "" || c.TokenFile != "" || c.TokenEnv != "")
 		},
+		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
+			a, err := NewAuditor(*p.Config.(*Config), p.ClockSkew)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
 	})
 }

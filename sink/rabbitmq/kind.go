@@ -23,5 +23,12 @@ func init() {
 			c := sc.(*Config)
 			return sink.TLSWarnings("rabbitmq", c.TLS, c.Username != "")
 		},
+		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
+			a, err := NewAuditor(*p.Config.(*Config), p.Queue, p.ClockSkew)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
 	})
 }

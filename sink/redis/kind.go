@@ -24,5 +24,12 @@ func init() {
 			c := sc.(*Config)
 			return sink.TLSWarnings("redis", c.TLS, c.Password != "" || c.PasswordFile != "" || c.PasswordEnv != "")
 		},
+		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
+			a, err := NewAuditor(*p.Config.(*Config), p.ClockSkew)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
 	})
 }

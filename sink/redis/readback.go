@@ -1,24 +1,37 @@
 package redis
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
-// ReadBack is what reading a sink's entries back needs (outbox-relay
-// audit): the stream key each event goes to, and a client of the sink's
-// server with its credentials. It is safe for use by one goroutine.
-type ReadBack struct {
+// auditPage is how many entries one XRANGE of the audit's read reads.
+const auditPage = 1000
+
+// Auditor reads a sink's streams back for `outbox-relay audit`
+// (sink.Auditor): the stream key each event goes to, and a client of the
+// sink's server with its credentials. It is used by one goroutine.
+type Auditor struct {
 	stream *route.Template
-	// Client reads the streams; Close closes it.
-	Client *goredis.Client
+	client *goredis.Client
+	skew   time.Duration
 }
 
-// NewReadBack returns the ReadBack of a sink config (its defaults applied
-// and validated here). It does not touch the network.
-func NewReadBack(c Config) (*ReadBack, error) {
+var _ sink.Auditor = (*Auditor)(nil)
+
+// NewAuditor returns the Auditor of a sink config (its defaults applied
+// and validated here); skew is how far the Redis server's clock may be
+// behind the source's. It does not touch the network.
+func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
 	c.Defaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -31,11 +44,94 @@ func NewReadBack(c Config) (*ReadBack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ReadBack{stream: t, Client: cl}, nil
+	return &Auditor{stream: t, client: cl, skew: skew}, nil
 }
 
-// Stream is the stream key the sink appends e to.
-func (r *ReadBack) Stream(e *event.Event) (string, error) { return r.stream.Render(e) }
+// Dest is the stream key the sink appends e to.
+func (a *Auditor) Dest(e *event.Event) (string, error) { return a.stream.Render(e) }
 
 // Close closes the client.
-func (r *ReadBack) Close() error { return r.Client.Close() }
+func (a *Auditor) Close() error { return a.client.Close() }
+
+// ReadBack reads each stream key forwards with XRANGE, from the entries
+// added at from less the clock skew (an entry's id is when the server added
+// it, by its clock) to the stream's last entry when its read begins.
+// Entries carry their "id" and "gtid" fields. Each key is a Log, in stream
+// order. A key that does not exist holds nothing.
+func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, each func(sink.Stored) error) error {
+	start := strconv.FormatInt(from.Add(-a.skew).UnixMilli(), 10) + "-0"
+	for _, key := range keys {
+		last, err := a.client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil {
+			return fmt.Errorf("read redis stream %q: %w", key, err)
+		}
+		if len(last) == 0 {
+			continue
+		}
+		var n int64
+		var eerr error
+		err = walk(ctx, a.client, key, false, start, last[0].ID, auditPage, func(m goredis.XMessage) bool {
+			f := fieldsOf(m)
+			n++
+			eerr = each(sink.Stored{ID: f.id, GTID: f.gtid, Time: entryTime(m.ID), Log: key, Offset: n, At: key + "@" + m.ID})
+			return eerr == nil
+		})
+		if err != nil {
+			return fmt.Errorf("read redis stream %q: %w", key, err)
+		}
+		if eerr != nil {
+			return eerr
+		}
+	}
+	return nil
+}
+
+// walk reads stream key page entries at a time, from entry id start to
+// stop (both inclusive; "-" and "+" are the ends), forwards with XRANGE or
+// backwards (start the newer) with XREVRANGE, and calls each for every
+// entry until each returns false. It is the read the audit (forwards) and
+// Recover (backwards, from the end) share.
+func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, start, stop string, page int64, each func(goredis.XMessage) bool) error {
+	for {
+		var msgs []goredis.XMessage
+		var err error
+		if backwards {
+			msgs, err = cl.XRevRangeN(ctx, key, start, stop, page).Result()
+		} else {
+			msgs, err = cl.XRangeN(ctx, key, start, stop, page).Result()
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if !each(m) {
+				return nil
+			}
+		}
+		if int64(len(msgs)) < page {
+			return nil // the stream's end (or first entry)
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// fields is what read-back uses of an entry.
+type fields struct {
+	id, gtid, sink string
+	hasSink        bool // a relay_sink field, maybe empty
+}
+
+func fieldsOf(m goredis.XMessage) fields {
+	var f fields
+	f.id, _ = m.Values[route.HeaderID].(string)
+	f.gtid, _ = m.Values[route.HeaderGTID].(string)
+	f.sink, f.hasSink = m.Values[FieldSink].(string)
+	return f
+}
+
+// entryTime is when a stream entry was added: the milliseconds of its id.
+func entryTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(ms, 10, 64)
+	return time.UnixMilli(n)
+}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
@@ -55,33 +57,27 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	type entry struct{ gtid, id string }
 	var held []entry
 	for _, key := range keys {
-		end := "+"
-	stream:
-		for {
-			page, err := s.client.XRevRangeN(ctx, key, end, "-", recoverPage).Result()
+		var jerr error
+		err := walk(ctx, s.client, key, true, "+", "-", recoverPage, func(m goredis.XMessage) bool {
+			f := fieldsOf(m)
+			after, err := judge.Judge(readback.Message{HasSink: f.hasSink, Sink: f.sink, GTID: f.gtid})
+			if err == nil && after && len(held) >= readback.MaxHeld {
+				err = readback.TooMany()
+			}
 			if err != nil {
-				return fmt.Errorf("read redis back: stream %q: %w", key, explain(err))
+				jerr = fmt.Errorf("read redis back: stream %q entry %s %w", key, m.ID, err)
+				return false
 			}
-			for _, m := range page {
-				name, hasSink := m.Values[FieldSink].(string)
-				gtid, _ := m.Values[route.HeaderGTID].(string)
-				id, _ := m.Values[route.HeaderID].(string)
-				after, err := judge.Judge(readback.Message{HasSink: hasSink, Sink: name, GTID: gtid})
-				if err == nil && after && len(held) >= readback.MaxHeld {
-					err = readback.TooMany()
-				}
-				if err != nil {
-					return fmt.Errorf("read redis back: stream %q entry %s %w", key, m.ID, err)
-				}
-				if !after {
-					break stream
-				}
-				held = append(held, entry{gtid, id})
+			if after {
+				held = append(held, entry{f.gtid, f.id})
 			}
-			if int64(len(page)) < recoverPage {
-				break // the stream's first entry
-			}
-			end = "(" + page[len(page)-1].ID
+			return after
+		})
+		if err != nil {
+			return fmt.Errorf("read redis back: stream %q: %w", key, explain(err))
+		}
+		if jerr != nil {
+			return jerr
 		}
 	}
 	s.log.Info("read the redis streams back", slog.Int("streams", len(keys)),

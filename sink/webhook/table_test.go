@@ -393,7 +393,7 @@ func TestLoad(t *testing.T) {
 	// The same rows as the binlog reader hands them on (a watched table)
 	// give the same endpoints.
 	fromBinlog := map[string]TableEndpoint{}
-	r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: 4242, Flavor: "mariadb",
+	r, err := canal.New(canal.Config{Host: srv.Host, Port: uint16(srv.Port), User: "root", ServerID: testserver.ServerID(), Flavor: "mariadb",
 		Tables: []canal.Table{{Schema: dbname, Name: "no_outbox", Columns: canal.Columns{ID: "id", AggregateID: "a", Payload: "p"}}},
 		Watch:  []canal.Watched{{Schema: dbname, Name: "outbox_endpoints"}}})
 	if err != nil {
