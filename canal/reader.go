@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -128,6 +129,10 @@ type Columns struct {
 	AggregateID   string
 	Type          string
 	Payload       string
+	// TraceParent and TraceState are the W3C trace context columns; empty
+	// when not mapped.
+	TraceParent string
+	TraceState  string
 }
 
 // FullName is "schema.table".
@@ -143,6 +148,8 @@ type Reader struct {
 	tables map[string]map[string]*Table // schema -> table -> outbox table
 	watch  map[string]map[string]string // schema -> table -> "schema.table" of a watched table; nil when none
 	log    *slog.Logger
+	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
+	badTraceLogged bool
 }
 
 // New checks cfg and returns a Reader.
@@ -487,8 +494,10 @@ type tableMap struct {
 	typ     int
 	payload int
 	headers []int
-	idBin   int // declared length of a binary id column, 0 otherwise
-	ev      *replication.TableMapEvent
+	// traceParent and traceState are the trace context columns, -1 when not mapped.
+	traceParent, traceState int
+	idBin                   int // declared length of a binary id column, 0 otherwise
+	ev                      *replication.TableMapEvent
 	// dec is the fractional digits of each temporal column (DATETIME,
 	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
 	dec []int8
@@ -779,6 +788,9 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
+		if e.TraceParent != "" && !event.ValidTraceParent(e.TraceParent) {
+			r.badTraceParent(e)
+		}
 		if e.ID == "" {
 			e.ID = GeneratedID(e.Table, e.Source, i)
 			r.log.Warn("outbox row with an empty or NULL id: delivered with a generated id", slog.String("table", e.Table),
@@ -795,6 +807,27 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		r.cfg.Observer.Transaction(commitTime)
 	}
 	return handle(ctx, txn)
+}
+
+// TraceObserver is implemented by an Observer that also counts the rows
+// whose traceparent column held no valid W3C traceparent.
+type TraceObserver interface {
+	// TraceParentMalformed is called for each such row of table.
+	TraceParentMalformed(table string)
+}
+
+// badTraceParent drops e's malformed trace context (the event is delivered
+// without one), logs it the first time and counts it.
+func (r *Reader) badTraceParent(e *event.Event) {
+	if !r.badTraceLogged {
+		r.badTraceLogged = true
+		r.log.Warn("outbox row with a malformed traceparent: delivered without trace context (logged once; see outbox_relay_traceparent_malformed_total)",
+			slog.String("table", e.Table), slog.String("event_id", e.ID), slog.String("traceparent", printable.String(e.TraceParent)))
+	}
+	e.TraceParent, e.TraceState = "", ""
+	if o, ok := r.cfg.Observer.(TraceObserver); ok {
+		o.TraceParentMalformed(e.Table)
+	}
 }
 
 // ColumnsMissingError is returned when the binlog carries no column names.
@@ -836,6 +869,12 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		return nil, err
 	}
 	if tm.payload, err = find("payload", t.Columns.Payload); err != nil {
+		return nil, err
+	}
+	if tm.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
+		return nil, err
+	}
+	if tm.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
 		return nil, err
 	}
 	for _, h := range t.Headers {
@@ -909,6 +948,12 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 	for i, c := range tm.headers {
 		if v := row[c]; v != nil {
 			e.Headers = append(e.Headers, event.Header{Key: tm.table.Headers[i], Value: tm.str(row, c)})
+		}
+	}
+	if tm.traceParent >= 0 && row[tm.traceParent] != nil {
+		e.TraceParent = strings.TrimSpace(tm.str(row, tm.traceParent))
+		if tm.traceState >= 0 && row[tm.traceState] != nil {
+			e.TraceState = strings.TrimSpace(tm.str(row, tm.traceState))
 		}
 	}
 	return e, nil

@@ -196,6 +196,15 @@ type Columns struct {
 	// DATETIME set by the server (DEFAULT CURRENT_TIMESTAMP), never by the
 	// application. Only prune reads it. Default created_at.
 	CreatedAt string `yaml:"created_at"`
+	// TraceParent is the column holding the W3C traceparent of the request
+	// that wrote the row (its OpenTelemetry context), carried by every sink
+	// and the parent of the relay's own span (see docs/tracing.md). A
+	// malformed value is ignored (logged once, counted in
+	// outbox_relay_traceparent_malformed_total). Default "" (none).
+	TraceParent string `yaml:"traceparent"`
+	// TraceState is the column holding the W3C tracestate that goes with
+	// traceparent. Default "" (none).
+	TraceState string `yaml:"tracestate"`
 }
 
 // Checkpoint says where positions are kept and where to start without one.

@@ -101,6 +101,8 @@ func Tables(cfg *config.Config) []canal.Table {
 			AggregateID:   config.Column(t.Columns.AggregateID),
 			Type:          config.Column(t.Columns.Type),
 			Payload:       config.Column(t.Columns.Payload),
+			TraceParent:   t.Columns.TraceParent,
+			TraceState:    t.Columns.TraceState,
 		}})
 	}
 	return out

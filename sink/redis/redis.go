@@ -139,13 +139,11 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 	if key == "" {
 		return nil, sink.Permanent(fmt.Errorf("redis.stream rendered an empty key for event %q", e.ID))
 	}
-	values := make([]any, 0, 2*(10+len(e.Headers)))
-	route.Headers(e, func(k, v string) {
-		if len(values) >= 16 { // past the 8 metadata fields: extra columns
-			k = HeaderFieldPrefix + k
-		}
-		values = append(values, k, v)
-	})
+	values := make([]any, 0, 2*(12+len(e.Headers)))
+	route.Metadata(e, func(k, v string) { values = append(values, k, v) })
+	for _, h := range e.Headers {
+		values = append(values, HeaderFieldPrefix+h.Key, h.Value)
+	}
 	payload := e.Payload
 	if payload == nil {
 		payload = []byte{}

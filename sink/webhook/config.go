@@ -171,6 +171,8 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Id":        true,
 	"Webhook-Timestamp": true,
 	"Webhook-Signature": true,
+	"Traceparent":       true, // the row's trace context (send.go)
+	"Tracestate":        true,
 	// and the metadata headers (send.go)
 	"Webhook-Event-Type":     true,
 	"Webhook-Aggregate-Type": true,

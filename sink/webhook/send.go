@@ -71,6 +71,13 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	req.Header.Set("webhook-id", d.ev.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	setMetadata(req.Header, d.ev)
+	if d.ev.TraceParent != "" {
+		// W3C Trace Context over HTTP: unsigned, like the metadata headers.
+		req.Header.Set("traceparent", d.ev.TraceParent)
+		if d.ev.TraceState != "" {
+			req.Header.Set("tracestate", d.ev.TraceState)
+		}
+	}
 	if len(e.keys) > 0 {
 		req.Header.Set("webhook-signature", sign(e.keys, d.ev.ID, ts, d.body))
 	}
@@ -113,7 +120,8 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 // table. Their values are percent-encoded (url.PathEscape: letters, digits,
 // "-._~" and most punctuation as they are), so any bytes arrive intact.
 // They are not signed: the signature covers webhook-id, webhook-timestamp
-// and the body.
+// and the body. Nor are the W3C trace context headers traceparent and
+// tracestate, sent when the row has a trace context (columns.traceparent).
 const (
 	HeaderEventType     = "webhook-event-type"
 	HeaderAggregateType = "webhook-aggregate-type"
