@@ -36,6 +36,19 @@ type Config struct {
 	Log        Log        `yaml:"log"`
 	HTTP       HTTP       `yaml:"http"`
 	Prune      Prune      `yaml:"prune"`
+	Tracing    Tracing    `yaml:"tracing"`
+}
+
+// Tracing configures the relay's own OpenTelemetry spans (docs/tracing.md):
+// one span per delivered event, child of the row's traceparent, exported
+// over OTLP. The exporter is set by the standard environment variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf
+// or grpc, OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER,
+// OTEL_SERVICE_NAME, ...), not here.
+type Tracing struct {
+	// Enabled turns the spans on. Default false: no span is made and
+	// nothing is exported (the row's trace context is carried all the same).
+	Enabled bool `yaml:"enabled"`
 }
 
 // Prune configures `outbox-relay prune` and its schedule: deleting outbox

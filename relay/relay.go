@@ -39,6 +39,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
 // Target is one pipeline's sink under its checkpoint name.
@@ -232,6 +233,23 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeDL()
+	var tracer *tracing.Tracer // nil: tracing off, and the pipelines' observers are left as they are
+	if cfg.Tracing.Enabled {
+		if tracer, err = tracing.New(ctx, r.log); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				r.log.Warn("tracing: the last spans could not be exported", slog.Any("err", err))
+			}
+		}()
+	}
+	kindOf := map[string]string{}
+	for _, sc := range cfg.Sinks {
+		kindOf[sc.Name] = sc.Type
+	}
 	r.log.Info("source ready", slog.String("flavor", info.Flavor), slog.String("version", info.Version),
 		slog.Uint64("server_id", uint64(info.ServerID)), slog.Int("pipelines", len(targets)))
 
@@ -342,7 +360,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		stream++
 		obs := m.Pipeline(t.Name)
-		p, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes, obs)
+		p, err := newPipeline(t.Name, t.Sink, start, cfg.Delivery.MaxInFlight, cfg.Delivery.MaxInFlightBytes,
+			tracing.Observer(tracer, kindOf[t.Name], t.Name, obs))
 		if err != nil {
 			return err
 		}
@@ -404,7 +423,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
 			Store: store, Start: start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-				return newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
+				return newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(tracer, sc.Type, key, gm.Endpoint(key)))
 			},
 			Stopped: func(key string, err error) { stopped(key, gm.Endpoint(key), err) },
 		})

@@ -39,6 +39,7 @@ type receiver struct {
 type delivery struct {
 	webhookID, eventID, aggregateID string
 	at                              time.Time
+	traceparent                     string // the W3C trace context header, if any
 }
 
 func newReceiver(t *testing.T, behave func(r *http.Request, since time.Duration) (int, http.Header, time.Duration)) *receiver {
@@ -72,7 +73,7 @@ func newReceiver(t *testing.T, behave func(r *http.Request, since time.Duration)
 				t.Errorf("endpoint got a body that is not the JSON envelope: %q", body)
 			}
 			rc.mu.Lock()
-			rc.accepted = append(rc.accepted, delivery{r.Header.Get("webhook-id"), env.ID, env.AggregateID, time.Now()})
+			rc.accepted = append(rc.accepted, delivery{r.Header.Get("webhook-id"), env.ID, env.AggregateID, time.Now(), r.Header.Get("traceparent")})
 			onAccept := rc.onAccept
 			rc.mu.Unlock()
 			if onAccept != nil {
