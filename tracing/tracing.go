@@ -178,11 +178,11 @@ func (o *observer) span(e *event.Event, end time.Time, failed error) {
 	if start.IsZero() || start.After(end) {
 		start = end
 	}
-	_, span := o.t.tracer.Start(ctx, o.name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start),
-		trace.WithAttributes(o.attrs...))
+	_, span := o.t.tracer.Start(ctx, o.name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start))
 	if !span.IsRecording() {
 		return // not sampled: nothing more to build
 	}
+	span.SetAttributes(o.attrs...)
 	span.SetAttributes(
 		attribute.String("messaging.message.id", e.ID),
 		attribute.String(AttrGTID, e.Source.GTID),

@@ -15,6 +15,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
+type nopObserver = nop
+
 type nop struct{}
 
 func (nop) Delivered(*event.Event, time.Time)         {}

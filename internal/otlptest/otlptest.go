@@ -73,7 +73,7 @@ func (rc *Receiver) Spans() []*tracepb.Span {
 }
 
 // StartHTTP serves rc over OTLP/HTTP on 127.0.0.1 and points the OTEL_* variables at it.
-func (rc *Receiver) StartHTTP(t *testing.T) {
+func (rc *Receiver) StartHTTP(t testing.TB) {
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
@@ -81,7 +81,7 @@ func (rc *Receiver) StartHTTP(t *testing.T) {
 }
 
 // StartGRPC serves rc over OTLP/gRPC and points the OTEL_* variables at it.
-func (rc *Receiver) StartGRPC(t *testing.T) {
+func (rc *Receiver) StartGRPC(t testing.TB) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
