@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -71,6 +72,20 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	req.Header.Set("webhook-id", d.ev.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	setMetadata(req.Header, d.ev)
+	switch ce := &e.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// HTTP protocol binding, binary mode: ce-<attribute> headers,
+		// percent-encoded; datacontenttype is the Content-Type.
+		ce.Attributes(d.ev, func(name, v string) {
+			if name == "datacontenttype" {
+				req.Header.Set("Content-Type", v)
+				return
+			}
+			req.Header.Set("ce-"+name, cloudevent.HeaderValue(v))
+		})
+	case cloudevent.Structured:
+		req.Header.Set("Content-Type", cloudevent.ContentTypeJSON)
+	}
 	if d.ev.TraceParent != "" {
 		// W3C Trace Context over HTTP: unsigned, like the metadata headers.
 		req.Header.Set("traceparent", d.ev.TraceParent)
