@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -147,6 +148,14 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 	payload := e.Payload
 	if payload == nil {
 		payload = []byte{}
+	}
+	switch ce := &s.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// No Redis binding exists: the Kafka binding's ce_ names, as fields.
+		ce.Attributes(e, func(name, v string) { values = append(values, "ce_"+name, v) })
+	case cloudevent.Structured:
+		payload = ce.Structured(e)
+		values = append(values, "content-type", cloudevent.ContentTypeJSON)
 	}
 	if s.cfg.Writer != "" {
 		values = append(values, FieldSink, s.cfg.Writer)
