@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/otlptest"
 	"github.com/outbox-relay/outbox-relay/relay"
@@ -104,6 +106,7 @@ func TestTraceCrossesTheRelay(t *testing.T) {
 			t.Errorf("span %q lacks the GTID or table: %v", s.Name, a)
 		}
 		children[a["messaging.system"]+" "+a["messaging.destination.name"]] = true
+		t.Logf("span as OTLP JSON: %s", protojson.Format(s))
 	}
 	for _, want := range []string{"kafka kafka", "webhook hooks/a"} {
 		if !children[want] {

@@ -98,3 +98,33 @@ func (memStore) Load(context.Context, string) (checkpoint.Checkpoint, error) {
 }
 func (memStore) Save(context.Context, string, checkpoint.Checkpoint) error { return nil }
 func (memStore) Close() error                                              { return nil }
+
+// BenchmarkSpan is the span alone: what one acknowledged event costs the
+// pipeline's goroutine in Observer.Delivered, by mode (export happens on
+// the SDK's batch goroutine; at sampling 1 its queue drops spans when the
+// exporter falls behind, it never blocks delivery).
+func BenchmarkSpan(b *testing.B) {
+	for _, mode := range []string{"off", "sampling=0", "sampling=1"} {
+		b.Run(mode, func(b *testing.B) {
+			var tr *tracing.Tracer
+			if mode != "off" {
+				rc := &otlptest.Receiver{}
+				rc.StartHTTP(b)
+				b.Setenv("OTEL_TRACES_SAMPLER", map[string]string{"sampling=0": "always_off", "sampling=1": "parentbased_always_on"}[mode])
+				var err error
+				if tr, err = tracing.New(context.Background(), nil); err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Shutdown(context.Background())
+			}
+			obs := tracing.Observer(tr, "kafka", "bench", nopObserver{})
+			e := &event.Event{ID: "e-1", AggregateID: "a", Table: "shop.outbox", CommitTime: time.Now(), Source: event.Source{GTID: "0-1-5"},
+				TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				obs.Delivered(e, time.Now())
+			}
+		})
+	}
+}
