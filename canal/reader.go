@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -130,9 +131,20 @@ type Columns struct {
 	Type          string
 	Payload       string
 	// TraceParent and TraceState are the W3C trace context columns; empty
-	// when not mapped.
+	// when not mapped. A value "$.a.b" names a field of the payload's JSON
+	// instead (a string at that path of objects).
 	TraceParent string
 	TraceState  string
+}
+
+// PayloadPath returns the field path of a column mapping "$.a.b", or nil
+// when col names a column.
+func PayloadPath(col string) []string {
+	p, ok := strings.CutPrefix(col, "$.")
+	if !ok || p == "" {
+		return nil
+	}
+	return strings.Split(p, ".")
 }
 
 // FullName is "schema.table".
@@ -494,8 +506,10 @@ type tableMap struct {
 	typ     int
 	payload int
 	headers []int
-	// traceParent and traceState are the trace context columns, -1 when not mapped.
-	traceParent, traceState int
+	// traceParent and traceState are the trace context columns, -1 when
+	// not mapped or read from the payload (the paths then).
+	traceParent, traceState         int
+	traceParentPath, traceStatePath []string
 	idBin                   int // declared length of a binary id column, 0 otherwise
 	ev                      *replication.TableMapEvent
 	// dec is the fractional digits of each temporal column (DATETIME,
@@ -871,11 +885,17 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 	if tm.payload, err = find("payload", t.Columns.Payload); err != nil {
 		return nil, err
 	}
-	if tm.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
-		return nil, err
+	tm.traceParentPath, tm.traceStatePath = PayloadPath(t.Columns.TraceParent), PayloadPath(t.Columns.TraceState)
+	tm.traceParent, tm.traceState = -1, -1
+	if tm.traceParentPath == nil {
+		if tm.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
+			return nil, err
+		}
 	}
-	if tm.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
-		return nil, err
+	if tm.traceStatePath == nil {
+		if tm.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range t.Headers {
 		i, err := find("header", h)
@@ -952,11 +972,37 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 	}
 	if tm.traceParent >= 0 && row[tm.traceParent] != nil {
 		e.TraceParent = strings.TrimSpace(tm.str(row, tm.traceParent))
+	} else if tm.traceParentPath != nil {
+		e.TraceParent = strings.TrimSpace(jsonField(e.Payload, tm.traceParentPath))
+	}
+	if e.TraceParent != "" {
 		if tm.traceState >= 0 && row[tm.traceState] != nil {
 			e.TraceState = strings.TrimSpace(tm.str(row, tm.traceState))
+		} else if tm.traceStatePath != nil {
+			e.TraceState = strings.TrimSpace(jsonField(e.Payload, tm.traceStatePath))
 		}
 	}
 	return e, nil
+}
+
+// jsonField returns the string at path in the JSON document b, or "" when
+// b is not JSON or holds no string there.
+func jsonField(b []byte, path []string) string {
+	raw := json.RawMessage(b)
+	for _, k := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return ""
+		}
+		if raw = m[k]; raw == nil {
+			return ""
+		}
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v
 }
 
 // idSpace is the UUID namespace of generated event ids.

@@ -211,8 +211,12 @@ func CheckTables(ctx context.Context, db *sql.DB, tables []Table) error {
 		check("aggregate_id", t.Columns.AggregateID)
 		check("type", t.Columns.Type)
 		check("payload", t.Columns.Payload)
-		check("traceparent", t.Columns.TraceParent)
-		check("tracestate", t.Columns.TraceState)
+		if PayloadPath(t.Columns.TraceParent) == nil {
+			check("traceparent", t.Columns.TraceParent)
+		}
+		if PayloadPath(t.Columns.TraceState) == nil {
+			check("tracestate", t.Columns.TraceState)
+		}
 		for _, h := range t.Headers {
 			if !have[strings.ToLower(h)] {
 				problems = append(problems, fmt.Sprintf("outbox table %s has no column %q listed in headers: remove it from tables[].headers or add the column", t.FullName(), h))

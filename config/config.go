@@ -211,12 +211,13 @@ type Columns struct {
 	CreatedAt string `yaml:"created_at"`
 	// TraceParent is the column holding the W3C traceparent of the request
 	// that wrote the row (its OpenTelemetry context), carried by every sink
-	// and the parent of the relay's own span (see docs/tracing.md). A
+	// and the parent of the relay's own span (see docs/tracing.md); or
+	// "$.field" (or "$.a.b") for a string field of the payload's JSON. A
 	// malformed value is ignored (logged once, counted in
 	// outbox_relay_traceparent_malformed_total). Default "" (none).
 	TraceParent string `yaml:"traceparent"`
-	// TraceState is the column holding the W3C tracestate that goes with
-	// traceparent. Default "" (none).
+	// TraceState is the column (or "$.field" of the payload) holding the
+	// W3C tracestate that goes with traceparent. Default "" (none).
 	TraceState string `yaml:"tracestate"`
 }
 
