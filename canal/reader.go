@@ -510,8 +510,8 @@ type tableMap struct {
 	// not mapped or read from the payload (the paths then).
 	traceParent, traceState         int
 	traceParentPath, traceStatePath []string
-	idBin                   int // declared length of a binary id column, 0 otherwise
-	ev                      *replication.TableMapEvent
+	idBin                           int // declared length of a binary id column, 0 otherwise
+	ev                              *replication.TableMapEvent
 	// dec is the fractional digits of each temporal column (DATETIME,
 	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
 	dec []int8
