@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/outbox-relay/outbox-relay/config"
@@ -93,8 +94,15 @@ func TestTraceCrossesTheRelay(t *testing.T) {
 			t.Errorf("webhook request %s: traceparent %q, want %q", d.eventID, d.traceparent, want)
 		}
 	}
+	checkRelaySpans(t, rc.Spans())
+}
+
+// checkRelaySpans checks that the traced row has a span per sink, each the
+// child of the row's traceparent with the GTID and table.
+func checkRelaySpans(t *testing.T, spans []*tracepb.Span) {
+	t.Helper()
 	children := map[string]bool{}
-	for _, s := range rc.Spans() {
+	for _, s := range spans {
 		a := otlptest.Attrs(s)
 		if a["messaging.message.id"] != "traced" {
 			continue
@@ -129,4 +137,18 @@ func TestTracingOffExportsNothing(t *testing.T) {
 			t.Errorf("kafka record: traceparent %q, want %q", r.headers["traceparent"], rowParent)
 		}
 	}
+}
+
+// The same trace through a real OpenTelemetry Collector (OTLP receiver,
+// file exporter; $OUTBOX_RELAY_OTELCOL, built by .ci/run): the spans it
+// writes are the children of the row's traceparent, with the attributes.
+func TestTraceReachesARealCollector(t *testing.T) {
+	col := otlptest.StartCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.Endpoint)
+	c, hook := tracedRun(t, true)
+	if len(c.records()) < 2 || hook.unique() < 2 {
+		t.Fatalf("delivered %d records and %d requests, want 2 each", len(c.records()), hook.unique())
+	}
+	checkRelaySpans(t, col.Spans(t))
 }
