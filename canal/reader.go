@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -20,7 +21,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -129,6 +132,11 @@ type Columns struct {
 	AggregateID   string
 	Type          string
 	Payload       string
+	// TraceParent and TraceState are the W3C trace context columns; empty
+	// when not mapped. A value "$.a.b" names a field of the payload's JSON
+	// instead (a string at that path of objects).
+	TraceParent string
+	TraceState  string
 }
 
 // FullName is "schema.table".
@@ -140,6 +148,8 @@ type Reader struct {
 	tables map[string]map[string]*Table // schema -> table -> outbox table
 	watch  map[string]map[string]string // schema -> table -> "schema.table" of a watched table; nil when none
 	log    *slog.Logger
+	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
+	badTraceLogged bool
 }
 
 // New checks cfg and returns a Reader.
@@ -484,8 +494,12 @@ type tableMap struct {
 	typ     int
 	payload int
 	headers []int
-	idBin   int // declared length of a binary id column, 0 otherwise
-	ev      *replication.TableMapEvent
+	// traceParent and traceState are the trace context columns, -1 when
+	// not mapped or read from the payload (the paths then).
+	traceParent, traceState         int
+	traceParentPath, traceStatePath []string
+	idBin                           int // declared length of a binary id column, 0 otherwise
+	ev                              *replication.TableMapEvent
 	// dec is the fractional digits of each temporal column (DATETIME,
 	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
 	dec []int8
@@ -776,6 +790,9 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
+		if e.TraceParent != "" && !event.ValidTraceParent(e.TraceParent) {
+			r.badTraceParent(e)
+		}
 		if e.ID == "" {
 			e.ID = GeneratedID(e.Table, e.Source, i)
 			r.log.Warn("outbox row with an empty or NULL id: delivered with a generated id", slog.String("table", e.Table),
@@ -792,6 +809,27 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		r.cfg.Observer.Transaction(commitTime)
 	}
 	return handle(ctx, txn)
+}
+
+// TraceObserver is implemented by an Observer that also counts the rows
+// whose traceparent column held no valid W3C traceparent.
+type TraceObserver interface {
+	// TraceParentMalformed is called for each such row of table.
+	TraceParentMalformed(table string)
+}
+
+// badTraceParent drops e's malformed trace context (the event is delivered
+// without one), logs it the first time and counts it.
+func (r *Reader) badTraceParent(e *event.Event) {
+	if !r.badTraceLogged {
+		r.badTraceLogged = true
+		r.log.Warn("outbox row with a malformed traceparent: delivered without trace context (logged once; see outbox_relay_traceparent_malformed_total)",
+			slog.String("table", e.Table), slog.String("event_id", e.ID), slog.String("traceparent", printable.String(e.TraceParent)))
+	}
+	e.TraceParent, e.TraceState = "", ""
+	if o, ok := r.cfg.Observer.(TraceObserver); ok {
+		o.TraceParentMalformed(e.Table)
+	}
 }
 
 // ColumnsMissingError is returned when the binlog carries no column names.
@@ -834,6 +872,18 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 	}
 	if tm.payload, err = find("payload", t.Columns.Payload); err != nil {
 		return nil, err
+	}
+	tm.traceParentPath, tm.traceStatePath = config.PayloadPath(t.Columns.TraceParent), config.PayloadPath(t.Columns.TraceState)
+	tm.traceParent, tm.traceState = -1, -1
+	if tm.traceParentPath == nil {
+		if tm.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
+			return nil, err
+		}
+	}
+	if tm.traceStatePath == nil {
+		if tm.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range t.Headers {
 		i, err := find("header", h)
@@ -908,7 +958,39 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 			e.Headers = append(e.Headers, event.Header{Key: tm.table.Headers[i], Value: tm.str(row, c)})
 		}
 	}
+	if tm.traceParent >= 0 && row[tm.traceParent] != nil {
+		e.TraceParent = strings.TrimSpace(tm.str(row, tm.traceParent))
+	} else if tm.traceParentPath != nil {
+		e.TraceParent = strings.TrimSpace(jsonField(e.Payload, tm.traceParentPath))
+	}
+	if e.TraceParent != "" {
+		if tm.traceState >= 0 && row[tm.traceState] != nil {
+			e.TraceState = strings.TrimSpace(tm.str(row, tm.traceState))
+		} else if tm.traceStatePath != nil {
+			e.TraceState = strings.TrimSpace(jsonField(e.Payload, tm.traceStatePath))
+		}
+	}
 	return e, nil
+}
+
+// jsonField returns the string at path in the JSON document b, or "" when
+// b is not JSON or holds no string there.
+func jsonField(b []byte, path []string) string {
+	raw := json.RawMessage(b)
+	for _, k := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return ""
+		}
+		if raw = m[k]; raw == nil {
+			return ""
+		}
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	return v
 }
 
 // idSpace is the UUID namespace of generated event ids.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -471,5 +472,61 @@ func TestTemporalColumnsReadAsGoMySQLStrings(t *testing.T) {
 	}
 	if e.ID != "42" || e.AggregateID != "2024-05-06 07:08:09.000450" {
 		t.Errorf("id %q, aggregate id %q: want 42 and the DATETIME(6) text", e.ID, e.AggregateID)
+	}
+}
+
+// traceCounter counts the rows whose traceparent the reader dropped.
+type traceCounter struct {
+	mu  sync.Mutex
+	bad map[string]int
+}
+
+func (*traceCounter) BinlogEvent()             {}
+func (*traceCounter) OutboxEvents(string, int) {}
+func (*traceCounter) Heartbeat()               {}
+func (*traceCounter) Reconnect()               {}
+func (*traceCounter) Connected()               {}
+func (*traceCounter) Transaction(time.Time)    {}
+func (*traceCounter) Server(string, bool)      {}
+
+func (o *traceCounter) TraceParentMalformed(table string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.bad[table]++
+}
+
+// The trace context columns become the event's TraceParent and TraceState;
+// a malformed traceparent is dropped with its state, counted, and the event
+// is delivered all the same; NULL leaves both empty.
+func TestReaderCarriesTheRowsTraceContext(t *testing.T) {
+	dbname, db, cfg := setup(t)
+	if _, err := db.Exec(`ALTER TABLE outbox ADD COLUMN traceparent VARCHAR(64) NULL, ADD COLUMN tracestate VARCHAR(256) NULL`); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tables[0].Columns.TraceParent, cfg.Tables[0].Columns.TraceState = "traceparent", "tracestate"
+	obs := &traceCounter{bad: map[string]int{}}
+	cfg.Observer = obs
+	start := serverPosition(t, db, false)
+	const good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if _, err := db.Exec(`INSERT INTO outbox VALUES
+	  (UNHEX('10000000000000000000000000000001'), 'order', 'o1', 'created', '{}', NULL, '` + good + `', 'congo=t61rcWkgMzE'),
+	  (UNHEX('10000000000000000000000000000002'), 'order', 'o1', 'paid', '{}', NULL, 'not-a-traceparent', 'congo=x'),
+	  (UNHEX('10000000000000000000000000000003'), 'order', 'o1', 'shipped', '{}', NULL, NULL, 'congo=y')`); err != nil {
+		t.Fatal(err)
+	}
+	events, _ := collect(t, cfg, start, 3)
+	if len(events) != 3 {
+		t.Fatalf("got %d events, want 3 (a malformed traceparent must not stop delivery)", len(events))
+	}
+	want := [][2]string{{good, "congo=t61rcWkgMzE"}, {"", ""}, {"", ""}}
+	for i, w := range want {
+		if got := [2]string{events[i].TraceParent, events[i].TraceState}; got != w {
+			t.Errorf("event %d (%s): trace context %q, want %q", i, events[i].Type, got, w)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if n := obs.bad[dbname+".outbox"]; n != 1 {
+		t.Errorf("counted %d malformed traceparents of %s.outbox, want 1 (%v)", n, dbname, obs.bad)
 	}
 }

@@ -36,6 +36,19 @@ type Config struct {
 	Log        Log        `yaml:"log"`
 	HTTP       HTTP       `yaml:"http"`
 	Prune      Prune      `yaml:"prune"`
+	Tracing    Tracing    `yaml:"tracing"`
+}
+
+// Tracing configures the relay's own OpenTelemetry spans (docs/tracing.md):
+// one span per delivered event, child of the row's traceparent, exported
+// over OTLP. The exporter is set by the standard environment variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf
+// or grpc, OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER,
+// OTEL_SERVICE_NAME, ...), not here.
+type Tracing struct {
+	// Enabled turns the spans on. Default false: no span is made and
+	// nothing is exported (the row's trace context is carried all the same).
+	Enabled bool `yaml:"enabled"`
 }
 
 // Prune configures `outbox-relay prune` and its schedule: deleting outbox
@@ -196,6 +209,16 @@ type Columns struct {
 	// DATETIME set by the server (DEFAULT CURRENT_TIMESTAMP), never by the
 	// application. Only prune reads it. Default created_at.
 	CreatedAt string `yaml:"created_at"`
+	// TraceParent is the column holding the W3C traceparent of the request
+	// that wrote the row (its OpenTelemetry context), carried by every sink
+	// and the parent of the relay's own span (see docs/tracing.md); or
+	// "$.field" (or "$.a.b") for a string field of the payload's JSON. A
+	// malformed value is ignored (logged once, counted in
+	// outbox_relay_traceparent_malformed_total). Default "" (none).
+	TraceParent string `yaml:"traceparent"`
+	// TraceState is the column (or "$.field" of the payload) holding the
+	// W3C tracestate that goes with traceparent. Default "" (none).
+	TraceState string `yaml:"tracestate"`
 }
 
 // Checkpoint says where positions are kept and where to start without one.
@@ -1030,6 +1053,16 @@ func Column(v string) string {
 		return ""
 	}
 	return v
+}
+
+// PayloadPath returns the field path of a column mapping "$.a.b" (a field
+// inside the payload's JSON), or nil when col names a column.
+func PayloadPath(col string) []string {
+	p, ok := strings.CutPrefix(col, "$.")
+	if !ok || p == "" {
+		return nil
+	}
+	return strings.Split(p, ".")
 }
 
 // SlogLevel returns the configured level.

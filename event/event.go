@@ -9,6 +9,7 @@ package event
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,13 @@ type Event struct {
 	Payload []byte
 	// Headers are the extra columns configured as headers, in config order.
 	Headers []Header
+	// TraceParent and TraceState are the W3C trace context of the request
+	// that wrote the row (columns.traceparent and columns.tracestate): ""
+	// when the table maps none, the row holds NULL, or the traceparent is
+	// malformed (the reader drops both then). Sinks carry them as their
+	// ecosystem does: a traceparent header, a field, an HTTP header.
+	TraceParent string
+	TraceState  string
 
 	// Table is the source table as "schema.table".
 	Table string
@@ -58,11 +66,40 @@ type Source struct {
 // Size is an estimate of the event's memory in bytes, used for in-flight limits.
 func (e *Event) Size() int {
 	n := 160 + len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.Type) +
-		len(e.Payload) + len(e.Table) + len(e.Source.GTID) + len(e.Source.File)
+		len(e.Payload) + len(e.Table) + len(e.Source.GTID) + len(e.Source.File) +
+		len(e.TraceParent) + len(e.TraceState)
 	for _, h := range e.Headers {
 		n += 32 + len(h.Key) + len(h.Value)
 	}
 	return n
+}
+
+// ValidTraceParent reports whether s is a W3C traceparent the relay can
+// carry and continue: "00-<32 hex trace id>-<16 hex parent id>-<2 hex
+// flags>", lower-case, with neither id all zeros. A later version (not
+// "ff") may append "-..." fields, as the W3C Trace Context spec allows.
+func ValidTraceParent(s string) bool {
+	if len(s) < 55 || (len(s) > 55 && s[55] != '-') {
+		return false
+	}
+	if s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	version, trace, parent, flags := s[0:2], s[3:35], s[36:52], s[53:55]
+	if !lowerHex(version) || version == "ff" || (version == "00" && len(s) != 55) {
+		return false
+	}
+	return lowerHex(trace) && lowerHex(parent) && lowerHex(flags) &&
+		strings.Trim(trace, "0") != "" && strings.Trim(parent, "0") != ""
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Position is a resumable point in the binlog: the end of a transaction.

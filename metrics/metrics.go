@@ -71,6 +71,7 @@ var Names = []string{
 	"outbox_relay_binlog_events_total",
 	"outbox_relay_source_heartbeats_total",
 	"outbox_relay_outbox_events_total",
+	"outbox_relay_traceparent_malformed_total",
 	"outbox_relay_source_reconnects_total",
 	"outbox_relay_source_connected",
 	"outbox_relay_source_server",
@@ -107,6 +108,7 @@ type Metrics struct {
 	binlogEvents  *prometheus.CounterVec
 	heartbeats    *prometheus.CounterVec
 	outboxEvents  *prometheus.CounterVec
+	badTrace      *prometheus.CounterVec
 	reconnects    *prometheus.CounterVec
 	connected     *prometheus.GaugeVec
 	sourceServer  *prometheus.GaugeVec
@@ -187,6 +189,7 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.binlogEvents = counter("binlog_events_total", "Binlog events read from the source, per sink stream (each sink reads its own stream).", "sink")
 	m.heartbeats = counter("source_heartbeats_total", "Heartbeats the source sent on an idle binlog, per sink stream.", "sink")
 	m.outboxEvents = counter("outbox_events_total", "Outbox events extracted from committed INSERTs, per sink stream and outbox table.", "sink", "table")
+	m.badTrace = counter("traceparent_malformed_total", "Outbox rows whose traceparent column held no valid W3C traceparent: delivered without trace context.", "sink", "table")
 	m.reconnects = counter("source_reconnects_total", "Reconnect attempts of the binlog stream after an error.", "sink")
 	m.connected = gauge("source_connected", "1 while the sink's binlog stream is connected and receiving, 0 otherwise.", "sink")
 	m.sourceServer = gauge("source_server", "1 for the source server (host:port) each sink's binlog stream reads now.", "sink", "server")
@@ -278,6 +281,7 @@ func (m *Metrics) Source(sinkName string, tables ...string) *SourceObserver {
 	m.failovers.WithLabelValues(sinkName)
 	for _, t := range tables {
 		m.outboxEvents.WithLabelValues(sinkName, t)
+		m.badTrace.WithLabelValues(sinkName, t)
 	}
 	return o
 }
@@ -298,6 +302,11 @@ func (o *SourceObserver) BinlogEvent() { o.binlog.Inc() }
 // OutboxEvents counts n events extracted from table.
 func (o *SourceObserver) OutboxEvents(table string, n int) {
 	o.m.outboxEvents.WithLabelValues(o.name, table).Add(float64(n))
+}
+
+// TraceParentMalformed counts a row of table whose traceparent was dropped.
+func (o *SourceObserver) TraceParentMalformed(table string) {
+	o.m.badTrace.WithLabelValues(o.name, table).Inc()
 }
 
 // Heartbeat records that the stream was idle: it is caught up.

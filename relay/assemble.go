@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
 // sourceConn is the SQL connection to the source Run inspects it with, and
@@ -78,6 +79,7 @@ type assembly struct {
 	dl       deadletter.Putter
 	start    event.Position
 	identity checkpoint.Checkpoint
+	tracer   *tracing.Tracer // nil: tracing off
 
 	// One server: the reader reads it, and a checkpoint it cannot serve
 	// stops the sink at once (canResume). Several: each sink's reader picks
@@ -200,7 +202,8 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 		}
 		a.stream++
 		obs := m.Pipeline(t.Name)
-		p, err := a.newPipeline(t.Name, t.Sink, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, obs)
+		p, err := a.newPipeline(t.Name, t.Sink, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes,
+			tracing.Observer(a.tracer, a.kindOf(t.Name), t.Name, obs))
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +289,7 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
 		Store: a.store, Start: a.start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-			return a.newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, gm.Endpoint(key))
+			return a.newPipeline(key, s, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))
 		},
 		Stopped: func(key string, err error) { a.group.stopped(key, gm.Endpoint(key), err) },
 	})
@@ -350,4 +353,14 @@ func (g *group) run(ctx context.Context, members []member) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.failures...)
+}
+
+// kindOf returns the type of the sink named name.
+func (a *assembly) kindOf(name string) string {
+	for _, sc := range a.cfg.Sinks {
+		if sc.Name == name {
+			return sc.Type
+		}
+	}
+	return ""
 }

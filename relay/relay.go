@@ -35,6 +35,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
 // Target is one pipeline's sink under its checkpoint name.
@@ -97,6 +98,8 @@ func Tables(cfg *config.Config) []canal.Table {
 			AggregateID:   config.Column(t.Columns.AggregateID),
 			Type:          config.Column(t.Columns.Type),
 			Payload:       config.Column(t.Columns.Payload),
+			TraceParent:   t.Columns.TraceParent,
+			TraceState:    t.Columns.TraceState,
 		}})
 	}
 	return out
@@ -214,10 +217,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer closeDL()
 	r.log.Info("source ready", slog.String("flavor", src.info.Flavor), slog.String("version", src.info.Version),
 		slog.Uint64("server_id", uint64(src.info.ServerID)), slog.Int("pipelines", len(targets)))
+	tracer, err := r.openTracer(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.closeTracer(ctx, tracer)
 	a, err := r.newAssembly(src, store, lock, dl, start)
 	if err != nil {
 		return err
 	}
+	a.tracer = tracer
 	defer a.close()
 	streams, err := a.streams(targets)
 	if err != nil {
@@ -321,5 +330,26 @@ func (r *Relay) pollBinaryLogs(ctx context.Context, db *sql.DB, m *metrics.Metri
 			return
 		case <-time.After(binaryLogsPoll):
 		}
+	}
+}
+
+// openTracer starts the relay's own spans when tracing.enabled is set; nil
+// (tracing off) leaves every pipeline's observer as it is.
+func (r *Relay) openTracer(ctx context.Context) (*tracing.Tracer, error) {
+	if !r.cfg.Tracing.Enabled {
+		return nil, nil
+	}
+	return tracing.New(ctx, r.log)
+}
+
+// closeTracer exports the spans still buffered, for at most 5 s.
+func (r *Relay) closeTracer(ctx context.Context, t *tracing.Tracer) {
+	if t == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(sctx); err != nil {
+		r.log.Warn("tracing: the last spans could not be exported", slog.Any("err", err))
 	}
 }

@@ -214,6 +214,12 @@ func CheckTables(ctx context.Context, db *sql.DB, tables []config.Table) error {
 		check("aggregate_id", t.Columns.AggregateID)
 		check("type", t.Columns.Type)
 		check("payload", t.Columns.Payload)
+		if config.PayloadPath(t.Columns.TraceParent) == nil {
+			check("traceparent", t.Columns.TraceParent)
+		}
+		if config.PayloadPath(t.Columns.TraceState) == nil {
+			check("tracestate", t.Columns.TraceState)
+		}
 		for _, h := range t.Headers {
 			if !have[strings.ToLower(h)] {
 				problems = append(problems, fmt.Sprintf("outbox table %s.%s has no column %q listed in headers: remove it from tables[].headers or add the column", schema, name, h))

@@ -70,6 +70,7 @@ func main() {
 	out := flag.String("out", "bench-results.md", "write the Markdown report here too (\"\" for none)")
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
+	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
 	// Child flags.
@@ -102,7 +103,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *baseline, *relayBin, *out, *png)
+		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *out, *png)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":

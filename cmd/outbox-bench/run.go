@@ -5,10 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -47,7 +51,7 @@ type backlogRow struct {
 	config string
 }
 
-func run(rows int, live time.Duration, skipLive bool, baseline, relayBin, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, outPath, pngPath string) error {
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
@@ -170,6 +174,13 @@ sinks: [%s]
 		}
 		b.stop()
 	}
+	if tracing {
+		rows, err := tracingRows(rows, relayCfg, measure)
+		if err != nil {
+			return err
+		}
+		table = append(table, rows...)
+	}
 	// Webhooks: the HTTP floor, then the relay binary to one endpoint and
 	// to 1,000 endpoints on its one stream, all into the same receiver (in
 	// the bench's process: its CPU is in none of these rows), all signing
@@ -272,4 +283,46 @@ func machine() string {
 		load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s; load average at the end %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version(), load)
+}
+
+// tracingRows drains the backlog to Kafka with tracing off, on at sampling
+// 0 and on at sampling 1, in that order twice, so that load on a shared
+// machine hits the three alike. The spans (roots: the bench rows carry no
+// traceparent) go over OTLP/HTTP to a receiver in this process that
+// accepts and counts them.
+func tracingRows(rows int, relayCfg func(string) string, measure func(name, config string, args ...string) backlogRow) ([]backlogRow, error) {
+	var spans atomic.Int64
+	otlp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		spans.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer otlp.Close()
+	b, addr, err := startBackground([]string{"-role", "broker"}, "BROKER ")
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop()
+	for k, v := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"} {
+		os.Setenv(k, v)
+		defer os.Unsetenv(k)
+	}
+	defer os.Unsetenv("OTEL_TRACES_SAMPLER")
+	var out []backlogRow
+	for round := 1; round <= 2; round++ {
+		for _, mode := range []struct{ name, sampler string }{{"off", ""}, {"on, sampling 0", "always_off"}, {"on, sampling 1", "always_on"}} {
+			sk := fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr)
+			cfg := relayCfg(sk)
+			if mode.sampler != "" {
+				cfg += "tracing: {enabled: true}\n"
+				os.Setenv("OTEL_TRACES_SAMPLER", mode.sampler)
+			} else {
+				os.Unsetenv("OTEL_TRACES_SAMPLER")
+			}
+			out = append(out, measure(fmt.Sprintf("relay → Kafka, tracing %s (round %d)", mode.name, round), cfg,
+				"-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+		}
+	}
+	fmt.Fprintf(os.Stderr, "tracing: the OTLP receiver got %d bytes of spans\n", spans.Load())
+	return out, nil
 }

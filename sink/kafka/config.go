@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
@@ -86,6 +87,12 @@ type Config struct {
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// CreateTopics lets the sink create missing topics. Default off.
 	CreateTopics CreateTopicsConfig `yaml:"create_topics"`
+	// CloudEvents sends each event as a CloudEvent (Kafka protocol
+	// binding): mode binary puts its attributes in ce_* headers and the
+	// payload in the value; structured puts one
+	// application/cloudevents+json document in the value. The sink's own
+	// headers are kept. Default off. Not with envelope.
+	CloudEvents cloudevent.Config `yaml:"cloudevents"`
 
 	// Retry is the policy of the sink's own retries (Submit retries a failed
 	// produce request until it succeeds or fails for good). Not read from the
@@ -147,6 +154,7 @@ var mechanisms = []string{"", "plain", "scram-sha-256", "scram-sha-512"}
 
 // Defaults sets every zero field to its default.
 func (c *Config) Defaults() {
+	c.CloudEvents.Defaults()
 	if c.Topic == "" {
 		c.Topic = DefaultTopic
 	}
@@ -183,6 +191,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("kafka."+format, args...))
+	}
+	if err := c.CloudEvents.Validate("kafka.cloudevents"); err != nil {
+		errs = append(errs, err)
+	} else if c.CloudEvents.On() && c.Envelope {
+		bad("cloudevents: set either envelope or cloudevents, not both")
 	}
 	if len(c.Brokers) == 0 {
 		bad("brokers: at least one broker is required, e.g. [\"localhost:9092\"]")

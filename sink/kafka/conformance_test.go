@@ -83,7 +83,7 @@ func readTopic(addrs []string, topic string) func(t *testing.T, n int) []sinktes
 				out = append(out, sinktest.Received{ID: h[kafka.HeaderID], Type: h[kafka.HeaderType],
 					AggregateType: h[kafka.HeaderAggregateType], AggregateID: string(r.Key), Table: h[kafka.HeaderTable],
 					GTID: h[kafka.HeaderGTID], BinlogFile: h[kafka.HeaderBinlogFile], BinlogPos: uint32(pos),
-					Headers: h, Payload: r.Value})
+					Headers: h, TraceParent: h[kafka.HeaderTraceParent], TraceState: h[kafka.HeaderTraceState], Payload: r.Value})
 			})
 		}
 		return out

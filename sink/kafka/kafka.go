@@ -13,6 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
@@ -313,11 +314,28 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	if t.IsZero() {
 		t = time.Now()
 	}
+	hs := headers(e)
+	switch ce := &s.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// Kafka protocol binding, binary mode: ce_<attribute> headers,
+		// datacontenttype as content-type.
+		ce.Attributes(e, func(name, v string) {
+			if name == "datacontenttype" {
+				name = "content-type"
+			} else {
+				name = "ce_" + name
+			}
+			hs = append(hs, kafkago.Header{Key: name, Value: []byte(v)})
+		})
+	case cloudevent.Structured:
+		value = ce.Structured(e)
+		hs = append(hs, kafkago.Header{Key: "content-type", Value: []byte(cloudevent.ContentTypeJSON)})
+	}
 	return kafkago.Message{
 		Topic:   topic,
 		Key:     []byte(key),
 		Value:   value,
-		Headers: headers(e),
+		Headers: hs,
 		Time:    t,
 	}, nil
 }

@@ -22,6 +22,11 @@ const (
 	HeaderBinlogFile    = "binlog_file"
 	HeaderBinlogPos     = "binlog_pos"
 	HeaderTable         = "table"
+	// HeaderTraceParent and HeaderTraceState carry the row's W3C trace
+	// context, only when it has one: the names OpenTelemetry's Kafka
+	// instrumentations read.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 	// HeaderSink names the sink that produced the message (Config.Writer),
 	// and HeaderPartitions is the partition count of its topic when it was
 	// produced: what Recover checks before it trusts a partition.
@@ -34,7 +39,7 @@ const (
 
 // headers returns the message headers of e.
 func headers(e *event.Event) []kafkago.Header {
-	hs := make([]kafkago.Header, 0, 9+len(e.Headers))
+	hs := make([]kafkago.Header, 0, 11+len(e.Headers))
 	hs = append(hs,
 		kafkago.Header{Key: HeaderID, Value: []byte(e.ID)},
 		kafkago.Header{Key: HeaderType, Value: []byte(e.Type)},
@@ -44,6 +49,12 @@ func headers(e *event.Event) []kafkago.Header {
 		kafkago.Header{Key: HeaderBinlogPos, Value: strconv.AppendUint(nil, uint64(e.Source.Pos), 10)},
 		kafkago.Header{Key: HeaderTable, Value: []byte(e.Table)},
 	)
+	if e.TraceParent != "" {
+		hs = append(hs, kafkago.Header{Key: HeaderTraceParent, Value: []byte(e.TraceParent)})
+		if e.TraceState != "" {
+			hs = append(hs, kafkago.Header{Key: HeaderTraceState, Value: []byte(e.TraceState)})
+		}
+	}
 	for _, h := range e.Headers {
 		hs = append(hs, kafkago.Header{Key: h.Key, Value: []byte(h.Value)})
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
 // Defaults applied by Defaults to fields left at their zero value.
@@ -73,6 +75,12 @@ type Config struct {
 	// ReconnectWait is the wait between reconnect attempts to a server.
 	// Default 500ms.
 	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+	// CloudEvents sends each event as a CloudEvent (NATS protocol
+	// binding): mode binary adds its attributes as ce-* headers, with
+	// datacontenttype as content-type, the payload as the data; structured
+	// sends one application/cloudevents+json document as the data. The
+	// sink's own headers are kept. Default off.
+	CloudEvents cloudevent.Config `yaml:"cloudevents"`
 }
 
 // CreateStreamConfig is the stream created when it is missing.
@@ -108,6 +116,7 @@ var retentions = []string{"limits", "interest", "workqueue"}
 
 // Defaults sets every zero field to its default.
 func (c *Config) Defaults() {
+	c.CloudEvents.Defaults()
 	if c.Subject == "" {
 		c.Subject = DefaultSubject
 	}
@@ -151,6 +160,9 @@ func (c *Config) Defaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("nats."+format, args...)) }
+	if err := c.CloudEvents.Validate("nats.cloudevents"); err != nil {
+		errs = append(errs, err)
+	}
 	if len(c.URLs) == 0 {
 		bad("urls: at least one server is required, e.g. [\"nats://localhost:4222\"]")
 	}

@@ -75,7 +75,8 @@ func received(h natsgo.Header, data []byte) sinktest.Received {
 	}
 	return sinktest.Received{ID: h.Get(route.HeaderID), Type: h.Get(route.HeaderType), AggregateType: h.Get(route.HeaderAggregateType),
 		AggregateID: h.Get(route.HeaderAggregateID), Table: h.Get(route.HeaderTable), GTID: h.Get(route.HeaderGTID),
-		BinlogFile: h.Get(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs, Payload: data}
+		BinlogFile: h.Get(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs,
+		TraceParent: h.Get(route.HeaderTraceParent), TraceState: h.Get(route.HeaderTraceState), Payload: data}
 }
 
 func TestConformance(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
@@ -253,6 +254,23 @@ func (s *Sink) message(e *event.Event) (*natsgo.Msg, error) {
 		}
 		m.Header.Add(k, v)
 	})
+	switch ce := &s.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		ce.Attributes(e, func(name, v string) {
+			if name == "datacontenttype" {
+				name = "content-type"
+			} else {
+				name = "ce-" + name
+			}
+			if strings.ContainsAny(v, "\r\n") {
+				bad = fmt.Errorf("CloudEvents attribute %q of event %q has a line break: a NATS header cannot carry it", name, e.ID)
+			}
+			m.Header.Set(name, v)
+		})
+	case cloudevent.Structured:
+		m.Data = ce.Structured(e)
+		m.Header.Set("content-type", cloudevent.ContentTypeJSON)
+	}
 	if bad != nil {
 		return nil, sink.Permanent(bad)
 	}

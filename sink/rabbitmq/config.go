@@ -12,6 +12,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
 // Defaults applied by Defaults to fields left at their zero value.
@@ -61,6 +63,13 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Heartbeat is the AMQP heartbeat interval. Default 10s.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// CloudEvents sends each event as a CloudEvent (AMQP protocol
+	// binding): mode binary adds its attributes as application properties
+	// (headers) named cloudEvents:<attribute>, with datacontenttype as the
+	// content-type property, the payload as the body; structured sends one
+	// application/cloudevents+json document as the body. The sink's own
+	// headers are kept. Default off.
+	CloudEvents cloudevent.Config `yaml:"cloudevents"`
 }
 
 // TLSConfig configures TLS to the broker.
@@ -76,6 +85,7 @@ var exchangeTypes = []string{"direct", "topic", "fanout", "headers"}
 
 // Defaults sets every zero field to its default.
 func (c *Config) Defaults() {
+	c.CloudEvents.Defaults()
 	if c.VHost == "" {
 		c.VHost = DefaultVHost
 	}
@@ -100,6 +110,9 @@ func (c *Config) Defaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("rabbitmq."+format, args...)) }
+	if err := c.CloudEvents.Validate("rabbitmq.cloudevents"); err != nil {
+		errs = append(errs, err)
+	}
 	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" || slices.Contains([]byte(c.Addr), '@') {
 		bad("addr: not host:port, e.g. localhost:5672 (credentials go in rabbitmq.username and password)")
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

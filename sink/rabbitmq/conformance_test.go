@@ -67,7 +67,8 @@ func received(m amqp.Delivery) sinktest.Received {
 	}
 	return sinktest.Received{ID: m.MessageId, Type: m.Type, AggregateType: s(route.HeaderAggregateType),
 		AggregateID: s(route.HeaderAggregateID), Table: s(route.HeaderTable), GTID: s(route.HeaderGTID),
-		BinlogFile: s(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs, Payload: m.Body}
+		BinlogFile: s(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs,
+		TraceParent: s(route.HeaderTraceParent), TraceState: s(route.HeaderTraceState), Payload: m.Body}
 }
 
 func TestConformance(t *testing.T) {

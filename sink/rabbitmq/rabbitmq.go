@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
@@ -268,8 +269,23 @@ func (s *Sink) message(e *event.Event) (string, *amqp.Publishing, error) {
 	if payload == nil {
 		payload = []byte{}
 	}
+	var contentType string
+	switch ce := &s.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// AMQP protocol binding, binary mode: application properties
+		// cloudEvents:<attribute>; datacontenttype is content-type.
+		ce.Attributes(e, func(name, v string) {
+			if name == "datacontenttype" {
+				contentType = v
+				return
+			}
+			h["cloudEvents:"+name] = v
+		})
+	case cloudevent.Structured:
+		payload, contentType = ce.Structured(e), cloudevent.ContentTypeJSON
+	}
 	return key, &amqp.Publishing{
-		Headers: h, DeliveryMode: amqp.Persistent,
+		Headers: h, DeliveryMode: amqp.Persistent, ContentType: contentType,
 		MessageId: e.ID, Type: e.Type, Timestamp: ts, AppId: "outbox-relay", Body: payload,
 	}, nil
 }

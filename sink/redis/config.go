@@ -12,6 +12,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
 // Defaults applied by Defaults to fields left at their zero value.
@@ -54,6 +56,13 @@ type Config struct {
 	// the sink's name. Default "": no relay_sink field, and Recover cannot
 	// tell what the streams hold.
 	Writer string `yaml:"-"`
+	// CloudEvents sends each event as a CloudEvent. Redis has no
+	// CloudEvents binding: mode binary adds its attributes as fields
+	// ce_<attribute> (the Kafka binding's names) beside the payload field;
+	// structured puts one application/cloudevents+json document in the
+	// payload field and content-type in a field of that name. The sink's
+	// own fields are kept. Default off.
+	CloudEvents cloudevent.Config `yaml:"cloudevents"`
 }
 
 // TLSConfig configures TLS to the server.
@@ -67,6 +76,7 @@ func (c Config) LogValue() slog.Value {
 
 // Defaults sets every zero field to its default.
 func (c *Config) Defaults() {
+	c.CloudEvents.Defaults()
 	if c.Stream == "" {
 		c.Stream = DefaultStream
 	}
@@ -82,6 +92,9 @@ func (c *Config) Defaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("redis."+format, args...)) }
+	if err := c.CloudEvents.Validate("redis.cloudevents"); err != nil {
+		errs = append(errs, err)
+	}
 	if strings.Contains(c.Addr, "@") {
 		bad(`addr: holds an "@": credentials do not belong in the address (they would be logged); write host:port only, and set redis.username and redis.password_env (or password_file)`)
 	} else if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {

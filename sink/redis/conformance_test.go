@@ -46,7 +46,8 @@ func received(v map[string]any) sinktest.Received {
 	}
 	return sinktest.Received{ID: s(route.HeaderID), Type: s(route.HeaderType), AggregateType: s(route.HeaderAggregateType),
 		AggregateID: s(route.HeaderAggregateID), Table: s(route.HeaderTable), GTID: s(route.HeaderGTID),
-		BinlogFile: s(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs, Payload: []byte(s(redis.FieldPayload))}
+		BinlogFile: s(route.HeaderBinlogFile), BinlogPos: uint32(pos), Headers: hs,
+		TraceParent: s(route.HeaderTraceParent), TraceState: s(route.HeaderTraceState), Payload: []byte(s(redis.FieldPayload))}
 }
 
 func TestConformance(t *testing.T) {

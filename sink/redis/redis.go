@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -139,16 +140,22 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 	if key == "" {
 		return nil, sink.Permanent(fmt.Errorf("redis.stream rendered an empty key for event %q", e.ID))
 	}
-	values := make([]any, 0, 2*(10+len(e.Headers)))
-	route.Headers(e, func(k, v string) {
-		if len(values) >= 16 { // past the 8 metadata fields: extra columns
-			k = HeaderFieldPrefix + k
-		}
-		values = append(values, k, v)
-	})
+	values := make([]any, 0, 2*(12+len(e.Headers)))
+	route.Metadata(e, func(k, v string) { values = append(values, k, v) })
+	for _, h := range e.Headers {
+		values = append(values, HeaderFieldPrefix+h.Key, h.Value)
+	}
 	payload := e.Payload
 	if payload == nil {
 		payload = []byte{}
+	}
+	switch ce := &s.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// No Redis binding exists: the Kafka binding's ce_ names, as fields.
+		ce.Attributes(e, func(name, v string) { values = append(values, "ce_"+name, v) })
+	case cloudevent.Structured:
+		payload = ce.Structured(e)
+		values = append(values, "content-type", cloudevent.ContentTypeJSON)
 	}
 	if s.cfg.Writer != "" {
 		values = append(values, FieldSink, s.cfg.Writer)

@@ -39,6 +39,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,10 +53,12 @@ import (
 // payload bytes, which every sink must deliver unchanged.
 type Carries struct {
 	Type, Aggregate, Headers, Source bool
+	// Trace: the W3C trace context (event.TraceParent, TraceState).
+	Trace bool
 }
 
 // All: every field.
-var All = Carries{Type: true, Aggregate: true, Headers: true, Source: true}
+var All = Carries{Type: true, Aggregate: true, Headers: true, Source: true, Trace: true}
 
 // Received is one message as the server holds it, decoded by the harness.
 type Received struct {
@@ -68,7 +71,9 @@ type Received struct {
 	BinlogFile    string
 	BinlogPos     uint32
 	Headers       map[string]string // the event's extra columns
-	Payload       []byte
+	// TraceParent and TraceState as the destination holds them ("" when absent).
+	TraceParent, TraceState string
+	Payload                 []byte
 }
 
 // Fault breaks the way from a sink to its server, retriably.
@@ -158,6 +163,13 @@ func Events(prefix string, n, aggregates int) []*event.Event {
 			Table:      "shop.outbox",
 			CommitTime: time.Unix(1700000000+int64(i), 0).UTC(),
 			Source:     event.Source{GTID: fmt.Sprintf("0-1-%d", 100+i), File: "mysql-bin.000007", Pos: uint32(4000 + i)},
+		}
+		switch i % 3 { // a trace context with a state, one without, none
+		case 0:
+			out[i].TraceParent = fmt.Sprintf("00-%032x-%016x-01", 0xabc000+i, 0x5000+i)
+			out[i].TraceState = "vendor=v" + strconv.Itoa(i)
+		case 1:
+			out[i].TraceParent = fmt.Sprintf("00-%032x-%016x-00", 0xdef000+i, 0x6000+i)
 		}
 	}
 	return out
@@ -322,6 +334,9 @@ func compare(t *testing.T, c Carries, e *event.Event, r Received) {
 	if c.Source && (r.GTID != e.Source.GTID || r.BinlogFile != e.Source.File || r.BinlogPos != e.Source.Pos || r.Table != e.Table) {
 		t.Fatalf("event %s: source %q %s:%d table %q, want %q %s:%d table %q", e.ID, r.GTID, r.BinlogFile, r.BinlogPos, r.Table,
 			e.Source.GTID, e.Source.File, e.Source.Pos, e.Table)
+	}
+	if c.Trace && (r.TraceParent != e.TraceParent || r.TraceState != e.TraceState) {
+		t.Fatalf("event %s: trace context %q %q, want %q %q", e.ID, r.TraceParent, r.TraceState, e.TraceParent, e.TraceState)
 	}
 	if c.Headers {
 		for _, hd := range e.Headers {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
@@ -82,6 +83,15 @@ type EndpointConfig struct {
 	// payload is not valid JSON, and timestamp is the commit time in RFC
 	// 3339). Default "raw".
 	Body string `yaml:"body"`
+	// CloudEvents sends each event as a CloudEvent (HTTP protocol
+	// binding): mode binary sends its attributes as ce-* headers
+	// (percent-encoded) and the payload as the body with datacontenttype as
+	// Content-Type; structured sends one application/cloudevents+json
+	// document as the body. The Standard Webhooks headers and signature
+	// (webhook-id, webhook-timestamp and the body) are kept; the ce-*
+	// headers are not signed, the structured body is. Default off. Not
+	// with body: envelope.
+	CloudEvents cloudevent.Config `yaml:"cloudevents"`
 	// Retry bounds the retries of one event; see RetryConfig.
 	Retry RetryConfig `yaml:"retry"`
 	// Egress restricts the addresses the endpoint connects to; see Egress.
@@ -153,6 +163,7 @@ func (c EndpointConfig) WithDefaults() EndpointConfig {
 	setDefault(&c.Timeout, DefaultTimeout)
 	setDefault(&c.MaxConcurrency, DefaultMaxConcurrency)
 	setDefault(&c.Body, BodyRaw)
+	c.CloudEvents.Defaults()
 	setDefault(&c.Retry.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&c.Retry.MaxAge, DefaultMaxAge)
 	setDefault(&c.Retry.InitialBackoff, DefaultInitialBackoff)
@@ -176,6 +187,8 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Id":        true,
 	"Webhook-Timestamp": true,
 	"Webhook-Signature": true,
+	"Traceparent":       true, // the row's trace context (send.go)
+	"Tracestate":        true,
 	// and the metadata headers (send.go)
 	"Webhook-Event-Type":     true,
 	"Webhook-Aggregate-Type": true,
@@ -255,6 +268,11 @@ func (c EndpointConfig) Validate() error {
 	}
 	if c.Body != BodyRaw && c.Body != BodyEnvelope {
 		bad("body %q is not %q or %q", c.Body, BodyRaw, BodyEnvelope)
+	}
+	if err := c.CloudEvents.Validate("cloudevents"); err != nil {
+		bad("%v", err)
+	} else if c.CloudEvents.On() && c.Body == BodyEnvelope {
+		bad("cloudevents: set either body: envelope or cloudevents, not both")
 	}
 	r := c.Retry
 	if r.MaxAttempts < 0 {

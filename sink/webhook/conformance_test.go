@@ -75,7 +75,8 @@ func received(id string, h http.Header, body []byte) sinktest.Received {
 	pos, _ := strconv.ParseUint(get(webhook.HeaderBinlogPos), 10, 32)
 	return sinktest.Received{ID: id, Type: get(webhook.HeaderEventType), AggregateType: get(webhook.HeaderAggregateType),
 		AggregateID: get(webhook.HeaderAggregateID), GTID: get(webhook.HeaderGTID), BinlogFile: get(webhook.HeaderBinlogFile),
-		BinlogPos: uint32(pos), Table: get(webhook.HeaderTable), Payload: body}
+		BinlogPos: uint32(pos), Table: get(webhook.HeaderTable),
+		TraceParent: h.Get("traceparent"), TraceState: h.Get("tracestate"), Payload: body}
 }
 
 // A raw body request carries the event id (webhook-id), type, aggregate and
@@ -83,7 +84,7 @@ func received(id string, h http.Header, body []byte) sinktest.Received {
 // columns are not sent.
 func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
-		Carries: sinktest.Carries{Type: true, Aggregate: true, Source: true},
+		Carries: sinktest.Carries{Type: true, Aggregate: true, Source: true, Trace: true},
 		New: func(t *testing.T) *sinktest.Target {
 			rc := &receiver{budget: -1}
 			srv := httptest.NewServer(rc)

@@ -298,7 +298,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 			continue
 		}
 		c.deliveries = append(c.deliveries, &delivery{
-			ev: ev, body: requestBody(e.cfg.Body, ev), call: c, idx: i, enqueued: now,
+			ev: ev, body: requestBody(&e.cfg, ev), call: c, idx: i, enqueued: now,
 		})
 	}
 	if len(c.deliveries) == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -110,7 +111,8 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 // table. Their values are percent-encoded (url.PathEscape: letters, digits,
 // "-._~" and most punctuation as they are), so any bytes arrive intact.
 // They are not signed: the signature covers webhook-id, webhook-timestamp
-// and the body.
+// and the body. Nor are the W3C trace context headers traceparent and
+// tracestate, sent when the row has a trace context (columns.traceparent).
 const (
 	HeaderEventType     = "webhook-event-type"
 	HeaderAggregateType = "webhook-aggregate-type"
@@ -136,6 +138,8 @@ var (
 	keyBinlogFile    = http.CanonicalHeaderKey(HeaderBinlogFile)
 	keyBinlogPos     = http.CanonicalHeaderKey(HeaderBinlogPos)
 	keyTable         = http.CanonicalHeaderKey(HeaderTable)
+	keyTraceParent   = http.CanonicalHeaderKey("traceparent")
+	keyTraceState    = http.CanonicalHeaderKey("tracestate")
 )
 
 // fixedHeader returns the headers every request of an endpoint carries:
@@ -175,6 +179,27 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 	set(keyBinlogFile, url.PathEscape(ev.Source.File))
 	set(keyTable, url.PathEscape(ev.Table))
 	set(keyBinlogPos, strconv.FormatUint(uint64(ev.Source.Pos), 10))
+	switch ce := &e.cfg.CloudEvents; ce.Mode {
+	case cloudevent.Binary:
+		// HTTP protocol binding, binary mode: ce-<attribute> headers,
+		// percent-encoded; datacontenttype is the Content-Type.
+		ce.Attributes(ev, func(name, v string) {
+			if name == "datacontenttype" {
+				h[keyContentType] = []string{v}
+				return
+			}
+			set(http.CanonicalHeaderKey("ce-"+name), cloudevent.HeaderValue(v))
+		})
+	case cloudevent.Structured:
+		h[keyContentType] = []string{cloudevent.ContentTypeJSON}
+	}
+	if ev.TraceParent != "" {
+		// W3C Trace Context over HTTP: unsigned, like the metadata headers.
+		set(keyTraceParent, ev.TraceParent)
+		if ev.TraceState != "" {
+			set(keyTraceState, ev.TraceState)
+		}
+	}
 	if e.signer != nil {
 		set(keySignature, e.signer.sign(ev.ID, ts, d.body))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
 // sign returns the Standard Webhooks v1 webhook-signature header value: one
@@ -74,8 +75,11 @@ func (s *signer) sign(id string, timestamp int64, body []byte) string {
 }
 
 // requestBody renders the body sent for e in the given mode.
-func requestBody(mode string, e *event.Event) []byte {
-	if mode != BodyEnvelope {
+func requestBody(c *EndpointConfig, e *event.Event) []byte {
+	if c.CloudEvents.Mode == cloudevent.Structured {
+		return c.CloudEvents.Structured(e)
+	}
+	if c.Body != BodyEnvelope {
 		return e.Payload
 	}
 	var b bytes.Buffer

@@ -173,11 +173,24 @@ const (
 	HeaderBinlogFile    = "binlog_file"
 	HeaderBinlogPos     = "binlog_pos"
 	HeaderTable         = "table"
+	// The W3C trace context of the row (event.TraceParent), set only when
+	// the row has one: the names OpenTelemetry's propagators read.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 )
 
-// Headers calls add for each metadata header of e, then for each of its
-// extra columns, in config order.
+// Headers calls add for each metadata header of e (Metadata), then for
+// each of its extra columns, in config order.
 func Headers(e *event.Event, add func(k, v string)) {
+	Metadata(e, add)
+	for _, h := range e.Headers {
+		add(h.Key, h.Value)
+	}
+}
+
+// Metadata calls add for each metadata header of e, then for its trace
+// context (traceparent, tracestate) when it has one.
+func Metadata(e *event.Event, add func(k, v string)) {
 	add(HeaderID, e.ID)
 	add(HeaderType, e.Type)
 	add(HeaderAggregateType, e.AggregateType)
@@ -186,7 +199,10 @@ func Headers(e *event.Event, add func(k, v string)) {
 	add(HeaderBinlogFile, e.Source.File)
 	add(HeaderBinlogPos, strconv.FormatUint(uint64(e.Source.Pos), 10))
 	add(HeaderTable, e.Table)
-	for _, h := range e.Headers {
-		add(h.Key, h.Value)
+	if e.TraceParent != "" {
+		add(HeaderTraceParent, e.TraceParent)
+		if e.TraceState != "" {
+			add(HeaderTraceState, e.TraceState)
+		}
 	}
 }
