@@ -37,6 +37,9 @@
 // arrive (the bench's end of the pipe, the receiver in the bench's process),
 // from the first to the last; CPU and peak RSS are each child's whole life.
 //
+// -only webhook runs the limit and the webhook rows only (the floor, one
+// endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
+//
 // OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
 // (the relay binary: 5 s from its first event, through its pprof endpoint).
 //
@@ -72,6 +75,7 @@ func main() {
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
+	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, comma-separated (default: all)")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -102,7 +106,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *baseline, *relayBin, *out, *png)
+		err = run(*rows, *live, *skipLive, *baseline, *relayBin, *only, *out, *png)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":
