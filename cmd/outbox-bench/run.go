@@ -218,7 +218,7 @@ sinks: [%s]
 
 	var lives []liveRow
 	if !skipLive {
-		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, &serverID, live)
+		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, bin, &serverID, live, runs("poller"))
 		if err != nil {
 			return err
 		}
