@@ -190,17 +190,24 @@ sinks: [%s]
 	// the bench's process: its CPU is in none of these rows), all signing
 	// with benchSecret.
 	if runs("webhook") {
-		floorC := newCounter(rows)
-		recv.count("/count/floor", floorC)
-		fmt.Fprintf(os.Stderr, "backlog: HTTP floor…\n")
-		fr, ferr := child(ctx, "-role", "floor", "-url", recv.url+"/count/floor", "-n", fmt.Sprint(rows),
-			"-concurrency", fmt.Sprint(floorConcurrency), "-secret", benchSecret)
-		fr.Seconds = floorC.seconds() // clocked at the receiver, as the relay's rows
-		table = append(table, backlogRow{name: fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), res: fr, err: ferr})
+		floor := func(name string, concurrency int) backlogRow {
+			path := fmt.Sprintf("/count/floor-%d", concurrency)
+			c := newCounter(rows)
+			recv.count(path, c)
+			fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
+			r, err := child(ctx, "-role", "floor", "-url", recv.url+path, "-n", fmt.Sprint(rows),
+				"-concurrency", fmt.Sprint(concurrency), "-secret", benchSecret)
+			r.Seconds = c.seconds() // clocked at the receiver, as the relay's rows
+			return backlogRow{name: name, res: r, err: err}
+		}
+		table = append(table, floor(fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), floorConcurrency))
 		hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
 			recv.url+"/count/one", benchSecret))
 		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false))
 		gwCfg := relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1))
+		// The gateway row's total concurrency is its endpoints' (1 each):
+		// its floor posts over as many connections.
+		table = append(table, floor(fmt.Sprintf("HTTP floor at the gateway row's total concurrency, %d keep-alive connections", tenants), tenants))
 		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
 	}
 	if runs("poller") {
