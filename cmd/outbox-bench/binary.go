@@ -225,7 +225,7 @@ func roleFloor(url string, n, concurrency int, secret string) result {
 		return result{Err: err.Error()}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency, concurrency
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var next atomic.Int64
 	var wg sync.WaitGroup
