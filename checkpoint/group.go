@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // GroupCommit is a Store that writes many pipelines' saves together: while
@@ -30,11 +31,21 @@ import (
 // Save. A type assertion on a GroupCommit for those abilities fails rather
 // than answer for a store it does not own.
 //
+// With a gap (NewGroupCommitEvery), writes begin at least gap apart: the
+// saves that arrive meanwhile wait and go in the next write together. A
+// store that rewrites every key on each write (the file) then does so at
+// most 1/gap times a second however many pipelines save, and each
+// pipeline, saving one at a time, saves at most that often too. What is
+// acknowledged waits up to gap longer to be saved (it still counts against
+// the pipeline's in-flight limits until it is, which bound what a crash
+// re-sends).
+//
 // A GroupCommit is safe for concurrent use; it starts no goroutine: each
 // write is made by one of the callers it carries.
 type GroupCommit struct {
 	store Store
 	many  BatchSaver // nil: the store saves one key at a time
+	gap   time.Duration
 
 	mu      sync.Mutex
 	writing bool   // a write is under way
@@ -59,8 +70,12 @@ type waiter struct {
 }
 
 // NewGroupCommit returns a GroupCommit writing to store.
-func NewGroupCommit(store Store) *GroupCommit {
-	g := &GroupCommit{store: store}
+func NewGroupCommit(store Store) *GroupCommit { return NewGroupCommitEvery(store, 0) }
+
+// NewGroupCommitEvery returns a GroupCommit writing to store whose writes
+// begin at least gap apart.
+func NewGroupCommitEvery(store Store, gap time.Duration) *GroupCommit {
+	g := &GroupCommit{store: store, gap: gap}
 	g.many, _ = store.(BatchSaver)
 	return g
 }
@@ -86,7 +101,7 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 	if !g.writing {
 		g.claim()
 		g.mu.Unlock()
-		g.write(b)
+		g.write(b, ctx)
 		return w.err
 	}
 	g.mu.Unlock()
@@ -101,7 +116,7 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 			if g.next == b && !g.writing {
 				g.claim()
 				g.mu.Unlock()
-				g.write(b)
+				g.write(b, ctx)
 				return w.err
 			}
 			g.mu.Unlock() // another caller claimed it
@@ -144,9 +159,10 @@ func (b *batch) withdraw(key string, w *waiter) {
 	}
 }
 
-// write writes b, sets each waiter's err, hands the next batch (if any) to
-// its waiters, and releases b's waiters.
-func (g *GroupCommit) write(b *batch) {
+// write writes b, sets each waiter's err, releases b's waiters and, after
+// the gap, hands the next batch (if any) to its waiters.
+func (g *GroupCommit) write(b *batch, writer context.Context) {
+	began := time.Now()
 	ctx, stop := b.context()
 	if g.many != nil {
 		cps := make(map[string]Checkpoint, len(b.saves))
@@ -168,13 +184,24 @@ func (g *GroupCommit) write(b *batch) {
 		}
 	}
 	stop()
+	close(b.done)
+	if wait := time.Until(began.Add(g.gap)); wait > 0 {
+		// Still writing for the others: what arrives waits for the next
+		// write. The writer's own Save returns after the gap, or at once
+		// if its context ends.
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-writer.Done():
+		}
+		t.Stop()
+	}
 	g.mu.Lock()
 	g.writing = false
 	if g.next != nil {
 		close(g.next.lead)
 	}
 	g.mu.Unlock()
-	close(b.done)
 }
 
 // context is the context of b's write: it ends, with the last one's cause,

@@ -221,3 +221,47 @@ func TestGroupCommitCancellation(t *testing.T) {
 		t.Fatalf("x was saved by a cancelled write: %v", err)
 	}
 }
+
+// With a gap, a write's waiters are released at once but the next write
+// waits for the gap: what arrives meanwhile goes in one write, and the
+// writer's own Save returns at the gap's end or when its context ends (a
+// write, once begun, is reported as written, not as the context's end).
+func TestGroupCommitWithAGapWritesWhatArrivesMeanwhileTogether(t *testing.T) {
+	st := newHeldStore()
+	g := NewGroupCommitEvery(st, time.Hour)
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	writerCtx, endWriter := context.WithCancel(ctx)
+	first, firstRes := holdWrite(writerCtx, g, st, "a", at(1))
+	queued := saveAsync(ctx, g, "b", at(2)) // waits behind the write under way
+	waitQueued(t, g, 1)
+	first.release <- nil
+
+	// The gap holds the next write: b and c wait and are written together.
+	waitQueued(t, g, 1)
+	third := saveAsync(ctx, g, "c", at(3))
+	waitQueued(t, g, 2)
+	select {
+	case w := <-st.started:
+		t.Fatalf("a write of %v began within the gap", slices.Sorted(maps.Keys(w.cps)))
+	case err := <-firstRes:
+		t.Fatalf("the writer's Save returned (%v) within the gap while its context lives", err)
+	default:
+	}
+
+	endWriter() // the writer gives up waiting: the gap ends with it
+	if err := <-firstRes; err != nil {
+		t.Fatalf("the writer's Save = %v, want nil: its checkpoint was written", err)
+	}
+	next := <-st.started
+	if got := slices.Sorted(maps.Keys(next.cps)); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("the write after the gap carries %v, want [b c]", got)
+	}
+	next.release <- nil
+	end() // its writer waits the gap too, until its context ends
+	for _, res := range []<-chan error{queued, third} {
+		if err := <-res; err != nil {
+			t.Fatalf("a save carried by the write after the gap = %v, want nil", err)
+		}
+	}
+}

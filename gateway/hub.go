@@ -83,8 +83,12 @@ type Hub struct {
 	commit   time.Time
 	attached map[*Tap]struct{}
 	// byHeader indexes attached taps that select on one header value (a
-	// tenant): header key → value → taps. The others are in plain.
+	// tenant): header key → value → taps; byType those that select on
+	// aggregate types named exactly: type → taps. The others are in plain.
+	// An event is offered to the taps of its values and to the plain ones:
+	// routing costs per event, not per endpoint per event.
 	byHeader map[string]map[string]map[*Tap]struct{}
+	byType   map[string]map[*Tap]struct{}
 	plain    map[*Tap]struct{}
 	groups   map[*Tap][]*event.Event // scratch for dispatch
 }
@@ -110,7 +114,7 @@ func NewHub(cfg HubConfig) *Hub {
 		cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: cfg.Observer,
 		slots: make(chan int, cfg.MaxCatchUp), pos: cfg.Start,
 		attached: map[*Tap]struct{}{}, byHeader: map[string]map[string]map[*Tap]struct{}{},
-		plain: map[*Tap]struct{}{}, groups: map[*Tap][]*event.Event{},
+		byType: map[string]map[*Tap]struct{}{}, plain: map[*Tap]struct{}{}, groups: map[*Tap][]*event.Event{},
 	}
 	for i := 1; i <= cfg.MaxCatchUp; i++ {
 		h.slots <- i
@@ -184,6 +188,11 @@ func (h *Hub) handOn(txn *event.Txn) {
 						groups[t] = append(groups[t], e)
 					}
 				}
+			}
+		}
+		for t := range h.byType[e.AggregateType] {
+			if t.matches(e) {
+				groups[t] = append(groups[t], e)
 			}
 		}
 		for t := range h.plain {
@@ -302,6 +311,15 @@ func (h *Hub) attachLocked(t *Tap, pos event.Position) {
 // indexLocked files an attached tap under its route.
 func (h *Hub) indexLocked(t *Tap) {
 	f := t.filter.Load()
+	if f.Header == "" && len(f.AggregateTypes) > 0 {
+		for _, at := range f.AggregateTypes {
+			if h.byType[at] == nil {
+				h.byType[at] = map[*Tap]struct{}{}
+			}
+			h.byType[at][t] = struct{}{}
+		}
+		return
+	}
 	if f.Header == "" {
 		h.plain[t] = struct{}{}
 		return
@@ -319,6 +337,15 @@ func (h *Hub) indexLocked(t *Tap) {
 
 func (h *Hub) unindexLocked(t *Tap) {
 	f := t.filter.Load()
+	if f.Header == "" && len(f.AggregateTypes) > 0 {
+		for _, at := range f.AggregateTypes {
+			delete(h.byType[at], t)
+			if len(h.byType[at]) == 0 {
+				delete(h.byType, at)
+			}
+		}
+		return
+	}
 	if f.Header == "" {
 		delete(h.plain, t)
 		return
@@ -382,6 +409,10 @@ type Filter struct {
 	// events with that header value (a tenant): the hub then looks the tap
 	// up by value instead of asking it about every event.
 	Header, Value string
+	// AggregateTypes, when set (and Header is not), say that Match accepts
+	// only events whose aggregate type is one of these exact values: the
+	// hub then looks the tap up by the event's aggregate type.
+	AggregateTypes []string
 }
 
 type nopObserver struct{}

@@ -394,13 +394,19 @@ func (o healthObserver) Failed(reason string) {
 }
 
 // gatewayFilter routes an endpoint's filter: by its one header value (a
-// tenant) when it has exactly one, so the hub looks it up instead of asking.
+// tenant) when it has exactly one, else by its aggregate types when each is
+// an exact name (no glob), so the hub looks it up instead of asking it
+// about every event.
 func gatewayFilter(f webhook.Filter) gateway.Filter {
 	gf := gateway.Filter{Match: f.Match}
 	if len(f.Headers) == 1 {
 		for k, v := range f.Headers {
 			gf.Header, gf.Value = k, v
 		}
+		return gf
+	}
+	if len(f.AggregateTypes) > 0 && !slices.ContainsFunc(f.AggregateTypes, webhook.IsGlob) {
+		gf.AggregateTypes = slices.Clone(f.AggregateTypes)
 	}
 	return gf
 }

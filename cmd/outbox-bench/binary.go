@@ -225,7 +225,7 @@ func roleFloor(url string, n, concurrency int, secret string) result {
 		return result{Err: err.Error()}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = concurrency, concurrency, concurrency
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -301,3 +301,42 @@ func gatewayEndpoints(url string, n, concurrency int) string {
 const tenants = 1000
 
 func tenant(i int) string { return fmt.Sprintf("t%03d", i%tenants) }
+
+// running is a relay binary started by startBinary.
+type running struct {
+	cmd    *exec.Cmd
+	exited chan error
+	once   sync.Once
+}
+
+// startBinary starts bin with args, its log (stderr) in logPath: the live
+// phase's relay, run as users run it.
+func startBinary(bin string, args []string, logPath string) (*running, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	r := &running{cmd: cmd, exited: make(chan error, 1)}
+	go func() { r.exited <- cmd.Wait(); logFile.Close() }()
+	return r, nil
+}
+
+// stop stops the relay with SIGTERM (killed after 30 s) and waits for it;
+// only the first call does.
+func (r *running) stop() {
+	r.once.Do(func() {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.exited:
+		case <-time.After(30 * time.Second):
+			_ = r.cmd.Process.Kill()
+			<-r.exited
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -242,7 +243,9 @@ func latencies(sent map[int64]time.Time, s *seen, wait time.Duration) (got int, 
 	return len(ds), ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)], ds[len(ds)-1]
 }
 
-func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info source.ServerInfo, recv *receiver, tmp string, serverID *int, d time.Duration) ([]liveRow, error) {
+// runLive runs the live phase: the relay binary bin (as the backlog's
+// binary rows run it), then, with poller, the seeds' poller.
+func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info source.ServerInfo, recv *receiver, tmp, bin string, serverID *int, d time.Duration, poller bool) ([]liveRow, error) {
 	pos, err := source.CurrentPosition(ctx, db, info)
 	if err != nil {
 		return nil, err
@@ -260,7 +263,11 @@ sinks:
   - {name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}
   - {name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}
 `, srv.Host, srv.Port, *serverID, tmp, pos.GTIDSet, addr, recv.url+"/hook")
-	relayProc, _, err := startBackground([]string{"-role", "relay-live", "-config", cfg}, "")
+	args, err := relayArgs(tmp, "live", cfg)
+	if err != nil {
+		return nil, err
+	}
+	relayProc, err := startBinary(bin, args, filepath.Join(tmp, "live.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +312,9 @@ sinks:
 	}
 	relayProc.stop()
 	broker.stop()
+	if !poller {
+		return rows, nil
+	}
 
 	pollDSN := srv.DSN("bench") + "&interpolateParams=true"
 	for _, iv := range []time.Duration{100 * time.Millisecond, time.Second} {

@@ -25,7 +25,8 @@
 // CPU seconds per 100k events and its peak RSS; the server's Questions
 // counter gives the statements each ran on the source per 1,000 events.
 //
-// Live phase: one relay (Kafka and webhook sinks, default config) runs while
+// Live phase: the relay binary (Kafka and webhook sinks, default config)
+// runs, as in the backlog's binary rows, while
 // single-row transactions are committed at 500/s, 2,000/s and as fast as 4
 // connections can; a bare BinlogSyncer in the bench process is the floor.
 // Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
@@ -36,6 +37,9 @@
 // Rates of the relay binary and the floor are clocked where the events
 // arrive (the bench's end of the pipe, the receiver in the bench's process),
 // from the first to the last; CPU and peak RSS are each child's whole life.
+//
+// -only webhook runs the limit and the webhook rows only (the floor, one
+// endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
 //
 // OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
 // (the relay binary: 5 s from its first event, through its pprof endpoint).
@@ -73,6 +77,7 @@ func main() {
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
+	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, comma-separated (default: all)")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -103,15 +108,13 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *out, *png)
+		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":
 		finish(roleDecode(*host, *port, *start, *table, *n))
 	case "relay":
 		finish(roleRelay(*cfgText, *n))
-	case "relay-live":
-		err = roleRelayLive(*cfgText)
 	case "floor":
 		finish(roleFloor(*url, *n, *concurrency, *secret))
 	case "poller":

@@ -149,8 +149,14 @@ func targets(in reportInput) []string {
 				cpu, floorCPU, met(cpu <= floorCPU+10)))
 		}
 		if r, ok := find(in.table, "endpoints on one stream"); ok && r.res.Events > 0 {
-			x := rate(r) / F
-			out = append(out, fmt.Sprintf("relay → webhook, %d endpoints on one stream ≥ 0.6× the HTTP floor: %.2f× — %s", tenants, x, met(x >= 0.6)))
+			// At the same total concurrency as the floor, when it was measured.
+			G, at := F, floorConcurrency
+			if g, ok := find(in.table, "gateway row's total concurrency"); ok && g.res.Events > 0 {
+				G, at = rate(g), tenants
+			}
+			x := rate(r) / G
+			out = append(out, fmt.Sprintf("relay → webhook, %d endpoints on one stream ≥ 0.6× the HTTP floor at the same total concurrency: %.2f× the floor at %d connections (%.2f× the floor at %d) — %s",
+				tenants, x, at, rate(r)/F, floorConcurrency, met(x >= 0.6)))
 		}
 	}
 	if f, ok := findLive(in.lives, "2000/s", "floor"); ok {

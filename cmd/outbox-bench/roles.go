@@ -234,22 +234,6 @@ func roleRelay(cfgText string, n int) result {
 	}
 }
 
-// roleRelayLive runs the relay with cfgText until stdin closes.
-func roleRelayLive(cfgText string) error {
-	cfg, err := config.Parse([]byte(cfgText))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
-	err = relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Registerer: prometheus.NewRegistry()}).Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
-}
-
 func delivered(g prometheus.Gatherer) int {
 	mfs, err := g.Gather()
 	if err != nil {

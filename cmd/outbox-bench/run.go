@@ -51,7 +51,18 @@ type backlogRow struct {
 	config string
 }
 
-func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath string) error {
+	groups := map[string]bool{}
+	for _, g := range strings.Split(only, ",") {
+		switch g = strings.TrimSpace(g); g {
+		case "":
+		case "stdout", "kafka", "webhook", "poller":
+			groups[g] = true
+		default:
+			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook or poller, comma-separated", only, g)
+		}
+	}
+	runs := func(g string) bool { return len(groups) == 0 || groups[g] }
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
@@ -149,30 +160,34 @@ sinks: [%s]
 		r, err := runBinary(ctx, bin, args, c, pipe, tag, addr)
 		return backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
 	}
-	stdoutCfg := relayCfg(`{name: out, type: stdout}`)
-	table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true))
-	stdoutIn := relayCfg(`{name: out, type: stdout}`)
-	table = append(table, measure("relay in the bench's child → stdout sink (to a discard writer)", stdoutIn, "-role", "relay", "-config", stdoutIn, "-n", fmt.Sprint(rows)))
-	if baseline != "" {
-		cfg := relayCfg(`{name: out, type: stdout}`)
-		table = append(table, measureWith(baseline, "baseline build: relay → stdout sink", cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
-	}
-	for _, d := range []time.Duration{0, 2 * time.Millisecond} {
-		b, addr, err := startBackground([]string{"-role", "broker", "-delay", d.String()}, "BROKER ")
-		if err != nil {
-			return err
-		}
-		cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
-		name := "relay → Kafka (kfake broker, own process)"
-		if d > 0 {
-			name = "relay → Kafka through +2 ms round trip"
-		}
-		table = append(table, measure(name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+	if runs("stdout") {
+		stdoutCfg := relayCfg(`{name: out, type: stdout}`)
+		table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true))
+		stdoutIn := relayCfg(`{name: out, type: stdout}`)
+		table = append(table, measure("relay in the bench's child → stdout sink (to a discard writer)", stdoutIn, "-role", "relay", "-config", stdoutIn, "-n", fmt.Sprint(rows)))
 		if baseline != "" {
-			cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
-			table = append(table, measureWith(baseline, "baseline build: "+name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+			cfg := relayCfg(`{name: out, type: stdout}`)
+			table = append(table, measureWith(baseline, "baseline build: relay → stdout sink", cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
 		}
-		b.stop()
+	}
+	if runs("kafka") {
+		for _, d := range []time.Duration{0, 2 * time.Millisecond} {
+			b, addr, err := startBackground([]string{"-role", "broker", "-delay", d.String()}, "BROKER ")
+			if err != nil {
+				return err
+			}
+			cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
+			name := "relay → Kafka (kfake broker, own process)"
+			if d > 0 {
+				name = "relay → Kafka through +2 ms round trip"
+			}
+			table = append(table, measure(name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+			if baseline != "" {
+				cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
+				table = append(table, measureWith(baseline, "baseline build: "+name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+			}
+			b.stop()
+		}
 	}
 	if tracing {
 		rows, err := tracingRows(rows, relayCfg, measure)
@@ -185,32 +200,43 @@ sinks: [%s]
 	// to 1,000 endpoints on its one stream, all into the same receiver (in
 	// the bench's process: its CPU is in none of these rows), all signing
 	// with benchSecret.
-	floorC := newCounter(rows)
-	recv.count("/count/floor", floorC)
-	fmt.Fprintf(os.Stderr, "backlog: HTTP floor…\n")
-	fr, ferr := child(ctx, "-role", "floor", "-url", recv.url+"/count/floor", "-n", fmt.Sprint(rows),
-		"-concurrency", fmt.Sprint(floorConcurrency), "-secret", benchSecret)
-	fr.Seconds = floorC.seconds() // clocked at the receiver, as the relay's rows
-	table = append(table, backlogRow{name: fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), res: fr, err: ferr})
-	hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
-		recv.url+"/count/one", benchSecret))
-	table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false))
-	gwCfg := relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1))
-	table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
-	pollDSN := srv.DSN("bench") + "&interpolateParams=true"
-	for i, w := range []int{1, 4} {
-		if i > 0 {
-			if _, err := db.Exec(`UPDATE outbox SET status = 'pending', claimed_at = NULL, claimed_by = NULL, attempts = 0, published_at = NULL`); err != nil {
-				return err
-			}
+	if runs("webhook") {
+		floor := func(name string, concurrency int) backlogRow {
+			path := fmt.Sprintf("/count/floor-%d", concurrency)
+			c := newCounter(rows)
+			recv.count(path, c)
+			fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
+			r, err := child(ctx, "-role", "floor", "-url", recv.url+path, "-n", fmt.Sprint(rows),
+				"-concurrency", fmt.Sprint(concurrency), "-secret", benchSecret)
+			r.Seconds = c.seconds() // clocked at the receiver, as the relay's rows
+			return backlogRow{name: name, res: r, err: err}
 		}
-		table = append(table, measure(fmt.Sprintf("seed poller, SKIP LOCKED, batch 100, %d worker(s), no-op publish", w), "",
-			"-role", "poller", "-dsn", pollDSN, "-table", "outbox", "-workers", fmt.Sprint(w)))
+		table = append(table, floor(fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), floorConcurrency))
+		hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
+			recv.url+"/count/one", benchSecret))
+		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false))
+		gwCfg := relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1))
+		// The gateway row's total concurrency is its endpoints' (1 each):
+		// its floor posts over as many connections.
+		table = append(table, floor(fmt.Sprintf("HTTP floor at the gateway row's total concurrency, %d keep-alive connections", tenants), tenants))
+		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
+	}
+	if runs("poller") {
+		pollDSN := srv.DSN("bench") + "&interpolateParams=true"
+		for i, w := range []int{1, 4} {
+			if i > 0 {
+				if _, err := db.Exec(`UPDATE outbox SET status = 'pending', claimed_at = NULL, claimed_by = NULL, attempts = 0, published_at = NULL`); err != nil {
+					return err
+				}
+			}
+			table = append(table, measure(fmt.Sprintf("seed poller, SKIP LOCKED, batch 100, %d worker(s), no-op publish", w), "",
+				"-role", "poller", "-dsn", pollDSN, "-table", "outbox", "-workers", fmt.Sprint(w)))
+		}
 	}
 
 	var lives []liveRow
 	if !skipLive {
-		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, &serverID, live)
+		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, bin, &serverID, live, runs("poller"))
 		if err != nil {
 			return err
 		}

@@ -409,12 +409,22 @@ func matchAny(patterns []string, s string) bool {
 		return true
 	}
 	for _, p := range patterns {
+		if !IsGlob(p) {
+			if p == s {
+				return true
+			}
+			continue
+		}
 		if ok, _ := path.Match(p, s); ok {
 			return true
 		}
 	}
 	return false
 }
+
+// IsGlob reports whether a filter pattern has any of path.Match's special
+// characters (*, ?, [ or \): one without matches exactly its own text.
+func IsGlob(pattern string) bool { return strings.ContainsAny(pattern, `*?[\`) }
 
 // CredentialHeader reports whether a header's name says it carries a
 // credential (Authorization, Cookie, or a name holding auth, token,

@@ -29,6 +29,11 @@ func TestFilterMatch(t *testing.T) {
 		{"all headers matching are selected", Filter{Headers: map[string]string{"tenant": "acme", "region": "eu"}}, acme, true},
 		{"headers and event types must both match", Filter{EventTypes: []string{"user.*"}, Headers: map[string]string{"tenant": "acme"}}, acme, false},
 		{"headers and aggregate types both matching", Filter{AggregateTypes: []string{"ord*"}, Headers: map[string]string{"tenant": "acme"}}, acme, true},
+		{"an aggregate type named exactly is selected", Filter{AggregateTypes: []string{"invoice", "order"}}, acme, true},
+		{"a longer name is not the type", Filter{AggregateTypes: []string{"orders"}}, acme, false},
+		{"a prefix of the type is not the type", Filter{AggregateTypes: []string{"orde"}}, acme, false},
+		{"an escaped character matches itself", Filter{AggregateTypes: []string{`or\der`}}, acme, true},
+		{"an event type named exactly is selected", Filter{EventTypes: []string{"order.created"}}, acme, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.filter.Match(tc.ev); got != tc.want {
