@@ -792,10 +792,14 @@ func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Posi
 			mu.Unlock()
 		})
 		if err == nil {
+			unlisted := 0
 			for _, f := range found {
-				skip.add(f.key, f.id, skippedByReadBack)
+				if skip.add(f.key, f.id, skippedByReadBack) {
+					unlisted++
+				}
 			}
-			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again", slog.Int("events", len(found)))
+			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again",
+				slog.Int("events", len(found)), slog.Int("unlisted", unlisted))
 			return nil
 		}
 		if errors.Is(err, sink.ErrCannotRecover) {
@@ -846,17 +850,20 @@ func newSkipSet(a *checkpoint.Acked, maxInFlight int) *skipSet {
 	return s
 }
 
-// add lists an event; one listed already keeps its first reason.
-func (s *skipSet) add(key, id, by string) {
+// add lists an event, and reports whether it was not listed yet; one
+// listed already keeps its first reason.
+func (s *skipSet) add(key, id, by string) bool {
 	m := s.ids[key]
 	if m == nil {
 		m = map[string]string{}
 		s.ids[key] = m
 	}
-	if _, ok := m[id]; !ok {
-		m[id] = by
-		s.n++
+	if _, ok := m[id]; ok {
+		return false
 	}
+	m[id] = by
+	s.n++
+	return true
 }
 
 // active reports whether anything is left to skip or count.
