@@ -232,6 +232,13 @@ type Checkpoint struct {
 	// What a sink acknowledges is saved at once, one save at a time (the
 	// acknowledgements that arrive during a save are saved by the next).
 	Interval time.Duration `yaml:"interval"`
+	// MinInterval is the least time between the starts of two saves of one
+	// sink's checkpoint while acknowledgements stream in (an idle sink's
+	// acknowledgement is saved at once). It caps saves at 1/min_interval a
+	// second per sink; what is acknowledged within it before a crash is
+	// sent again by a sink that cannot be read back (within
+	// delivery.max_in_flight). Default 10ms.
+	MinInterval time.Duration `yaml:"min_interval"`
 	// Lock makes the relay take the checkpoint store's lock before it starts
 	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
 	// that a second relay on the same store waits as a hot standby and takes
@@ -771,6 +778,7 @@ func (c *Config) Defaults() {
 	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
 	setS(&cp.Table, "outbox_relay_checkpoints")
 	setD(&cp.Interval, pipeline.DefaultCheckpointInterval)
+	setD(&cp.MinInterval, pipeline.DefaultCheckpointGap)
 	setS(&cp.Start, "current")
 	if cp.Lock == nil {
 		on := true
@@ -899,6 +907,9 @@ func (c *Config) Validate() error {
 		if !checkpoint.ValidTableName(name) {
 			bad("%s: %q: use 1 to 64 letters, digits, _ and $", field, name)
 		}
+	}
+	if c.Checkpoint.MinInterval < 0 {
+		bad("checkpoint.min_interval: %s is negative; leave it out for the default %s", c.Checkpoint.MinInterval, pipeline.DefaultCheckpointGap)
 	}
 	if _, err := c.StartGTID(); err != nil {
 		bad("checkpoint.start: %v", err)

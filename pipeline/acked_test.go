@@ -320,3 +320,68 @@ func TestTrackerCountsUnsavedAcknowledgementsAsInFlight(t *testing.T) {
 		t.Fatal("add refused after the save")
 	}
 }
+
+// timedStore is a memStore that records when each save began, while on.
+type timedStore struct {
+	memStore
+	mu     sync.Mutex
+	on     bool
+	starts []time.Time
+}
+
+func (s *timedStore) Save(ctx context.Context, k string, cp checkpoint.Checkpoint) error {
+	s.mu.Lock()
+	if s.on {
+		s.starts = append(s.starts, time.Now())
+	}
+	s.mu.Unlock()
+	return s.memStore.Save(ctx, k, cp)
+}
+
+// slowSink acknowledges each batch after a pause.
+type slowSink struct {
+	countingSink
+	pause time.Duration
+}
+
+func (s *slowSink) Write(ctx context.Context, batch []*event.Event) error {
+	time.Sleep(s.pause)
+	return s.countingSink.Write(ctx, batch)
+}
+
+// While acknowledgements stream in, two saves of the checkpoint begin at
+// least CheckpointGap apart, each covering what was acknowledged since the
+// last: the saves a second are capped, not one per acknowledgement.
+func TestSavesWhileAcknowledgementsStreamInAreCheckpointGapApart(t *testing.T) {
+	const events, gap = 100, 20 * time.Millisecond
+	s := &slowSink{pause: 2 * time.Millisecond}
+	store := &timedStore{on: true}
+	src := &fakeSource{txns: gtxns(events)}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1,
+		CheckpointInterval: time.Hour, CheckpointGap: gap, DrainTimeout: time.Millisecond},
+		src, func() bool {
+			cp, _ := store.Load(context.Background(), "s")
+			if cp.Position.GTIDSet != fmt.Sprintf("0-1-%d", events) {
+				return false
+			}
+			store.mu.Lock()
+			store.on = false // not the final save, which does not wait
+			store.mu.Unlock()
+			return true
+		})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	// The first save is the start checkpoint's, saved before the loop.
+	saves := store.starts[1:]
+	if len(saves) < 2 {
+		t.Fatalf("%d saves while %d events were acknowledged one by one over at least %s", len(saves), events, events*s.pause)
+	}
+	for i := 1; i < len(saves); i++ {
+		if d := saves[i].Sub(saves[i-1]); d < gap {
+			t.Errorf("saves %d and %d began %s apart, less than the gap %s (%d saves)", i-1, i, d, gap, len(saves))
+		}
+	}
+}

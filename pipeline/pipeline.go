@@ -65,6 +65,7 @@ const (
 	DefaultMaxInFlight        = 10000
 	DefaultMaxInFlightBytes   = 64 << 20
 	DefaultCheckpointInterval = time.Second
+	DefaultCheckpointGap      = 10 * time.Millisecond
 	DefaultDrainTimeout       = 10 * time.Second
 )
 
@@ -113,6 +114,15 @@ type Config struct {
 	// acknowledged is saved at once, one save at a time (acknowledgements
 	// arriving during a save are saved by the next).
 	CheckpointInterval time.Duration
+	// CheckpointGap is the least time from the start of one save to the
+	// start of the next: while acknowledgements stream in, saves are at most
+	// 1/CheckpointGap a second, each covering what was acknowledged since
+	// the last (an idle pipeline's acknowledgement is saved at once). It
+	// bounds what saving costs the delivery path (encoding the list of
+	// acknowledged events, a write and an fsync); what is acknowledged
+	// within it before a crash is sent again by a sink that cannot be read
+	// back (within MaxInFlight still). Default 10ms.
+	CheckpointGap time.Duration
 	// Retry is the policy of every retry: sink connects, writes and
 	// dead-letter writes. Defaults: retry.DefaultInitial (100ms),
 	// retry.DefaultMax (30s), retry.DefaultProbe (1s).
@@ -216,6 +226,7 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: Linger %s is negative", cfg.Linger)
 	}
 	defd(&cfg.CheckpointInterval, DefaultCheckpointInterval)
+	defd(&cfg.CheckpointGap, DefaultCheckpointGap)
 	defd(&cfg.DrainTimeout, DefaultDrainTimeout)
 	cfg.Retry = cfg.Retry.WithDefaults()
 	if cfg.Logger == nil {
@@ -706,12 +717,14 @@ func (p *Pipeline) fence(ctx context.Context) error {
 
 // saveLoop saves what was acknowledged as soon as it was: each save takes
 // the tracker's latest state, and acknowledgements that arrive while one is
-// under way are saved by the next (one save at a time, coalesced). A failed
-// save is retried after CheckpointInterval; a fenced save is fatal. Every
-// CheckpointInterval it also reports what is in flight.
+// under way, or within CheckpointGap of its start, are saved by the next
+// (one save at a time, coalesced). A failed save is retried after
+// CheckpointInterval; a fenced save is fatal. Every CheckpointInterval it
+// also reports what is in flight.
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	t := time.NewTicker(p.cfg.CheckpointInterval)
 	defer t.Stop()
+	var last time.Time // the start of the last save
 	for {
 		select {
 		case <-ctx.Done():
@@ -721,6 +734,12 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			ev, b, oldest := p.tracker.inFlight()
 			p.obs.InFlight(ev, b, oldest)
 		}
+		if wait := p.cfg.CheckpointGap - time.Since(last); wait > 0 {
+			if retry.Sleep(ctx, wait) != nil {
+				return
+			}
+		}
+		last = time.Now()
 		if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
 			fail(err)
 			return

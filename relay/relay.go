@@ -299,7 +299,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			CanResume: canResume,
 			BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 			MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
-			CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+			CheckpointInterval: cfg.Checkpoint.Interval, CheckpointGap: cfg.Checkpoint.MinInterval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 			DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: obs, Fence: lock.fence,
 		})
 		return p, err
