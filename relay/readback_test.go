@@ -343,7 +343,7 @@ func TestKafkaReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 					col.stop()
 					col = collect(t, brokers, "outbox.event.order")
 				},
-				want:  tc.want,
+				want: tc.want,
 			})
 		})
 	}
