@@ -385,3 +385,60 @@ func TestSavesWhileAcknowledgementsStreamInAreCheckpointGapApart(t *testing.T) {
 		}
 	}
 }
+
+// Acknowledgements the watermark passes in the same release (a sink that
+// acknowledges in order) are never listed: releasing them allocates
+// nothing, as before the checkpoint listed acknowledged events.
+func TestInOrderAcknowledgementsAreNotListed(t *testing.T) {
+	tr := newTracker(pos(-1), 1<<20, 1<<30)
+	const runs, txns, events = 20, 10, 10
+	var batches [][]*item
+	for b := range runs + 1 {
+		var batch []*item
+		for x := range txns {
+			n := b*txns + x
+			e := tr.addKey(pos(n), time.Time{}, events, events, fmt.Sprintf("0-1-%d", n+1))
+			for k := range events {
+				batch = append(batch, &item{ev: &event.Event{ID: fmt.Sprintf("e%d-%d", n, k)}, txn: e, size: 1})
+			}
+		}
+		batches = append(batches, batch)
+	}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		tr.release(batches[next])
+		next++
+	})
+	if allocs != 0 {
+		t.Errorf("releasing %d in-order acknowledgements allocates %.1f times", txns*events, allocs)
+	}
+	if s := tr.take(); s.acked != nil || s.pos != pos(runs*txns+txns-1) {
+		t.Errorf("snapshot at %v listing %v, want at the last transaction listing nothing", s.pos, s.acked)
+	}
+}
+
+// Events of transactions that settle and collapse into one entry within a
+// single release are listed (on the entry kept), and those the watermark
+// passes in it are not.
+func TestOneReleaseListsWhatItsCollapsedTransactionsAcknowledged(t *testing.T) {
+	tr := newTracker(pos(-1), 1000, 1<<20)
+	var all []*item
+	for i := range 5 {
+		e := tr.addKey(pos(i), time.Time{}, 2, 2, fmt.Sprintf("g%d", i))
+		all = append(all, &item{ev: &event.Event{ID: fmt.Sprintf("t%da", i)}, txn: e, size: 1},
+			&item{ev: &event.Event{ID: fmt.Sprintf("t%db", i)}, txn: e, size: 1})
+	}
+	// 0 settles and is passed; 1 is half acknowledged; 2 and 3 settle and
+	// collapse; 4 is half acknowledged.
+	tr.release([]*item{all[0], all[1], all[2], all[4], all[5], all[6], all[7], all[8]})
+	s := tr.take()
+	if s.pos != pos(0) {
+		t.Fatalf("watermark %v, want %v", s.pos, pos(0))
+	}
+	if got, want := ackedIDs(s.acked), []string{"t1a", "t2a", "t2b", "t3a", "t3b", "t4a"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	if tr.acked != 6 {
+		t.Fatalf("counted %d listed, want 6", tr.acked)
+	}
+}

@@ -16,6 +16,9 @@ type txnEntry struct {
 	key        string // the transaction's identity (txnKey of its events); "" without events
 	prev, next *txnEntry
 	removed    bool // collapsed into a later entry, or passed by the watermark
+	// into is the later entry this one was collapsed into (nil when it was
+	// passed by the watermark, or is still in the list).
+	into *txnEntry
 	// acked are the events acknowledged while the watermark was before this
 	// entry: its own, and those of the settled entries collapsed into it.
 	acked []ackedEvent
@@ -130,6 +133,9 @@ func (t *tracker) ack(e *txnEntry, size int) {
 }
 
 // release acks every item at once: one lock and one wake-up per batch.
+// The items are listed as acknowledged (while there is room) after the
+// watermark moved: an event the watermark passes in the same release is
+// never listed, so in-order acknowledgements cost no list at all.
 func (t *tracker) release(items []*item) {
 	if len(items) == 0 {
 		return
@@ -137,10 +143,31 @@ func (t *tracker) release(items []*item) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, it := range items {
-		t.ackLocked(it.txn, it.size, it.ev.ID)
+		t.ackLocked(it.txn, it.size, "")
 	}
 	t.advance()
+	for _, it := range items {
+		t.list(it.txn, it.ev.ID)
+	}
 	t.room.Broadcast()
+}
+
+// list lists the acknowledged event id of e's transaction on the entry
+// that now stands for e (e, or the one it was collapsed into), unless the
+// watermark passed it, the id or key is empty, or the list is full.
+func (t *tracker) list(e *txnEntry, id string) {
+	key := e.key
+	if id == "" || key == "" || t.acked >= t.maxAcked {
+		return
+	}
+	for e.into != nil {
+		e = e.into
+	}
+	if e.removed {
+		return // passed by the watermark
+	}
+	e.acked = append(e.acked, ackedEvent{key: key, id: id})
+	t.acked++
 }
 
 // ackLocked acknowledges one event of e; a non-empty id is listed as
@@ -171,11 +198,13 @@ func (t *tracker) collapse(e *txnEntry) {
 		e.acked = mergeAcked(e.acked, p.acked)
 		p.acked = nil
 		t.unlink(p)
+		p.into = e
 	}
 	if n := e.next; n != nil && n.pending == 0 {
 		n.acked = mergeAcked(n.acked, e.acked)
 		e.acked = nil
 		t.unlink(e)
+		e.into = n
 	}
 }
 
