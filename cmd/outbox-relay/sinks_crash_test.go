@@ -109,7 +109,11 @@ type crashResult struct {
 // last save was under way; both count against delivery.max_in_flight, which
 // bounds what one kill costs (asserted per kill, and logged). NATS JetStream
 // stores none twice (the re-sends carry the event id as Nats-Msg-Id and fall
-// within the stream's duplicate window).
+// within the stream's duplicate window). Kafka and Redis Streams store none
+// twice either: each restart reads back what the destination holds after
+// its checkpoint and skips it; the relay's log must show no read-back that
+// fell back, and at least one that skipped something (so that the kills
+// did not all land while nothing was in flight).
 func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash run skipped with -short")
