@@ -442,3 +442,29 @@ func TestOneReleaseListsWhatItsCollapsedTransactionsAcknowledged(t *testing.T) {
 		t.Fatalf("counted %d listed, want 6", tr.acked)
 	}
 }
+
+// A sink that acknowledges one event at a time (a Submitter) lists each
+// transaction's events with one allocation, not one per doubling.
+func TestOneByOneAcknowledgementsListATransactionWithOneAllocation(t *testing.T) {
+	tr := newTracker(pos(-1), 1<<20, 1<<30)
+	const runs, events = 20, 10
+	var txns [][]*item
+	for n := range runs + 1 {
+		e := tr.addKey(pos(n), time.Time{}, events, events, fmt.Sprintf("0-1-%d", n+1))
+		var its []*item
+		for k := range events {
+			its = append(its, &item{ev: &event.Event{ID: fmt.Sprintf("e%d-%d", n, k)}, txn: e, size: 1})
+		}
+		txns = append(txns, its)
+	}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		for _, it := range txns[next] {
+			tr.release([]*item{it})
+		}
+		next++
+	})
+	if allocs > 1 {
+		t.Errorf("acknowledging a transaction's %d events one by one allocates %.1f times", events, allocs)
+	}
+}

@@ -166,6 +166,11 @@ func (t *tracker) list(e *txnEntry, id string) {
 	if e.removed {
 		return // passed by the watermark
 	}
+	if e.acked == nil {
+		// Room for the entry's other events too: a sink that acknowledges
+		// one event at a time lists a transaction with one allocation.
+		e.acked = make([]ackedEvent, 0, e.pending+1)
+	}
 	e.acked = append(e.acked, ackedEvent{key: key, id: id})
 	t.acked++
 }
