@@ -468,3 +468,21 @@ func TestOneByOneAcknowledgementsListATransactionWithOneAllocation(t *testing.T)
 		t.Errorf("acknowledging a transaction's %d events one by one allocates %.1f times", events, allocs)
 	}
 }
+
+// The gap between saves never holds the source back: when it waits for
+// room that unsaved acknowledgements hold, the next save starts at once
+// (here the gap is an hour, and 100 events go through a limit of 10).
+func TestTheGapBetweenSavesDoesNotHoldTheSourceBack(t *testing.T) {
+	const events = 100
+	s := &countingSink{}
+	store := &memStore{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 5, MaxInFlight: 10,
+		CheckpointInterval: time.Hour, CheckpointGap: time.Hour, DrainTimeout: time.Millisecond},
+		&fakeSource{txns: gtxns(events)}, func() bool { return s.n.Load() == events })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := s.n.Load(); n != events {
+		t.Fatalf("%d of %d events delivered: the source waited for the gap", n, events)
+	}
+}

@@ -121,7 +121,9 @@ type Config struct {
 	// bounds what saving costs the delivery path (encoding the list of
 	// acknowledged events, a write and an fsync); what is acknowledged
 	// within it before a crash is sent again by a sink that cannot be read
-	// back (within MaxInFlight still). Default 10ms.
+	// back (within MaxInFlight still). It is cut short when the source
+	// waits for room that unsaved acknowledgements hold, so it never caps
+	// throughput at MaxInFlight per gap. Default 10ms.
 	CheckpointGap time.Duration
 	// Retry is the policy of every retry: sink connects, writes and
 	// dead-letter writes. Defaults: retry.DefaultInitial (100ms),
@@ -718,7 +720,8 @@ func (p *Pipeline) fence(ctx context.Context) error {
 // saveLoop saves what was acknowledged as soon as it was: each save takes
 // the tracker's latest state, and acknowledgements that arrive while one is
 // under way, or within CheckpointGap of its start, are saved by the next
-// (one save at a time, coalesced). A failed save is retried after
+// (one save at a time, coalesced). The gap is cut short when the source
+// waits for room that unsaved acknowledgements hold. A failed save is retried after
 // CheckpointInterval; a fenced save is fatal. Every CheckpointInterval it
 // also reports what is in flight.
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
@@ -735,8 +738,16 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			p.obs.InFlight(ev, b, oldest)
 		}
 		if wait := p.cfg.CheckpointGap - time.Since(last); wait > 0 {
-			if retry.Sleep(ctx, wait) != nil {
+			// Not when the source waits for room that the unsaved
+			// acknowledgements hold: the gap must not cap throughput.
+			gap := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				gap.Stop()
 				return
+			case <-gap.C:
+			case <-p.tracker.full:
+				gap.Stop()
 			}
 		}
 		last = time.Now()

@@ -72,6 +72,10 @@ type tracker struct {
 	readKey         string // key of the last transaction with events added
 	// changed is signalled (without blocking) whenever advanced is set.
 	changed chan struct{}
+	// full is signalled (without blocking) when add waits for room while
+	// acknowledgements are unsaved: a save frees that room, so the saver
+	// should not wait out its gap.
+	full chan struct{}
 
 	maxEvents, maxBytes int
 	events, bytes       int
@@ -79,7 +83,7 @@ type tracker struct {
 }
 
 func newTracker(start event.Position, maxEvents, maxBytes int) *tracker {
-	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes, maxAcked: maxEvents, changed: make(chan struct{}, 1)}
+	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes, maxAcked: maxEvents, changed: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	t.room = sync.NewCond(&t.mu)
 	return t
 }
@@ -95,6 +99,12 @@ func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for !t.closed && t.events+t.unsaved+t.saving > 0 && (t.events+t.unsaved+t.saving+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+		if t.unsaved > 0 {
+			select {
+			case t.full <- struct{}{}:
+			default:
+			}
+		}
 		t.room.Wait()
 	}
 	if t.closed {
