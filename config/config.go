@@ -237,7 +237,9 @@ type Checkpoint struct {
 	// acknowledgement is saved at once). It caps saves at 1/min_interval a
 	// second per sink; what is acknowledged within it before a crash is
 	// sent again by a sink that cannot be read back (within
-	// delivery.max_in_flight). Default 10ms.
+	// delivery.max_in_flight). A save starts at once, whatever the gap,
+	// when the binlog reader waits for room that unsaved acknowledgements
+	// hold. Default 10ms.
 	MinInterval time.Duration `yaml:"min_interval"`
 	// Lock makes the relay take the checkpoint store's lock before it starts
 	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
