@@ -486,3 +486,25 @@ func TestTheGapBetweenSavesDoesNotHoldTheSourceBack(t *testing.T) {
 		t.Fatalf("%d of %d events delivered: the source waited for the gap", n, events)
 	}
 }
+
+// A sink that reads its destination back on a restart does not send
+// acknowledged events again whether or not they were saved: they take no
+// room while their save is under way.
+func TestTrackerOfAReadBackSinkCountsOnlyUnacknowledgedEvents(t *testing.T) {
+	tr := newTracker(pos(-1), 2, 1<<20)
+	tr.readBack = true
+	e0 := tr.add(pos(0), time.Time{}, 2, 2)
+	tr.ack(e0, 1)
+	tr.ack(e0, 1)
+	tr.take() // a save begins
+	added := make(chan *txnEntry, 1)
+	go func() { added <- tr.add(pos(1), time.Time{}, 2, 2) }()
+	select {
+	case e := <-added:
+		if e == nil {
+			t.Fatal("add refused")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("add waited for the save of acknowledged events")
+	}
+}

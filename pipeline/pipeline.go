@@ -14,7 +14,11 @@
 //     see recoverer);
 //   - a bounded cost of a crash: events sent but unacknowledged, and events
 //     acknowledged whose save is not over, count together against
-//     MaxInFlight, so a crash sends again at most that many;
+//     MaxInFlight, so a crash sends again at most that many (a sink that
+//     reads its destination back counts only the unacknowledged: a restart
+//     skips what the destination holds; when its read-back falls back, it
+//     sends again what was in flight and what was acknowledged while the
+//     last save was under way);
 //   - order: batches go to a plain Sink one at a time, in binlog order, and a
 //     failed event is retried before any later batch is sent, so events of one
 //     aggregate arrive in commit order (a Submitter sink keeps that order
@@ -284,6 +288,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	from := cp.Position
 	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
+	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
 	if !resumed {
 		// Save the resolved start at once: a restart before the first
 		// transaction must resume here, not at a later "current" position,

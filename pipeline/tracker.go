@@ -68,7 +68,11 @@ type tracker struct {
 	// maxEvents, so what a crash sends again (in flight, or acknowledged
 	// but not yet saved) stays within it.
 	unsaved, saving int
-	maxAcked        int
+	// readBack: the sink reads its destination back on a restart, so a
+	// crash does not send acknowledged events again whether or not they
+	// were saved; they do not count against maxEvents then.
+	readBack bool
+	maxAcked int
 	readKey         string // key of the last transaction with events added
 	// changed is signalled (without blocking) whenever advanced is set.
 	changed chan struct{}
@@ -98,8 +102,8 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for !t.closed && t.events+t.unsaved+t.saving > 0 && (t.events+t.unsaved+t.saving+n > t.maxEvents || t.bytes+size > t.maxBytes) {
-		if t.unsaved > 0 {
+	for !t.closed && t.held() > 0 && (t.held()+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+		if t.unsaved > 0 && !t.readBack {
 			select {
 			case t.full <- struct{}{}:
 			default:
@@ -131,6 +135,16 @@ func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key 
 	t.entries++
 	t.advance()
 	return e
+}
+
+// held is what counts against maxEvents: the unacknowledged events, and,
+// unless the sink reads its destination back, the acknowledged ones whose
+// save is not over.
+func (t *tracker) held() int {
+	if t.readBack {
+		return t.events
+	}
+	return t.events + t.unsaved + t.saving
 }
 
 // ack records that one event of e, of the given size, was acknowledged.
