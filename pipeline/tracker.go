@@ -73,7 +73,7 @@ type tracker struct {
 	// were saved; they do not count against maxEvents then.
 	readBack bool
 	maxAcked int
-	readKey         string // key of the last transaction with events added
+	readKey  string // key of the last transaction with events added
 	// changed is signalled (without blocking) whenever advanced is set.
 	changed chan struct{}
 	// full is signalled (without blocking) when add waits for room while

@@ -289,7 +289,10 @@ log: {level: info, format: json}
 		res.resent += n
 		res.pastWatermark += past
 		res.perKill = append(res.perKill, n)
-		if n > crashMaxInFlight {
+		// A read-back sink's acknowledged events take no room while their
+		// save is under way (the restart skips what the destination
+		// holds): the bound is its duplicates, 0, asserted below.
+		if n > crashMaxInFlight && !s.readBack {
 			t.Errorf("kill %d: the destination holds %d events the restart sends again (after the checkpoint, not listed in it), more than max_in_flight %d (at most %d sent and unacknowledged, the rest acknowledged but not saved)",
 				res.kills, n, crashMaxInFlight, s.inFlight)
 		}
