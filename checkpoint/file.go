@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -18,6 +19,9 @@ type File struct {
 	readOnly bool
 	mu       sync.Mutex
 	all      map[string]Checkpoint
+	// enc is each key's checkpoint as encoded in the file (encodeCheckpoint)
+	// once saved or read: a save encodes only the keys it changes.
+	enc map[string][]byte
 	// waited: the last Lock had to wait for another holder.
 	waited bool
 }
@@ -84,13 +88,61 @@ func decodeFile(b []byte) (map[string]Checkpoint, error) {
 	return all, nil
 }
 
-// encodeFile is the document Save writes.
+// encodeFile is the document Save writes: what encoding/json's
+// MarshalIndent(fileFormat, "", "  ") writes, keys sorted, but each key's
+// list of acknowledged events on one line.
 func encodeFile(all map[string]Checkpoint) ([]byte, error) {
-	b, err := json.MarshalIndent(fileFormat{Version: 1, Checkpoints: all}, "", "  ")
-	if err != nil {
-		return nil, err
+	enc := make(map[string][]byte, len(all))
+	for k, cp := range all {
+		b, err := encodeCheckpoint(cp)
+		if err != nil {
+			return nil, err
+		}
+		enc[k] = b
 	}
-	return append(b, '\n'), nil
+	return assembleFile(enc), nil
+}
+
+// encodeCheckpoint is cp as the file document holds it under its key.
+// The list of acknowledged events, which can hold max_in_flight ids and
+// is saved as soon as something is acknowledged, is appended as it is
+// (Acked.appendJSON), not run through encoding/json's reflection and
+// re-indentation.
+func encodeCheckpoint(cp Checkpoint) ([]byte, error) {
+	acked := cp.Acked
+	cp.Acked = nil
+	b, err := json.MarshalIndent(cp, "    ", "  ")
+	if err != nil || acked == nil {
+		return b, err
+	}
+	const end = "\n    }"
+	b = append(b[:len(b)-len(end)], ",\n      \"acked\": "...)
+	b = acked.appendJSON(b)
+	return append(b, end...), nil
+}
+
+// assembleFile is the document of the keys' encoded checkpoints.
+func assembleFile(enc map[string][]byte) []byte {
+	keys := slices.Sorted(maps.Keys(enc))
+	n := 64
+	for _, k := range keys {
+		n += len(k) + len(enc[k]) + 16
+	}
+	b := make([]byte, 0, n)
+	b = append(b, "{\n  \"version\": 1,\n  \"checkpoints\": {"...)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n    "...)
+		b = appendJSONString(b, k)
+		b = append(b, ": "...)
+		b = append(b, enc[k]...)
+	}
+	if len(keys) > 0 {
+		b = append(b, "\n  "...)
+	}
+	return append(b, "}\n}\n"...)
 }
 
 // reload rereads the file: another process may have written it (a relay
@@ -101,7 +153,7 @@ func (f *File) reload() error {
 		return err
 	}
 	f.mu.Lock()
-	f.all = g.all
+	f.all, f.enc = g.all, nil
 	f.mu.Unlock()
 	return nil
 }
@@ -119,7 +171,7 @@ func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
 
 // Save implements Store: the whole document is rewritten atomically.
 func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
-	return f.rewrite(func(all map[string]Checkpoint) { all[key] = cp })
+	return f.rewrite(map[string]Checkpoint{key: cp}, "")
 }
 
 // SaveMany implements BatchSaver: every key's checkpoint in one atomic
@@ -128,11 +180,7 @@ func (f *File) SaveMany(_ context.Context, cps map[string]Checkpoint) error {
 	if len(cps) == 0 && !f.readOnly {
 		return nil
 	}
-	return f.rewrite(func(all map[string]Checkpoint) {
-		for k, cp := range cps {
-			all[k] = cp
-		}
-	})
+	return f.rewrite(cps, "")
 }
 
 // Delete implements Deleter: the document is rewritten without key. A key
@@ -144,7 +192,7 @@ func (f *File) Delete(_ context.Context, key string) error {
 	if !ok && !f.readOnly {
 		return nil
 	}
-	return f.rewrite(func(all map[string]Checkpoint) { delete(all, key) })
+	return f.rewrite(nil, key)
 }
 
 // List implements Lister.
@@ -154,24 +202,43 @@ func (f *File) List(context.Context) (map[string]Checkpoint, error) {
 	return maps.Clone(f.all), nil
 }
 
-// rewrite applies change to a copy of every checkpoint and writes the copy
-// atomically; the store's view moves to it only once it is durable.
-func (f *File) rewrite(change func(map[string]Checkpoint)) error {
+// rewrite writes, atomically, every checkpoint with those of set replaced
+// and the key del ("" for none) removed; the store's view moves to it only
+// once it is durable. Only the keys of set are encoded again.
+func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	next := maps.Clone(f.all)
-	change(next)
-	b, err := encodeFile(next)
-	if err != nil {
-		return err
+	enc := make(map[string][]byte, len(f.all)+len(set))
+	for k, cp := range f.all {
+		if b, ok := f.enc[k]; ok {
+			enc[k] = b
+			continue
+		}
+		b, err := encodeCheckpoint(cp)
+		if err != nil {
+			return err
+		}
+		enc[k] = b
 	}
-	if err := WriteFileAtomic(f.path, b); err != nil {
+	for k, cp := range set {
+		b, err := encodeCheckpoint(cp)
+		if err != nil {
+			return err
+		}
+		next[k], enc[k] = cp, b
+	}
+	if del != "" {
+		delete(next, del)
+		delete(enc, del)
+	}
+	if err := WriteFileAtomic(f.path, assembleFile(enc)); err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", f.path, err)
 	}
-	f.all = next
+	f.all, f.enc = next, enc
 	return nil
 }
 

@@ -326,7 +326,7 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 	}
 	var acked any // NULL: none listed
 	if cp.Acked != nil {
-		b, _ := json.Marshal(cp.Acked) // strings only: cannot fail
+		b := cp.Acked.appendJSON(nil)
 		acked = string(b)
 	}
 	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked)

@@ -236,6 +236,15 @@ type Checkpoint struct {
 	// What a sink acknowledges is saved at once, one save at a time (the
 	// acknowledgements that arrive during a save are saved by the next).
 	Interval time.Duration `yaml:"interval"`
+	// MinInterval is the least time between the starts of two saves of one
+	// sink's checkpoint while acknowledgements stream in (an idle sink's
+	// acknowledgement is saved at once). It caps saves at 1/min_interval a
+	// second per sink; what is acknowledged within it before a crash is
+	// sent again by a sink that cannot be read back (within
+	// delivery.max_in_flight). A save starts at once, whatever the gap,
+	// when the binlog reader waits for room that unsaved acknowledgements
+	// hold. Default 10ms.
+	MinInterval time.Duration `yaml:"min_interval"`
 	// Lock makes the relay take the checkpoint store's lock before it starts
 	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
 	// that a second relay on the same store waits as a hot standby and takes
@@ -258,7 +267,9 @@ type Checkpoint struct {
 const (
 	DefaultCheckpointTable    = "outbox_relay_checkpoints"
 	DefaultCheckpointInterval = time.Second
-	DefaultLockTimeout        = 10 * time.Second
+	// DefaultCheckpointGap is checkpoint.min_interval's default.
+	DefaultCheckpointGap = 10 * time.Millisecond
+	DefaultLockTimeout   = 10 * time.Second
 )
 
 // DeadLetter configures where permanently failed events are kept.
@@ -788,6 +799,7 @@ func (c *Config) Defaults() {
 	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
 	setS(&cp.Table, DefaultCheckpointTable)
 	setD(&cp.Interval, DefaultCheckpointInterval)
+	setD(&cp.MinInterval, DefaultCheckpointGap)
 	setS(&cp.Start, "current")
 	if cp.Lock == nil {
 		on := true
@@ -925,6 +937,9 @@ func (c *Config) Validate() error {
 		if !ValidTableName(name) {
 			bad("%s: %q: use 1 to 64 letters, digits, _ and $", field, name)
 		}
+	}
+	if c.Checkpoint.MinInterval < 0 {
+		bad("checkpoint.min_interval: %s is negative; leave it out for the default %s", c.Checkpoint.MinInterval, DefaultCheckpointGap)
 	}
 	if _, err := c.StartGTID(); err != nil {
 		bad("checkpoint.start: %v", err)

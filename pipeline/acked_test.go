@@ -320,3 +320,191 @@ func TestTrackerCountsUnsavedAcknowledgementsAsInFlight(t *testing.T) {
 		t.Fatal("add refused after the save")
 	}
 }
+
+// timedStore is a memStore that records when each save began, while on.
+type timedStore struct {
+	memStore
+	mu     sync.Mutex
+	on     bool
+	starts []time.Time
+}
+
+func (s *timedStore) Save(ctx context.Context, k string, cp checkpoint.Checkpoint) error {
+	s.mu.Lock()
+	if s.on {
+		s.starts = append(s.starts, time.Now())
+	}
+	s.mu.Unlock()
+	return s.memStore.Save(ctx, k, cp)
+}
+
+// slowSink acknowledges each batch after a pause.
+type slowSink struct {
+	countingSink
+	pause time.Duration
+}
+
+func (s *slowSink) Write(ctx context.Context, batch []*event.Event) error {
+	time.Sleep(s.pause)
+	return s.countingSink.Write(ctx, batch)
+}
+
+// While acknowledgements stream in, two saves of the checkpoint begin at
+// least CheckpointGap apart, each covering what was acknowledged since the
+// last: the saves a second are capped, not one per acknowledgement.
+func TestSavesWhileAcknowledgementsStreamInAreCheckpointGapApart(t *testing.T) {
+	const events, gap = 100, 20 * time.Millisecond
+	s := &slowSink{pause: 2 * time.Millisecond}
+	store := &timedStore{on: true}
+	src := &fakeSource{txns: gtxns(events)}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1,
+		CheckpointInterval: time.Hour, CheckpointGap: gap, DrainTimeout: time.Millisecond},
+		src, func() bool {
+			cp, _ := store.Load(context.Background(), "s")
+			if cp.Position.GTIDSet != fmt.Sprintf("0-1-%d", events) {
+				return false
+			}
+			store.mu.Lock()
+			store.on = false // not the final save, which does not wait
+			store.mu.Unlock()
+			return true
+		})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	// The first save is the start checkpoint's, saved before the loop.
+	saves := store.starts[1:]
+	if len(saves) < 2 {
+		t.Fatalf("%d saves while %d events were acknowledged one by one over at least %s", len(saves), events, events*s.pause)
+	}
+	for i := 1; i < len(saves); i++ {
+		if d := saves[i].Sub(saves[i-1]); d < gap {
+			t.Errorf("saves %d and %d began %s apart, less than the gap %s (%d saves)", i-1, i, d, gap, len(saves))
+		}
+	}
+}
+
+// Acknowledgements the watermark passes in the same release (a sink that
+// acknowledges in order) are never listed: releasing them allocates
+// nothing, as before the checkpoint listed acknowledged events.
+func TestInOrderAcknowledgementsAreNotListed(t *testing.T) {
+	tr := newTracker(pos(-1), 1<<20, 1<<30)
+	const runs, txns, events = 20, 10, 10
+	var batches [][]*item
+	for b := range runs + 1 {
+		var batch []*item
+		for x := range txns {
+			n := b*txns + x
+			e := tr.addKey(pos(n), time.Time{}, events, events, fmt.Sprintf("0-1-%d", n+1))
+			for k := range events {
+				batch = append(batch, &item{ev: &event.Event{ID: fmt.Sprintf("e%d-%d", n, k)}, txn: e, size: 1})
+			}
+		}
+		batches = append(batches, batch)
+	}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		tr.release(batches[next])
+		next++
+	})
+	if allocs != 0 {
+		t.Errorf("releasing %d in-order acknowledgements allocates %.1f times", txns*events, allocs)
+	}
+	if s := tr.take(); s.acked != nil || s.pos != pos(runs*txns+txns-1) {
+		t.Errorf("snapshot at %v listing %v, want at the last transaction listing nothing", s.pos, s.acked)
+	}
+}
+
+// Events of transactions that settle and collapse into one entry within a
+// single release are listed (on the entry kept), and those the watermark
+// passes in it are not.
+func TestOneReleaseListsWhatItsCollapsedTransactionsAcknowledged(t *testing.T) {
+	tr := newTracker(pos(-1), 1000, 1<<20)
+	var all []*item
+	for i := range 5 {
+		e := tr.addKey(pos(i), time.Time{}, 2, 2, fmt.Sprintf("g%d", i))
+		all = append(all, &item{ev: &event.Event{ID: fmt.Sprintf("t%da", i)}, txn: e, size: 1},
+			&item{ev: &event.Event{ID: fmt.Sprintf("t%db", i)}, txn: e, size: 1})
+	}
+	// 0 settles and is passed; 1 is half acknowledged; 2 and 3 settle and
+	// collapse; 4 is half acknowledged.
+	tr.release([]*item{all[0], all[1], all[2], all[4], all[5], all[6], all[7], all[8]})
+	s := tr.take()
+	if s.pos != pos(0) {
+		t.Fatalf("watermark %v, want %v", s.pos, pos(0))
+	}
+	if got, want := ackedIDs(s.acked), []string{"t1a", "t2a", "t2b", "t3a", "t3b", "t4a"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	if tr.acked != 6 {
+		t.Fatalf("counted %d listed, want 6", tr.acked)
+	}
+}
+
+// A sink that acknowledges one event at a time (a Submitter) lists each
+// transaction's events with one allocation, not one per doubling.
+func TestOneByOneAcknowledgementsListATransactionWithOneAllocation(t *testing.T) {
+	tr := newTracker(pos(-1), 1<<20, 1<<30)
+	const runs, events = 20, 10
+	var txns [][]*item
+	for n := range runs + 1 {
+		e := tr.addKey(pos(n), time.Time{}, events, events, fmt.Sprintf("0-1-%d", n+1))
+		var its []*item
+		for k := range events {
+			its = append(its, &item{ev: &event.Event{ID: fmt.Sprintf("e%d-%d", n, k)}, txn: e, size: 1})
+		}
+		txns = append(txns, its)
+	}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		for _, it := range txns[next] {
+			tr.release([]*item{it})
+		}
+		next++
+	})
+	if allocs > 1 {
+		t.Errorf("acknowledging a transaction's %d events one by one allocates %.1f times", events, allocs)
+	}
+}
+
+// The gap between saves never holds the source back: when it waits for
+// room that unsaved acknowledgements hold, the next save starts at once
+// (here the gap is an hour, and 100 events go through a limit of 10).
+func TestTheGapBetweenSavesDoesNotHoldTheSourceBack(t *testing.T) {
+	const events = 100
+	s := &countingSink{}
+	store := &memStore{}
+	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 5, MaxInFlight: 10,
+		CheckpointInterval: time.Hour, CheckpointGap: time.Hour, DrainTimeout: time.Millisecond},
+		&fakeSource{txns: gtxns(events)}, func() bool { return s.n.Load() == events })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := s.n.Load(); n != events {
+		t.Fatalf("%d of %d events delivered: the source waited for the gap", n, events)
+	}
+}
+
+// A sink that reads its destination back on a restart does not send
+// acknowledged events again whether or not they were saved: they take no
+// room while their save is under way.
+func TestTrackerOfAReadBackSinkCountsOnlyUnacknowledgedEvents(t *testing.T) {
+	tr := newTracker(pos(-1), 2, 1<<20)
+	tr.readBack = true
+	e0 := tr.add(pos(0), time.Time{}, 2, 2)
+	tr.ack(e0, 1)
+	tr.ack(e0, 1)
+	tr.take() // a save begins
+	added := make(chan *txnEntry, 1)
+	go func() { added <- tr.add(pos(1), time.Time{}, 2, 2) }()
+	select {
+	case e := <-added:
+		if e == nil {
+			t.Fatal("add refused")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("add waited for the save of acknowledged events")
+	}
+}

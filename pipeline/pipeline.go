@@ -14,7 +14,11 @@
 //     see recoverer);
 //   - a bounded cost of a crash: events sent but unacknowledged, and events
 //     acknowledged whose save is not over, count together against
-//     MaxInFlight, so a crash sends again at most that many;
+//     MaxInFlight, so a crash sends again at most that many (a sink that
+//     reads its destination back counts only the unacknowledged: a restart
+//     skips what the destination holds; when its read-back falls back, it
+//     sends again what was in flight and what was acknowledged while the
+//     last save was under way);
 //   - order: batches go to a plain Sink one at a time, in binlog order, and a
 //     failed event is retried before any later batch is sent, so events of one
 //     aggregate arrive in commit order (a Submitter sink keeps that order
@@ -67,6 +71,7 @@ const (
 	DefaultMaxInFlight        = config.DefaultMaxInFlight
 	DefaultMaxInFlightBytes   = config.DefaultMaxInFlightBytes
 	DefaultCheckpointInterval = config.DefaultCheckpointInterval
+	DefaultCheckpointGap      = config.DefaultCheckpointGap
 	DefaultDrainTimeout       = config.DefaultDrainTimeout
 )
 
@@ -115,6 +120,17 @@ type Config struct {
 	// acknowledged is saved at once, one save at a time (acknowledgements
 	// arriving during a save are saved by the next).
 	CheckpointInterval time.Duration
+	// CheckpointGap is the least time from the start of one save to the
+	// start of the next: while acknowledgements stream in, saves are at most
+	// 1/CheckpointGap a second, each covering what was acknowledged since
+	// the last (an idle pipeline's acknowledgement is saved at once). It
+	// bounds what saving costs the delivery path (encoding the list of
+	// acknowledged events, a write and an fsync); what is acknowledged
+	// within it before a crash is sent again by a sink that cannot be read
+	// back (within MaxInFlight still). It is cut short when the source
+	// waits for room that unsaved acknowledgements hold, so it never caps
+	// throughput at MaxInFlight per gap. Default 10ms.
+	CheckpointGap time.Duration
 	// Retry is the policy of every retry: sink connects, writes and
 	// dead-letter writes. Defaults: retry.DefaultInitial (100ms),
 	// retry.DefaultMax (30s), retry.DefaultProbe (1s).
@@ -218,6 +234,7 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: Linger %s is negative", cfg.Linger)
 	}
 	defd(&cfg.CheckpointInterval, DefaultCheckpointInterval)
+	defd(&cfg.CheckpointGap, DefaultCheckpointGap)
 	defd(&cfg.DrainTimeout, DefaultDrainTimeout)
 	cfg.Retry = cfg.Retry.WithDefaults()
 	if cfg.Logger == nil {
@@ -273,6 +290,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	from := cp.Position
 	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
+	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
 	if !resumed {
 		// Save the resolved start at once: a restart before the first
 		// transaction must resume here, not at a later "current" position,
@@ -708,12 +726,15 @@ func (p *Pipeline) fence(ctx context.Context) error {
 
 // saveLoop saves what was acknowledged as soon as it was: each save takes
 // the tracker's latest state, and acknowledgements that arrive while one is
-// under way are saved by the next (one save at a time, coalesced). A failed
-// save is retried after CheckpointInterval; a fenced save is fatal. Every
-// CheckpointInterval it also reports what is in flight.
+// under way, or within CheckpointGap of its start, are saved by the next
+// (one save at a time, coalesced). The gap is cut short when the source
+// waits for room that unsaved acknowledgements hold. A failed save is retried after
+// CheckpointInterval; a fenced save is fatal. Every CheckpointInterval it
+// also reports what is in flight.
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	t := time.NewTicker(p.cfg.CheckpointInterval)
 	defer t.Stop()
+	var last time.Time // the start of the last save
 	for {
 		select {
 		case <-ctx.Done():
@@ -723,6 +744,20 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			ev, b, oldest := p.tracker.inFlight()
 			p.obs.InFlight(ev, b, oldest)
 		}
+		if wait := p.cfg.CheckpointGap - time.Since(last); wait > 0 {
+			// Not when the source waits for room that the unsaved
+			// acknowledgements hold: the gap must not cap throughput.
+			gap := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				gap.Stop()
+				return
+			case <-gap.C:
+			case <-p.tracker.full:
+				gap.Stop()
+			}
+		}
+		last = time.Now()
 		if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
 			fail(err)
 			return
@@ -794,10 +829,14 @@ func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Posi
 			mu.Unlock()
 		})
 		if err == nil {
+			unlisted := 0
 			for _, f := range found {
-				skip.add(f.key, f.id, skippedByReadBack)
+				if skip.add(f.key, f.id, skippedByReadBack) {
+					unlisted++
+				}
 			}
-			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again", slog.Int("events", len(found)))
+			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again",
+				slog.Int("events", len(found)), slog.Int("unlisted", unlisted))
 			return nil
 		}
 		if errors.Is(err, sink.ErrCannotRecover) {
@@ -848,17 +887,20 @@ func newSkipSet(a *checkpoint.Acked, maxInFlight int) *skipSet {
 	return s
 }
 
-// add lists an event; one listed already keeps its first reason.
-func (s *skipSet) add(key, id, by string) {
+// add lists an event, and reports whether it was not listed yet; one
+// listed already keeps its first reason.
+func (s *skipSet) add(key, id, by string) bool {
 	m := s.ids[key]
 	if m == nil {
 		m = map[string]string{}
 		s.ids[key] = m
 	}
-	if _, ok := m[id]; !ok {
-		m[id] = by
-		s.n++
+	if _, ok := m[id]; ok {
+		return false
 	}
+	m[id] = by
+	s.n++
+	return true
 }
 
 // active reports whether anything is left to skip or count.

@@ -16,6 +16,9 @@ type txnEntry struct {
 	key        string // the transaction's identity (txnKey of its events); "" without events
 	prev, next *txnEntry
 	removed    bool // collapsed into a later entry, or passed by the watermark
+	// into is the later entry this one was collapsed into (nil when it was
+	// passed by the watermark, or is still in the list).
+	into *txnEntry
 	// acked are the events acknowledged while the watermark was before this
 	// entry: its own, and those of the settled entries collapsed into it.
 	acked []ackedEvent
@@ -65,10 +68,18 @@ type tracker struct {
 	// maxEvents, so what a crash sends again (in flight, or acknowledged
 	// but not yet saved) stays within it.
 	unsaved, saving int
-	maxAcked        int
-	readKey         string // key of the last transaction with events added
+	// readBack: the sink reads its destination back on a restart, so a
+	// crash does not send acknowledged events again whether or not they
+	// were saved; they do not count against maxEvents then.
+	readBack bool
+	maxAcked int
+	readKey  string // key of the last transaction with events added
 	// changed is signalled (without blocking) whenever advanced is set.
 	changed chan struct{}
+	// full is signalled (without blocking) when add waits for room while
+	// acknowledgements are unsaved: a save frees that room, so the saver
+	// should not wait out its gap.
+	full chan struct{}
 
 	maxEvents, maxBytes int
 	events, bytes       int
@@ -76,7 +87,7 @@ type tracker struct {
 }
 
 func newTracker(start event.Position, maxEvents, maxBytes int) *tracker {
-	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes, maxAcked: maxEvents, changed: make(chan struct{}, 1)}
+	t := &tracker{watermark: start, maxEvents: maxEvents, maxBytes: maxBytes, maxAcked: maxEvents, changed: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	t.room = sync.NewCond(&t.mu)
 	return t
 }
@@ -91,7 +102,13 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for !t.closed && t.events+t.unsaved+t.saving > 0 && (t.events+t.unsaved+t.saving+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+	for !t.closed && t.held() > 0 && (t.held()+n > t.maxEvents || t.bytes+size > t.maxBytes) {
+		if t.unsaved > 0 && !t.readBack {
+			select {
+			case t.full <- struct{}{}:
+			default:
+			}
+		}
 		t.room.Wait()
 	}
 	if t.closed {
@@ -120,6 +137,16 @@ func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key 
 	return e
 }
 
+// held is what counts against maxEvents: the unacknowledged events, and,
+// unless the sink reads its destination back, the acknowledged ones whose
+// save is not over.
+func (t *tracker) held() int {
+	if t.readBack {
+		return t.events
+	}
+	return t.events + t.unsaved + t.saving
+}
+
 // ack records that one event of e, of the given size, was acknowledged.
 func (t *tracker) ack(e *txnEntry, size int) {
 	t.mu.Lock()
@@ -130,6 +157,9 @@ func (t *tracker) ack(e *txnEntry, size int) {
 }
 
 // release acks every item at once: one lock and one wake-up per batch.
+// The items are listed as acknowledged (while there is room) after the
+// watermark moved: an event the watermark passes in the same release is
+// never listed, so in-order acknowledgements cost no list at all.
 func (t *tracker) release(items []*item) {
 	if len(items) == 0 {
 		return
@@ -137,10 +167,36 @@ func (t *tracker) release(items []*item) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, it := range items {
-		t.ackLocked(it.txn, it.size, it.ev.ID)
+		t.ackLocked(it.txn, it.size, "")
 	}
 	t.advance()
+	for _, it := range items {
+		t.list(it.txn, it.ev.ID)
+	}
 	t.room.Broadcast()
+}
+
+// list lists the acknowledged event id of e's transaction on the entry
+// that now stands for e (e, or the one it was collapsed into), unless the
+// watermark passed it, the id or key is empty, or the list is full.
+func (t *tracker) list(e *txnEntry, id string) {
+	key := e.key
+	if id == "" || key == "" || t.acked >= t.maxAcked {
+		return
+	}
+	for e.into != nil {
+		e = e.into
+	}
+	if e.removed {
+		return // passed by the watermark
+	}
+	if e.acked == nil {
+		// Room for the entry's other events too: a sink that acknowledges
+		// one event at a time lists a transaction with one allocation.
+		e.acked = make([]ackedEvent, 0, e.pending+1)
+	}
+	e.acked = append(e.acked, ackedEvent{key: key, id: id})
+	t.acked++
 }
 
 // ackLocked acknowledges one event of e; a non-empty id is listed as
@@ -171,11 +227,13 @@ func (t *tracker) collapse(e *txnEntry) {
 		e.acked = mergeAcked(e.acked, p.acked)
 		p.acked = nil
 		t.unlink(p)
+		p.into = e
 	}
 	if n := e.next; n != nil && n.pending == 0 {
 		n.acked = mergeAcked(n.acked, e.acked)
 		e.acked = nil
 		t.unlink(e)
+		e.into = n
 	}
 }
 

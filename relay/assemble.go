@@ -183,7 +183,7 @@ func (a *assembly) newPipeline(name string, s sink.Sink, saver checkpoint.Store,
 		CanResume: a.canResume,
 		BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 		MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
-		CheckpointInterval: a.cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+		CheckpointInterval: a.cfg.Checkpoint.Interval, CheckpointGap: a.cfg.Checkpoint.MinInterval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
 		DrainTimeout: d.DrainTimeout, Logger: a.r.log, Observer: obs, Fence: a.lock.fence,
 	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
@@ -62,6 +64,10 @@ type crashSink struct {
 	// the count taken at the kill: RabbitMQ's publishes the killed relay
 	// had sent and the broker had not yet routed to the queue.
 	late int
+	// readBack says the sink reads its destination back on a restart
+	// (sink.Recoverer): the run then asserts 0 duplicates, no fall-back,
+	// and at least one restart that skipped what it read back.
+	readBack bool
 }
 
 const crashSinkName = "stream"
@@ -79,6 +85,9 @@ type crashResult struct {
 	// those after the position (what a checkpoint without the list costs).
 	resent, pastWatermark int
 	perKill               []int
+	// readBacks are the restarts' read-backs that held (and skippedByReadBack
+	// what they found, summed); fallBacks those that could not tell.
+	readBacks, skippedByReadBack, fallBacks int
 }
 
 // The relay process, with each sink (Kafka on the in-process broker; NATS
@@ -100,7 +109,11 @@ type crashResult struct {
 // last save was under way; both count against delivery.max_in_flight, which
 // bounds what one kill costs (asserted per kill, and logged). NATS JetStream
 // stores none twice (the re-sends carry the event id as Nats-Msg-Id and fall
-// within the stream's duplicate window).
+// within the stream's duplicate window). Kafka and Redis Streams store none
+// twice either: each restart reads back what the destination holds after
+// its checkpoint and skips it; the relay's log must show no read-back that
+// fell back, and at least one that skipped something (so that the kills
+// did not all land while nothing was in flight).
 func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash run skipped with -short")
@@ -120,8 +133,8 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 `, k.ListenAddrs()[0]),
 			read:     kafkaReader(t, k.ListenAddrs(), "outbox.event.order"),
 			inFlight: crashBatch,
+			readBack: true,
 		})
-		// TODO(readback): with the Kafka sink's read-back, assert r.Duplicates == 0 here.
 	})
 	t.Run("nats", func(t *testing.T) {
 		sinktest.Require(t, "nats-server (JetStream)", sharedNATS)
@@ -151,8 +164,8 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 `, sharedRedis, key),
 			read:     redisReader(t, key),
 			inFlight: crashBatch,
+			readBack: true,
 		})
-		// TODO(readback): with the Redis sink's read-back, assert r.Duplicates == 0 here.
 	})
 	t.Run("rabbitmq", func(t *testing.T) {
 		sinktest.Require(t, "rabbitmq", sharedRabbitMQ)
@@ -217,7 +230,7 @@ sinks:
   - name: %s
     type: %s
 %s
-log: {level: warn}
+log: {level: info, format: json}
 `, srv.Port, serverID, dbname, cpPath, crashBatch, crashMaxInFlight, crashSinkName, s.typ, s.yaml)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -276,7 +289,10 @@ log: {level: warn}
 		res.resent += n
 		res.pastWatermark += past
 		res.perKill = append(res.perKill, n)
-		if n > crashMaxInFlight {
+		// A read-back sink's acknowledged events take no room while their
+		// save is under way (the restart skips what the destination
+		// holds): the bound is its duplicates, 0, asserted below.
+		if n > crashMaxInFlight && !s.readBack {
 			t.Errorf("kill %d: the destination holds %d events the restart sends again (after the checkpoint, not listed in it), more than max_in_flight %d (at most %d sent and unacknowledged, the rest acknowledged but not saved)",
 				res.kills, n, crashMaxInFlight, s.inFlight)
 		}
@@ -291,6 +307,18 @@ log: {level: warn}
 	}
 	got = s.read(t)
 	res.Report = outboxtest.Check(t, w, got, false)
+	res.readBacks, res.skippedByReadBack, res.fallBacks = readBackLog(t, filepath.Join(dir, "relay.log"))
+	if s.readBack {
+		if res.Duplicates != 0 {
+			t.Errorf("%d duplicates: every restart should have read back what the destination held and skipped it", res.Duplicates)
+		}
+		if res.fallBacks != 0 {
+			t.Errorf("%d restarts fell back to at-least-once: the sink is the only writer of its destination here, so read-back should always hold", res.fallBacks)
+		}
+		if res.skippedByReadBack == 0 {
+			t.Errorf("no restart skipped anything it read back (%d read-backs): the kills must all have landed while nothing was in flight, so the run proves nothing", res.readBacks)
+		}
+	}
 
 	// A duplicate must be of an event committed after a checkpoint that a
 	// restart resumed from, and there are no more than the restarts sent
@@ -312,9 +340,42 @@ log: {level: warn}
 	if res.Duplicates > res.resent+res.kills*s.late {
 		t.Errorf("%d duplicates, but the restarts were to send again only %d events the destination held (and %d per kill may arrive after the count)", res.Duplicates, res.resent, s.late)
 	}
-	t.Logf("%s crash run: %d SIGKILLs, %d committed events, %d messages, %d unique, %d duplicates; per kill re-sent %v (%d in all; %d held past the checkpoints' positions)",
-		t.Name(), res.kills, res.Committed, res.Delivered, res.Unique, res.Duplicates, res.perKill, res.resent, res.pastWatermark)
+	t.Logf("%s crash run: %d SIGKILLs, %d committed events, %d messages, %d unique, %d duplicates; per kill re-sent %v (%d in all; %d held past the checkpoints' positions); %d read-backs skipped %d events, %d fell back",
+		t.Name(), res.kills, res.Committed, res.Delivered, res.Unique, res.Duplicates, res.perKill, res.resent, res.pastWatermark,
+		res.readBacks, res.skippedByReadBack, res.fallBacks)
 	return res
+}
+
+// readBackLog reads the relay's JSON log at path (every run's): how many
+// restarts read the destination back and held, the events they found there
+// that their checkpoint did not list (and so did not send again only
+// because of the read-back), and how many fell back to at-least-once. A
+// fall-back is any line carrying sink.ErrCannotRecover's text, whatever its
+// message says.
+func readBackLog(t *testing.T, path string) (readBacks, skipped, fallBacks int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, sink.ErrCannotRecover.Error()) {
+			fallBacks++
+			continue
+		}
+		var rec struct {
+			Msg      string `json:"msg"`
+			Unlisted int    `json:"unlisted"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue // a line the relay wrote as it was killed
+		}
+		if strings.HasPrefix(rec.Msg, "read back the destination") {
+			readBacks++
+			skipped += rec.Unlisted
+		}
+	}
+	return readBacks, skipped, fallBacks
 }
 
 // uniqueDelivered is got without repeats, each event once.

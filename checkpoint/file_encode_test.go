@@ -1,0 +1,143 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+func encodeCase(i int, acked bool) Checkpoint {
+	cp := Checkpoint{Flavor: "mariadb", ServerID: 1, Position: event.Position{GTIDSet: fmt.Sprintf("0-1-%d", i)},
+		UpdatedAt: time.Date(2026, 12, 1, 3, 4, 5, i, time.UTC)}
+	if acked {
+		cp.Acked = &Acked{Events: map[string][]string{
+			fmt.Sprintf("0-1-%d", i+2): {"a", "b"},
+			fmt.Sprintf("0-1-%d", i+1): {"0192a0c4-5b7e-7d3a-9f1e-000000000001"},
+			"0-1-0":                    {"needs \"escaping\" <&>\n\x01é"},
+		}, ReadThrough: fmt.Sprintf("0-1-%d", i+3)}
+	}
+	return cp
+}
+
+// The file store writes its document without encoding/json's reflection
+// over the acknowledged events: byte for byte what MarshalIndent writes
+// when no key lists any, and the same checkpoints read back when they do.
+func TestTheFileDocumentIsWhatEncodingJSONWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		all  map[string]Checkpoint
+	}{
+		{"no keys", map[string]Checkpoint{}},
+		{"keys without acknowledged events", map[string]Checkpoint{"b": encodeCase(1, false), "a/ep \"x\"": encodeCase(2, false)}},
+		{"keys with acknowledged events", map[string]Checkpoint{"b": encodeCase(1, true), "a": encodeCase(2, false), "c": encodeCase(3, true)}},
+		{"an empty list", map[string]Checkpoint{"a": {Flavor: "mysql", Acked: &Acked{}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := encodeFile(tc.all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := decodeFile(got)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, got)
+			}
+			if !reflect.DeepEqual(back, tc.all) {
+				t.Fatalf("read back %+v\nwant %+v\n%s", back, tc.all, got)
+			}
+			for _, cp := range tc.all {
+				if cp.Acked != nil {
+					return
+				}
+			}
+			want, _ := json.MarshalIndent(fileFormat{Version: 1, Checkpoints: tc.all}, "", "  ")
+			if want = append(want, '\n'); !bytes.Equal(got, want) {
+				t.Fatalf("document\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+	a := encodeCase(7, true).Acked
+	got, _ := json.Marshal(a)
+	type plain Acked
+	want, _ := json.Marshal((*plain)(a))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Acked as JSON\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A save encodes only the keys it changes and reuses the others' encoding:
+// after saves, many-key saves and deletes, the file is still exactly the
+// document of every checkpoint the store holds.
+func TestTheFileStoreReusesEncodingsOfKeysItDoesNotChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp.json")
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	steps := []func() error{
+		func() error { return f.Save(ctx, "a", encodeCase(1, true)) },
+		func() error {
+			return f.SaveMany(ctx, map[string]Checkpoint{"b": encodeCase(2, false), "c": encodeCase(3, true)})
+		},
+		func() error { return f.Save(ctx, "a", encodeCase(4, false)) },
+		func() error { return f.Delete(ctx, "b") },
+		func() error { return f.reload() },
+		func() error { return f.Save(ctx, "c", encodeCase(5, true)) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		all, _ := f.List(ctx)
+		want, _ := encodeFile(all)
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("step %d: the file is\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	all, _ := f.List(ctx)
+	if want := map[string]Checkpoint{"a": encodeCase(4, false), "c": encodeCase(5, true)}; !reflect.DeepEqual(all, want) {
+		t.Fatalf("the store holds %+v, want %+v", all, want)
+	}
+}
+
+// BenchmarkSaveListingAcknowledgedEvents is one save of a checkpoint that
+// lists 5,000 acknowledged events (500 transactions of 10) beyond its
+// position, beside 10 other keys: what a sink pays per save while a slow
+// partition holds its watermark back.
+func BenchmarkSaveListingAcknowledgedEvents(b *testing.B) {
+	f, err := OpenFile(filepath.Join(b.TempDir(), "cp.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for k := range 10 {
+		if err := f.Save(ctx, fmt.Sprint("other-", k), encodeCase(k, true)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cp := encodeCase(1, false)
+	cp.Acked = &Acked{Events: map[string][]string{}}
+	for i := range 500 {
+		for k := range 10 {
+			g := fmt.Sprintf("0-1-%d", 10000+i)
+			cp.Acked.Events[g] = append(cp.Acked.Events[g], fmt.Sprintf("0192a0c4-5b7e-7d3a-9f1e-%012d", i*10+k))
+		}
+	}
+	for b.Loop() {
+		if err := f.Save(ctx, "kafka", cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
