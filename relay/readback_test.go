@@ -20,7 +20,9 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
@@ -151,7 +153,7 @@ func checkpointAfter(t *testing.T, path, key string, w *outboxtest.Workload) []b
 	txns := w.Committed()
 	last := txns[len(txns)-1].GTID
 	var b []byte
-	waitFor(t, "a checkpoint covering "+last, 30*time.Second, func() bool {
+	eventually.Within(t, 30*time.Second, "a checkpoint covering "+last, func() bool {
 		st, err := checkpoint.OpenFileReadOnly(path)
 		if err != nil {
 			return false
@@ -179,7 +181,7 @@ func produce(t *testing.T, dbname string, w *outboxtest.Workload, prefix string,
 	t.Helper()
 	w.Prefix = prefix
 	outboxtest.Produce(context.Background(), t, srv.DB(t, dbname), w, 2, 30, []int{1, 4, 7, 2}, 100)
-	waitFor(t, "every event in the destination", 60*time.Second, func() bool {
+	eventually.Within(t, 60*time.Second, "every event in the destination", func() bool {
 		ids := map[string]bool{}
 		for _, d := range c.read(t) {
 			ids[d.ID] = true
@@ -235,7 +237,7 @@ sinks:
 	c.spoil(t)
 
 	run = startReadBackRun(t, cfg)
-	waitFor(t, "the second run's read-back", 30*time.Second, func() bool { return run.fallBacks(t, c.sink) > 0 })
+	eventually.Within(t, 30*time.Second, "the second run's read-back", func() bool { return run.fallBacks(t, c.sink) > 0 })
 	produce(t, dbname, w, "b1-", c)
 	cp = checkpointAfter(t, cpPath, c.sink, w)
 	before = w.Events()
@@ -287,7 +289,7 @@ sinks:
 // partitions (keys move: a partition no longer holds a prefix of what was
 // routed to it).
 func TestKafkaReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
-	for i, tc := range []struct {
+	for _, tc := range []struct {
 		name  string
 		spoil func(t *testing.T, brokers []string)
 		want  string
@@ -321,7 +323,7 @@ func TestKafkaReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 			k := startKafka(t)
 			brokers := k.ListenAddrs()
 			col := collect(t, brokers, "outbox.event.order")
-			readBackFallBack(t, 730+i, readBackCase{sink: "kafka",
+			readBackFallBack(t, int(testserver.ServerID()), readBackCase{sink: "kafka",
 				yaml: fmt.Sprintf(`
   - name: kafka
     type: kafka
@@ -357,7 +359,7 @@ func TestRedisReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
 	defer c.Close()
 	defer c.Del(context.Background(), key)
-	readBackFallBack(t, 735, readBackCase{sink: "redis",
+	readBackFallBack(t, int(testserver.ServerID()), readBackCase{sink: "redis",
 		yaml: fmt.Sprintf(`
   - name: redis
     type: redis

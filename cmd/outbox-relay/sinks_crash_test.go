@@ -127,7 +127,7 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer k.Close()
-		crashRun(t, bin, srv, 950, crashSink{typ: "kafka",
+		crashRun(t, bin, srv, int(testserver.ServerID()), crashSink{typ: "kafka",
 			yaml: fmt.Sprintf(`
     kafka: {brokers: [%s], create_topics: {enabled: true, partitions: 4}}
 `, k.ListenAddrs()[0]),
@@ -140,7 +140,7 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 		sinktest.Require(t, "nats-server (JetStream)", sharedNATS)
 		u := sinktest.Unique()
 		stream, prefix := "C"+u, "c"+u
-		r := crashRun(t, bin, srv, 960, crashSink{typ: "nats",
+		r := crashRun(t, bin, srv, int(testserver.ServerID()), crashSink{typ: "nats",
 			yaml: fmt.Sprintf(`
     nats:
       urls: [nats://%s]
@@ -158,7 +158,7 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		sinktest.Require(t, "redis-server", sharedRedis)
 		key := "c" + sinktest.Unique() + ":outbox"
-		crashRun(t, bin, srv, 970, crashSink{typ: "redis",
+		crashRun(t, bin, srv, int(testserver.ServerID()), crashSink{typ: "redis",
 			yaml: fmt.Sprintf(`
     redis: {addr: %q, stream: %q}
 `, sharedRedis, key),
@@ -171,7 +171,7 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 		sinktest.Require(t, "rabbitmq", sharedRabbitMQ)
 		name := "c" + sinktest.Unique()
 		read := rabbitReader(t, name) // declares the exchange and a bound queue first
-		crashRun(t, bin, srv, 980, crashSink{typ: "rabbitmq",
+		crashRun(t, bin, srv, int(testserver.ServerID()), crashSink{typ: "rabbitmq",
 			yaml: fmt.Sprintf(`
     rabbitmq: {addr: %q, exchange: %s}
 `, sharedRabbitMQ, name),
@@ -182,7 +182,7 @@ func TestSinkCrashRunsAtLeastOnce(t *testing.T) {
 	})
 	t.Run("webhook", func(t *testing.T) {
 		hooks := newCrashHooks(t)
-		crashRun(t, bin, srv, 990, crashSink{typ: "webhook",
+		crashRun(t, bin, srv, int(testserver.ServerID()), crashSink{typ: "webhook",
 			yaml: fmt.Sprintf(`
     webhook:
       gateway: {max_in_flight: %d}
