@@ -11,6 +11,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
@@ -340,9 +341,17 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	}, nil
 }
 
+// topicMissing reports whether err says the topic does not exist: the
+// broker's UNKNOWN_TOPIC_OR_PARTITION, or kafka-go's own "topic not found"
+// when its cached cluster metadata lacks the topic (as after a broker that
+// lost its topics came back), which it returns without asking the broker.
+func topicMissing(err error) bool {
+	return errors.Is(err, kafkago.UnknownTopicOrPartition) || errors.Is(err, protocol.ErrNoTopic)
+}
+
 // messageError describes and classifies the failure to write m.
 func (s *Sink) messageError(m *kafkago.Message, err error) error {
-	if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+	if topicMissing(err) {
 		s.forgetTopic(m.Topic)
 		hint := "set create_topics.enabled: true in the sink's kafka section, or create it"
 		if s.cfg.CreateTopics.Enabled {

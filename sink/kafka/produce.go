@@ -330,7 +330,7 @@ func (s *Sink) drain(q *partitionQueue) {
 				s.log.Warn("kafka produce failed; retrying", slog.String("topic", q.key.topic), slog.Int("partition", q.key.partition),
 					slog.Int("messages", n), slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
 			}
-			if s.sleep(head.ctx, wait) == nil && errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			if s.sleep(head.ctx, wait) == nil && topicMissing(err) {
 				// Create it again, when configured to. Once it exists, a
 				// "missing" answer is the client's metadata catching up
 				// (kafka-go caches it for seconds): retry with a fresh
