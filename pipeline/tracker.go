@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,13 +21,20 @@ type txnEntry struct {
 	// into is the later entry this one was collapsed into (nil when it was
 	// passed by the watermark, or is still in the list).
 	into *txnEntry
-	// acked are the events acknowledged while the watermark was before this
+	// seq orders the entries: a later transaction has a larger one, and
+	// the watermark covers every transaction whose seq is at most wmSeq.
+	seq uint64
+	// listed counts the events listed while the watermark was before this
 	// entry: its own, and those of the settled entries collapsed into it.
-	acked []ackedEvent
+	listed int
 }
 
-// ackedEvent names one acknowledged event: its transaction's key and its id.
-type ackedEvent struct{ key, id string }
+// ackedEvent names one acknowledged event: its transaction's key and its
+// id, and the seq of its transaction's entry (0 outside the tracker).
+type ackedEvent struct {
+	key, id string
+	seq     uint64
+}
 
 // tracker is the acknowledgement watermark: the position after the last
 // transaction whose events, and all events before them, were acknowledged.
@@ -49,11 +58,14 @@ type ackedEvent struct{ key, id string }
 //
 // Beyond the watermark it keeps which events were acknowledged (their
 // transaction's key and id), so that a checkpoint can list them and a
-// restart does not send them again. An entry carries the acknowledged
-// events of the transactions collapsed into it, and they are forgotten when
-// the watermark passes it. At most maxAcked are kept (the in-flight event
-// limit): an acknowledgement past that is not listed, and its event is sent
-// again after a crash, as every event was before the list existed.
+// restart does not send them again. They are kept in one flat log, in the
+// order they were acknowledged, each with its transaction's seq: an event
+// whose seq the watermark passed is forgotten (dropped from the log when
+// it is compacted, at each snapshot and whenever the log reaches twice the
+// bound), so listing costs no allocation per acknowledgement and nothing
+// moves when entries collapse. At most maxAcked are kept (the in-flight
+// event limit): an acknowledgement past that is not listed, and its event
+// is sent again after a crash, as every event was before the list existed.
 type tracker struct {
 	mu         sync.Mutex
 	room       *sync.Cond
@@ -63,6 +75,18 @@ type tracker struct {
 	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
 	advanced   bool      // watermark moved, or an acknowledgement was listed, since the last snapshot
 	acked      int       // acknowledged events listed beyond the watermark, over all entries
+	wmSeq      uint64    // seq of the last entry the watermark passed
+	nextSeq    uint64
+	// log is every listed acknowledgement not yet compacted away: those
+	// with seq > wmSeq are the list (acked of them), the others are
+	// forgotten. It holds at most 2×maxAcked events.
+	log []ackedEvent
+	// listChanged: the list changed since the last snapshot built its map;
+	// lastList is that map, handed on again (it is never changed once
+	// handed on) while the list stays as it was.
+	listChanged bool
+	lastList    map[string][]string
+	sortBuf     []ackedEvent // the saver's, reused between snapshots
 	// unsaved are the events acknowledged since the last snapshot, and
 	// saving is those of the snapshot being saved: both count against
 	// maxEvents, so what a crash sends again (in flight, or acknowledged
@@ -120,12 +144,15 @@ func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key 
 		// A settled transaction after a settled one: the newer position
 		// replaces the older, nothing is allocated.
 		t.tail.pos, t.tail.commit = pos, commit
+		t.nextSeq++
+		t.tail.seq = t.nextSeq
 		return t.tail
 	}
 	if n > 0 && key != "" {
 		t.readKey = key
 	}
-	e := &txnEntry{pos: pos, commit: commit, pending: n, key: key, prev: t.tail}
+	t.nextSeq++
+	e := &txnEntry{pos: pos, commit: commit, pending: n, key: key, prev: t.tail, seq: t.nextSeq}
 	if t.tail != nil {
 		t.tail.next = e
 	} else {
@@ -184,19 +211,32 @@ func (t *tracker) list(e *txnEntry, id string) {
 	if id == "" || key == "" || t.acked >= t.maxAcked {
 		return
 	}
+	seq := e.seq
 	for e.into != nil {
 		e = e.into
 	}
 	if e.removed {
 		return // passed by the watermark
 	}
-	if e.acked == nil {
-		// Room for the entry's other events too: a sink that acknowledges
-		// one event at a time lists a transaction with one allocation.
-		e.acked = make([]ackedEvent, 0, e.pending+1)
+	t.appendLog(e, ackedEvent{key: key, id: id, seq: seq})
+}
+
+// appendLog lists a on e (the entry that stands for a's transaction),
+// compacting the log first when it reached twice the bound.
+func (t *tracker) appendLog(e *txnEntry, a ackedEvent) {
+	if len(t.log) >= 2*t.maxAcked {
+		t.compact()
 	}
-	e.acked = append(e.acked, ackedEvent{key: key, id: id})
+	t.log = append(t.log, a)
+	e.listed++
 	t.acked++
+	t.listChanged = true
+}
+
+// compact drops from the log the events the watermark passed.
+func (t *tracker) compact() {
+	wm := t.wmSeq
+	t.log = slices.DeleteFunc(t.log, func(a ackedEvent) bool { return a.seq <= wm })
 }
 
 // ackLocked acknowledges one event of e; a non-empty id is listed as
@@ -206,8 +246,7 @@ func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 		panic("pipeline: event acknowledged twice")
 	}
 	if id != "" && e.key != "" && t.acked < t.maxAcked {
-		e.acked = append(e.acked, ackedEvent{key: e.key, id: id})
-		t.acked++
+		t.appendLog(e, ackedEvent{key: e.key, id: id, seq: e.seq})
 	}
 	t.unsaved++
 	t.markChanged()
@@ -221,29 +260,22 @@ func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 
 // collapse keeps only the newest of e and its settled neighbours: the
 // watermark can stop after e's transaction only if the next one is unsettled.
-// The acknowledged events listed on the entry dropped move to the one kept.
+// The count of events listed on the entry dropped moves to the one kept
+// (the events stay in the log: the one kept has the larger seq, so the
+// watermark passes them with it).
 func (t *tracker) collapse(e *txnEntry) {
 	if p := e.prev; p != nil && p.pending == 0 {
-		e.acked = mergeAcked(e.acked, p.acked)
-		p.acked = nil
+		e.listed += p.listed
+		p.listed = 0
 		t.unlink(p)
 		p.into = e
 	}
 	if n := e.next; n != nil && n.pending == 0 {
-		n.acked = mergeAcked(n.acked, e.acked)
-		e.acked = nil
+		n.listed += e.listed
+		e.listed = 0
 		t.unlink(e)
 		e.into = n
 	}
-}
-
-// mergeAcked appends the shorter list to the longer: a list moving forward
-// over a run of settled entries is copied O(log n) times, not once each.
-func mergeAcked(a, b []ackedEvent) []ackedEvent {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	return append(a, b...)
 }
 
 func (t *tracker) unlink(e *txnEntry) {
@@ -268,8 +300,12 @@ func (t *tracker) advance() {
 		if !t.head.commit.IsZero() {
 			t.wmCommit = t.head.commit
 		}
-		t.acked -= len(t.head.acked)
-		t.head.acked = nil
+		t.wmSeq = t.head.seq
+		if t.head.listed > 0 {
+			t.acked -= t.head.listed
+			t.head.listed = 0
+			t.listChanged = true
+		}
 		t.markChanged()
 		t.unlink(t.head)
 	}
@@ -306,18 +342,54 @@ func (t *tracker) take() snapshot {
 	t.advanced = false
 	t.saving += t.unsaved
 	t.unsaved = 0
-	if t.acked > 0 {
-		s.acked = make(map[string][]string)
-		for e := t.head; e != nil; e = e.next {
-			for _, a := range e.acked {
-				s.acked[a.key] = append(s.acked[a.key], a.id)
-			}
-		}
-	}
+	s.acked = t.listLocked()
 	if t.head != nil {
 		s.readThrough = t.readKey
 	}
 	return s
+}
+
+// listLocked is the list by transaction key (nil when empty). While the
+// list is unchanged since the last call, it is the map that call returned;
+// otherwise a new one, built with one allocation for all the ids: the
+// events are sorted by seq (stably: a transaction's in the order they were
+// acknowledged) in a buffer reused from call to call, so each key's ids
+// are contiguous and its slice is a part of the one backing array.
+func (t *tracker) listLocked() map[string][]string {
+	t.compact()
+	if !t.listChanged {
+		return t.lastList
+	}
+	t.listChanged = false
+	t.lastList = nil
+	if len(t.log) == 0 {
+		return nil
+	}
+	t.sortBuf = append(t.sortBuf[:0], t.log...)
+	slices.SortStableFunc(t.sortBuf, func(a, b ackedEvent) int { return cmp.Compare(a.seq, b.seq) })
+	ids := make([]string, len(t.sortBuf))
+	keys := 1
+	for i, a := range t.sortBuf {
+		ids[i] = a.id
+		if i > 0 && a.key != t.sortBuf[i-1].key {
+			keys++
+		}
+	}
+	m := make(map[string][]string, keys)
+	for i := 0; i < len(t.sortBuf); {
+		j := i + 1
+		for j < len(t.sortBuf) && t.sortBuf[j].key == t.sortBuf[i].key {
+			j++
+		}
+		// A key is one transaction's, so it has one run; were it to have
+		// more, they are joined (appending copies: ids stays unshared).
+		k := t.sortBuf[i].key
+		m[k] = append(m[k], ids[i:j:j]...)
+		i = j
+	}
+	clear(t.sortBuf) // drop the strings: the buffer outlives the snapshot
+	t.lastList = m
+	return m
 }
 
 // takeWatermark returns the watermark and whether it moved since the last call.
