@@ -119,7 +119,7 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 			enabled++
 		}
 	}
-	for _, id := range append(rowIDs(rows), badIDs(bad)...) {
+	for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
 		if static[id] {
 			clash = true
 			problems = append(problems, fmt.Sprintf("endpoints table %s, row %q: has the name of endpoint %s/%s of the configuration; the relay refuses the row (the configured endpoint runs as configured)", tc.Table, id, sink, id))
@@ -139,22 +139,6 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 	return Result{Name: NameTables, Status: Warn,
 		Detail: fmt.Sprintf("%s; %d row(s) cannot be used: the relay skips their endpoints (state invalid) and runs the others:\n%s", summary, len(problems), strings.Join(problems, "\n")),
 		Fix:    strings.Join(fixes, "; ")}, rows
-}
-
-func rowIDs(rows []webhook.TableEndpoint) []string {
-	var ids []string
-	for _, r := range rows {
-		ids = append(ids, r.ID)
-	}
-	return ids
-}
-
-func badIDs(bad []*webhook.RowError) []string {
-	var ids []string
-	for _, b := range bad {
-		ids = append(ids, b.ID)
-	}
-	return ids
 }
 
 // unreadableTable reports a table whose columns information_schema did not

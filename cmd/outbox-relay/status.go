@@ -169,7 +169,7 @@ func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.
 				lines = append(lines, fmt.Sprintf("  %s/%s %s: its row has enabled = 0", sc.Name, r.ID, gateway.Off))
 			}
 		}
-		for _, id := range append(rowIDs(rows), badIDs(bad)...) {
+		for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
 			if static[id] {
 				lines = append(lines, fmt.Sprintf("  row %q refused: endpoint %s/%s is in the configuration and runs as configured; rename the row", id, sc.Name, id))
 			}
@@ -182,22 +182,6 @@ func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.
 			fmt.Fprintln(stdout, p(l))
 		}
 	}
-}
-
-func rowIDs(rows []webhook.TableEndpoint) []string {
-	var ids []string
-	for _, r := range rows {
-		ids = append(ids, r.ID)
-	}
-	return ids
-}
-
-func badIDs(bad []*webhook.RowError) []string {
-	var ids []string
-	for _, b := range bad {
-		ids = append(ids, b.ID)
-	}
-	return ids
 }
 
 // otherKeys lists, sorted, the keys the store holds besides names.

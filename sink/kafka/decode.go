@@ -1,12 +1,16 @@
 package kafka
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/outbox-relay/outbox-relay/event"
 )
@@ -78,17 +82,43 @@ func EventOf(m kafkago.Message, envelope bool) (*event.Event, error) {
 // Dialer returns a kafka-go dialer with the (defaulted) config's client
 // id, TLS and SASL: what a consumer of the sink's topics connects with.
 func (c Config) Dialer() (*kafkago.Dialer, error) {
-	tc, err := c.TLS.Build("kafka.tls")
+	cn, err := c.conn()
 	if err != nil {
 		return nil, err
 	}
+	return &kafkago.Dialer{ClientID: c.ClientID, Timeout: cn.timeout, DualStack: true, TLS: cn.tls, SASLMechanism: cn.mech}, nil
+}
+
+// conn is how every client of the sink's brokers connects: the config's
+// TLS, SASL mechanism and request timeout.
+type conn struct {
+	tls     *tls.Config
+	mech    sasl.Mechanism
+	timeout time.Duration
+}
+
+func (c Config) conn() (conn, error) {
+	tc, err := c.TLS.Build("kafka.tls")
+	if err != nil {
+		return conn{}, err
+	}
 	mech, err := c.SASL.build()
 	if err != nil {
-		return nil, err
+		return conn{}, err
 	}
 	timeout := c.RequestTimeout
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &kafkago.Dialer{ClientID: c.ClientID, Timeout: timeout, DualStack: true, TLS: tc, SASLMechanism: mech}, nil
+	return conn{tls: tc, mech: mech, timeout: timeout}, nil
+}
+
+// transport returns a kafka-go transport that connects as c says.
+func (c Config) transport() (*kafkago.Transport, error) {
+	cn, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	return &kafkago.Transport{Dial: (&net.Dialer{Timeout: cn.timeout}).DialContext, DialTimeout: cn.timeout,
+		ClientID: c.ClientID, TLS: cn.tls, SASL: cn.mech}, nil
 }

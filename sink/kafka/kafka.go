@@ -72,20 +72,9 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := cfg.TLS.Build("kafka.tls")
+	transport, err := cfg.transport()
 	if err != nil {
 		return nil, err
-	}
-	mech, err := cfg.SASL.build()
-	if err != nil {
-		return nil, err
-	}
-	transport := &kafkago.Transport{
-		Dial:        (&net.Dialer{Timeout: cfg.RequestTimeout}).DialContext,
-		DialTimeout: cfg.RequestTimeout,
-		ClientID:    cfg.ClientID,
-		TLS:         tlsCfg,
-		SASL:        mech,
 	}
 	addr := kafkago.TCP(cfg.Brokers...)
 	if cfg.Linger != 0 {

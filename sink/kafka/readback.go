@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"time"
 
@@ -32,22 +31,12 @@ func NewAuditor(c Config) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := c.TLS.Build("kafka.tls")
+	tr, err := c.transport()
 	if err != nil {
 		return nil, err
 	}
-	mech, err := c.SASL.build()
-	if err != nil {
-		return nil, err
-	}
-	timeout := c.RequestTimeout
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
-	}
-	tr := &kafkago.Transport{Dial: (&net.Dialer{Timeout: timeout}).DialContext, DialTimeout: timeout,
-		ClientID: c.ClientID, TLS: tc, SASL: mech}
 	return &Auditor{topic: t, reader: reader{
-		client:    &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: timeout},
+		client:    &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: tr, Timeout: tr.DialTimeout},
 		transport: tr,
 	}}, nil
 }

@@ -427,6 +427,25 @@ type RowError struct {
 }
 
 func (e *RowError) Error() string { return e.Err.Error() }
+
+// RowIDs returns the ids of rows, in their order.
+func RowIDs(rows []TableEndpoint) []string {
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// BadRowIDs returns the ids of bad, in their order ("" for a row whose id
+// itself is unusable).
+func BadRowIDs(bad []*RowError) []string {
+	ids := make([]string, 0, len(bad))
+	for _, b := range bad {
+		ids = append(ids, b.ID)
+	}
+	return ids
+}
 func (e *RowError) Unwrap() error { return e.Err }
 
 // Load reads every row of the endpoints table, enabled or not, ordered by
