@@ -103,23 +103,13 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 	}
 	var out []gateway.Endpoint
 	for _, row := range rows {
-		key := te.key(row.ID)
-		if te.static[key] {
+		if te.static[te.key(row.ID)] {
 			te.clash(row.ID, "read at start", nil)
 			continue
 		}
-		if !row.Enabled {
-			te.off[key] = true
-			te.states.State(key, gateway.Off)
-			continue
+		if ep, ok := te.admit(row); ok {
+			out = append(out, ep)
 		}
-		ep, err := te.build(row.Config)
-		if err != nil {
-			te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
-			continue
-		}
-		te.rows[key] = row
-		out = append(out, ep)
 	}
 	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)+len(bad)),
 		slog.Int("enabled", len(out)), slog.Int("invalid", len(bad)))
@@ -154,6 +144,25 @@ func (te *tableEndpoints) invalid(id string, err error) {
 	te.states.Invalid(key, err)
 	te.log.Error("endpoints table: a row cannot be used: its endpoint is skipped (state invalid) until an UPDATE fixes the row (no restart needed); the other endpoints run",
 		slog.String("table", te.tc.Table), slog.String("endpoint", key), slog.Any("err", err))
+}
+
+// admit takes a usable row read at start that is not a configured
+// endpoint's: off when disabled, invalid when its endpoint cannot be
+// built, else its endpoint to start (ok).
+func (te *tableEndpoints) admit(row webhook.TableEndpoint) (ep gateway.Endpoint, ok bool) {
+	key := te.key(row.ID)
+	if !row.Enabled {
+		te.off[key] = true
+		te.states.State(key, gateway.Off)
+		return ep, false
+	}
+	ep, err := te.build(row.Config)
+	if err != nil {
+		te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
+		return ep, false
+	}
+	te.rows[key] = row
+	return ep, true
 }
 
 // changed applies the table's row changes of txn (under the hub's lock).

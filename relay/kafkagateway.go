@@ -235,18 +235,9 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 			te.invalid(id, err)
 			continue
 		}
-		if !row.Enabled {
-			te.off[key] = true
-			te.states.State(key, gateway.Off)
-			continue
+		if ep, ok := te.admit(row); ok {
+			out = append(out, ep)
 		}
-		ep, err := te.build(row.Config)
-		if err != nil {
-			te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
-			continue
-		}
-		te.rows[key] = row
-		out = append(out, ep)
 	}
 	return out
 }
