@@ -508,3 +508,37 @@ func TestTrackerOfAReadBackSinkCountsOnlyUnacknowledgedEvents(t *testing.T) {
 		t.Fatal("add waited for the save of acknowledged events")
 	}
 }
+
+// The list keeps each transaction's ids in the order they were
+// acknowledged, whatever the order of the transactions' acknowledgements
+// around them (the list is sorted by transaction, stably).
+func TestTheListKeepsEachTransactionsAcknowledgementOrder(t *testing.T) {
+	tr := newTracker(pos(-1), 1000, 1<<20)
+	tr.addKey(pos(0), time.Time{}, 1, 1, "g0") // never acknowledged: nothing passes the watermark
+	const n, per = 20, 5
+	var entries []*txnEntry
+	for i := range n {
+		entries = append(entries, tr.addKey(pos(i+1), time.Time{}, per, per, fmt.Sprintf("g%d", i+1)))
+	}
+	// Acknowledge one event at a time, the transactions in turn from the
+	// newest, each one's events from its last: every id lands after ids of
+	// other transactions, newer and older.
+	want := map[string][]string{}
+	for k := per - 1; k >= 0; k-- {
+		for i := n - 1; i >= 0; i-- {
+			id := fmt.Sprintf("t%d-%d", i+1, k)
+			key := fmt.Sprintf("g%d", i+1)
+			want[key] = append(want[key], id)
+			tr.release([]*item{{ev: &event.Event{ID: id}, txn: entries[i], size: 1}})
+		}
+	}
+	s := tr.take()
+	if len(s.acked) != n {
+		t.Fatalf("listed %d transactions, want %d: %v", len(s.acked), n, s.acked)
+	}
+	for key, ids := range want {
+		if !slices.Equal(s.acked[key], ids) {
+			t.Fatalf("transaction %s listed %v, want %v (the acknowledgement order)", key, s.acked[key], ids)
+		}
+	}
+}

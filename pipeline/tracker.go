@@ -86,7 +86,7 @@ type tracker struct {
 	// handed on) while the list stays as it was.
 	listChanged bool
 	lastList    map[string][]string
-	sortBuf     []ackedEvent // the saver's, reused between snapshots
+	order       []int32 // the saver's, indexes into log, reused between snapshots
 	// unsaved are the events acknowledged since the last snapshot, and
 	// saving is those of the snapshot being saved: both count against
 	// maxEvents, so what a crash sends again (in flight, or acknowledged
@@ -352,9 +352,11 @@ func (t *tracker) take() snapshot {
 // listLocked is the list by transaction key (nil when empty). While the
 // list is unchanged since the last call, it is the map that call returned;
 // otherwise a new one, built with one allocation for all the ids: the
-// events are sorted by seq (stably: a transaction's in the order they were
-// acknowledged) in a buffer reused from call to call, so each key's ids
-// are contiguous and its slice is a part of the one backing array.
+// events are ordered by seq (stably: a transaction's in the order they were
+// acknowledged), so each key's ids are contiguous and its slice is a part of
+// the one backing array. What is sorted is a buffer of indexes into the log,
+// reused from call to call: sorting (or copying) the events themselves moves
+// their strings, a write barrier each while the GC runs, on every save.
 func (t *tracker) listLocked() map[string][]string {
 	t.compact()
 	if !t.listChanged {
@@ -365,29 +367,38 @@ func (t *tracker) listLocked() map[string][]string {
 	if len(t.log) == 0 {
 		return nil
 	}
-	t.sortBuf = append(t.sortBuf[:0], t.log...)
-	slices.SortStableFunc(t.sortBuf, func(a, b ackedEvent) int { return cmp.Compare(a.seq, b.seq) })
-	ids := make([]string, len(t.sortBuf))
+	order := t.order[:0]
+	for i := range t.log {
+		order = append(order, int32(i))
+	}
+	log := t.log
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(log[a].seq, log[b].seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b) // acknowledgement order: the sort is stable
+	})
+	t.order = order
+	ids := make([]string, len(order))
 	keys := 1
-	for i, a := range t.sortBuf {
-		ids[i] = a.id
-		if i > 0 && a.key != t.sortBuf[i-1].key {
+	for i, o := range order {
+		ids[i] = log[o].id
+		if i > 0 && log[o].key != log[order[i-1]].key {
 			keys++
 		}
 	}
 	m := make(map[string][]string, keys)
-	for i := 0; i < len(t.sortBuf); {
+	for i := 0; i < len(order); {
+		k := log[order[i]].key
 		j := i + 1
-		for j < len(t.sortBuf) && t.sortBuf[j].key == t.sortBuf[i].key {
+		for j < len(order) && log[order[j]].key == k {
 			j++
 		}
 		// A key is one transaction's, so it has one run; were it to have
 		// more, they are joined (appending copies: ids stays unshared).
-		k := t.sortBuf[i].key
 		m[k] = append(m[k], ids[i:j:j]...)
 		i = j
 	}
-	clear(t.sortBuf) // drop the strings: the buffer outlives the snapshot
 	t.lastList = m
 	return m
 }

@@ -217,6 +217,35 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// A message's headers cost two allocations whatever their number: the list,
+// and one buffer their values are cut from (capped, so that no value can
+// grow into the next). The relay_sink value is the sink's own, shared.
+func TestHeadersAllocateTheirValuesOnce(t *testing.T) {
+	e := &event.Event{
+		ID: "e1", AggregateType: "Order", Type: "order.created", Table: "shop.outbox",
+		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", TraceState: "k=v",
+		Headers: []event.Header{{Key: "tenant", Value: "acme"}, {Key: "empty"}},
+		Source:  event.Source{GTID: "u:5", File: "bin.000002", Pos: 1234},
+	}
+	if n := testing.AllocsPerRun(100, func() { headers(e) }); n > 2 {
+		t.Errorf("headers allocates %v times per message, want at most 2", n)
+	}
+	hs := headers(e)
+	for i, h := range hs {
+		if len(h.Value) != cap(h.Value) {
+			t.Errorf("header %s: value of length %d has capacity %d; appending to it would overwrite the next", h.Key, len(h.Value), cap(h.Value))
+		}
+		if h.Value == nil {
+			t.Errorf("header %d (%s) has a nil value, want an empty one", i, h.Key)
+		}
+	}
+	s := &Sink{cfg: Config{Writer: "orders"}, writer: []byte("orders")}
+	a, b := s.withWriter(headers(e), 3), s.withWriter(headers(e), 3)
+	if string(a[7].Value) != "orders" || &a[7].Value[0] != &b[7].Value[0] {
+		t.Errorf("relay_sink %q: want the sink's one value, shared by its messages", a[7].Value)
+	}
+}
+
 func TestMessageSizeCountsEveryPart(t *testing.T) {
 	small := kafkago.Message{Key: []byte("k"), Value: []byte("v")}
 	big := kafkago.Message{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 300),

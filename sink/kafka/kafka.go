@@ -28,6 +28,9 @@ type Sink struct {
 	transport *kafkago.Transport
 	client    *kafkago.Client
 	balancer  kafkago.Murmur2Balancer
+	// writer is cfg.Writer as the relay_sink header's value, shared by
+	// every message (nil when there is no Writer).
+	writer []byte
 
 	mu    sync.Mutex            // guards known
 	known map[string]topicState // topics seen to exist (or created)
@@ -94,6 +97,9 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 		known:    map[string]topicState{},
 		parts:    map[partitionKey]*partitionQueue{},
 		closing:  make(chan struct{}),
+	}
+	if cfg.Writer != "" {
+		s.writer = []byte(cfg.Writer)
 	}
 	return s, nil
 }

@@ -37,28 +37,53 @@ const (
 	HeaderDLQOriginalTopic = "dlq_original_topic"
 )
 
-// headers returns the message headers of e.
+// headers returns the message headers of e. Their values share one
+// buffer, allocated once per message: each value is a capped slice of it.
 func headers(e *event.Event) []kafkago.Header {
+	var num [20]byte
+	pos := strconv.AppendUint(num[:0], uint64(e.Source.Pos), 10)
+	n := len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.Source.GTID) + len(e.Source.File) +
+		len(pos) + len(e.Table) + len(e.TraceParent) + len(e.TraceState)
+	for _, h := range e.Headers {
+		n += len(h.Value)
+	}
+	b := valueBuf(make([]byte, 0, n))
 	hs := make([]kafkago.Header, 0, 11+len(e.Headers))
 	hs = append(hs,
-		kafkago.Header{Key: HeaderID, Value: []byte(e.ID)},
-		kafkago.Header{Key: HeaderType, Value: []byte(e.Type)},
-		kafkago.Header{Key: HeaderAggregateType, Value: []byte(e.AggregateType)},
-		kafkago.Header{Key: HeaderGTID, Value: []byte(e.Source.GTID)},
-		kafkago.Header{Key: HeaderBinlogFile, Value: []byte(e.Source.File)},
-		kafkago.Header{Key: HeaderBinlogPos, Value: strconv.AppendUint(nil, uint64(e.Source.Pos), 10)},
-		kafkago.Header{Key: HeaderTable, Value: []byte(e.Table)},
+		kafkago.Header{Key: HeaderID, Value: b.add(e.ID)},
+		kafkago.Header{Key: HeaderType, Value: b.add(e.Type)},
+		kafkago.Header{Key: HeaderAggregateType, Value: b.add(e.AggregateType)},
+		kafkago.Header{Key: HeaderGTID, Value: b.add(e.Source.GTID)},
+		kafkago.Header{Key: HeaderBinlogFile, Value: b.add(e.Source.File)},
+		kafkago.Header{Key: HeaderBinlogPos, Value: b.addBytes(pos)},
+		kafkago.Header{Key: HeaderTable, Value: b.add(e.Table)},
 	)
 	if e.TraceParent != "" {
-		hs = append(hs, kafkago.Header{Key: HeaderTraceParent, Value: []byte(e.TraceParent)})
+		hs = append(hs, kafkago.Header{Key: HeaderTraceParent, Value: b.add(e.TraceParent)})
 		if e.TraceState != "" {
-			hs = append(hs, kafkago.Header{Key: HeaderTraceState, Value: []byte(e.TraceState)})
+			hs = append(hs, kafkago.Header{Key: HeaderTraceState, Value: b.add(e.TraceState)})
 		}
 	}
 	for _, h := range e.Headers {
-		hs = append(hs, kafkago.Header{Key: h.Key, Value: []byte(h.Value)})
+		hs = append(hs, kafkago.Header{Key: h.Key, Value: b.add(h.Value)})
 	}
 	return hs
+}
+
+// valueBuf is the buffer a message's header values are cut from. A value
+// is capped at its end, so that appending to one cannot overwrite the next.
+type valueBuf []byte
+
+func (b *valueBuf) add(s string) []byte {
+	at := len(*b)
+	*b = append(*b, s...)
+	return (*b)[at:len(*b):len(*b)]
+}
+
+func (b *valueBuf) addBytes(v []byte) []byte {
+	at := len(*b)
+	*b = append(*b, v...)
+	return (*b)[at:len(*b):len(*b)]
 }
 
 // withWriter returns hs, the headers of a message for a topic of partitions
@@ -71,7 +96,7 @@ func (s *Sink) withWriter(hs []kafkago.Header, partitions int) []kafkago.Header 
 	}
 	const at = 7 // after "table"
 	return slices.Insert(hs, at,
-		kafkago.Header{Key: HeaderSink, Value: []byte(s.cfg.Writer)},
+		kafkago.Header{Key: HeaderSink, Value: s.writer},
 		kafkago.Header{Key: HeaderPartitions, Value: strconv.AppendInt(nil, int64(partitions), 10)})
 }
 
