@@ -542,3 +542,25 @@ func TestTheListKeepsEachTransactionsAcknowledgementOrder(t *testing.T) {
 		}
 	}
 }
+
+// A sink that is read back saves ReadBackGapFactor times as far apart as
+// one that is not: its crash re-sends nothing it acknowledged either way,
+// and saving costs the delivery path.
+func TestAReadBackSinkSavesFurtherApart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sink sink.Sink
+		want time.Duration
+	}{
+		{"a sink that cannot be read back", &scriptSink{}, 10 * time.Millisecond},
+		{"a read-back sink", &recoveringSink{}, 10 * time.Millisecond * ReadBackGapFactor},
+	} {
+		p, err := New(Config{Name: "s", Sink: tc.sink, Store: &memStore{}, CheckpointGap: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.cfg.CheckpointGap != tc.want {
+			t.Errorf("%s: saves %s apart, want %s", tc.name, p.cfg.CheckpointGap, tc.want)
+		}
+	}
+}
