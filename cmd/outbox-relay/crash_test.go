@@ -20,7 +20,7 @@ import (
 )
 
 // buildBinary builds the command once per test binary run.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "outbox-relay")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()

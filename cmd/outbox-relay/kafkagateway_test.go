@@ -31,7 +31,7 @@ import (
 // private MariaDB for the shared cursors, webhook receivers on 127.0.0.1,
 // and gateway replicas as processes of the built binary.
 type kafkaGatewayRig struct {
-	t         *testing.T
+	t         testing.TB
 	bin, cfg  string
 	dir       string
 	n, groups int // endpoints; endpoint i takes tenant i%groups
@@ -56,7 +56,7 @@ const kgwMaxInFlight = 20
 // serves (/e/<n>…), for endpoints of the endpoints table.
 const rigReceivers = 8
 
-func newKafkaGatewayRig(t *testing.T, n, groups, partitions int, delay time.Duration, gatewayCfg string) *kafkaGatewayRig {
+func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Duration, gatewayCfg string) *kafkaGatewayRig {
 	bin := buildBinary(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), "orders"), kfake.GroupMinSessionTimeout(200*time.Millisecond))
 	if err != nil {
@@ -252,7 +252,7 @@ func (rig *kafkaGatewayRig) check() []int {
 	return dups
 }
 
-func kgwWaitFor(t *testing.T, limit time.Duration, what string, cond func() bool, onFail func()) {
+func kgwWaitFor(t testing.TB, limit time.Duration, what string, cond func() bool, onFail func()) {
 	t.Helper()
 	eventually.Within(t, limit, what, cond, onFail)
 }
@@ -340,16 +340,14 @@ func TestKafkaGatewayReplicasRebalanceAndSurviveSIGKILL(t *testing.T) {
 
 // Deliveries per second of 1, 2 and 4 replicas, each capped at 16 requests
 // in flight (--max-requests), against receivers that answer after 50 ms
-// (latency-bound), logged with -v for docs/gateway-scale-out.md; no timing
-// is asserted. Each run drains the same backlog, 10,000 deliveries
-// (OUTBOX_GATEWAY_SCALE=1 runs it; about a minute and a half).
-func TestKafkaGatewayScaleLog(t *testing.T) {
-	if os.Getenv("OUTBOX_GATEWAY_SCALE") == "" {
-		t.Skip("set OUTBOX_GATEWAY_SCALE=1 to measure the scale-out (not a CI test)")
-	}
+// (latency-bound), for docs/gateway-scale-out.md: a benchmark, reported as
+// deliveries/s per replica count. Each run drains the same backlog, 10,000
+// deliveries (about a minute and a half in all):
+// go test -run '^$' -bench KafkaGatewayScaleOut -benchtime 1x -v ./cmd/outbox-relay/
+func BenchmarkKafkaGatewayScaleOut(b *testing.B) {
 	const endpoints, events, partitions, perReplica = 20, 500, 8, 16
 	for _, replicas := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
+		b.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.B) {
 			// Queues that hold the whole backlog: no endpoint detaches, so
 			// the replica's request cap is the bound.
 			rig := newKafkaGatewayRig(t, endpoints, 1, partitions, 50*time.Millisecond, "queue: 1024")
@@ -369,6 +367,7 @@ func TestKafkaGatewayScaleLog(t *testing.T) {
 			}, rig.logs)
 			el := time.Since(first)
 			n := rig.receipts.Load()
+			t.ReportMetric(float64(n)/el.Seconds(), "deliveries/s")
 			t.Logf("%d replicas × %d requests, %d partitions, %d endpoints, 50 ms receivers: %d deliveries in %s: %.0f deliveries/s",
 				replicas, perReplica, partitions, endpoints, n, el.Round(time.Millisecond), float64(n)/el.Seconds())
 			var taken []int // partitions each replica took, over every generation
