@@ -142,6 +142,24 @@ var (
 	keyTraceState    = http.CanonicalHeaderKey("tracestate")
 )
 
+// ceKeys are the canonical ce-<attribute> header names of the attributes
+// cloudevent.Config.Attributes gives: a request builds none of them.
+var ceKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"specversion", "id", "source", "type", "subject", "time", "traceparent", "tracestate"} {
+		m[n] = http.CanonicalHeaderKey("ce-" + n)
+	}
+	return m
+}()
+
+// ceKey returns the header name of CloudEvents attribute name (binary mode).
+func ceKey(name string) string {
+	if k, ok := ceKeys[name]; ok {
+		return k
+	}
+	return http.CanonicalHeaderKey("ce-" + name)
+}
+
 // fixedHeader returns the headers every request of an endpoint carries:
 // the configured ones, then Content-Type and User-Agent over them. Requests
 // share its value slices, which nothing writes to.
@@ -188,7 +206,7 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 				h[keyContentType] = []string{v}
 				return
 			}
-			set(http.CanonicalHeaderKey("ce-"+name), cloudevent.HeaderValue(v))
+			set(ceKey(name), cloudevent.HeaderValue(v))
 		})
 	case cloudevent.Structured:
 		h[keyContentType] = []string{cloudevent.ContentTypeJSON}
