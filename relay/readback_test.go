@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,29 +26,11 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
-// lockedBuffer is a log destination the relay and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // readBackRun is one run of a relay whose sink reads its destination back
 // on a restart: its own metrics and JSON log.
 type readBackRun struct {
 	reg     *prometheus.Registry
-	log     *lockedBuffer
+	log     *lines
 	cancel  context.CancelFunc
 	done    chan error
 	stopped sync.Once
@@ -57,7 +38,7 @@ type readBackRun struct {
 
 func startReadBackRun(t *testing.T, cfg *config.Config) *readBackRun {
 	t.Helper()
-	r := &readBackRun{reg: prometheus.NewRegistry(), log: &lockedBuffer{}, done: make(chan error, 1)}
+	r := &readBackRun{reg: prometheus.NewRegistry(), log: &lines{}, done: make(chan error, 1)}
 	var ctx context.Context
 	ctx, r.cancel = context.WithCancel(context.Background())
 	logger := slog.New(slog.NewJSONHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
