@@ -320,17 +320,12 @@ func (t *Tap) put(ctx context.Context, txn *event.Txn) error {
 	}
 }
 
-// StartOf returns where a hub should start, given its endpoints' cursors:
-// the oldest of those within window (by commit time) of the newest, so
-// that endpoints that were current together re-join at once after a
-// restart and one far behind catches up on its own stream instead of
-// making every endpoint re-read its backlog. Cursors with no commit time
-// (new endpoints) count as current.
-func StartOf(flavor string, cursors []Cursor, window time.Duration) event.Position {
-	return startOf(coversOf(HubConfig{Flavor: flavor}), cursors, window)
-}
-
-// startOf is StartOf in the order covers.
+// startOf returns where a hub should start, given its endpoints' cursors
+// and its position order (covers): the oldest of those within window (by
+// commit time) of the newest, so that endpoints that were current together
+// re-join at once after a restart and one far behind catches up on its own
+// stream instead of making every endpoint re-read its backlog. Cursors with
+// no commit time (new endpoints) count as current.
 func startOf(covers func(have, want event.Position) bool, cursors []Cursor, window time.Duration) event.Position {
 	var newest time.Time
 	for _, c := range cursors {

@@ -246,10 +246,3 @@ func Denied(err error) bool {
 	}
 	return strings.Contains(me.Message, "denied")
 }
-
-// NoSuchTable reports whether err is the server saying a table does not
-// exist (error 1146), as opposed to the account not being allowed to see it.
-func NoSuchTable(err error) bool {
-	var me *driver.MySQLError
-	return errors.As(err, &me) && me.Number == 1146
-}
