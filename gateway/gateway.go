@@ -90,7 +90,7 @@ type running struct {
 }
 
 // New reads the endpoints' cursors and returns a gateway whose shared
-// stream starts where StartOf says.
+// stream starts where startOf says.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

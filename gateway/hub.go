@@ -39,7 +39,7 @@ type HubConfig struct {
 	// have is at or after want (a Kafka partition's offsets, package
 	// gateway/kafkasource). Nil: the binlog's, GTID containment for Flavor.
 	Covers func(have, want event.Position) bool
-	// Start is where the shared stream begins (see StartOf).
+	// Start is where the shared stream begins (see startOf).
 	Start event.Position
 	// Open returns a binlog stream: slot 0 is the shared stream, 1 to
 	// MaxCatchUp the catch-up streams (each needs its own replica id).
