@@ -116,9 +116,14 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// Connected as the relay's pipeline connects a sink: tried again while
+	// the broker is slow to answer (seen once in CI under -race: its first
+	// metadata answer took over the 5 s request timeout).
+	var connectErr error
+	eventually.Within(t, time.Minute, "the test producer connected to kfake", func() bool {
+		connectErr = p.Connect(context.Background())
+		return connectErr == nil
+	}, func() { t.Log(connectErr) })
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	rig.producer = p
 	t.Cleanup(func() {
