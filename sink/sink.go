@@ -54,8 +54,9 @@ type Sink interface {
 // per event of the batch, with its index, as soon as that event is done:
 // nil when acknowledged, a Permanent error when it failed for good, or ctx's
 // error when ctx ended first. Calls come from any goroutine, possibly at the
-// same time, in any order. A Submitter owns its retries: it reports no other
-// failure.
+// same time, in any order; an ack with nil may come from the goroutine that
+// delivered the event, and returns promptly (it only releases the event). A
+// Submitter owns its retries: it reports no other failure.
 //
 // After a permanent failure the sink sends no later event of that aggregate
 // until the failure's ack has returned: the pipeline decides in it whether the

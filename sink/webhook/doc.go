@@ -125,10 +125,12 @@
 // and end when none is: an idle endpoint runs no goroutine (its idle
 // keep-alive connections, two goroutines each in net/http, close after 90 s).
 //
-// Submit's ack is called once per event, in a goroutine of its own, as soon
-// as that event is delivered (nil) or has failed permanently (a
-// sink.Permanent error wrapping a *DeliveryError), so the pipeline releases
-// each event as it finishes, not a whole batch. After a permanent failure the
+// Submit's ack is called once per event, as soon as that event is
+// delivered (nil, by the worker that delivered it, without the endpoint's
+// lock: a delivery starts no goroutine) or has failed permanently (a
+// sink.Permanent error wrapping a *DeliveryError, in a goroutine of its own:
+// that ack may block on a dead-letter write), so the pipeline releases each
+// event as it finishes, not a whole batch. After a permanent failure the
 // aggregate's next event waits until that ack has returned; if the Submit
 // ctx ended by then (the pipeline stopped: no dead-letter store), the
 // aggregate's later events are dropped as ErrPredecessorAbandoned, never

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
 	"golang.org/x/time/rate"
 
 	"github.com/outbox-relay/outbox-relay/event"
@@ -66,7 +65,7 @@ type Endpoint struct {
 	fixed     http.Header // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
-	client    *retryablehttp.Client
+	url       *url.URL // cfg.URL, without its userinfo (sent as basic auth)
 	transport *http.Transport
 	limiter   *rate.Limiter // nil: unlimited
 	egress    *egressPolicy
@@ -201,21 +200,12 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	tr.MaxIdleConnsPerHost = cfg.MaxConcurrency
 	tr.MaxIdleConns = cfg.MaxConcurrency
 	tr.IdleConnTimeout = 90 * time.Second
-	client := &retryablehttp.Client{
-		HTTPClient: &http.Client{
-			Transport: tr,
-			Timeout:   cfg.Timeout, // per attempt: each attempt is one Do
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
-		// The endpoint schedules retries itself, per lane, with timers:
-		// retryablehttp only sends, once, and hands back what it got.
-		RetryMax:     0,
-		CheckRetry:   func(context.Context, *http.Response, error) (bool, error) { return false, nil },
-		Backoff:      retryablehttp.DefaultBackoff,
-		ErrorHandler: func(resp *http.Response, err error, _ int) (*http.Response, error) { return resp, err },
+	u, err := url.Parse(cfg.URL)
+	if err != nil { // Validate has checked; kept for safety
+		return nil, fmt.Errorf("webhook endpoint %q: url: %s", cfg.Name, urlError(cfg.URL, err))
 	}
+	fixed := fixedHeader(cfg.Headers, u)
+	u.User = nil
 	var limiter *rate.Limiter
 	if cfg.RateLimit > 0 {
 		limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
@@ -223,10 +213,10 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
-		fixed:     fixedHeader(cfg.Headers),
+		fixed:     fixed,
 		log:       logger,
 		obs:       obs,
-		client:    client,
+		url:       u,
 		transport: tr,
 		limiter:   limiter,
 		egress:    policy,
@@ -428,6 +418,34 @@ func (e *Endpoint) finishLocked(d *delivery, err error) {
 // finishLockedThen is finishLocked, calling then (if not nil) once ack has
 // returned.
 func (e *Endpoint) finishLockedThen(d *delivery, err error, then func()) {
+	c := e.doneLocked(d)
+	// ack may block (a dead-letter write) or call back into the endpoint:
+	// never under the lock.
+	e.callbacks.Add(1)
+	go func() {
+		defer e.callbacks.Done()
+		c.ack(d.idx, err)
+		if then != nil {
+			then()
+		}
+	}()
+}
+
+// deliveredLocked finishes d, delivered, and moves its lane on; it
+// returns d's ack for the calling worker to make once it has let go of the
+// lock, instead of starting a goroutine for it: a delivery costs no
+// goroutine of its own. (An ack of a delivered event releases it in the
+// pipeline's tracker and returns: it neither blocks nor waits for the
+// endpoint.)
+func (e *Endpoint) deliveredLocked(d *delivery) func() {
+	c := e.doneLocked(d)
+	e.advanceLaneLocked(d)
+	return func() { c.ack(d.idx, nil) }
+}
+
+// doneLocked marks d done, stops its timer or request and returns its
+// batch, with d counted out of it.
+func (e *Endpoint) doneLocked(d *delivery) *writeCall {
 	d.done = true
 	if d.timer != nil {
 		d.timer.Stop()
@@ -442,16 +460,7 @@ func (e *Endpoint) finishLockedThen(d *delivery, err error, then func()) {
 	if c.pending == 0 {
 		c.stop() // stop watching the Submit ctx (never waits)
 	}
-	// ack may block (a dead-letter write) or call back into the endpoint:
-	// never under the lock.
-	e.callbacks.Add(1)
-	go func() {
-		defer e.callbacks.Done()
-		c.ack(d.idx, err)
-		if then != nil {
-			then()
-		}
-	}()
+	return c
 }
 
 // failHeadLocked finishes d, the head of its lane, with a permanent failure.
@@ -492,10 +501,9 @@ func (e *Endpoint) releaseLane(l *lane, c *writeCall) {
 	}
 }
 
-// completeLocked finishes d, the head of its lane, and readies the next event
-// of the lane or removes the empty lane.
-func (e *Endpoint) completeLocked(d *delivery, err error) {
-	e.finishLocked(d, err)
+// advanceLaneLocked takes d, done, off the head of its lane and readies
+// the lane's next event, or removes the lane when it is empty.
+func (e *Endpoint) advanceLaneLocked(d *delivery) {
 	l := d.lane
 	l.q[0] = nil
 	l.q = l.q[1:]
@@ -523,24 +531,23 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 func (e *Endpoint) worker() {
 	defer e.workers.Done()
 	for {
-		d, ctx, ok := e.next()
+		d, ok := e.next()
 		if !ok {
 			return
 		}
-		e.attempt(ctx, d)
+		e.attempt(d)
 	}
 }
 
-// next takes a due lane head and gives it a context that is cancelled when
-// the event is dropped. When none is due or the endpoint is closed it
+// next takes a due lane head. When none is due or the endpoint is closed it
 // reports false, and the calling worker ends.
-func (e *Endpoint) next() (*delivery, context.Context, bool) {
+func (e *Endpoint) next() (*delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
 		if len(e.ready) == 0 || e.closed {
 			e.running--
-			return nil, nil, false
+			return nil, false
 		}
 		d := e.ready[0]
 		e.ready[0] = nil
@@ -548,10 +555,24 @@ func (e *Endpoint) next() (*delivery, context.Context, bool) {
 		if d.done {
 			continue
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		d.cancel = cancel
-		return d, ctx, true
+		return d, true
 	}
+}
+
+// watchLocked gives d a context that is cancelled when d is dropped
+// (settle, or its finish, calls d.cancel), ending at deadline if it is not
+// zero. It returns nil when d was dropped already.
+func (e *Endpoint) watchLocked(d *delivery, deadline time.Time) context.Context {
+	if d.done {
+		return nil
+	}
+	var ctx context.Context
+	if deadline.IsZero() {
+		ctx, d.cancel = context.WithCancel(context.Background())
+	} else {
+		ctx, d.cancel = context.WithDeadline(context.Background(), deadline)
+	}
+	return ctx
 }
 
 // retryTimer readies d again when its wait is over.
@@ -650,27 +671,43 @@ func probeAddr(raw string) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// attempt makes one attempt to deliver d and settles the outcome.
-func (e *Endpoint) attempt(ctx context.Context, d *delivery) {
-	if e.limiter != nil {
-		if err := e.limiter.Wait(ctx); err != nil {
-			e.settle(d, outcome{kind: cancelled})
-			return
+// attempt makes one attempt to deliver d and settles the outcome. The
+// attempt's context ends after the endpoint's timeout, or when d is
+// dropped; the rate limiter and the gateway's slots are waited for first,
+// under a context of their own (made only when one is configured).
+func (e *Endpoint) attempt(d *delivery) {
+	if e.limiter != nil || e.cfg.Slots != nil {
+		e.mu.Lock()
+		ctx := e.watchLocked(d, time.Time{})
+		e.mu.Unlock()
+		if ctx == nil {
+			return // dropped meanwhile
 		}
-	}
-	if e.cfg.Slots != nil {
-		select {
-		case e.cfg.Slots <- struct{}{}:
-			defer func() { <-e.cfg.Slots }()
-		case <-ctx.Done():
-			e.settle(d, outcome{kind: cancelled})
-			return
+		if e.limiter != nil {
+			if err := e.limiter.Wait(ctx); err != nil {
+				e.settle(d, outcome{kind: cancelled})
+				return
+			}
+		}
+		if e.cfg.Slots != nil {
+			select {
+			case e.cfg.Slots <- struct{}{}:
+				defer func() { <-e.cfg.Slots }()
+			case <-ctx.Done():
+				e.settle(d, outcome{kind: cancelled})
+				return
+			}
 		}
 	}
 	start := time.Now()
 	e.mu.Lock()
+	if d.cancel != nil {
+		d.cancel()
+		d.cancel = nil
+	}
+	ctx := e.watchLocked(d, start.Add(e.cfg.Timeout))
 	disabled := e.disabled
-	if !disabled {
+	if ctx != nil && !disabled {
 		// Under the lock: a 410 on another lane reads them to dead-letter d.
 		if d.attempts == 0 {
 			d.first = start
@@ -679,7 +716,10 @@ func (e *Endpoint) attempt(ctx context.Context, d *delivery) {
 		d.attempts++
 	}
 	e.mu.Unlock()
-	if disabled {
+	switch {
+	case ctx == nil:
+		return // dropped meanwhile
+	case disabled:
 		e.settle(d, outcome{kind: gone})
 		return
 	}
@@ -708,10 +748,11 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if o.kind == retryable && e.disabled {
 		o.kind = gone
 	}
+	var acked func() // a delivery's ack, called by this worker once unlocked
 	switch o.kind {
 	case delivered:
 		e.obs.Delivered(time.Since(d.enqueued))
-		e.completeLocked(d, nil)
+		acked = e.deliveredLocked(d)
 		e.wakeUnreachableLocked() // reachable again: no need to wait out the backoff
 		if !e.failingSince.IsZero() {
 			failedFor, failed := time.Since(e.failingSince), e.failedRun
@@ -789,6 +830,9 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 	}
 	e.mu.Unlock()
+	if acked != nil {
+		acked()
+	}
 	if after != nil {
 		after()
 	}

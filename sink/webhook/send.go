@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -54,33 +56,45 @@ type outcome struct {
 	reason string // for permanent
 }
 
-// send makes one signed POST of d and classifies the result.
+// send makes one signed POST of d and classifies the result. It hands the
+// request to the endpoint's transport itself: an http.Client would add, per
+// request, a copy of the headers for redirects (which are not followed) and
+// a timer of its own (ctx carries the attempt's deadline), and
+// go-retryablehttp's Client a request wrapper (the endpoint schedules its
+// own retries). What they did that matters is done here: the url's userinfo
+// is sent as basic auth (fixedHeader), errors are *url.Error for
+// go-retryablehttp's policy, a response body is drained and closed.
 func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome {
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.cfg.URL, d.body)
-	if err != nil {
-		msg := urlError(e.cfg.URL, err)
-		return outcome{kind: permanent, desc: "error: " + msg, reason: ReasonRequest,
-			err: fmt.Errorf("build request: %s", msg)}
-	}
-	req.Header = e.header(d, now.Unix())
+	body := d.body
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           e.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        e.header(d, now.Unix()),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		// Lets the transport send the request again on a fresh connection
+		// when a kept-alive one turns out closed before it was written.
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		Host:    e.url.Host,
+	}).WithContext(ctx)
 
-	resp, err := e.client.Do(req)
+	resp, err := e.transport.RoundTrip(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch ctx.Err() {
+		case context.DeadlineExceeded:
+			err := fmt.Errorf("attempt timed out after %s: %w", e.cfg.Timeout, context.DeadlineExceeded)
+			return outcome{kind: retryable, desc: "error: " + err.Error(), err: err}
+		case context.Canceled:
 			return outcome{kind: cancelled, desc: "error: cancelled"}
 		}
 		// go-retryablehttp's policy tells the errors no retry can fix: an
-		// untrusted certificate, an invalid header, an unsupported scheme,
-		// too many redirects.
-		again, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, err)
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			if ue.Timeout() {
-				err := fmt.Errorf("attempt timed out after %s: %w", e.cfg.Timeout, context.DeadlineExceeded)
-				return outcome{kind: retryable, desc: "error: " + err.Error(), err: err}
-			}
-			err = ue.Err // without the URL, which may hold a token
-		}
+		// untrusted certificate, an invalid header, an unsupported scheme.
+		// It reads them from a *url.Error, as an http.Client returns them
+		// (without the URL here, which may hold a token).
+		again, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, &url.Error{Op: "Post", Err: err})
 		var ee *EgressError
 		if errors.As(err, &ee) {
 			return outcome{kind: permanent, desc: "error: " + ee.Error(), reason: ReasonRequest, err: ee}
@@ -92,7 +106,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		}
 		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err), err: err}
 	}
-	var body []byte
+	var rbody []byte
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
 		// Read (up to drainLimit) only so that the connection is reused.
@@ -100,10 +114,10 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 			_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 		}
 	default:
-		body, _ = io.ReadAll(io.LimitReader(resp.Body, drainLimit))
+		rbody, _ = io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	}
 	resp.Body.Close()
-	return classify(resp, body, now, e.cfg.Retry.MaxBackoff, e.scrub)
+	return classify(resp, rbody, now, e.cfg.Retry.MaxBackoff, e.scrub)
 }
 
 // Headers of the event's metadata, which the Kafka and NATS sinks carry as
@@ -161,15 +175,21 @@ func ceKey(name string) string {
 }
 
 // fixedHeader returns the headers every request of an endpoint carries:
-// the configured ones, then Content-Type and User-Agent over them. Requests
-// share its value slices, which nothing writes to.
-func fixedHeader(configured map[string]string) http.Header {
-	h := make(http.Header, len(configured)+2)
+// the configured ones, then Content-Type and User-Agent over them, and the
+// url's userinfo as basic auth unless an Authorization header is
+// configured (as an http.Client sends it). Requests share its value slices,
+// which nothing writes to.
+func fixedHeader(configured map[string]string, u *url.URL) http.Header {
+	h := make(http.Header, len(configured)+3)
 	for k, v := range configured {
 		h.Set(k, v)
 	}
 	h.Set(keyContentType, "application/json")
 	h.Set(keyUserAgent, userAgent)
+	if u.User != nil && h.Get("Authorization") == "" {
+		pass, _ := u.User.Password()
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)))
+	}
 	return h
 }
 

@@ -645,6 +645,32 @@ func TestStaticHeadersAreSent(t *testing.T) {
 	}
 }
 
+// The url's userinfo is sent as basic auth (as an http.Client sends it),
+// unless an Authorization header is configured; it is never in the request
+// line.
+func TestURLUserinfoIsSentAsBasicAuth(t *testing.T) {
+	srv := newServer(t, nil, ok)
+	withUser := strings.Replace(srv.URL, "http://", "http://relay:s3cr%3At@", 1) + "/hook?x=1"
+	e := newEndpoint(t, testConfig(withUser))
+	if err := write(t, e, ev("e1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.requests()[0]
+	if got, want := r.header.Get("Authorization"), "Basic "+base64.StdEncoding.EncodeToString([]byte("relay:s3cr:t")); got != want {
+		t.Errorf("Authorization %q, want %q", got, want)
+	}
+
+	cfg := testConfig(withUser)
+	cfg.Headers = map[string]string{"Authorization": "Bearer t0ken"}
+	e = newEndpoint(t, cfg)
+	if err := write(t, e, ev("e2", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.requests()[1].header.Get("Authorization"); got != "Bearer t0ken" {
+		t.Errorf("Authorization %q, want the configured header", got)
+	}
+}
+
 func TestCancelledWriteReturnsAndDropsItsEvents(t *testing.T) {
 	tests := []struct {
 		name   string
