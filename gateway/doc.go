@@ -10,7 +10,11 @@
 //     is full; it catches up from its own cursor on a stream of its own
 //     (waiting its turn for one of MaxCatchUp) and re-joins the shared
 //     stream once it has read everything the shared stream has handed on.
-//     The shared stream never waits for an endpoint;
+//     The shared stream waits for no endpoint longer than DetachAfter (in
+//     all, within 10s) while another has room in its queue; one that holds
+//     no one back (alone, or all are behind) is waited for while it takes
+//     transactions, rather than given a catch-up stream that would decode
+//     the binlog a second time;
 //   - exactly the events it would get alone: an endpoint is handed the
 //     events its filter matches, in binlog order, each once (no duplicates
 //     on detach or re-join: both are decided at a transaction boundary

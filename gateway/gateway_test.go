@@ -114,17 +114,21 @@ func (s stream) Run(ctx context.Context, from event.Position, handle func(contex
 // recorder is a sink that keeps what it was written; while gate is closed
 // (held) its writes wait.
 type recorder struct {
-	mu   sync.Mutex
-	got  []string
-	hold chan struct{} // nil: never waits
+	mu    sync.Mutex
+	got   []string
+	hold  chan struct{} // nil: never waits
+	delay time.Duration // each write takes this long (a slow endpoint)
 }
 
 func (r *recorder) Connect(context.Context) error { return nil }
 func (r *recorder) Close(context.Context) error   { return nil }
 func (r *recorder) Write(ctx context.Context, batch []*event.Event) error {
 	r.mu.Lock()
-	hold := r.hold
+	hold, delay := r.hold, r.delay
 	r.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	if hold != nil {
 		select {
 		case <-hold:
@@ -303,6 +307,41 @@ func TestSlowEndpointDetachesCatchesUpAndRejoins(t *testing.T) {
 	}
 	if f.b.max > f.cfg.Hub.MaxCatchUp {
 		t.Fatalf("%d catch-up streams open at once, want at most %d", f.b.max, f.cfg.Hub.MaxCatchUp)
+	}
+}
+
+// An endpoint alone on the stream holds no one back: however long the
+// stream waits for its full queue in all, it is not detached while it takes
+// transactions (a catch-up stream would only decode the binlog a second
+// time). Once it takes none for DetachAfter, it is.
+func TestAnEndpointAloneIsWaitedForWhileItTakesTransactions(t *testing.T) {
+	f := newFixture(t, 1)
+	f.cfg.Hub.DetachAfter = 50 * time.Millisecond
+	r := f.recs["hooks/ep0"]
+	r.delay = 5 * time.Millisecond // each write: the stream waits far more than 50 ms in all
+	ctx, cancel := context.WithCancel(t.Context())
+	g, done := f.run(ctx)
+	commitMany(f.b, 600)
+	f.waitAll()
+	if s := g.Tap("hooks/ep0").State(); s != Attached {
+		t.Errorf("the slow endpoint alone on the stream is %s, want %s", s, Attached)
+	}
+	if len(f.b.opens) != 1 {
+		t.Errorf("streams opened per slot: %v, want only the shared one", f.b.opens)
+	}
+
+	// Stuck: it takes nothing, and is detached.
+	r.mu.Lock()
+	r.delay, r.hold = 0, make(chan struct{})
+	hold := r.hold
+	r.mu.Unlock()
+	commitMany(f.b, 200)
+	waitFor(t, "the stuck endpoint to be detached", func() bool { return g.Tap("hooks/ep0").State() != Attached })
+	close(hold)
+	f.waitAll()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 

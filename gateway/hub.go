@@ -220,7 +220,12 @@ func (h *Hub) handOn(txn *event.Txn) {
 // (a backlog at start) slows the shared stream down instead of detaching
 // every endpoint; but an endpoint that has made the stream wait DetachAfter
 // in all within detachWindow is not keeping up: offer then gives up, and t
-// is detached.
+// is detached. Unless no other attached endpoint has room in its queue (t
+// is alone on the stream, or every endpoint is behind): detaching t would
+// then let no one go faster, and its catch-up stream would decode the
+// binlog a second time beside the shared one. Such an endpoint is waited
+// for as long as it takes transactions, as a plain sink is; one that takes
+// none for DetachAfter is detached.
 func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	select {
 	case t.ch <- txn:
@@ -236,7 +241,10 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	}
 	left := h.cfg.DetachAfter - t.waited
 	if left <= 0 {
-		return false
+		if h.holdsBackLocked(t) {
+			return false
+		}
+		left = h.cfg.DetachAfter
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
@@ -248,6 +256,17 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 		t.waited += time.Since(now)
 		return false
 	}
+}
+
+// holdsBackLocked reports whether waiting for t's full queue holds back
+// another attached tap: one with room in its queue.
+func (h *Hub) holdsBackLocked(t *Tap) bool {
+	for o := range h.attached {
+		if o != t && len(o.ch) < cap(o.ch) {
+			return true
+		}
+	}
+	return false
 }
 
 // markLoop hands attached taps with no events pending the shared stream's

@@ -174,7 +174,13 @@ func profileAfterFirst(c *counter, addr, path string) {
 	for c.n.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=5")
+	fetchProfile("http://"+addr+"/debug/pprof/profile?seconds=5", path)
+	// What it allocated since it started (alloc_objects, alloc_space).
+	fetchProfile("http://"+addr+"/debug/pprof/allocs", strings.TrimSuffix(path, ".pprof")+".allocs.pprof")
+}
+
+func fetchProfile(url, path string) {
+	resp, err := http.Get(url)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "relay profile: %v\n", err)
 		return

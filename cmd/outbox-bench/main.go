@@ -42,7 +42,8 @@
 // endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
 //
 // OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
-// (the relay binary: 5 s from its first event, through its pprof endpoint).
+// (the relay binary: 5 s from its first event, through its pprof endpoint,
+// and then what it allocated since it started, as relay-binary-NAME.allocs.pprof).
 //
 // It prints Markdown tables (and writes them to -out) and a PNG chart (-png).
 // The relay runs with its default config except for the source, the table,
