@@ -316,9 +316,9 @@ func TestSlowEndpointDetachesCatchesUpAndRejoins(t *testing.T) {
 // time). Once it takes none for DetachAfter, it is.
 func TestAnEndpointAloneIsWaitedForWhileItTakesTransactions(t *testing.T) {
 	f := newFixture(t, 1)
-	f.cfg.Hub.DetachAfter = 50 * time.Millisecond
+	f.cfg.Hub.DetachAfter = 200 * time.Millisecond
 	r := f.recs["hooks/ep0"]
-	r.delay = 5 * time.Millisecond // each write: the stream waits far more than 50 ms in all
+	r.delay = 20 * time.Millisecond // each write: the stream waits far more than 200 ms in all
 	ctx, cancel := context.WithCancel(t.Context())
 	g, done := f.run(ctx)
 	commitMany(f.b, 600)

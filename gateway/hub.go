@@ -240,11 +240,11 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 		t.waitFrom, t.waited = now, 0
 	}
 	left := h.cfg.DetachAfter - t.waited
-	if left <= 0 {
-		if h.holdsBackLocked(t) {
-			return false
-		}
-		left = h.cfg.DetachAfter
+	switch {
+	case !h.holdsBackLocked(t):
+		left = h.cfg.DetachAfter // a stall, not the waits in all
+	case left <= 0:
+		return false
 	}
 	timer := time.NewTimer(left)
 	defer timer.Stop()
