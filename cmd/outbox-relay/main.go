@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/outbox-relay/outbox-relay/internal/gcfloor"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind of this build
 )
@@ -45,6 +46,9 @@ func commands() []command {
 }
 
 func main() {
+	// Collect a small heap less often (unless GOGC or GOMEMLIMIT is set):
+	// see package gcfloor.
+	gcfloor.Start(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(mainCode(ctx, os.Args[1:], os.Stdout, os.Stderr))
