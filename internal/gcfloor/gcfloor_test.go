@@ -14,13 +14,13 @@ func TestPercentMakesTheNextCollectionStartAtTheFloor(t *testing.T) {
 		want int
 	}{
 		{0, 1000},
-		{4 * mib, 1000},  // 64/4 − 1 = 15×: capped
-		{8 * mib, 700},   // next collection at 8 + 56 = 64 MiB
-		{16 * mib, 300},  // at 64 MiB
-		{32 * mib, 100},  // the usual doubling reaches the floor
+		{2 * mib, 1000},  // 32/2 − 1 = 15×: capped
+		{4 * mib, 700},   // next collection at 4 + 28 = 32 MiB
+		{8 * mib, 300},   // at 32 MiB
+		{16 * mib, 100},  // the usual doubling reaches the floor
 		{500 * mib, 100}, // a big heap grows as it would have
 	} {
-		if got := Percent(c.live, 64*mib); got != c.want {
+		if got := Percent(c.live, 32*mib); got != c.want {
 			t.Errorf("Percent(%d MiB) = %d, want %d", c.live/mib, got, c.want)
 		}
 	}
