@@ -34,7 +34,9 @@ import (
 //	MEMORY_ENDPOINTS=1000,10000 nice -n 10 go test -run TestMemoryPerEndpoint -v -timeout 30m ./cmd/outbox-relay/
 //
 // (OUTBOX_RELAY_BIN: a binary built already, e.g. by `go build -o
-// /tmp/relay-mem ./cmd/outbox-relay`; else the test builds one.)
+// /tmp/relay-mem ./cmd/outbox-relay`; else the test builds one.
+// MEMORY_PROFILES: a directory to write the heap and goroutine profiles
+// of each phase to.) Each reading follows a garbage collection.
 func TestMemoryPerEndpoint(t *testing.T) {
 	counts := os.Getenv("MEMORY_ENDPOINTS")
 	if counts == "" {
@@ -141,19 +143,26 @@ sinks:
 		return resp.StatusCode == http.StatusOK
 	})
 	report := func(phase string) {
-		time.Sleep(time.Second) // the metrics' scrape is not the first thing after a burst
+		// A collection first (as pprof's heap?gc=1 makes it), so that the
+		// heap is what is live, not what an idle process has not collected.
+		heap := fetch(t, "http://"+listen+"/debug/pprof/heap?gc=1")
+		if dir := os.Getenv("MEMORY_PROFILES"); dir != "" {
+			name := filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pb.gz", n, strings.ReplaceAll(phase, " ", "-")))
+			if err := os.WriteFile(name, []byte(heap), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		m := scrape(t, "http://"+listen+"/metrics")
 		rss := rssOf(t, cmd.Process.Pid)
 		per := func(v float64) string { return fmt.Sprintf("%.1f KB", v/float64(n)/1024) }
 		t.Logf("%d endpoints, %s: RSS %.0f MB (%s/endpoint); heap in use %.0f MB (%s/endpoint); stacks %.0f MB (%s/endpoint); goroutines %.0f (%.2f/endpoint)",
 			n, phase, rss/1e6, per(rss), m["go_memstats_heap_inuse_bytes"]/1e6, per(m["go_memstats_heap_inuse_bytes"]),
 			m["go_memstats_stack_inuse_bytes"]/1e6, per(m["go_memstats_stack_inuse_bytes"]), m["go_goroutines"], m["go_goroutines"]/float64(n))
-		if os.Getenv("MEMORY_PROFILES") != "" {
-			top := fetch(t, "http://"+listen+"/debug/pprof/goroutine?debug=1")
-			if len(top) > 6000 {
-				top = top[:6000]
+		if dir := os.Getenv("MEMORY_PROFILES"); dir != "" {
+			name := filepath.Join(dir, fmt.Sprintf("goroutines-%d-%s.txt", n, strings.ReplaceAll(phase, " ", "-")))
+			if err := os.WriteFile(name, []byte(fetch(t, "http://"+listen+"/debug/pprof/goroutine?debug=1")), 0o644); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("goroutines:\n%s", top)
 		}
 	}
 	time.Sleep(settle)
