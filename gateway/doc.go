@@ -21,7 +21,10 @@
 //     against positions), and its cursor moves over transactions it has no
 //     events in, so restart and prune are not held back by quiet endpoints;
 //   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
-//     its pipeline's in-flight limits.
+//     its pipeline's in-flight limits. An idle endpoint runs one goroutine,
+//     its pipeline's, waiting on its Tap; its tap reads a catch-up stream,
+//     and its pipeline delivers and saves, on goroutines that run only
+//     while there is work (TestIdleEndpointCostsOnlyItsPipelinesGoroutine).
 //
 // Each endpoint is a pipeline (package pipeline) whose source is a Tap of the
 // Hub: checkpoints, retries, dead letters and fencing are the pipeline's.

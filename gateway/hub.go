@@ -379,11 +379,13 @@ func (h *Hub) unindexLocked(t *Tap) {
 }
 
 // detachLocked takes t off the shared stream and tells it where to catch up
-// from: the last transaction it was handed.
+// from: the last transaction it was handed. It is Waiting from now on, even
+// while its pipeline (busy handing on its queue) has not read where yet.
 func (h *Hub) detachLocked(t *Tap) {
 	if !h.removeLocked(t) {
 		return
 	}
+	t.setState(Waiting)
 	select {
 	case t.detached <- t.sent:
 	default: // cannot happen: one detach per attach, and the tap reads it

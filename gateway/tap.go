@@ -102,23 +102,36 @@ var errYield = errors.New("gave the catch-up stream to a waiting endpoint")
 // Run implements pipeline.Source: it hands the pipeline, from position from,
 // every transaction with events for the endpoint, and the positions of
 // those without, until ctx ends or a catch-up stream fails for good.
+//
+// While the tap is attached, Run's goroutine (the pipeline's) is the only
+// one it uses: it waits for the shared stream's transactions and for a
+// detach. Only off the shared stream does a goroutine of its own (rejoin)
+// wait for room and read a catch-up stream, and it ends once the tap is
+// attached again: an idle endpoint costs the hub no goroutine.
 func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	failed := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := t.produce(ctx, from); err != nil && ctx.Err() == nil {
-			failed <- err
+	h := t.hub
+	// detached is t.detached while t is attached (nil while rejoin runs);
+	// rejoined receives rejoin's end.
+	var detached <-chan event.Position
+	rejoined := make(chan error, 1)
+	var rejoining sync.WaitGroup
+	off := func(pos event.Position) {
+		if h.join(t, pos) {
+			t.setState(Attached)
+			detached = t.detached
+			return
 		}
-	}()
+		detached = nil
+		rejoining.Go(func() { rejoined <- t.rejoin(ctx, pos) })
+	}
 	defer func() {
 		cancel()
-		<-done
-		t.hub.mu.Lock()
-		t.hub.removeLocked(t)
-		t.hub.mu.Unlock()
+		rejoining.Wait()
+		h.mu.Lock()
+		h.removeLocked(t)
+		h.mu.Unlock()
 		t.setState(Stopped)
 		// What is left in the queue is not acknowledged: the cursor stays
 		// before it. Empty the queue for the next Run.
@@ -130,14 +143,30 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		default:
 		}
 	}()
+	// A tap the gateway attached when it started it is on the shared
+	// stream already (or was, until a detach that says where it was).
+	if t.State() != Stopped {
+		detached = t.detached
+	} else {
+		off(from)
+	}
 	for {
 		select {
 		case txn := <-t.ch:
 			if err := handle(ctx, txn); err != nil {
 				return err
 			}
-		case err := <-failed:
-			return err
+		case pos := <-detached:
+			t.logDetach(pos)
+			off(pos)
+		case err := <-rejoined:
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return err
+			}
+			detached = t.detached
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.finish:
@@ -161,30 +190,12 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 // once the tap is off the shared stream.
 func (t *Tap) Finish() { t.finishOnce.Do(func() { close(t.finish) }) }
 
-// produce keeps t's queue fed: by the shared stream while attached, by a
-// catch-up stream of its own while not.
-func (t *Tap) produce(ctx context.Context, pos event.Position) error {
+// rejoin keeps t's queue fed while it is off the shared stream, from pos:
+// it waits for room, then reads a catch-up stream of its own, until t is
+// attached again (nil) or ctx ends or the stream fails for good.
+func (t *Tap) rejoin(ctx context.Context, pos event.Position) error {
 	h := t.hub
-	// A tap the gateway attached when it started it is on the shared
-	// stream already.
-	if t.State() == Attached {
-		select {
-		case pos = <-t.detached:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		t.logDetach(pos)
-	}
 	for {
-		if h.join(t, pos) {
-			t.setState(Attached)
-			select {
-			case pos = <-t.detached:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			t.logDetach(pos)
-		}
 		t.setState(Waiting)
 		// Take a stream only once the endpoint has room: one that is down
 		// would hold it while the others wait.
@@ -192,7 +203,8 @@ func (t *Tap) produce(ctx context.Context, pos event.Position) error {
 			return err
 		}
 		if h.join(t, pos) {
-			continue
+			t.setState(Attached)
+			return nil
 		}
 		slot, err := h.acquire(ctx)
 		if err != nil {
@@ -205,12 +217,7 @@ func (t *Tap) produce(ctx context.Context, pos event.Position) error {
 		switch {
 		case joined:
 			t.setState(Attached)
-			select {
-			case pos = <-t.detached:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			t.logDetach(pos)
+			return nil
 		case err != nil:
 			return err
 		}

@@ -206,6 +206,9 @@ type Pipeline struct {
 	resumeObs ResumeObserver
 	// after is time.After; tests replace it with a clock of their own.
 	after func(time.Duration) <-chan time.Time
+	// lastSave is the start of saveLoop's last save (saveLoop runs only
+	// while there is something to save, and keeps its gap across runs).
+	lastSave time.Time
 }
 
 // item is one event in flight and the transaction it belongs to.
@@ -358,12 +361,27 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	if !readBack {
 		close(recovered)
 	}
-	var wg sync.WaitGroup
-	deliveryDone := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(deliveryDone)
+	//
+	// Delivery and saving run on goroutines of their own only while they
+	// have work (onDemand): the reader kicks them after adding some, so an
+	// idle pipeline waits on its source's goroutine alone.
+	var pending sync.WaitGroup // a Submitter's acks to come
+	delivering := &onDemand{held: true, rest: func() bool { return len(items) == 0 },
+		run: func() bool {
+			done, err := p.deliver(deliverCtx, items, &pending, fail)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				fail(err)
+			}
+			return done || err != nil
+		}}
+	saving := &onDemand{rest: p.tracker.rest, run: func() bool {
+		p.saveLoop(readCtx, fail)
+		ev, b, oldest := p.tracker.inFlight() // the last report of this run of the saver
+		p.obs.InFlight(ev, b, oldest)
+		return readCtx.Err() != nil
+	}}
+	var connecting sync.WaitGroup
+	connecting.Go(func() {
 		if err := p.connect(deliverCtx, readCtx); err != nil {
 			return // reading stopped before the sink could be connected
 		}
@@ -373,15 +391,8 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 			close(recovered)
 		}
-		if err := p.deliver(deliverCtx, items, fail); err != nil && !errors.Is(err, context.Canceled) {
-			fail(err)
-		}
-	}()
-	saverDone := make(chan struct{})
-	go func() {
-		defer close(saverDone)
-		p.saveLoop(readCtx, fail)
-	}()
+		delivering.release()
+	})
 
 	ready := false // recovered was seen closed
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
@@ -405,6 +416,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		if entry == nil {
 			return ctx.Err()
 		}
+		saving.kick()
 		var skipped []*item
 		resuming := skip.active() && len(txn.Events) > 0
 		window := resuming && skip.window(key)
@@ -424,9 +436,18 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 			select {
 			case items <- it:
+				continue
+			default:
+			}
+			delivering.kick() // full: the queued events go first
+			select {
+			case items <- it:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if len(items) > 0 {
+			delivering.kick()
 		}
 		p.tracker.release(skipped)
 		return nil
@@ -438,10 +459,19 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	p.tracker.close()
 	close(items)
 
-	// Drain what is in flight, for at most DrainTimeout; not when fenced.
+	// Drain what is in flight, for at most DrainTimeout; not when fenced:
+	// the queued events, then a Submitter's acks.
 	if fenced.Load() {
 		stopDelivery()
 	}
+	deliveryDone := make(chan struct{})
+	go func() {
+		connecting.Wait() // no kick after this
+		delivering.kick()
+		delivering.wait()
+		pending.Wait()
+		close(deliveryDone)
+	}()
 	select {
 	case <-deliveryDone:
 	case <-time.After(p.cfg.DrainTimeout):
@@ -449,8 +479,8 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		p.log.Warn("drain timeout: stopping with events unacknowledged (they are delivered again after restart)", slog.Int("unacked", ev))
 		stopDelivery()
 	}
-	wg.Wait()
-	<-saverDone
+	<-deliveryDone
+	saving.wait()
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if fenced.Load() {
@@ -513,7 +543,10 @@ func (l *logThrottle) due(attempt int) bool {
 	return false
 }
 
-// deliver batches items and hands them to the sink until items is closed.
+// deliver batches what is queued in items and hands it to the sink, until
+// items is empty (Run's delivering runs it again when more is queued) or
+// closed, or ctx ends: done says which. pending counts a Submitter's acks
+// to come.
 //
 // A Submitter's results arrive on its own goroutines; a fatal one (a
 // permanent failure with no dead-letter store) is handed to fail at once,
@@ -521,16 +554,14 @@ func (l *logThrottle) due(attempt int) bool {
 // which makes the sink abandon every other pending event (unacknowledged, so
 // the checkpoint stays before them), and deliver returns without waiting for
 // their retries.
-func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(error)) error {
+func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, pending *sync.WaitGroup, fail func(error)) (done bool, err error) {
 	submitter, async := p.cfg.Sink.(sink.Submitter)
-	var pending sync.WaitGroup
-	defer pending.Wait()
 	for {
 		batch, ok := p.nextBatch(ctx, items)
 		if len(batch) > 0 {
 			if async {
 				if err := p.fence(ctx); err != nil {
-					return err
+					return true, err
 				}
 				pending.Add(len(batch))
 				b := batch
@@ -541,18 +572,22 @@ func (p *Pipeline) deliver(ctx context.Context, items <-chan *item, fail func(er
 					}
 				})
 			} else if err := p.writeUntilSettled(ctx, batch); err != nil {
-				return err
+				return true, err
 			}
 		}
 		if !ok || ctx.Err() != nil {
-			return ctx.Err()
+			return true, ctx.Err()
+		}
+		if len(batch) == 0 {
+			return false, nil
 		}
 	}
 }
 
-// nextBatch collects up to BatchSize events / BatchBytes: the first to
-// arrive, then whatever is queued behind it, then — only with a Linger — what
-// arrives within Linger of the first. ok is false when items is closed.
+// nextBatch collects up to BatchSize events / BatchBytes: the first queued
+// (none: an empty batch, at once), then whatever is queued behind it, then
+// — only with a Linger — what arrives within Linger of the first. ok is
+// false when items is closed.
 func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*item, ok bool) {
 	var first *item
 	select {
@@ -562,6 +597,8 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 		}
 	case <-ctx.Done():
 		return nil, false
+	default:
+		return nil, true
 	}
 	batch = make([]*item, 1, min(p.cfg.BatchSize, len(items)+1))
 	batch[0] = first
@@ -744,12 +781,17 @@ func (p *Pipeline) fence(ctx context.Context) error {
 // (one save at a time, coalesced). The gap is cut short when the source
 // waits for room that unsaved acknowledgements hold. A failed save is retried after
 // CheckpointInterval; a fenced save is fatal. Every CheckpointInterval it
-// also reports what is in flight.
+// also reports what is in flight. It returns once nothing is in flight
+// and nothing is left to save (Run starts it again with the next
+// transaction).
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	t := time.NewTicker(p.cfg.CheckpointInterval)
 	defer t.Stop()
-	var last time.Time // the start of the last save
+	last := &p.lastSave // the start of the last save
 	for {
+		if p.tracker.rest() {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -758,7 +800,7 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			ev, b, oldest := p.tracker.inFlight()
 			p.obs.InFlight(ev, b, oldest)
 		}
-		if wait := p.cfg.CheckpointGap - time.Since(last); wait > 0 {
+		if wait := p.cfg.CheckpointGap - time.Since(*last); wait > 0 {
 			// Not when the source waits for room that the unsaved
 			// acknowledgements hold: the gap must not cap throughput.
 			gap := time.NewTimer(wait)
@@ -771,7 +813,7 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 				gap.Stop()
 			}
 		}
-		last = time.Now()
+		*last = time.Now()
 		if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
 			fail(err)
 			return

@@ -499,3 +499,19 @@ func (t *tracker) close() {
 	t.mu.Unlock()
 	t.room.Broadcast()
 }
+
+// rest reports whether nothing is in flight and nothing is left to save:
+// the saver may end until the next transaction is added. At rest the
+// tracker also lets go of its list's scratch, grown by the last burst
+// (the list is empty: the watermark passed every listed event).
+func (t *tracker) rest() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.events > 0 || t.advanced || t.unsaved > 0 || t.saving > 0 || t.waiting > 0 {
+		return false
+	}
+	if t.acked == 0 {
+		t.log, t.order = nil, nil
+	}
+	return true
+}

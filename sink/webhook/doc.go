@@ -96,7 +96,7 @@
 // # Defaults
 //
 //	timeout:          10s   per attempt
-//	max_concurrency:  16    requests in flight, and connections
+//	max_concurrency:  16    requests in flight
 //	rate_limit:       0     attempts per second; 0 is unlimited
 //	body:             raw
 //	filter:           every event
@@ -122,8 +122,13 @@
 // is retrying the later ones wait, and other aggregates go on. At most
 // max_concurrency requests are in flight, on as many workers, each attempt
 // after the rate limiter allowed it. Workers are started as events become due
-// and end when none is: an idle endpoint runs no goroutine (its idle
-// keep-alive connections, two goroutines each in net/http, close after 90 s).
+// and end when none is: an idle endpoint runs no goroutine. Endpoints with
+// the same egress policy share one http.Transport, and so its kept-alive
+// connections per host (a connection opened for one endpoint serves the
+// others on its host); it caps no endpoint, the workers do, so the idle
+// connections to a host are at most the requests that were in flight to it
+// at once, and each (two goroutines in net/http, about 30 KB) closes after
+// 30 s unused.
 //
 // Submit's ack is called once per event, as soon as that event is
 // delivered (nil, by the worker that delivered it, without the endpoint's

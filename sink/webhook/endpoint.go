@@ -65,9 +65,10 @@ type Endpoint struct {
 	fixed     http.Header // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
-	url       *url.URL // cfg.URL, without its userinfo (sent as basic auth)
-	transport *http.Transport
-	limiter   *rate.Limiter // nil: unlimited
+	url       *url.URL        // cfg.URL, without its userinfo (sent as basic auth)
+	transport *http.Transport // shared: see transportFor
+	release   func()          // lets go of transport
+	limiter   *rate.Limiter   // nil: unlimited
 	egress    *egressPolicy
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	scrub     *redact.Replacer // hides configured secrets in what is recorded
@@ -187,19 +188,10 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	if err != nil { // Validate has checked; kept for safety
 		return nil, fmt.Errorf("webhook endpoint %q: %w", cfg.Name, err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
 	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if policy.deny || cfg.Resolver != nil {
 		dial = policy.dialContext
-		tr.DialContext = dial
 	}
-	if policy.deny {
-		tr.Proxy = nil // a proxy would hide the destination's address from the policy
-	}
-	tr.MaxConnsPerHost = cfg.MaxConcurrency
-	tr.MaxIdleConnsPerHost = cfg.MaxConcurrency
-	tr.MaxIdleConns = cfg.MaxConcurrency
-	tr.IdleConnTimeout = 90 * time.Second
 	u, err := url.Parse(cfg.URL)
 	if err != nil { // Validate has checked; kept for safety
 		return nil, fmt.Errorf("webhook endpoint %q: url: %s", cfg.Name, urlError(cfg.URL, err))
@@ -210,6 +202,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	if cfg.RateLimit > 0 {
 		limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
+	// Shared by the endpoints that dial alike (transportFor); the workers
+	// bound each endpoint's requests, and so its connections.
+	tr, releaseTransport := transportFor(policy, cfg.Resolver != nil, dial)
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
@@ -218,6 +213,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		obs:       obs,
 		url:       u,
 		transport: tr,
+		release:   releaseTransport,
 		limiter:   limiter,
 		egress:    policy,
 		dial:      dial,
@@ -392,7 +388,7 @@ func (e *Endpoint) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close webhook endpoint %q: %w", e.cfg.Name, ctx.Err())
 	}
-	e.transport.CloseIdleConnections()
+	e.release()
 	return nil
 }
 

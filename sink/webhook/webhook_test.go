@@ -822,8 +822,11 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.transport.MaxConnsPerHost != 16 {
-		t.Errorf("MaxConnsPerHost = %d, want 16", e.transport.MaxConnsPerHost)
+	defer e.Close(context.Background())
+	// The transport is shared by the endpoints that dial alike, and limits
+	// none of them: max_concurrency is the workers' bound.
+	if e.transport.MaxConnsPerHost != 0 || e.transport.IdleConnTimeout != idleConnTimeout {
+		t.Errorf("MaxConnsPerHost = %d, IdleConnTimeout = %s, want 0 and %s", e.transport.MaxConnsPerHost, e.transport.IdleConnTimeout, idleConnTimeout)
 	}
 }
 

@@ -1,0 +1,104 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Endpoints that dial alike share a transport (and its kept-alive
+// connections); one with another egress policy has its own; the last to
+// close lets the shared one go.
+func TestEndpointsThatDialAlikeShareATransport(t *testing.T) {
+	mk := func(name string, eg Egress) *Endpoint {
+		e, err := NewEndpoint(EndpointConfig{Name: name, URL: "http://hooks.example.com/" + name, Egress: eg}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := mk("a", Egress{}), mk("b", Egress{})
+	c := mk("c", Egress{DenyPrivate: true})
+	d := mk("d", Egress{DenyPrivate: true, Allow: []string{"10.0.0.0/8"}})
+	if a.transport != b.transport {
+		t.Error("two endpoints without a policy have a transport each, want one shared")
+	}
+	if c.transport == a.transport || d.transport == c.transport {
+		t.Error("endpoints of different egress policies share a transport")
+	}
+	key := a.egress.key()
+	for _, e := range []*Endpoint{a, c, d} {
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	transports.mu.Lock()
+	s := transports.m[key]
+	transports.mu.Unlock()
+	if s == nil || s.tr != b.transport || s.users != 1 {
+		t.Fatalf("after a closed, the shared transport is %+v, want b's with one user", s)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	transports.mu.Lock()
+	defer transports.mu.Unlock()
+	if transports.m[key] != nil {
+		t.Fatal("the shared transport is kept after its last endpoint closed")
+	}
+}
+
+// On a shared transport, each endpoint's max_concurrency still bounds its
+// own requests, and each reaches it: the transport limits none.
+func TestSharedTransportKeepsEachEndpointsConcurrency(t *testing.T) {
+	var mu sync.Mutex
+	now, most := map[string]int{}, map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		mu.Lock()
+		now[name]++
+		most[name] = max(most[name], now[name])
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		now[name]--
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	limits := map[string]int{"two": 2, "five": 5}
+	var eps []*Endpoint
+	var wg sync.WaitGroup
+	for name, n := range limits {
+		cfg := testConfig(srv.URL + "/" + name)
+		cfg.Name, cfg.MaxConcurrency = name, n
+		e := newEndpoint(t, cfg)
+		eps = append(eps, e)
+		var batch []*event.Event
+		for j := range 20 {
+			batch = append(batch, ev(fmt.Sprintf("%s-%d", name, j), fmt.Sprintf("agg-%d", j)))
+		}
+		wg.Go(func() {
+			if err := e.Write(context.Background(), batch); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if eps[0].transport != eps[1].transport {
+		t.Fatal("the endpoints do not share a transport: the test proves nothing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, n := range limits {
+		if most[name] != n {
+			t.Errorf("%s had at most %d requests in flight, want its max_concurrency %d", name, most[name], n)
+		}
+	}
+}
