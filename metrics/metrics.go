@@ -403,10 +403,12 @@ type PipelineObserver struct {
 
 // Delivered counts an acknowledged event and its commit-to-ack latency.
 func (o *PipelineObserver) Delivered(e *event.Event, at time.Time) {
-	o.delivered.Inc()
+	// The latency first: a scrape that counts an event delivered has its
+	// latency too.
 	if !e.CommitTime.IsZero() {
 		o.latency.Observe(max(at.Sub(e.CommitTime).Seconds(), 0))
 	}
+	o.delivered.Inc()
 }
 
 // Failed counts a failed attempt by its reason class; a retriable one is
