@@ -30,6 +30,30 @@ func admin(t *testing.T) (*amqp.Connection, *amqp.Channel) {
 
 // readQueue gets every message of queue without acknowledging it, so a
 // later read sees them again.
+// boundQueue declares an exchange and a queue, both named name (unique),
+// the queue bound to the exchange for outbox.event.order, deleted when t
+// ends; it returns the name and a channel to read the queue with.
+func boundQueue(t *testing.T) (name string, ch *amqp.Channel) {
+	t.Helper()
+	name = "t" + sinktest.Unique()
+	conn, ch := admin(t)
+	t.Cleanup(func() {
+		ch.QueueDelete(name, false, false, false)
+		ch.ExchangeDelete(name, false, false)
+		conn.Close()
+	})
+	if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(name, "outbox.event.order", name, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return name, ch
+}
+
 func readQueue(queue string) func(t *testing.T, n int) []sinktest.Received {
 	return func(t *testing.T, n int) []sinktest.Received {
 		t.Helper()
@@ -76,22 +100,7 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		Carries: sinktest.All,
 		New: func(t *testing.T) *sinktest.Target {
-			name := "t" + sinktest.Unique()
-			conn, ch := admin(t)
-			t.Cleanup(func() {
-				ch.QueueDelete(name, false, false, false)
-				ch.ExchangeDelete(name, false, false)
-				conn.Close()
-			})
-			if err := ch.ExchangeDeclare(name, "topic", true, false, false, false, nil); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := ch.QueueBind(name, "outbox.event.order", name, false, nil); err != nil {
-				t.Fatal(err)
-			}
+			name, _ := boundQueue(t)
 			link := sinktest.StartLink(t, sharedServer)
 			s, err := rabbitmq.New(rabbitmq.Config{Addr: link.Addr(), Exchange: name, Timeout: 3 * time.Second}, nil)
 			if err != nil {
