@@ -139,7 +139,7 @@ func TestAcknowledgedEventsBeyondTheWatermarkAreSavedAtOnce(t *testing.T) {
 	}
 	want := []string{"e2", "e3", "e4"}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, CheckpointInterval: time.Hour, DrainTimeout: time.Millisecond},
-		&fakeSource{txns: gtxns(5)}, func() bool { return slices.Equal(listed(), want) })
+		&fakeSource{Txns: gtxns(5)}, func() bool { return slices.Equal(listed(), want) })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
@@ -196,7 +196,7 @@ func TestResumeSkipsWhatTheCheckpointListsAsAcknowledged(t *testing.T) {
 	}
 	want := []string{"e2", "e3", "e4", "e5", "e6"}
 	run(t, Config{Name: "s", Sink: s, Store: store, Observer: obs, Retry: retry.Policy{Initial: time.Millisecond, Max: time.Millisecond}, DrainTimeout: time.Millisecond},
-		&fakeSource{txns: gtxns(7)}, func() bool { return slices.Equal(listed(), want) })
+		&fakeSource{Txns: gtxns(7)}, func() bool { return slices.Equal(listed(), want) })
 	got := s.got()
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"e4", "e5", "e6"}) {
@@ -274,7 +274,7 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 			obs := &resumeObserver{}
 			run(t, Config{Name: "s", Sink: s, Store: tc.store, Observer: obs, Start: event.Position{File: "b.1", Pos: 4},
 				Retry: retry.Policy{Initial: time.Millisecond, Max: time.Millisecond}},
-				&fakeSource{txns: gtxns(5)}, func() bool { return len(s.got()) >= len(tc.want) })
+				&fakeSource{Txns: gtxns(5)}, func() bool { return len(s.got()) >= len(tc.want) })
 			if got := s.got(); !slices.Equal(got, tc.want) {
 				t.Fatalf("delivered %v, want %v", got, tc.want)
 			}
@@ -356,7 +356,7 @@ func TestSavesWhileAcknowledgementsStreamInAreCheckpointGapApart(t *testing.T) {
 	const events, gap = 100, 20 * time.Millisecond
 	s := &slowSink{pause: 2 * time.Millisecond}
 	store := &timedStore{on: true}
-	src := &fakeSource{txns: gtxns(events)}
+	src := &fakeSource{Txns: gtxns(events)}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1,
 		CheckpointInterval: time.Hour, CheckpointGap: gap, DrainTimeout: time.Millisecond},
 		src, func() bool {
@@ -478,11 +478,11 @@ func TestTheGapBetweenSavesDoesNotHoldTheSourceBack(t *testing.T) {
 	store := &memStore{}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 5, MaxInFlight: 10,
 		CheckpointInterval: time.Hour, CheckpointGap: time.Hour, DrainTimeout: time.Millisecond},
-		&fakeSource{txns: gtxns(events)}, func() bool { return s.n.Load() == events })
+		&fakeSource{Txns: gtxns(events)}, func() bool { return s.N.Load() == events })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
-	if n := s.n.Load(); n != events {
+	if n := s.N.Load(); n != events {
 		t.Fatalf("%d of %d events delivered: the source waited for the gap", n, events)
 	}
 }

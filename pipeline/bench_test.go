@@ -3,36 +3,16 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline/pipelinetest"
 )
 
 // countingSink acknowledges everything at once.
-type countingSink struct{ n atomic.Int64 }
-
-func (c *countingSink) Connect(context.Context) error { return nil }
-func (c *countingSink) Close(context.Context) error   { return nil }
-func (c *countingSink) Write(_ context.Context, batch []*event.Event) error {
-	c.n.Add(int64(len(batch)))
-	return nil
-}
-
-// memSource hands out its transactions, then waits for ctx.
-type memSource struct{ txns []*event.Txn }
-
-func (m *memSource) Run(ctx context.Context, _ event.Position, handle func(context.Context, *event.Txn) error) error {
-	for _, t := range m.txns {
-		if err := handle(ctx, t); err != nil {
-			return err
-		}
-	}
-	<-ctx.Done()
-	return ctx.Err()
-}
+type countingSink = pipelinetest.CountingSink
 
 // BenchmarkPipelineOverhead measures what the pipeline itself costs per
 // event (batching, acks, watermark, limits) with a sink that acknowledges at
@@ -57,8 +37,8 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 	done := make(chan error, 1)
 	b.ResetTimer()
 	start := time.Now()
-	go func() { done <- p.Run(ctx, &memSource{txns: txns}) }()
-	for s.n.Load() < want {
+	go func() { done <- p.Run(ctx, &fakeSource{Txns: txns}) }()
+	for s.N.Load() < want {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)

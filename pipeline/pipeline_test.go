@@ -17,25 +17,14 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
+	"github.com/outbox-relay/outbox-relay/pipeline/pipelinetest"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// fakeSource hands out txns, then blocks until ctx ends.
-type fakeSource struct{ txns []*event.Txn }
-
-func (f *fakeSource) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
-	for _, t := range f.txns {
-		if from.Pos >= t.Position.Pos {
-			continue // resume after from
-		}
-		if err := handle(ctx, t); err != nil {
-			return err
-		}
-	}
-	<-ctx.Done()
-	return ctx.Err()
-}
+// fakeSource hands out txns after the position it runs from, then blocks
+// until ctx ends.
+type fakeSource = pipelinetest.Source
 
 func txns(n, perTxn int) []*event.Txn {
 	var out []*event.Txn
@@ -157,7 +146,7 @@ func TestRetriableFailuresAreRetriedInOrderUntilDelivered(t *testing.T) {
 		return nil
 	}}
 	store := &memStore{}
-	src := &fakeSource{txns: txns(10, 2)}
+	src := &fakeSource{Txns: txns(10, 2)}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4},
 		Retry: retry.Policy{Initial: time.Millisecond}, BatchSize: 3, Linger: time.Millisecond}, src, func() bool { return len(s.got()) == 20 })
 	if !errors.Is(err, context.Canceled) {
@@ -195,7 +184,7 @@ func TestPermanentFailureGoesToTheDeadLetterStoreAndTheStreamGoesOn(t *testing.T
 	store := &memStore{}
 	obs := &countingObserver{}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}, Observer: obs},
-		&fakeSource{txns: txns(5, 2)}, func() bool { return len(s.got()) == 9 })
+		&fakeSource{Txns: txns(5, 2)}, func() bool { return len(s.got()) == 9 })
 	if d, dl := obs.delivered.Load(), obs.deadLettered.Load(); d != 9 || dl != 1 {
 		t.Fatalf("observer saw %d delivered and %d dead-lettered, want 9 and 1 (a dead letter is not a delivery)", d, dl)
 	}
@@ -219,7 +208,7 @@ func TestPermanentFailureWithoutAStoreStopsBeforeTheCheckpointPassesIt(t *testin
 	}}
 	store := &memStore{}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1},
-		&fakeSource{txns: txns(5, 2)}, func() bool { return false })
+		&fakeSource{Txns: txns(5, 2)}, func() bool { return false })
 	if err == nil || !strings.Contains(err.Error(), "no dead-letter store") {
 		t.Fatalf("Run = %v, want an error about the missing dead-letter store", err)
 	}
@@ -234,7 +223,7 @@ func TestResumeFromTheSavedCheckpoint(t *testing.T) {
 	store.Save(context.Background(), "s", checkpoint.Checkpoint{Flavor: "mariadb", Position: event.Position{File: "b.1", Pos: 12}})
 	s := &scriptSink{}
 	run(t, Config{Name: "s", Sink: s, Store: store, Identity: checkpoint.Checkpoint{Flavor: "mariadb"}},
-		&fakeSource{txns: txns(5, 1)}, func() bool { return len(s.got()) == 2 })
+		&fakeSource{Txns: txns(5, 1)}, func() bool { return len(s.got()) == 2 })
 	if got := s.got(); len(got) != 2 || got[0] != "e3" {
 		t.Fatalf("resumed deliveries %v, want [e3 e4]", got)
 	}
@@ -290,7 +279,7 @@ func TestSubmitterAcksPerEventMoveTheCheckpoint(t *testing.T) {
 	dlq := &memDLQ{}
 	store := &memStore{}
 	err := run(t, Config{Name: "s", Sink: s, Store: store, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 4},
-		&fakeSource{txns: txns(10, 2)}, func() bool {
+		&fakeSource{Txns: txns(10, 2)}, func() bool {
 			cp, _ := store.Load(context.Background(), "s")
 			return cp.Position.Pos == 19
 		})
@@ -319,7 +308,7 @@ func TestShutdownWithTheSinkDownAndThePipelineFull(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, &fakeSource{txns: txns(50, 2)}) }()
+	go func() { done <- p.Run(ctx, &fakeSource{Txns: txns(50, 2)}) }()
 	for {
 		s.mu.Lock()
 		n := 0 // attempts in all (the first batch may be retried alone)
@@ -390,7 +379,7 @@ func TestAsyncPermanentFailureWithoutAStoreStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Run(context.Background(), &fakeSource{txns: txns(5, 2)}) }() // then quiet
+	go func() { done <- p.Run(context.Background(), &fakeSource{Txns: txns(5, 2)}) }() // then quiet
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "no dead-letter store") || !strings.Contains(err.Error(), "e5") {
@@ -430,7 +419,7 @@ func TestAnUnreachableSinkIsRetriedPromptlyWhenItComesBack(t *testing.T) {
 	start := time.Now()
 	err := run(t, Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 100,
 		Retry: retry.Policy{Initial: 10 * time.Millisecond, Max: time.Hour, Probe: 50 * time.Millisecond}},
-		&fakeSource{txns: txns(5, 2)}, func() bool { return len(s.got()) == 10 })
+		&fakeSource{Txns: txns(5, 2)}, func() bool { return len(s.got()) == 10 })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
@@ -469,7 +458,7 @@ func TestAFencedPipelineStopsAtOnceWithoutSaving(t *testing.T) {
 		}
 		return nil
 	}
-	err := run(t, Config{Name: "x", Sink: s, Store: store, BatchSize: 1, Fence: fence, DrainTimeout: time.Minute}, &fakeSource{txns: txns(50, 1)}, func() bool { return false })
+	err := run(t, Config{Name: "x", Sink: s, Store: store, BatchSize: 1, Fence: fence, DrainTimeout: time.Minute}, &fakeSource{Txns: txns(50, 1)}, func() bool { return false })
 	if !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("Run = %v, want ErrFenced", err)
 	}
@@ -494,7 +483,7 @@ func TestAFencedCancelSkipsTheDrain(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, &fakeSource{txns: txns(3, 1)}) }()
+	go func() { done <- p.Run(ctx, &fakeSource{Txns: txns(3, 1)}) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		n := s.attempts["e0"]
@@ -751,7 +740,7 @@ func (o *connectObserver) SinkConnected(err error) {
 func TestASinkDownAtStartDoesNotKeepTheStreamClosed(t *testing.T) {
 	s := &refusingSink{}
 	obs := &connectObserver{}
-	src := &fakeSource{txns: txns(3, 2)}
+	src := &fakeSource{Txns: txns(3, 2)}
 	var read atomic.Int32
 	counting := sourceFunc(func(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
 		return src.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {

@@ -3,7 +3,6 @@ package tracing_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,28 +10,26 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/otlptest"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/pipeline/pipelinetest"
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
-type countingSink struct{ n atomic.Int64 }
-
-func (c *countingSink) Connect(context.Context) error { return nil }
-func (c *countingSink) Close(context.Context) error   { return nil }
-func (c *countingSink) Write(_ context.Context, batch []*event.Event) error {
-	c.n.Add(int64(len(batch)))
-	return nil
-}
-
-type memSource struct{ txns []*event.Txn }
-
-func (m *memSource) Run(ctx context.Context, _ event.Position, handle func(context.Context, *event.Txn) error) error {
-	for _, t := range m.txns {
-		if err := handle(ctx, t); err != nil {
-			return err
-		}
+// benchTracer is the tracer of a benchmark's mode: nil for "off", else one
+// exporting over OTLP/HTTP to a receiver in the process, sampling nothing
+// ("sampling=0") or everything ("sampling=1").
+func benchTracer(b *testing.B, mode string) *tracing.Tracer {
+	if mode == "off" {
+		return nil
 	}
-	<-ctx.Done()
-	return ctx.Err()
+	rc := &otlptest.Receiver{}
+	rc.StartHTTP(b)
+	b.Setenv("OTEL_TRACES_SAMPLER", map[string]string{"sampling=0": "always_off", "sampling=1": "parentbased_always_on"}[mode])
+	tr, err := tracing.New(context.Background(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tr.Shutdown(context.Background()) })
+	return tr
 }
 
 // BenchmarkPipelineTracing is the pipeline's own ceiling (a sink that
@@ -44,17 +41,7 @@ func (m *memSource) Run(ctx context.Context, _ event.Position, handle func(conte
 func BenchmarkPipelineTracing(b *testing.B) {
 	for _, mode := range []string{"off", "sampling=0", "sampling=1"} {
 		b.Run(mode, func(b *testing.B) {
-			var tr *tracing.Tracer
-			if mode != "off" {
-				rc := &otlptest.Receiver{}
-				rc.StartHTTP(b)
-				b.Setenv("OTEL_TRACES_SAMPLER", map[string]string{"sampling=0": "always_off", "sampling=1": "parentbased_always_on"}[mode])
-				var err error
-				if tr, err = tracing.New(context.Background(), nil); err != nil {
-					b.Fatal(err)
-				}
-				defer tr.Shutdown(context.Background())
-			}
+			tr := benchTracer(b, mode)
 			const perTxn = 10
 			txns := make([]*event.Txn, b.N/perTxn+1)
 			commit := time.Now()
@@ -68,7 +55,7 @@ func BenchmarkPipelineTracing(b *testing.B) {
 				txns[i] = t
 			}
 			want := int64(len(txns) * perTxn)
-			s := &countingSink{}
+			s := &pipelinetest.CountingSink{}
 			p, err := pipeline.New(pipeline.Config{Name: "bench", Sink: s, Store: memStore{}, Start: event.Position{File: "b.1", Pos: 4},
 				BatchSize: 1000, Observer: tracing.Observer(tr, "kafka", "bench", nopObserver{})})
 			if err != nil {
@@ -78,8 +65,8 @@ func BenchmarkPipelineTracing(b *testing.B) {
 			done := make(chan error, 1)
 			b.ResetTimer()
 			start := time.Now()
-			go func() { done <- p.Run(ctx, &memSource{txns: txns}) }()
-			for s.n.Load() < want {
+			go func() { done <- p.Run(ctx, &pipelinetest.Source{Txns: txns}) }()
+			for s.N.Load() < want {
 				time.Sleep(time.Millisecond)
 			}
 			elapsed := time.Since(start)
@@ -106,17 +93,7 @@ func (memStore) Close() error                                              { ret
 func BenchmarkSpan(b *testing.B) {
 	for _, mode := range []string{"off", "sampling=0", "sampling=1"} {
 		b.Run(mode, func(b *testing.B) {
-			var tr *tracing.Tracer
-			if mode != "off" {
-				rc := &otlptest.Receiver{}
-				rc.StartHTTP(b)
-				b.Setenv("OTEL_TRACES_SAMPLER", map[string]string{"sampling=0": "always_off", "sampling=1": "parentbased_always_on"}[mode])
-				var err error
-				if tr, err = tracing.New(context.Background(), nil); err != nil {
-					b.Fatal(err)
-				}
-				defer tr.Shutdown(context.Background())
-			}
+			tr := benchTracer(b, mode)
 			obs := tracing.Observer(tr, "kafka", "bench", nopObserver{})
 			e := &event.Event{ID: "e-1", AggregateID: "a", Table: "shop.outbox", CommitTime: time.Now(), Source: event.Source{GTID: "0-1-5"},
 				TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
