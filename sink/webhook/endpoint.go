@@ -428,15 +428,15 @@ func (e *Endpoint) finishLockedThen(d *delivery, err error, then func()) {
 }
 
 // deliveredLocked finishes d, delivered, and moves its lane on; it
-// returns d's ack for the calling worker to make once it has let go of the
-// lock, instead of starting a goroutine for it: a delivery costs no
+// returns d's batch, whose ack the calling worker makes once it has let go
+// of the lock, instead of starting a goroutine for it: a delivery costs no
 // goroutine of its own. (An ack of a delivered event releases it in the
 // pipeline's tracker and returns: it neither blocks nor waits for the
 // endpoint.)
-func (e *Endpoint) deliveredLocked(d *delivery) func() {
+func (e *Endpoint) deliveredLocked(d *delivery) *writeCall {
 	c := e.doneLocked(d)
 	e.advanceLaneLocked(d)
-	return func() { c.ack(d.idx, nil) }
+	return c
 }
 
 // doneLocked marks d done, stops its timer or request and returns its
@@ -744,7 +744,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	if o.kind == retryable && e.disabled {
 		o.kind = gone
 	}
-	var acked func() // a delivery's ack, called by this worker once unlocked
+	var acked *writeCall // d's batch, whose ack this worker calls once unlocked
 	switch o.kind {
 	case delivered:
 		e.obs.Delivered(time.Since(d.enqueued))
@@ -827,7 +827,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	}
 	e.mu.Unlock()
 	if acked != nil {
-		acked()
+		acked.ack(d.idx, nil)
 	}
 	if after != nil {
 		after()
