@@ -321,7 +321,10 @@ func TestTrackerCountsUnsavedAcknowledgementsAsInFlight(t *testing.T) {
 	}
 }
 
-// timedStore is a memStore that records when each save began, while on.
+// timedStore is a memStore that records when each save began, while on:
+// the checkpoint's UpdatedAt, the instant the pipeline stamped when it
+// decided to save (the store's own clock would add the scheduler's delay
+// between that decision and the call, which differs from save to save).
 type timedStore struct {
 	memStore
 	mu     sync.Mutex
@@ -332,7 +335,7 @@ type timedStore struct {
 func (s *timedStore) Save(ctx context.Context, k string, cp checkpoint.Checkpoint) error {
 	s.mu.Lock()
 	if s.on {
-		s.starts = append(s.starts, time.Now())
+		s.starts = append(s.starts, cp.UpdatedAt)
 	}
 	s.mu.Unlock()
 	return s.memStore.Save(ctx, k, cp)

@@ -313,7 +313,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		// transaction must resume here, not at a later "current" position,
 		// or the events committed in between would be skipped.
 		p.tracker.markUnsaved()
-		if err := p.save(ctx, false); err != nil {
+		if err := p.save(ctx, false, time.Now()); err != nil {
 			return fmt.Errorf("save start checkpoint: %w", err)
 		}
 	}
@@ -489,7 +489,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		if fatal == nil {
 			fatal = context.Cause(ctx)
 		}
-	} else if err := p.save(saveCtx, true); err != nil {
+	} else if err := p.save(saveCtx, true, time.Now()); err != nil {
 		p.log.Error("final checkpoint save failed", slog.Any("err", err))
 		if fatal == nil {
 			fatal = err
@@ -814,7 +814,7 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			}
 		}
 		*last = time.Now()
-		if err := p.save(ctx, false); errors.Is(err, checkpoint.ErrFenced) {
+		if err := p.save(ctx, false, *last); errors.Is(err, checkpoint.ErrFenced) {
 			fail(err)
 			return
 		} else if err != nil && ctx.Err() == nil {
@@ -826,7 +826,10 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 	}
 }
 
-func (p *Pipeline) save(ctx context.Context, final bool) error {
+// save saves what the tracker has settled; start is when the save began,
+// which the checkpoint records as its UpdatedAt (saveLoop's gap is kept
+// between these starts).
+func (p *Pipeline) save(ctx context.Context, final bool, start time.Time) error {
 	s := p.tracker.take()
 	defer p.tracker.saved()
 	if !s.moved || s.pos.IsZero() {
@@ -835,7 +838,7 @@ func (p *Pipeline) save(ctx context.Context, final bool) error {
 	cp := p.cfg.Identity
 	cp.Position = s.pos
 	cp.CommitTime = s.commit
-	cp.UpdatedAt = time.Now().UTC()
+	cp.UpdatedAt = start.UTC()
 	if len(s.acked) > 0 || s.readThrough != "" {
 		cp.Acked = &checkpoint.Acked{Events: s.acked, ReadThrough: s.readThrough}
 	}
