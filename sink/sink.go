@@ -263,6 +263,6 @@ func OverLimit(id, what string, size, limit int, name string) error {
 	if len(id) > 64 {
 		id = id[:64] + "..."
 	}
-	return Permanent(fmt.Errorf("event %q: %s is %d bytes, over %s of %d bytes (%w): it cannot be sent and goes to the dead letters",
+	return Permanent(fmt.Errorf("event %q: %s: %d bytes, over %s of %d bytes (%w): it cannot be sent and goes to the dead letters",
 		id, what, size, name, limit, ErrOverLimit))
 }
