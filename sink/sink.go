@@ -270,5 +270,5 @@ func Unsendable(id, why string) error {
 	if len(id) > 64 {
 		id = id[:64] + "..."
 	}
-	return Permanent(fmt.Errorf("event %q: %s (%w): it cannot be sent and goes to the dead letters", id, why, ErrOverLimit))
+	return Permanent(fmt.Errorf("event %q: %s (%w): no retry can send it", id, why, ErrOverLimit))
 }

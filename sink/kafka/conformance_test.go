@@ -70,7 +70,7 @@ func readTopic(addrs []string, topic string) func(t *testing.T, n int) []sinktes
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var out []sinktest.Received
 		for len(out) < n && ctx.Err() == nil {
