@@ -790,8 +790,12 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
-		if e.TraceParent != "" && !event.ValidTraceParent(e.TraceParent) {
-			r.badTraceParent(e)
+		if e.TraceParent != "" {
+			if tp, ok := event.ParseTraceParent(e.TraceParent); ok {
+				e.TraceParent, e.TraceState = tp, event.BoundTraceState(e.TraceState)
+			} else {
+				r.badTraceParent(e)
+			}
 		}
 		if e.ID == "" {
 			e.ID = GeneratedID(e.Table, e.Source, i)

@@ -495,8 +495,9 @@ func (o *traceCounter) TraceParentMalformed(table string) {
 	o.bad[table]++
 }
 
-// The trace context columns become the event's TraceParent and TraceState;
-// a malformed traceparent is dropped with its state, counted, and the event
+// The trace context columns become the event's TraceParent and TraceState,
+// as the W3C rules read them (event.ParseTraceParent, BoundTraceState); a
+// malformed traceparent is dropped with its state, counted, and the event
 // is delivered all the same; NULL leaves both empty.
 func TestReaderCarriesTheRowsTraceContext(t *testing.T) {
 	dbname, db, cfg := setup(t)
@@ -508,17 +509,21 @@ func TestReaderCarriesTheRowsTraceContext(t *testing.T) {
 	cfg.Observer = obs
 	start := serverPosition(t, db, false)
 	const good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const later = "2a-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x\r\nX: 1"
 	if _, err := db.Exec(`INSERT INTO outbox VALUES
 	  (UNHEX('10000000000000000000000000000001'), 'order', 'o1', 'created', '{}', NULL, '` + good + `', 'congo=t61rcWkgMzE'),
 	  (UNHEX('10000000000000000000000000000002'), 'order', 'o1', 'paid', '{}', NULL, 'not-a-traceparent', 'congo=x'),
-	  (UNHEX('10000000000000000000000000000003'), 'order', 'o1', 'shipped', '{}', NULL, NULL, 'congo=y')`); err != nil {
+	  (UNHEX('10000000000000000000000000000003'), 'order', 'o1', 'shipped', '{}', NULL, NULL, 'congo=y'),
+	  (UNHEX('10000000000000000000000000000004'), 'order', 'o1', 'packed', '{}', NULL, '` + later + `', 'congo=a,Bad=b,rojo=c\r\nX: 1,rojo=d')`); err != nil {
 		t.Fatal(err)
 	}
-	events, _ := collect(t, cfg, start, 3)
-	if len(events) != 3 {
-		t.Fatalf("got %d events, want 3 (a malformed traceparent must not stop delivery)", len(events))
+	events, _ := collect(t, cfg, start, 4)
+	if len(events) != 4 {
+		t.Fatalf("got %d events, want 4 (a malformed traceparent must not stop delivery)", len(events))
 	}
-	want := [][2]string{{good, "congo=t61rcWkgMzE"}, {"", ""}, {"", ""}}
+	// A later version is carried as version 00 without what it appends;
+	// the tracestate keeps its valid members.
+	want := [][2]string{{good, "congo=t61rcWkgMzE"}, {"", ""}, {"", ""}, {good, "congo=a,rojo=d"}}
 	for i, w := range want {
 		if got := [2]string{events[i].TraceParent, events[i].TraceState}; got != w {
 			t.Errorf("event %d (%s): trace context %q, want %q", i, events[i].Type, got, w)

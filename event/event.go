@@ -31,10 +31,11 @@ type Event struct {
 	// Headers are the extra columns configured as headers, in config order.
 	Headers []Header
 	// TraceParent and TraceState are the W3C trace context of the request
-	// that wrote the row (columns.traceparent and columns.tracestate): ""
-	// when the table maps none, the row holds NULL, or the traceparent is
-	// malformed (the reader drops both then). Sinks carry them as their
-	// ecosystem does: a traceparent header, a field, an HTTP header.
+	// that wrote the row (columns.traceparent and columns.tracestate), as
+	// ParseTraceParent and BoundTraceState leave them: "" when the table
+	// maps none, the row holds NULL, or the traceparent is malformed (the
+	// reader drops both then). Sinks carry them as their ecosystem does: a
+	// traceparent header, a field, an HTTP header.
 	TraceParent string
 	TraceState  string
 
@@ -74,28 +75,136 @@ func (e *Event) Size() int {
 	return n
 }
 
-// ValidTraceParent reports whether s is a W3C traceparent the relay can
-// carry and continue: "00-<32 hex trace id>-<16 hex parent id>-<2 hex
-// flags>", lower-case, with neither id all zeros. A later version (not
-// "ff") may append "-..." fields, as the W3C Trace Context spec allows.
-func ValidTraceParent(s string) bool {
+// ParseTraceParent returns the W3C traceparent the relay carries for s, and
+// whether s is one it can carry and continue, by the W3C Trace Context rules:
+// "<version>-<32 hex trace id>-<16 hex parent id>-<2 hex flags>", lower-case,
+// with neither id all zeros. Version 00 is exactly 55 characters. A later
+// version (any but "ff", which is invalid) is at least 55, its first 55 read
+// as version 00, and when longer its character 55 is '-'; what follows is
+// that version's, which the relay does not know: it carries the first 55 as
+// version 00, so nothing unchecked (a line break) is passed on.
+func ParseTraceParent(s string) (string, bool) {
 	if len(s) < 55 || (len(s) > 55 && s[55] != '-') {
-		return false
+		return "", false
 	}
 	if s[2] != '-' || s[35] != '-' || s[52] != '-' {
-		return false
+		return "", false
 	}
 	version, trace, parent, flags := s[0:2], s[3:35], s[36:52], s[53:55]
 	if !lowerHex(version) || version == "ff" || (version == "00" && len(s) != 55) {
-		return false
+		return "", false
 	}
-	return lowerHex(trace) && lowerHex(parent) && lowerHex(flags) &&
-		strings.Trim(trace, "0") != "" && strings.Trim(parent, "0") != ""
+	if !lowerHex(trace) || !lowerHex(parent) || !lowerHex(flags) ||
+		strings.Trim(trace, "0") == "" || strings.Trim(parent, "0") == "" {
+		return "", false
+	}
+	if version == "00" {
+		return s, true
+	}
+	return "00" + s[2:55], true
 }
 
 func lowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Bounds of a tracestate the relay carries (W3C Trace Context: a vendor
+// may cut a longer one; these are what it must at least pass on).
+const (
+	MaxTraceStateMembers = 32
+	MaxTraceStateLen     = 512
+	// traceStateLongMember: members longer than this go first when the
+	// tracestate is over MaxTraceStateLen.
+	traceStateLongMember = 128
+)
+
+// BoundTraceState returns the tracestate the relay carries for s: its list
+// members that are valid by the W3C Trace Context rules (key=value, the key
+// lower-case "vendor" or "tenant@system" of the allowed characters and
+// lengths, the value 1 to 256 printable ASCII characters other than ',' and
+// '=', not ending in a space), in order, without empty members, optional
+// white space, or a key already seen; at most MaxTraceStateMembers, and at
+// most MaxTraceStateLen characters: over that, members longer than 128
+// characters are dropped first, then members from the end. "" when none is
+// left. It never fails: a tracestate is advice, and never the reason an
+// event is not delivered.
+func BoundTraceState(s string) string {
+	if s == "" {
+		return ""
+	}
+	var members []string
+	seen := map[string]bool{}
+	for m := range strings.SplitSeq(s, ",") {
+		m = strings.Trim(m, " \t")
+		k, v, ok := strings.Cut(m, "=")
+		if m == "" || !ok || !traceStateKey(k) || !traceStateValue(v) || seen[k] {
+			continue
+		}
+		seen[k] = true
+		members = append(members, m)
+		if len(members) == MaxTraceStateMembers {
+			break
+		}
+	}
+	n := len(members) - 1 // the commas
+	for _, m := range members {
+		n += len(m)
+	}
+	if n > MaxTraceStateLen {
+		kept := members[:0]
+		for _, m := range members {
+			if len(m) > traceStateLongMember {
+				n -= len(m) + 1
+				continue
+			}
+			kept = append(kept, m)
+		}
+		members = kept
+		for n > MaxTraceStateLen && len(members) > 0 {
+			n -= len(members[len(members)-1]) + 1
+			members = members[:len(members)-1]
+		}
+	}
+	return strings.Join(members, ",")
+}
+
+// traceStateKey reports whether k is a tracestate key: a simple key
+// (lcalpha, then up to 255 of lcalpha, digit, "_-*/"), or tenant@system
+// (tenant: lcalpha or digit, then up to 240; system: lcalpha, then up to 13).
+func traceStateKey(k string) bool {
+	tenant, system, multi := strings.Cut(k, "@")
+	if !multi {
+		return len(k) >= 1 && len(k) <= 256 && lcalpha(k[0]) && keyChars(k[1:])
+	}
+	return len(tenant) >= 1 && len(tenant) <= 241 && (lcalpha(tenant[0]) || digit(tenant[0])) && keyChars(tenant[1:]) &&
+		len(system) >= 1 && len(system) <= 14 && lcalpha(system[0]) && keyChars(system[1:])
+}
+
+func keyChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !lcalpha(c) && !digit(c) && c != '_' && c != '-' && c != '*' && c != '/' {
+			return false
+		}
+	}
+	return true
+}
+
+func lcalpha(c byte) bool { return c >= 'a' && c <= 'z' }
+func digit(c byte) bool   { return c >= '0' && c <= '9' }
+
+// traceStateValue reports whether v is a tracestate value: 1 to 256 of
+// 0x20-0x7e other than ',' and '=', the last not a space.
+func traceStateValue(v string) bool {
+	if len(v) < 1 || len(v) > 256 || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == ',' || c == '=' {
 			return false
 		}
 	}

@@ -356,7 +356,6 @@ func (r *Relay) gatewayEndpointKey(sink, key string, ec webhook.EndpointConfig) 
 		obs.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
 	}
 	ec.Observer = obs
-	ec.CloudEvents.Origin = "mysql://" + r.cfg.Source.Addrs()[0].String()
 	filter := gatewayFilter(ec.Filter)
 	ec.Filter = webhook.Filter{}
 	e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))

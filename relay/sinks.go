@@ -36,7 +36,6 @@ func (r *Relay) targets(s config.Sink) ([]Target, error) {
 	d := r.cfg.Delivery
 	out, err := k.New(sink.Params{Name: s.Name, Config: s.Config, Stdout: stdout,
 		Retry:  retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
-		Origin: "mysql://" + r.cfg.Source.Addrs()[0].String(),
 		Logger: r.log.With(slog.String("sink", s.Name))})
 	if err != nil {
 		return nil, err

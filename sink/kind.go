@@ -58,9 +58,6 @@ type Params struct {
 	Logger *slog.Logger
 	// Stdout is where a sink writing to the process's output writes.
 	Stdout io.Writer
-	// Origin is the configured source server as "mysql://host:port" (the
-	// first of source.servers): the default CloudEvents source's prefix.
-	Origin string
 }
 
 // Warning is one insecure setting of a section: Path is under the sink

@@ -246,3 +246,29 @@ func Deliver(ctx context.Context, s Sink, batch []*event.Event) error {
 		return ctx.Err()
 	}
 }
+
+// ErrOverLimit is wrapped by the permanent failure of an event that is over
+// one of its destination's hard limits (AMQP's 255-byte short strings,
+// JetStream's 64 KiB of headers, Redis's proto-max-bulk-len), or holds what
+// the protocol cannot carry (a line break in an HTTP header). A sink checks
+// its limits before it sends an event, so such an event never reaches the
+// wire: it goes to the dead-letter store, and the connection and the
+// events behind it are unaffected.
+var ErrOverLimit = errors.New("over the destination's hard limit")
+
+// OverLimit returns the permanent failure of event id whose part what
+// ("the message id", "header \"x\"") is size bytes, over limit: the
+// destination's hard limit named by name ("AMQP's short-string limit").
+func OverLimit(id, what string, size, limit int, name string) error {
+	return Unsendable(id, fmt.Sprintf("%s: %d bytes, over %s of %d bytes", what, size, name, limit))
+}
+
+// Unsendable returns the permanent failure of event id, which the
+// destination's protocol cannot carry for the reason why. The id is quoted
+// up to its first 64 bytes: it may be what is wrong.
+func Unsendable(id, why string) error {
+	if len(id) > 64 {
+		id = id[:64] + "..."
+	}
+	return Permanent(fmt.Errorf("event %q: %s (%w): no retry can send it", id, why, ErrOverLimit))
+}

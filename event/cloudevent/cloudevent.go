@@ -4,8 +4,9 @@
 // sink; the tests read what it writes with the CloudEvents Go SDK.
 //
 // The mapping: id is the event id; source is Config.Source, by default
-// "<origin>/<schema.table>" with origin the configured source server
-// ("mysql://host:port"); type is the event type (the aggregate type when
+// DefaultSourcePrefix + "<schema.table>" (a URI reference that names no
+// host: a webhook url may be chosen by a table's rows, and the source
+// database's address is not theirs to see); type is the event type (the aggregate type when
 // the table has no type column); subject is the aggregate id; time is the
 // commit time; datacontenttype is Config.DataContentType (default
 // application/json); the row's W3C trace context, when it has one, is the
@@ -42,18 +43,17 @@ type Config struct {
 	// application/cloudevents+json document holding both). Default ""
 	// (off: the sink's own format).
 	Mode string `yaml:"mode"`
-	// Source is the CloudEvents source of every event. Default
-	// "mysql://<source host:port>/<schema.table>", from the first server of
-	// the source section (not the one read at the moment, so a failover
-	// keeps it).
+	// Source is the CloudEvents source of every event, a URI reference.
+	// Default "/outbox-relay/<schema.table>" of the event's table: it names
+	// no host, and source+id stays unique across outbox tables.
 	Source string `yaml:"source"`
 	// DataContentType is the payload's media type. Default application/json.
 	DataContentType string `yaml:"datacontenttype"`
-
-	// Origin is "mysql://host:port" of the configured source, set by the
-	// relay for the default source.
-	Origin string `yaml:"-"`
 }
+
+// DefaultSourcePrefix is the default source's prefix, before the event's
+// "schema.table".
+const DefaultSourcePrefix = "/outbox-relay/"
 
 // On reports whether the sink speaks CloudEvents.
 func (c *Config) On() bool { return c.Mode != Off }
@@ -114,11 +114,7 @@ func (c *Config) SourceOf(e *event.Event) string {
 	if c.Source != "" {
 		return c.Source
 	}
-	origin := c.Origin
-	if origin == "" {
-		origin = "mysql://localhost"
-	}
-	return origin + "/" + e.Table
+	return DefaultSourcePrefix + e.Table
 }
 
 // Type returns e's type attribute: its type, else its aggregate type, else

@@ -31,7 +31,7 @@ func TestValidateNamesTheFieldAndTheFix(t *testing.T) {
 }
 
 func TestStructuredKeepsJSONAndEncodesTheRest(t *testing.T) {
-	c := Config{Mode: Structured, Origin: "mysql://db:3306"}
+	c := Config{Mode: Structured}
 	c.Defaults()
 	commit := time.Unix(1700000000, 0)
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestStructuredKeepsJSONAndEncodesTheRest(t *testing.T) {
 			if err := json.Unmarshal(b, &m); err != nil {
 				t.Fatalf("not JSON: %s", b)
 			}
-			if string(m["type"]) != `"order"` || string(m["source"]) != `"mysql://db:3306/shop.outbox"` || string(m["time"]) != `"2023-11-14T22:13:20Z"` {
+			if string(m["type"]) != `"order"` || string(m["source"]) != `"/outbox-relay/shop.outbox"` || string(m["time"]) != `"2023-11-14T22:13:20Z"` {
 				t.Errorf("attributes of %s", b)
 			}
 			_, hasData := m["data"]
@@ -73,5 +73,37 @@ func TestHeaderValueEncodesWhatTheHTTPBindingSays(t *testing.T) {
 		if got := HeaderValue(in); got != want {
 			t.Errorf("HeaderValue(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The default source is a URI reference of the event's table that names no
+// host (a webhook url chosen by a table's rows must not learn the source
+// database's address); a configured source is used as it is.
+func TestSourceNamesNoHostUnlessConfigured(t *testing.T) {
+	e := &event.Event{ID: "e", Table: "shop.outbox"}
+	for _, c := range []struct {
+		name   string
+		source string
+		want   string
+	}{
+		{"the default is the table under /outbox-relay/", "", "/outbox-relay/shop.outbox"},
+		{"a configured source is used as it is", "urn:example:billing", "urn:example:billing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Mode: Binary, Source: c.source}
+			cfg.Defaults()
+			if got := cfg.SourceOf(e); got != c.want {
+				t.Fatalf("SourceOf = %q, want %q", got, c.want)
+			}
+			var attr string
+			cfg.Attributes(e, func(name, v string) {
+				if name == "source" {
+					attr = v
+				}
+			})
+			if attr != c.want {
+				t.Fatalf("source attribute %q, want %q", attr, c.want)
+			}
+		})
 	}
 }

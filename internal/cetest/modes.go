@@ -9,9 +9,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
-// Origin is the cloudevents origin the sinks' tests configure; an event of
-// shop.outbox then has the source Origin + "/shop.outbox".
-const Origin = "mysql://db.example:3306"
+// Source is the source of an event of shop.outbox by default.
+const Source = "/outbox-relay/shop.outbox"
 
 // Events is how many events EachMode writes (of 3 aggregates).
 const Events = 40
@@ -25,7 +24,7 @@ func EachMode(t *testing.T, open func(t *testing.T, ce cloudevent.Config) (s sin
 	t.Helper()
 	for _, mode := range []string{cloudevent.Binary, cloudevent.Structured} {
 		t.Run(mode, func(t *testing.T) {
-			s, read := open(t, cloudevent.Config{Mode: mode, Origin: Origin})
+			s, read := open(t, cloudevent.Config{Mode: mode})
 			ctx := context.Background()
 			if err := s.Connect(ctx); err != nil {
 				t.Fatal(err)
@@ -36,7 +35,7 @@ func EachMode(t *testing.T, open func(t *testing.T, ce cloudevent.Config) (s sin
 				t.Fatal(err)
 			}
 			for i, e := range evs {
-				Check(t, e, Read(t, read(i)), Origin+"/shop.outbox")
+				Check(t, e, Read(t, read(i)), Source)
 			}
 		})
 	}

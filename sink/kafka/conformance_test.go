@@ -70,7 +70,7 @@ func readTopic(addrs []string, topic string) func(t *testing.T, n int) []sinktes
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var out []sinktest.Received
 		for len(out) < n && ctx.Err() == nil {
@@ -108,6 +108,12 @@ func TestConformance(t *testing.T) {
 			}
 			return &sinktest.Target{Sink: s, Read: readTopic(c.ListenAddrs(), "outbox.event.order"), Fault: f,
 				Poison: func(e *event.Event) { e.Payload = []byte(`{"blob":"` + strings.Repeat("x", 9000) + `"}`) }}
+		},
+		Limits: []sinktest.Limit{
+			{Name: "a key over kafka.batch_bytes", Exceed: func(e *event.Event) { e.AggregateID = strings.Repeat("k", 9000) }},
+			{Name: "a header over kafka.batch_bytes", Exceed: func(e *event.Event) {
+				e.Headers = append(e.Headers, event.Header{Key: "big", Value: strings.Repeat("v", 9000)})
+			}},
 		},
 	})
 }

@@ -19,7 +19,6 @@ func init() {
 			c.Retry = p.Retry
 			// Its messages name it, so that a restart can read back its own.
 			c.Writer = p.Name
-			c.CloudEvents.Origin = p.Origin
 			s, err := New(c, p.Logger)
 			if err != nil {
 				return nil, err

@@ -104,8 +104,12 @@ func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, 
 			m.Headers = s.withWriter(m.Headers, partitions)
 		}
 		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
-			err = sink.Permanent(fmt.Errorf("message of %d bytes exceeds kafka.batch_bytes (%d): %w",
-				messageSize(&m), s.cfg.BatchBytes, kafkago.MessageSizeTooLarge))
+			// The one check of the sink's hard limits: the key and the
+			// headers are counted with the value, and a topic's
+			// max.message.bytes below batch_bytes is the broker's to refuse
+			// (a permanent MessageSizeTooLarge once its batch is split down to it).
+			err = fmt.Errorf("%w (%w)", sink.OverLimit(e.ID, "the message (key, value and headers)", messageSize(&m), s.cfg.BatchBytes,
+				"kafka.batch_bytes"), kafkago.MessageSizeTooLarge)
 		}
 		p := &pending{ctx: ctx, ev: e, msg: m, ack: func(err error) { ack(i, err) }, once: once, write: write}
 		if err != nil {

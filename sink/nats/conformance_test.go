@@ -81,24 +81,42 @@ func received(h natsgo.Header, data []byte) sinktest.Received {
 
 func TestConformance(t *testing.T) {
 	sinktest.Require(t, "nats-server (JetStream)", sharedServer)
+	nc, err := natsgo.Connect("nats://" + sharedServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxPayload := int(nc.MaxPayload())
+	nc.Close()
 	sinktest.Run(t, sinktest.Harness{
 		Carries: sinktest.All,
-		New: func(t *testing.T) *sinktest.Target {
-			u := sinktest.Unique()
-			stream, prefix := "T"+u, "t"+u
-			link := sinktest.StartLink(t, sharedServer)
-			s, err := nats.New(nats.Config{URLs: []string{"nats://" + link.Addr()}, Stream: stream,
-				Subject: prefix + ".outbox.event.{{.AggregateType}}", AckTimeout: 2 * time.Second, Timeout: 2 * time.Second,
-				ReconnectWait: 100 * time.Millisecond,
-				CreateStream:  nats.CreateStreamConfig{Enabled: true, Subjects: []string{prefix + ".>"}, Storage: "memory", MaxMsgSize: 16 << 10}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { deleteStream(t, stream) })
-			return &sinktest.Target{Sink: s, Read: readStream(sharedServer, stream), Fault: link,
-				Poison: func(e *event.Event) { e.Payload = []byte(`{"blob":"` + strings.Repeat("x", 20<<10) + `"}`) }}
+		New:     func(t *testing.T) *sinktest.Target { return target(t, 16<<10) },
+		Limits: []sinktest.Limit{
+			{Name: "headers over JetStream's 64 KiB", New: func(t *testing.T) *sinktest.Target { return target(t, 0) },
+				Exceed: func(e *event.Event) {
+					e.Headers = append(e.Headers, event.Header{Key: "big", Value: strings.Repeat("v", 64<<10)})
+				}},
+			{Name: "a message over the server's max_payload", New: func(t *testing.T) *sinktest.Target { return target(t, 0) },
+				Exceed: func(e *event.Event) { e.Payload = make([]byte, maxPayload) }},
 		},
 	})
+}
+
+// target is a fresh stream with a max_msg_size of maxMsgSize (0: none),
+// written to through a sinktest.Link.
+func target(t *testing.T, maxMsgSize int32) *sinktest.Target {
+	u := sinktest.Unique()
+	stream, prefix := "T"+u, "t"+u
+	link := sinktest.StartLink(t, sharedServer)
+	s, err := nats.New(nats.Config{URLs: []string{"nats://" + link.Addr()}, Stream: stream,
+		Subject: prefix + ".outbox.event.{{.AggregateType}}", AckTimeout: 2 * time.Second, Timeout: 2 * time.Second,
+		ReconnectWait: 100 * time.Millisecond,
+		CreateStream:  nats.CreateStreamConfig{Enabled: true, Subjects: []string{prefix + ".>"}, Storage: "memory", MaxMsgSize: maxMsgSize}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteStream(t, stream) })
+	return &sinktest.Target{Sink: s, Read: readStream(sharedServer, stream), Fault: link,
+		Poison: func(e *event.Event) { e.Payload = []byte(`{"blob":"` + strings.Repeat("x", 20<<10) + `"}`) }}
 }
 
 func deleteStream(t *testing.T, stream string) {

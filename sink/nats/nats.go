@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -189,11 +190,12 @@ func (s *Sink) Close(context.Context) error {
 // aggregate in ahead of an earlier one.
 func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 	s.mu.Lock()
-	js := s.js
+	nc, js := s.nc, s.js
 	s.mu.Unlock()
 	if js == nil {
 		return errors.New("nats sink is not connected")
 	}
+	maxPayload := int(nc.MaxPayload())
 	msgs := make([]*natsgo.Msg, len(batch))
 	return sink.SendOrdered(batch, func(round []int) map[int]error {
 		res := make(map[int]error, len(round))
@@ -201,6 +203,9 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 		for _, i := range round {
 			if msgs[i] == nil {
 				m, err := s.message(batch[i])
+				if err == nil {
+					err = checkLimits(batch[i].ID, m, maxPayload)
+				}
 				if err != nil {
 					res[i] = err
 					continue
@@ -277,11 +282,44 @@ func (s *Sink) message(e *event.Event) (*natsgo.Msg, error) {
 	return m, nil
 }
 
+// maxHeader is the most bytes of a message's headers JetStream stores: the
+// server rejects more ("header size exceeds maximum allowed of 64k"), an
+// error that says nothing retrying could change.
+const maxHeader = 65535
+
+// checkLimits checks m, the message of event id, against NATS's hard limits
+// before it is published: its headers (the Nats-Msg-Id JetStream adds
+// included) within JetStream's maxHeader, and headers and data within the
+// server's max_payload (maxPayload, from its INFO; 0: unknown). An error is
+// permanent and wraps sink.ErrOverLimit.
+func checkLimits(id string, m *natsgo.Msg, maxPayload int) error {
+	// As the client encodes them: "NATS/1.0\r\n", "key: value\r\n" each, "\r\n".
+	hdr := len("NATS/1.0\r\n") + len(jetstream.MsgIDHeader) + len(textproto.TrimString(id)) + 4 + 2
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			hdr += len(k) + len(textproto.TrimString(v)) + 4
+		}
+	}
+	if hdr > maxHeader {
+		return sink.OverLimit(id, "the message's headers (metadata, extra columns, trace context, Nats-Msg-Id)", hdr, maxHeader, "JetStream's header limit")
+	}
+	if maxPayload > 0 && hdr+len(m.Data) > maxPayload {
+		return sink.OverLimit(id, "the message (headers and data)", hdr+len(m.Data), maxPayload, "the server's max_payload")
+	}
+	return nil
+}
+
 // permanentCodes are the JetStream errors retrying the same message cannot fix.
 var permanentCodes = map[jetstream.ErrorCode]bool{
 	jetstream.JSErrCodeStreamMessageExceedsMaximum: true,
 	jetstream.JSErrCodeBadRequest:                  true,
+	jsErrCodeHeaderExceedsMaximum:                  true,
 }
+
+// jsErrCodeHeaderExceedsMaximum is JetStream's answer to headers over
+// maxHeader (the client library names no constant for it); checkLimits
+// keeps such a message from being sent at all.
+const jsErrCodeHeaderExceedsMaximum jetstream.ErrorCode = 10097
 
 // classify marks err permanent when retrying the same message cannot help:
 // larger than the server's max_payload or the stream's max_msg_size, a

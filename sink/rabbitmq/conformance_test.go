@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,16 @@ func TestConformance(t *testing.T) {
 			}
 			return &sinktest.Target{Sink: s, Read: readQueue(name), Fault: link,
 				Poison: func(e *event.Event) { e.AggregateType = "poison" }}
+		},
+		Limits: []sinktest.Limit{
+			{Name: "a message id over AMQP's 255-byte short string", Exceed: func(e *event.Event) { e.ID += strings.Repeat("x", 256) }},
+			{Name: "a type over AMQP's 255-byte short string", Exceed: func(e *event.Event) { e.Type = strings.Repeat("t", 256) }},
+			{Name: "a header name over AMQP's 255-byte short string", Exceed: func(e *event.Event) {
+				e.Headers = append(e.Headers, event.Header{Key: strings.Repeat("k", 256), Value: "v"})
+			}},
+			{Name: "headers larger than the broker's frame_max", Exceed: func(e *event.Event) {
+				e.Headers = append(e.Headers, event.Header{Key: "big", Value: strings.Repeat("v", 200<<10)})
+			}},
 		},
 	})
 }

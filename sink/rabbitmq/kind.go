@@ -12,7 +12,6 @@ func init() {
 		Required: "at least rabbitmq.addr",
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
-			c.CloudEvents.Origin = p.Origin
 			s, err := New(c, p.Logger)
 			if err != nil {
 				return nil, err

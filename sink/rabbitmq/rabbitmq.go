@@ -33,6 +33,9 @@ type Sink struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	// frameMax is the connection's negotiated frame_max (0: none), which
+	// a message's properties must fit in.
+	frameMax int
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -100,7 +103,7 @@ func (s *Sink) dial() error {
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4096))
 	s.mu.Lock()
 	old := s.conn
-	s.conn, s.ch, s.returns = conn, ch, returns
+	s.conn, s.ch, s.returns, s.frameMax = conn, ch, returns, conn.Config.FrameSize
 	s.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -166,14 +169,14 @@ func (s *Sink) Close(context.Context) error {
 // that was lost is opened again first.
 func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 	s.mu.Lock()
-	ch, returns := s.ch, s.returns
+	ch, returns, frameMax := s.ch, s.returns, s.frameMax
 	s.mu.Unlock()
 	if ch == nil || ch.IsClosed() {
 		if err := s.dial(); err != nil {
 			return err
 		}
 		s.mu.Lock()
-		ch, returns = s.ch, s.returns
+		ch, returns, frameMax = s.ch, s.returns, s.frameMax
 		s.mu.Unlock()
 	}
 	msgs := make([]*amqp.Publishing, len(batch))
@@ -186,6 +189,9 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 		for _, i := range round {
 			if msgs[i] == nil {
 				k, m, err := s.message(batch[i])
+				if err == nil {
+					err = checkLimits(batch[i].ID, m, frameMax)
+				}
 				if err != nil {
 					res[i] = err
 					continue
@@ -249,8 +255,8 @@ func (s *Sink) message(e *event.Event) (string, *amqp.Publishing, error) {
 	if err != nil {
 		return "", nil, sink.Permanent(fmt.Errorf("render rabbitmq.routing_key for event %q: %w", e.ID, err))
 	}
-	if len(key) > 255 {
-		return "", nil, sink.Permanent(fmt.Errorf("rabbitmq.routing_key rendered %d bytes for event %q: the limit is 255", len(key), e.ID))
+	if len(key) > shortStr {
+		return "", nil, sink.OverLimit(e.ID, "the routing key rabbitmq.routing_key rendered", len(key), shortStr, "AMQP's short-string limit")
 	}
 	h := amqp.Table{}
 	route.Headers(e, func(k, v string) {
@@ -288,4 +294,48 @@ func (s *Sink) message(e *event.Event) (string, *amqp.Publishing, error) {
 		Headers: h, DeliveryMode: amqp.Persistent, ContentType: contentType,
 		MessageId: e.ID, Type: e.Type, Timestamp: ts, AppId: "outbox-relay", Body: payload,
 	}, nil
+}
+
+// shortStr is the most bytes of an AMQP short string: a routing key, a
+// message id, a type, a header table's key.
+const shortStr = 255
+
+// checkLimits checks m, the message of event id, against AMQP's hard
+// limits before it is published: the client library fails a property over
+// shortStr only after the publish's method frame is on the wire (the broker
+// then closes the channel, and the events behind it fail with it), and the
+// broker closes the connection on a properties frame larger than the
+// negotiated frame_max. An error is permanent and wraps sink.ErrOverLimit.
+func checkLimits(id string, m *amqp.Publishing, frameMax int) error {
+	const name = "AMQP's short-string limit"
+	for _, p := range []struct{ what, v string }{
+		{"the message id (the event id)", m.MessageId}, {"the type (the event type)", m.Type},
+		{"the content type", m.ContentType}, {"the app id", m.AppId},
+	} {
+		if len(p.v) > shortStr {
+			return sink.OverLimit(id, p.what, len(p.v), shortStr, name)
+		}
+	}
+	// A content header frame: class, weight, body size and property flags,
+	// then the properties set.
+	size := 2 + 2 + 8 + 2 + 1 + len(m.MessageId) + 1 + len(m.Type) + 1 + len(m.ContentType) + 1 + len(m.AppId) +
+		1 + 8 + 4 // delivery mode, timestamp, the table's length
+	for k, v := range m.Headers {
+		if len(k) > shortStr {
+			return sink.OverLimit(id, fmt.Sprintf("the name of header %q", k[:32]+"..."), len(k), shortStr, name)
+		}
+		size += 1 + len(k) + 1
+		switch v := v.(type) {
+		case string:
+			size += 4 + len(v)
+		default:
+			size += 8 // int64
+		}
+	}
+	const frameOverhead = 8 // type, channel, size, frame end
+	if frameMax > 0 && size > frameMax-frameOverhead {
+		return sink.OverLimit(id, "the message's properties (its headers: metadata, extra columns, trace context)", size, frameMax-frameOverhead,
+			"the broker's frame_max less the frame's 8 bytes")
+	}
+	return nil
 }

@@ -74,5 +74,20 @@ func TestConformance(t *testing.T) {
 			return &sinktest.Target{Sink: s, Read: readStream(sharedServer, prefix+":outbox:event:order"), Fault: link,
 				Poison: func(e *event.Event) { e.AggregateType = "poison" }}
 		},
+		Limits: []sinktest.Limit{{
+			Name: "a payload over the server's proto-max-bulk-len",
+			// A private server at the smallest proto-max-bulk-len Redis takes,
+			// 1 MB (the shared one's is 512 MB).
+			New: func(t *testing.T) *sinktest.Target {
+				addr := startRedis(t, "--proto-max-bulk-len", "1mb")
+				s, err := redis.New(redis.Config{Addr: addr, Stream: "outbox:event:{{.AggregateType}}", Writer: "conformance",
+					Timeout: 2 * time.Second}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &sinktest.Target{Sink: s, Read: readStream(addr, "outbox:event:order")}
+			},
+			Exceed: func(e *event.Event) { e.Payload = make([]byte, 1<<20+1) },
+		}},
 	})
 }

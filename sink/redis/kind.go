@@ -12,7 +12,6 @@ func init() {
 		Required: "at least redis.addr",
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
-			c.CloudEvents.Origin = p.Origin
 			c.Writer = p.Name // its entries name it, so that a restart can read back its own
 			s, err := New(c, p.Logger)
 			if err != nil {

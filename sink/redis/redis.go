@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -32,7 +33,15 @@ type Sink struct {
 	log    *slog.Logger
 	stream *route.Template
 	client *goredis.Client
+	// maxBulk is the server's proto-max-bulk-len, read by Connect: the most
+	// bytes of one argument of a command (a key, a field, a value).
+	maxBulk int64
 }
+
+// defaultMaxBulk is Redis's default proto-max-bulk-len (512 MB), assumed
+// when the server does not let the sink read its setting (CONFIG is
+// disabled or denied, as managed services do).
+const defaultMaxBulk = 512 << 20
 
 var _ sink.Sink = (*Sink)(nil)
 
@@ -83,6 +92,12 @@ func (s *Sink) Connect(ctx context.Context) error {
 	defer cancel()
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("connect to redis %s: %w", s.cfg.Addr, explain(err))
+	}
+	s.maxBulk = defaultMaxBulk
+	if v, err := s.client.ConfigGet(ctx, "proto-max-bulk-len").Result(); err == nil {
+		if n, err := strconv.ParseInt(v["proto-max-bulk-len"], 10, 64); err == nil && n > 0 {
+			s.maxBulk = n
+		}
 	}
 	s.log.Info("connected to redis", slog.String("addr", s.cfg.Addr))
 	return nil
@@ -161,6 +176,9 @@ func (s *Sink) xadd(e *event.Event) (*goredis.XAddArgs, error) {
 		values = append(values, FieldSink, s.cfg.Writer)
 	}
 	values = append(values, FieldPayload, payload)
+	if err := checkLimits(e.ID, key, values, s.maxBulk); err != nil {
+		return nil, err
+	}
 	a := &goredis.XAddArgs{Stream: key, Values: values}
 	if s.cfg.MaxLen > 0 {
 		a.MaxLen, a.Approx = s.cfg.MaxLen, true
@@ -195,4 +213,39 @@ func classify(err error) error {
 		return sink.Permanent(err)
 	}
 	return err
+}
+
+// checkLimits checks the XADD of event id to stream key with values (field,
+// value, ...) against the server's proto-max-bulk-len (maxBulk) before it is
+// sent: the server answers a longer argument with a protocol error and
+// closes the connection, failing the commands pipelined with it, again on
+// every retry. An error is permanent and wraps sink.ErrOverLimit.
+func checkLimits(id, key string, values []any, maxBulk int64) error {
+	const name = "the server's proto-max-bulk-len"
+	if maxBulk <= 0 { // not connected yet
+		maxBulk = defaultMaxBulk
+	}
+	if int64(len(key)) > maxBulk {
+		return sink.OverLimit(id, "the stream key", len(key), int(maxBulk), name)
+	}
+	for i := 0; i+1 < len(values); i += 2 {
+		field, _ := values[i].(string)
+		var n int
+		switch v := values[i+1].(type) {
+		case string:
+			n = len(v)
+		case []byte:
+			n = len(v)
+		}
+		if int64(len(field)) > maxBulk {
+			n = len(field)
+		}
+		if int64(n) > maxBulk {
+			if len(field) > 64 {
+				field = field[:64] + "..."
+			}
+			return sink.OverLimit(id, fmt.Sprintf("field %q", field), n, int(maxBulk), name)
+		}
+	}
+	return nil
 }

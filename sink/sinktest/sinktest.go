@@ -10,6 +10,10 @@
 //   - per aggregate, the order on the server is commit order;
 //   - a permanent failure of one message fails that message only (it goes to
 //     the dead-letter store) and the rest of the batch is delivered, in order;
+//   - an event over one of the destination's hard limits (Harness.Limits:
+//     a case each) fails alone, permanently, on the first attempt, with an
+//     error wrapping sink.ErrOverLimit, never reaches the server, and the
+//     rest of its batch and the next batch arrive;
 //   - a retriable failure in the middle of a batch (the link cut after a few
 //     KiB) loses nothing and keeps per-aggregate order of first deliveries
 //     while the pipeline retries what failed;
@@ -112,6 +116,25 @@ type Harness struct {
 	// New makes a fresh destination for one case. It registers its own
 	// cleanup with t.
 	New func(t *testing.T) *Target
+	// Limits are the destination's hard limits: a case each.
+	Limits []Limit
+}
+
+// Limit is one hard limit of a destination (a size or a form the protocol,
+// the client library or the server cannot take). The suite changes one
+// event of a batch with Exceed and checks that the sink fails that event
+// alone, permanently, on the first attempt (it goes to the dead letters),
+// that no message of it is on the server, and that the rest of the batch and
+// the next batch arrive.
+type Limit struct {
+	// Name says what is over the limit: "a message id over AMQP's 255-byte
+	// short string".
+	Name string
+	// Exceed changes e so that it is over the limit.
+	Exceed func(e *event.Event)
+	// New, when not nil, makes the destination for this case in place of
+	// Harness.New (a private server configured with a small limit).
+	New func(t *testing.T) *Target
 }
 
 // Require dials addr and returns when a server answers there. Otherwise it
@@ -190,6 +213,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+	}
+	for _, l := range h.Limits {
+		t.Run("an event with "+l.Name+" is dead-lettered and the next event arrives", func(t *testing.T) { testLimit(t, h, l) })
 	}
 }
 
@@ -388,6 +414,35 @@ func testPermanent(t *testing.T, h Harness) {
 	}
 	t.Logf("permanent failure reported as: %v", r.deadErr[bad])
 	want := append(append([]*event.Event(nil), evs[:bad]...), evs[bad+1:]...)
+	check(t, h, want, tg.Read(t, len(want)), false)
+}
+
+func testLimit(t *testing.T, h Harness, l Limit) {
+	newTarget := h.New
+	if l.New != nil {
+		newTarget = l.New
+	}
+	tg := newTarget(t)
+	connect(t, tg)
+	evs := Events("l"+Unique(), 20, 2)
+	bad := 7
+	l.Exceed(evs[bad])
+	r := settle(t, tg.Sink, evs, 60*time.Second)
+	if len(r.dead) != 1 || r.dead[0] != bad {
+		t.Fatalf("dead-lettered %v, want only the event over the limit, %d (errors %v; first failure %v)", r.dead, bad, r.deadErr, r.firstFail)
+	}
+	if r.attempts != 1 {
+		t.Errorf("the event over the limit took %d attempts; it must be reported as permanent on the first", r.attempts)
+	}
+	if !errors.Is(r.deadErr[bad], sink.ErrOverLimit) {
+		t.Errorf("the event over the limit failed with %v, want an error wrapping sink.ErrOverLimit (checked before sending)", r.deadErr[bad])
+	}
+	t.Logf("over the limit: %v", r.deadErr[bad])
+	next := Events("n"+Unique(), 6, 2)
+	if r := settle(t, tg.Sink, next, 30*time.Second); r.failed {
+		t.Fatalf("the batch after the event over the limit failed: %v", r.firstFail)
+	}
+	want := append(append(append([]*event.Event(nil), evs[:bad]...), evs[bad+1:]...), next...)
 	check(t, h, want, tg.Read(t, len(want)), false)
 }
 

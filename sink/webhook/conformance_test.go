@@ -99,6 +99,9 @@ func TestConformance(t *testing.T) {
 			return &sinktest.Target{Sink: e, Read: rc.read, Fault: rc,
 				Poison: func(e *event.Event) { e.ID += "-poison" }}
 		},
+		Limits: []sinktest.Limit{
+			{Name: "a line break in its id (the webhook-id header)", Exceed: func(e *event.Event) { e.ID += "\r\nX-Injected: 1" }},
+		},
 	})
 }
 

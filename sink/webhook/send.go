@@ -65,6 +65,9 @@ type outcome struct {
 // is sent as basic auth (fixedHeader), errors are *url.Error for
 // go-retryablehttp's policy, a response body is drained and closed.
 func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome {
+	if err := checkLimits(d.ev.ID); err != nil {
+		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err}
+	}
 	body := d.body
 	req := (&http.Request{
 		Method:        http.MethodPost,
@@ -118,6 +121,18 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	}
 	resp.Body.Close()
 	return classify(resp, rbody, now, e.cfg.Retry.MaxBackoff, e.scrub)
+}
+
+// checkLimits checks, before a request is made, what HTTP cannot carry of
+// an event: its id is the webhook-id header as it is (it is signed), so a
+// control character in it (a line break) can never be sent. The other
+// headers are percent-encoded, and the trace context was validated when
+// the row was read. An error wraps sink.ErrOverLimit.
+func checkLimits(id string) error {
+	if i := strings.IndexFunc(id, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }); i >= 0 {
+		return sink.Unsendable(id, fmt.Sprintf("the id is the webhook-id header, and an HTTP header cannot carry its control character %q (byte %d)", id[i], i))
+	}
+	return nil
 }
 
 // Headers of the event's metadata, which the Kafka and NATS sinks carry as
