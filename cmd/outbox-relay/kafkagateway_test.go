@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,12 +32,13 @@ import (
 // private MariaDB for the shared cursors, webhook receivers on 127.0.0.1,
 // and gateway replicas as processes of the built binary.
 type kafkaGatewayRig struct {
-	t         testing.TB
-	bin, cfg  string
-	dir       string
-	n, groups int // endpoints; endpoint i takes tenant i%groups
-	producer  *kafka.Sink
-	delay     time.Duration // each receiver answers after this
+	t          testing.TB
+	bin, cfg   string
+	dir        string
+	n, groups  int // endpoints; endpoint i takes tenant i%groups
+	partitions int // of the topic
+	producer   *kafka.Sink
+	delay      time.Duration // each receiver answers after this
 	// aggregates per tenant; args are more flags of every replica.
 	aggregates int
 	args       []string
@@ -63,7 +65,7 @@ func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Dura
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, got: make([][]string, n+rigReceivers), delay: delay, aggregates: 7}
+	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, partitions: partitions, got: make([][]string, n+rigReceivers), delay: delay, aggregates: 7}
 	srv := testserver.Start(t, testserver.Options{ServerID: 31})
 	dbname := srv.NewDatabase(t)
 	rig.db = srv.DB(t, dbname)
@@ -389,28 +391,32 @@ func BenchmarkKafkaGatewayScaleOut(b *testing.B) {
 	}
 }
 
-// settled waits until every one of the replicas has been assigned
-// partitions and the group has not rebalanced for 3 s.
+// settled waits until the group's assignment is one that every one of
+// the replicas took: each replica's last "partitions assigned" line is of
+// the same generation, and their partitions add up to the topic's. A
+// table change read after that is not raced by a rebalance (a partition
+// taken over reads the table again and starts an endpoint without a cursor
+// at the group's committed offset, before the change).
 func (rig *kafkaGatewayRig) settled(replicas int) {
 	rig.t.Helper()
-	count := func() (total, with int) {
-		for i := range rig.procs {
+	gen := regexp.MustCompile(`kafka gateway: partitions assigned" group=\S+ generation=(\d+) partitions=(\d+)`)
+	kgwWaitFor(rig.t, time.Minute, "every replica to take its share of one generation's assignment", func() bool {
+		generation, total := "", 0
+		for i := range replicas {
 			b, _ := os.ReadFile(filepath.Join(rig.dir, fmt.Sprintf("replica-%d.log", i)))
-			n := strings.Count(string(b), "kafka gateway: partitions assigned")
-			total += n
-			if n > 0 {
-				with++
+			all := gen.FindAllStringSubmatch(string(b), -1)
+			if len(all) == 0 {
+				return false
 			}
+			last := all[len(all)-1]
+			if generation != "" && last[1] != generation {
+				return false
+			}
+			generation = last[1]
+			n, _ := strconv.Atoi(last[2])
+			total += n
 		}
-		return total, with
-	}
-	last, since := -1, time.Now()
-	kgwWaitFor(rig.t, time.Minute, "the group to settle", func() bool {
-		total, with := count()
-		if total != last {
-			last, since = total, time.Now()
-		}
-		return with == replicas && time.Since(since) > 3*time.Second
+		return total == rig.partitions
 	}, rig.logs)
 }
 
@@ -466,6 +472,7 @@ func TestKafkaGatewayFollowsTheEndpointsTable(t *testing.T) {
 	}
 	rig.start()
 	rig.start()
+	rig.settled(2)
 	rig.produce(context.Background(), 200, 20, 0)
 	before := rig.tenantEvents("t0", 0)
 	kgwWaitFor(t, 30*time.Second, "the table's endpoint to get every event produced before the change", func() bool {
