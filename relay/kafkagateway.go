@@ -128,7 +128,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	// the replica's connections (the saves are group-committed anyway), so
 	// that replicas × partitions × endpoints do not exhaust the server's.
 	cdb.SetMaxOpenConns(maxCursorConns)
-	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable)
+	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable, r.log)
 	if err != nil {
 		return err
 	}
