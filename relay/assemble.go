@@ -243,10 +243,12 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 	wc := webhook.Section(sc)
 	name, gc, gm := sc.Name, wc.Gateway, r.metrics.Gateway(sc.Name)
 	var eps []gateway.Endpoint
-	var static []string
 	for _, t := range targets {
 		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
-		static = append(static, t.Name)
+	}
+	var static []string
+	for _, ec := range wc.Endpoints {
+		static = append(static, ec.Name)
 	}
 	// Endpoints from a table: read now, then followed on the shared
 	// stream (relay/endpoints.go has the rule).

@@ -178,7 +178,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 				return kafkasource.Setup{}, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
 			}
 			eps = append(eps, ep)
-			static = append(static, ep.Key)
+			static = append(static, ec.Name)
 		}
 		setup := kafkasource.Setup{}
 		if table != nil {
@@ -225,9 +225,8 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 	var out []gateway.Endpoint
 	for _, r := range raw {
 		id, _ := webhook.RowIdentity(r)
-		key := te.key(id)
-		if id != "" && te.static[key] {
-			te.clash(id, "read at start", nil)
+		if name, ok := te.static.taken(id); ok {
+			te.clash(id, name, "read at start", nil)
 			continue
 		}
 		row, err := te.tc.FromRow(r)
