@@ -29,7 +29,7 @@ import (
 // (A character column would compare them with its collation: case- and
 // accent-insensitive by default, and, PAD SPACE, blind to trailing spaces —
 // utf8mb4_bin included.) A table whose name column is still a character
-// column is altered on open (MigrateKeyColumn).
+// column is altered on open (migrateKeyColumn).
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -96,7 +96,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 			}
 		}
 	}
-	if err := MigrateKeyColumn(ctx, db, table, "name", "checkpoint", log); err != nil {
+	if err := migrateKeyColumn(ctx, db, table, "name", "checkpoint", log); err != nil {
 		return nil, err
 	}
 	return &MySQL{db: db, table: table}, nil
@@ -106,14 +106,14 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 // collation, no padding: trailing spaces count).
 const keyColumn = "VARBINARY(255)"
 
-// MigrateKeyColumn makes column of table (in db's current database) a
+// migrateKeyColumn makes column of table (in db's current database) a
 // key column (VARBINARY(255)) when it is still a character column, which
 // compares with a collation: tables of versions before keys compared as
 // bytes. what names the table for the error and the log line ("checkpoint",
 // "fencing"); log, when not nil, gets one info line when the column is
 // altered, none when it already is binary. The ALTER rebuilds the table,
 // which holds a row per pipeline or endpoint: it is quick.
-func MigrateKeyColumn(ctx context.Context, db *sql.DB, table, column, what string, log *slog.Logger) error {
+func migrateKeyColumn(ctx context.Context, db *sql.DB, table, column, what string, log *slog.Logger) error {
 	var typ string
 	err := db.QueryRowContext(ctx, "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, column).Scan(&typ)
 	if err != nil {
