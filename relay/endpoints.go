@@ -63,7 +63,7 @@ type tableEndpoints struct {
 	log    *slog.Logger
 	build  func(webhook.EndpointConfig) (gateway.Endpoint, error)
 	// static are the sink's endpoints of the configuration.
-	static configured
+	static webhook.StaticNames
 	// The fields below are read and written under the hub's lock (or
 	// before the gateway runs).
 	//
@@ -76,28 +76,6 @@ type tableEndpoints struct {
 	clashed map[string]bool
 }
 
-// configured are the names of a webhook sink's endpoints of the
-// configuration, by their folded form (webhook.FoldName).
-type configured map[string]string
-
-func configuredNames(names []string) configured {
-	c := configured{}
-	for _, n := range names {
-		c[webhook.FoldName(n)] = n
-	}
-	return c
-}
-
-// taken returns the endpoint of the configuration that a row's id names:
-// the one whose name is id, or folds to what id folds to.
-func (c configured) taken(id string) (name string, ok bool) {
-	if id == "" {
-		return "", false
-	}
-	name, ok = c[webhook.FoldName(id)]
-	return name, ok
-}
-
 // endpointStates shows the states of endpoints that do not run (off,
 // invalid) and forgets deleted ones: the gateway's metrics.
 type endpointStates interface {
@@ -107,9 +85,9 @@ type endpointStates interface {
 }
 
 // newTableEndpoints follows the endpoints table tc of the webhook sink
-// named sink, whose endpoints of the configuration are named static.
-func newTableEndpoints(sink string, tc webhook.TableConfig, static []string) *tableEndpoints {
-	return &tableEndpoints{sink: sink, tc: tc, static: configuredNames(static), rows: map[string]webhook.TableEndpoint{},
+// named sink, whose endpoints of the configuration are static.
+func newTableEndpoints(sink string, tc webhook.TableConfig, static []webhook.EndpointConfig) *tableEndpoints {
+	return &tableEndpoints{sink: sink, tc: tc, static: webhook.NewStaticNames(static), rows: map[string]webhook.TableEndpoint{},
 		off: map[string]bool{}, clashed: map[string]bool{}}
 }
 
@@ -124,7 +102,7 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 		return nil, err
 	}
 	for _, b := range bad {
-		if name, ok := te.static.taken(b.ID); ok {
+		if name, ok := te.static.Taken(b.ID); ok {
 			te.clash(b.ID, name, "read at start", nil)
 			continue
 		}
@@ -132,7 +110,7 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 	}
 	var out []gateway.Endpoint
 	for _, row := range rows {
-		if name, ok := te.static.taken(row.ID); ok {
+		if name, ok := te.static.Taken(row.ID); ok {
 			te.clash(row.ID, name, "read at start", nil)
 			continue
 		}
@@ -146,7 +124,8 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 }
 
 // clash logs, once until the row is deleted, that the row id names the
-// endpoint of the configuration name (configured.taken) and is refused.
+// endpoint of the configuration name (webhook.StaticNames.Taken) and is
+// refused.
 func (te *tableEndpoints) clash(id, name, op string, at *event.Position) {
 	if te.clashed[te.key(id)] {
 		return
@@ -204,7 +183,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		key := te.key(id)
 		// First what the row may touch: never an endpoint of the
 		// configuration, nor any endpoint when its id is not valid.
-		if name, ok := te.static.taken(id); ok {
+		if name, ok := te.static.Taken(id); ok {
 			if c.Op == event.Delete {
 				if te.clashed[key] {
 					te.log.Info("endpoints table: the row refused for the name of an endpoint of the configuration was deleted; that endpoint was not touched",
@@ -519,16 +498,12 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 		if err != nil {
 			return nil, err
 		}
-		var names []string
-		for _, ep := range wc.Endpoints {
-			names = append(names, ep.Name)
-		}
-		static := configuredNames(names)
+		static := webhook.NewStaticNames(wc.Endpoints)
 		for _, b := range bad {
 			r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table), slog.Any("err", b))
 		}
 		for _, row := range rows {
-			if name, ok := static.taken(row.ID); ok {
+			if name, ok := static.Taken(row.ID); ok {
 				key := s.Name + "/" + name
 				r.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot take its place; rename the row", row.ID, key),
 					slog.String("table", tc.Table), slog.String("row", row.ID), slog.String("endpoint", key))

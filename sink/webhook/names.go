@@ -32,6 +32,31 @@ func FoldName(name string) string {
 	return strings.TrimFunc(norm.NFKC.String(cases.Fold().String(d)), unicode.IsSpace)
 }
 
+// StaticNames are the names of a webhook sink's endpoints of the
+// configuration, by their folded form (FoldName): which one, if any, a
+// row of the endpoints table would be taken for.
+type StaticNames map[string]string
+
+// NewStaticNames returns the StaticNames of endpoints.
+func NewStaticNames(endpoints []EndpointConfig) StaticNames {
+	s := StaticNames{}
+	for _, ep := range endpoints {
+		s[FoldName(ep.Name)] = ep.Name
+	}
+	return s
+}
+
+// Taken returns the endpoint of the configuration that a row's id names:
+// the one whose name is id, or folds to what id folds to. The relay
+// refuses such a row.
+func (s StaticNames) Taken(id string) (name string, ok bool) {
+	if id == "" {
+		return "", false
+	}
+	name, ok = s[FoldName(id)]
+	return name, ok
+}
+
 // CheckID says what is wrong with a row's id, as FromRow does: it must be 1
 // to 64 letters, digits, '.', '_' or '-'. A row whose id fails it never has
 // an endpoint, so no change of that row may stop, disable or delete one.
