@@ -87,8 +87,8 @@ func temporalDigits(e *replication.TableMapEvent) []int8 {
 }
 
 // addChanges appends the rows of a rows event of a watched table to the
-// transaction in progress: an UPDATE's after images, a DELETE's before
-// images, an INSERT's rows.
+// transaction in progress: an UPDATE's after images (each with its before
+// image), a DELETE's before images, an INSERT's rows.
 func (wm *watchMap) addChanges(st *txnState, e *replication.RowsEvent) error {
 	var op event.ChangeOp
 	first, step := 0, 1
@@ -109,17 +109,31 @@ func (wm *watchMap) addChanges(st *txnState, e *replication.RowsEvent) error {
 		}
 	}
 	for i := first; i < len(e.Rows); i += step {
-		row := e.Rows[i]
-		if len(row) != len(wm.cols) {
-			return fmt.Errorf("%w: watched table %s: a row has %d columns, its table map %d", errFatal, wm.name, len(row), len(wm.cols))
+		m, err := wm.row(e.Rows[i])
+		if err != nil {
+			return err
 		}
-		m := make(map[string]any, len(row))
-		for c, v := range row {
-			m[wm.cols[c]] = wm.value(c, v)
+		c := event.Change{Table: wm.name, Op: op, Row: m}
+		if op == event.Update {
+			if c.Before, err = wm.row(e.Rows[i-1]); err != nil {
+				return err
+			}
 		}
-		st.changes = append(st.changes, event.Change{Table: wm.name, Op: op, Row: m})
+		st.changes = append(st.changes, c)
 	}
 	return nil
+}
+
+// row is one decoded row image keyed by column name, its values normalized.
+func (wm *watchMap) row(row []any) (map[string]any, error) {
+	if len(row) != len(wm.cols) {
+		return nil, fmt.Errorf("%w: watched table %s: a row has %d columns, its table map %d", errFatal, wm.name, len(row), len(wm.cols))
+	}
+	m := make(map[string]any, len(row))
+	for c, v := range row {
+		m[wm.cols[c]] = wm.value(c, v)
+	}
+	return m, nil
 }
 
 // value normalizes column c's decoded value v (see event.Change.Row).

@@ -128,17 +128,21 @@ func TestWatchedTableChangesArriveWithTheirTransaction(t *testing.T) {
 	if !reflect.DeepEqual(first.Changes[1].Row, wantUpdate) {
 		t.Errorf("update row (the after image)\n got %#v\nwant %#v", first.Changes[1].Row, wantUpdate)
 	}
+	if !reflect.DeepEqual(first.Changes[1].Before, wantInsert) || first.Changes[0].Before != nil {
+		t.Errorf("update's before image\n got %#v\nwant %#v (and none for the insert: %#v)", first.Changes[1].Before, wantInsert, first.Changes[0].Before)
+	}
 
 	if got := ops(withChanges[1].Changes); got != "insert,insert" || len(withChanges[1].Events) != 0 {
 		t.Errorf("the multi-row insert: ops %s, %d events; want insert,insert and none", got, len(withChanges[1].Events))
 	}
 	upd := withChanges[2].Changes
 	if ops(upd) != "update,update" || upd[0].Row["id"] != "b" || upd[1].Row["id"] != "c" ||
-		upd[0].Row["tiny"] != int64(0) || upd[0].Row["u"] != int64(5) || upd[1].Row["u"] != nil {
+		upd[0].Row["tiny"] != int64(0) || upd[0].Row["u"] != int64(5) || upd[1].Row["u"] != nil ||
+		upd[0].Before["id"] != "b" || upd[0].Before["tiny"] == int64(0) || upd[1].Before["id"] != "c" {
 		t.Errorf("the two-row update: %v", upd)
 	}
 	del := withChanges[3].Changes
-	if ops(del) != "delete" || !reflect.DeepEqual(del[0].Row, wantUpdate) {
+	if ops(del) != "delete" || !reflect.DeepEqual(del[0].Row, wantUpdate) || del[0].Before != nil {
 		t.Errorf("the delete: %v, want one delete with the row's before image %v", del, wantUpdate)
 	}
 

@@ -595,16 +595,17 @@ func TestEndpointsTableIsReadAsTheRelayWould(t *testing.T) {
 	expect(t, rep, rs[len(rs)-1], Fail, `tenant_header "tenant" is not a header of any outbox table`, "tables[].headers")
 
 	// Bad rows WARN, one per line: the relay skips them and runs the
-	// others. A row with a configured endpoint's name is named too.
-	srv.Exec(t, "INSERT INTO shop.hooks_endpoints (id, url) VALUES ('c', 'http://10.1.2.3/hook'), ('d', 'ftp://d.example/'), ('billing', 'https://e.example/')")
+	// others. A row with a configured endpoint's name is named too, also
+	// when it only differs from it in case.
+	srv.Exec(t, "INSERT INTO shop.hooks_endpoints (id, url) VALUES ('c', 'http://10.1.2.3/hook'), ('d', 'ftp://d.example/'), ('BILLING', 'https://e.example/')")
 	rep = runChecks(t, testConfig(t, srv, "root", "",
 		"sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: billing, url: \"https://billing.example/\"}], endpoints_table: {table: shop.hooks_endpoints}}}]"))
 	rs = rep.Get(NameTables)
 	r := rs[len(rs)-1]
 	expect(t, rep, r, Warn, "sink hooks: endpoints table shop.hooks_endpoints: 2 endpoints, 1 enabled; 3 row(s) cannot be used", "endpoints_table.defaults.egress.allow")
 	lines := strings.Split(r.Detail, "\n")
-	if len(lines) != 4 || !strings.Contains(lines[1], `row "c"`) || !strings.Contains(lines[2], `row "d"`) || !strings.Contains(lines[3], `row "billing": has the name of endpoint hooks/billing`) {
-		t.Errorf("want one line per bad row (c, d, billing), got %q", r.Detail)
+	if len(lines) != 4 || !strings.Contains(lines[1], `row "c"`) || !strings.Contains(lines[2], `row "d"`) || !strings.Contains(lines[3], `row "BILLING": has the name of endpoint hooks/billing`) {
+		t.Errorf("want one line per bad row (c, d, BILLING), got %q", r.Detail)
 	}
 	if strings.Contains(r.Fix, "deploy/outbox_endpoints.sql") || !strings.Contains(r.Fix, "rename") || !strings.Contains(r.Fix, "no restart") {
 		t.Errorf("fix %q does not fit bad rows", r.Fix)

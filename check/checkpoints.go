@@ -36,7 +36,7 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 		if n == 0 {
 			return map[string]checkpoint.Checkpoint{}, nil
 		}
-		st, err := checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table)
+		st, err := checkpoint.OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
 		if err != nil {
 			return nil, err
 		}

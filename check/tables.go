@@ -95,14 +95,11 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}, rows
 		}
 	}
-	static := map[string]bool{}
-	for _, ep := range webhook.Section(sc).Endpoints {
-		static[ep.Name] = true
-	}
+	static := webhook.NewStaticNames(webhook.Section(sc).Endpoints)
 	var problems, fixes []string
 	egress, clash := false, false
 	for _, b := range bad {
-		if b.ID != "" && static[b.ID] {
+		if _, ok := static.Taken(b.ID); ok {
 			continue // named below, with the clash
 		}
 		problems = append(problems, b.Error())
@@ -111,7 +108,7 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 	}
 	enabled, usable := 0, 0
 	for _, r := range rows {
-		if static[r.ID] {
+		if _, ok := static.Taken(r.ID); ok {
 			continue
 		}
 		usable++
@@ -120,9 +117,9 @@ func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, s
 		}
 	}
 	for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
-		if static[id] {
+		if name, ok := static.Taken(id); ok {
 			clash = true
-			problems = append(problems, fmt.Sprintf("endpoints table %s, row %q: has the name of endpoint %s/%s of the configuration; the relay refuses the row (the configured endpoint runs as configured)", tc.Table, id, sink, id))
+			problems = append(problems, fmt.Sprintf("endpoints table %s, row %q: has the name of endpoint %s/%s of the configuration; the relay refuses the row (the configured endpoint runs as configured)", tc.Table, id, sink, name))
 		}
 	}
 	summary := fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, usable, enabled)

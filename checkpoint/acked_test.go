@@ -79,7 +79,7 @@ func TestMySQLStoreKeepsTheAcknowledgedList(t *testing.T) {
 	if got, err := ro.Load(ctx, "a"); err != nil || got != cp(1) {
 		t.Fatalf("read-only Load of a 0.4 table = %+v, %v; want %+v", got, err, cp(1))
 	}
-	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v3")
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v3", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

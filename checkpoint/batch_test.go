@@ -58,7 +58,7 @@ func mysqlKind(db *sql.DB, table string) storeKind {
 	return storeKind{
 		name: "mysql",
 		open: func(t testing.TB) store {
-			st, err := checkpoint.OpenMySQL(context.Background(), db, table)
+			st, err := checkpoint.OpenMySQL(context.Background(), db, table, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +148,7 @@ func TestMySQLStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tc.db
 			ctx := context.Background()
-			st, err := checkpoint.OpenMySQL(ctx, db, "cp_"+strings.ReplaceAll(tc.name, " ", "_"))
+			st, err := checkpoint.OpenMySQL(ctx, db, "cp_"+strings.ReplaceAll(tc.name, " ", "_"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +164,7 @@ func TestMySQLStore(t *testing.T) {
 			if err != nil || got != cp(2) {
 				t.Fatalf("Load = %+v, %v; want %+v", got, err, cp(2))
 			}
-			if _, err := checkpoint.OpenMySQL(ctx, db, "bad name; DROP"); err == nil {
+			if _, err := checkpoint.OpenMySQL(ctx, db, "bad name; DROP", nil); err == nil {
 				t.Fatal("an unsafe table name was accepted")
 			}
 		})
@@ -191,7 +192,7 @@ func TestMySQLStoreUpgradesATableWithoutCommitTime(t *testing.T) {
 	if got, err := ro.Load(ctx, "a"); err != nil || got.Position != cp(1).Position || !got.CommitTime.IsZero() {
 		t.Fatalf("read-only Load of a v1 table = %+v, %v", got, err)
 	}
-	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v1")
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestMySQLStoreUpgradesATableWithoutCommitTime(t *testing.T) {
 	if got, err := ro.Load(ctx, "a"); err != nil || got != cp(4) {
 		t.Fatalf("Load after the upgrade = %+v, %v; want %+v", got, err, cp(4))
 	}
-	if _, err := checkpoint.OpenMySQL(ctx, db, "cp_v1"); err != nil {
+	if _, err := checkpoint.OpenMySQL(ctx, db, "cp_v1", nil); err != nil {
 		t.Fatalf("reopening an upgraded table: %v", err)
 	}
 }
@@ -222,14 +223,14 @@ func TestMySQLStoreFencesTheOldHolder(t *testing.T) {
 		"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL) ENGINE=InnoDB"); err != nil {
 		t.Fatal(err)
 	}
-	old, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	old, err := checkpoint.OpenMySQL(ctx, db, "cp_old", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Save(ctx, "a", cp(1)); err != nil { // unlocked: unfenced, as before
 		t.Fatal(err)
 	}
-	a, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	a, err := checkpoint.OpenMySQL(ctx, db, "cp_old", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestMySQLStoreFencesTheOldHolder(t *testing.T) {
 	if err := a.Save(ctx, "a", cp(2)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := checkpoint.OpenMySQL(ctx, db, "cp_old")
+	b, err := checkpoint.OpenMySQL(ctx, db, "cp_old", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func TestOpenDBBoundsAFrozenSavesLocks(t *testing.T) {
 	}
 	// A frozen save: a transaction holding the fencing row, on a connection
 	// the server drops after 2 s of silence.
-	st, err := checkpoint.OpenMySQL(context.Background(), db, "cp")
+	st, err := checkpoint.OpenMySQL(context.Background(), db, "cp", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,4 +375,97 @@ func TestOpenDBBoundsAFrozenSavesLocks(t *testing.T) {
 	if got := st.Epoch(); got != epoch+1 {
 		t.Fatalf("epoch %d, want %d", got, epoch+1)
 	}
+}
+
+// Keys compare as bytes: ids that a collation would take for one
+// (case, accents, trailing spaces) are rows of their own, and saving or
+// deleting one never touches another.
+func TestMySQLStoreKeysCompareAsBytes(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKeysCompareAsBytes(t, st)
+}
+
+// lookalikes are keys a case- and accent-insensitive, PAD SPACE collation
+// takes for "wh/billing".
+var lookalikes = []string{"wh/BILLING", "wh/billing ", "wh/bíllíng", "wh/Billing  "}
+
+// checkKeysCompareAsBytes saves "wh/billing" and its lookalikes, then
+// deletes the lookalikes: "wh/billing" keeps its own checkpoint throughout.
+func checkKeysCompareAsBytes(t *testing.T, st *checkpoint.MySQL) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(ctx, "wh/billing", cp(2)); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range lookalikes {
+		if err := st.Save(ctx, k, cp(10+i)); err != nil {
+			t.Fatalf("save %q: %v", k, err)
+		}
+	}
+	all, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(before) + 1 + len(lookalikes); len(all) != want || all["wh/billing"] != cp(2) {
+		t.Fatalf("after saving the lookalikes, the store lists %d keys, wh/billing = %+v; want %d keys, wh/billing = %+v", len(all), all["wh/billing"], want, cp(2))
+	}
+	for i, k := range lookalikes {
+		if got, err := st.Load(ctx, k); err != nil || got != cp(10+i) {
+			t.Fatalf("Load(%q) = %+v, %v; want %+v", k, got, err, cp(10+i))
+		}
+		if err := st.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := st.Load(ctx, "wh/billing"); err != nil || got != cp(2) {
+		t.Fatalf("after deleting the lookalikes, Load(wh/billing) = %+v, %v; want %+v", got, err, cp(2))
+	}
+}
+
+// A table whose name column is a character column (every version before
+// keys compared as bytes) is altered on open, with one log line saying so;
+// its rows stay, and opening it again alters and logs nothing.
+func TestMySQLStoreMigratesACollatedKeyColumnOnce(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	if _, err := db.Exec("CREATE TABLE cp (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL, " +
+		"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL, " +
+		"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL, " +
+		"commit_time DATETIME(6) NULL, disabled VARCHAR(1024) NOT NULL DEFAULT '', acked MEDIUMTEXT NULL) DEFAULT CHARSET=utf8mb4"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO cp (name, flavor, server_id, gtid_set, binlog_file, binlog_pos, updated_at) VALUES ('wh/other', 'mariadb', 1, '0-1-1', 'binlog.000001', 1, FROM_UNIXTIME(1))"); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var st *checkpoint.MySQL
+	for range 2 {
+		var err error
+		if st, err = checkpoint.OpenMySQL(ctx, db, "cp", log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "checkpoint table upgraded"); n != 1 {
+		t.Fatalf("opening an old table twice logged %d upgrade lines, want 1:\n%s", n, logs.String())
+	}
+	var typ string
+	if err := db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'cp' AND COLUMN_NAME = 'name'").Scan(&typ); err != nil || typ != "varbinary" {
+		t.Fatalf("name column is %q (%v) after the upgrade, want varbinary", typ, err)
+	}
+	if got, err := st.Load(ctx, "wh/other"); err != nil || got.Position != cp(1).Position {
+		t.Fatalf("a row of the old table after the upgrade: %+v, %v", got, err)
+	}
+	checkKeysCompareAsBytes(t, st)
 }

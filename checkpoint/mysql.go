@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -21,6 +22,14 @@ import (
 // database reached through its own connection. The table is created on first
 // use. The relay never treats writes to this table as outbox events: only the
 // configured outbox tables produce events.
+//
+// Keys compare as bytes, as everywhere else in the relay: the name column is
+// VARBINARY, so "wh/billing", "wh/BILLING", "wh/billing " and "wh/bíllíng"
+// are four rows, and a save, load or delete of one never reaches another.
+// (A character column would compare them with its collation: case- and
+// accent-insensitive by default, and, PAD SPACE, blind to trailing spaces —
+// utf8mb4_bin included.) A table whose name column is still a character
+// column is altered on open (migrateKeyColumn).
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -39,8 +48,10 @@ var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
 // the table of a MySQL store (checkpoints or dead letters).
 func ValidTableName(name string) bool { return identRe.MatchString(name) }
 
-// OpenMySQL opens the store on db, creating table if it does not exist.
-func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
+// OpenMySQL opens the store on db, creating table if it does not exist, and
+// bringing a table of an earlier version up to date (its name column made
+// binary: one info line to log, when not nil, saying so).
+func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) (*MySQL, error) {
 	if table == "" {
 		table = config.DefaultCheckpointTable
 	}
@@ -48,7 +59,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)
 	}
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
-		"name VARCHAR(255) NOT NULL PRIMARY KEY,"+
+		"name "+keyColumn+" NOT NULL PRIMARY KEY,"+
 		"flavor VARCHAR(16) NOT NULL,"+
 		"server_uuid VARCHAR(64) NOT NULL DEFAULT '',"+
 		"server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
@@ -85,7 +96,40 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 			}
 		}
 	}
+	if err := migrateKeyColumn(ctx, db, table, "name", "checkpoint", log); err != nil {
+		return nil, err
+	}
 	return &MySQL{db: db, table: table}, nil
+}
+
+// keyColumn is the type of a key column: bytes, compared as bytes (no
+// collation, no padding: trailing spaces count).
+const keyColumn = "VARBINARY(255)"
+
+// migrateKeyColumn makes column of table (in db's current database) a
+// key column (VARBINARY(255)) when it is still a character column, which
+// compares with a collation: tables of versions before keys compared as
+// bytes. what names the table for the error and the log line ("checkpoint",
+// "fencing"); log, when not nil, gets one info line when the column is
+// altered, none when it already is binary. The ALTER rebuilds the table,
+// which holds a row per pipeline or endpoint: it is quick.
+func migrateKeyColumn(ctx context.Context, db *sql.DB, table, column, what string, log *slog.Logger) error {
+	var typ string
+	err := db.QueryRowContext(ctx, "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, column).Scan(&typ)
+	if err != nil {
+		return fmt.Errorf("inspect %s table %q: %w", what, table, err)
+	}
+	if strings.EqualFold(typ, "varbinary") {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` MODIFY `"+column+"` "+keyColumn+" NOT NULL"); err != nil {
+		return fmt.Errorf("%s table %q: make column %s binary (%s), so that keys compare as bytes: %w; run ALTER TABLE `%s` MODIFY `%s` %s NOT NULL as a user with ALTER on it", what, table, column, keyColumn, err, table, column, keyColumn)
+	}
+	if log != nil {
+		log.Info(fmt.Sprintf("%s table upgraded: its column %s is now %s, so keys compare as bytes (they compared with the %s column's collation, which can take one key for another: case, accents, trailing spaces)", what, column, keyColumn, typ),
+			slog.String("table", table), slog.String("column", column), slog.String("was", typ))
+	}
+	return nil
 }
 
 func isDuplicateColumn(err error) bool {

@@ -297,4 +297,8 @@ type Change struct {
 	// server prints them ("2024-05-01 12:00:00.123456"; TIMESTAMP in the
 	// relay's local time zone); BIT is int64.
 	Row map[string]any
+	// Before is an Update's row before the change, normalized as Row is
+	// (nil for Insert and Delete): it tells a change of the row's key (a
+	// renamed id) from a change of its other columns.
+	Before map[string]any
 }

@@ -243,10 +243,8 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 	wc := webhook.Section(sc)
 	name, gc, gm := sc.Name, wc.Gateway, r.metrics.Gateway(sc.Name)
 	var eps []gateway.Endpoint
-	var static []string
 	for _, t := range targets {
 		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
-		static = append(static, t.Name)
 	}
 	// Endpoints from a table: read now, then followed on the shared
 	// stream (relay/endpoints.go has the rule).
@@ -255,7 +253,7 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 	if tc := wc.EndpointsTable; tc != nil {
 		tc := tc.WithDefaults()
 		tc.Logger = r.log
-		table = newTableEndpoints(name, tc, static)
+		table = newTableEndpoints(name, tc, wc.Endpoints)
 		table.store, table.health, table.states, table.log = a.store, r.health, gm, r.log.With(slog.String("sink", name))
 		table.build = func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }
 		more, err := table.load(ctx, a.src.db)

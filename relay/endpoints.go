@@ -39,10 +39,19 @@ import (
 // from the YAML): a row whose id names one is refused — one error log, at
 // start or at its first change — and its INSERTs, UPDATEs and DELETEs are
 // ignored, so the static endpoint keeps every event, its url, its secrets
-// and its checkpoint. A row that cannot be used (FromRow refuses it, or its
+// and its checkpoint. An id names a static endpoint when it equals its name
+// or when both fold to the same (webhook.FoldName: "BILLING", "billing " and
+// "bíllíng" name "billing"), whatever the ways the store, a dashboard or a
+// reader compare them. A row that cannot be used (FromRow refuses it, or its
 // endpoint cannot be built) makes its endpoint invalid: skipped, with one
 // error log, while every other endpoint runs; an UPDATE that fixes it
-// starts it.
+// starts it. A row whose id itself is not valid (TableConfig.CheckID) has
+// no endpoint: its changes never stop, disable or delete one.
+//
+// An UPDATE that changes a row's id is the DELETE of the old id and the
+// INSERT of the new one, at that transaction: the old id's endpoint gets no
+// later event and its cursor is dropped; the new id starts as a new
+// endpoint.
 type tableEndpoints struct {
 	sink string // the webhook sink's name
 	// suffix ends every key (the scaled-out gateway's partition, "@t[p]").
@@ -53,8 +62,8 @@ type tableEndpoints struct {
 	states endpointStates
 	log    *slog.Logger
 	build  func(webhook.EndpointConfig) (gateway.Endpoint, error)
-	// static are the keys of the sink's endpoints of the configuration.
-	static map[string]bool
+	// static are the sink's endpoints of the configuration.
+	static webhook.StaticNames
 	// The fields below are read and written under the hub's lock (or
 	// before the gateway runs).
 	//
@@ -62,8 +71,8 @@ type tableEndpoints struct {
 	rows map[string]webhook.TableEndpoint
 	// off are the keys whose row says enabled = 0.
 	off map[string]bool
-	// clashed are the static keys a row has been refused for (logged once
-	// until the row is deleted).
+	// clashed are the keys of the rows refused for naming a static
+	// endpoint (logged once until the row is deleted).
 	clashed map[string]bool
 }
 
@@ -75,13 +84,11 @@ type endpointStates interface {
 	Forget(key string)
 }
 
-func newTableEndpoints(sink string, tc webhook.TableConfig, static []string) *tableEndpoints {
-	te := &tableEndpoints{sink: sink, tc: tc, static: map[string]bool{}, rows: map[string]webhook.TableEndpoint{},
+// newTableEndpoints follows the endpoints table tc of the webhook sink
+// named sink, whose endpoints of the configuration are static.
+func newTableEndpoints(sink string, tc webhook.TableConfig, static []webhook.EndpointConfig) *tableEndpoints {
+	return &tableEndpoints{sink: sink, tc: tc, static: webhook.NewStaticNames(static), rows: map[string]webhook.TableEndpoint{},
 		off: map[string]bool{}, clashed: map[string]bool{}}
-	for _, k := range static {
-		te.static[k] = true
-	}
-	return te
 }
 
 func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te.suffix }
@@ -95,16 +102,16 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 		return nil, err
 	}
 	for _, b := range bad {
-		if b.ID != "" && te.static[te.key(b.ID)] {
-			te.clash(b.ID, "read at start", nil)
+		if name, ok := te.static.Taken(b.ID); ok {
+			te.clash(b.ID, name, "read at start", nil)
 			continue
 		}
 		te.invalid(b.ID, b.Err)
 	}
 	var out []gateway.Endpoint
 	for _, row := range rows {
-		if te.static[te.key(row.ID)] {
-			te.clash(row.ID, "read at start", nil)
+		if name, ok := te.static.Taken(row.ID); ok {
+			te.clash(row.ID, name, "read at start", nil)
 			continue
 		}
 		if ep, ok := te.admit(row); ok {
@@ -116,14 +123,15 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 	return out, nil
 }
 
-// clash logs, once until the row is deleted, that the row id has the name
-// of an endpoint of the configuration and is refused.
-func (te *tableEndpoints) clash(id, op string, at *event.Position) {
-	key := te.key(id)
-	if te.clashed[key] {
+// clash logs, once until the row is deleted, that the row id names the
+// endpoint of the configuration name (webhook.StaticNames.Taken) and is
+// refused.
+func (te *tableEndpoints) clash(id, name, op string, at *event.Position) {
+	if te.clashed[te.key(id)] {
 		return
 	}
-	te.clashed[key] = true
+	te.clashed[te.key(id)] = true
+	key := te.key(name)
 	attrs := []any{slog.String("table", te.tc.Table), slog.String("row", id), slog.String("endpoint", key), slog.String("op", op)}
 	if at != nil {
 		attrs = append(attrs, slog.String("at", at.String()))
@@ -167,23 +175,37 @@ func (te *tableEndpoints) admit(row webhook.TableEndpoint) (ep gateway.Endpoint,
 
 // changed applies the table's row changes of txn (under the hub's lock).
 func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
-	for _, c := range txn.Changes {
+	for _, c := range splitRenames(te.tc.Table, txn.Changes) {
 		if c.Table != te.tc.Table {
 			continue
 		}
 		id, enabled := webhook.RowIdentity(c.Row)
 		key := te.key(id)
-		if id != "" && te.static[key] {
+		// First what the row may touch: never an endpoint of the
+		// configuration, nor any endpoint when its id is not valid.
+		if name, ok := te.static.Taken(id); ok {
 			if c.Op == event.Delete {
 				if te.clashed[key] {
 					te.log.Info("endpoints table: the row refused for the name of an endpoint of the configuration was deleted; that endpoint was not touched",
-						slog.String("table", te.tc.Table), slog.String("row", id), slog.String("endpoint", key))
+						slog.String("table", te.tc.Table), slog.String("row", id), slog.String("endpoint", te.key(name)))
 				}
 				delete(te.clashed, key)
 				continue
 			}
-			te.clash(id, c.Op.String(), &txn.Position)
+			te.clash(id, name, c.Op.String(), &txn.Position)
 			continue
+		}
+		if id != "" {
+			if err := te.tc.CheckID(id); err != nil {
+				if c.Op == event.Delete {
+					delete(te.off, key)
+					te.states.Forget(key)
+					te.log.Info("endpoints table: a row whose id cannot be used was deleted; it had no endpoint", slog.String("table", te.tc.Table), slog.String("row", id))
+					continue
+				}
+				te.invalid(id, err)
+				continue
+			}
 		}
 		_, running := te.rows[key]
 		if id != "" && (c.Op == event.Delete || !enabled) {
@@ -251,6 +273,35 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		}
 	}
+}
+
+// splitRenames returns changes with each UPDATE of table that changes a
+// row's id (its before image's id is not its id, byte for byte) made the
+// DELETE of the row as it was and the INSERT of the row as it is. changes
+// itself is returned when there is none.
+func splitRenames(table string, changes []event.Change) []event.Change {
+	renamed := func(c event.Change) bool {
+		if c.Op != event.Update || c.Table != table || c.Before == nil {
+			return false
+		}
+		before, _ := webhook.RowIdentity(c.Before)
+		after, _ := webhook.RowIdentity(c.Row)
+		return before != after
+	}
+	if !slices.ContainsFunc(changes, renamed) {
+		return changes
+	}
+	out := make([]event.Change, 0, len(changes)+1)
+	for _, c := range changes {
+		if !renamed(c) {
+			out = append(out, c)
+			continue
+		}
+		out = append(out,
+			event.Change{Table: c.Table, Op: event.Delete, Row: c.Before},
+			event.Change{Table: c.Table, Op: event.Insert, Row: c.Row})
+	}
+	return out
 }
 
 // stop takes key off for a DELETE of its row or enabled = 0: it gets no
@@ -446,16 +497,13 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 		if err != nil {
 			return nil, err
 		}
-		static := map[string]bool{}
-		for _, ep := range wc.Endpoints {
-			static[s.Name+"/"+ep.Name] = true
-		}
+		static := webhook.NewStaticNames(wc.Endpoints)
 		for _, b := range bad {
 			r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table), slog.Any("err", b))
 		}
 		for _, row := range rows {
-			key := s.Name + "/" + row.ID
-			if static[key] {
+			if name, ok := static.Taken(row.ID); ok {
+				key := s.Name + "/" + name
 				r.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot take its place; rename the row", row.ID, key),
 					slog.String("table", tc.Table), slog.String("row", row.ID), slog.String("endpoint", key))
 				continue

@@ -30,7 +30,8 @@ import (
 
 // rowsRelay runs a relay whose webhook sink "hooks" has the endpoints of
 // yaml (may be empty) and the endpoints table outbox_endpoints of dbname,
-// serving /endpoints and /metrics on a free port.
+// serving /endpoints and /metrics on a free port. Its checkpoints are in a
+// file, or (newRowsRelayMySQL) in the table cp of dbname.
 type rowsRelay struct {
 	cfg  *config.Config
 	http string
@@ -38,6 +39,18 @@ type rowsRelay struct {
 }
 
 func newRowsRelay(t *testing.T, dbname string, yaml string, logKeys ...string) *rowsRelay {
+	t.Helper()
+	return newRowsRelayStore(t, dbname, fmt.Sprintf("{path: %s, interval: 100ms}", filepath.Join(t.TempDir(), "cp.json")), yaml, logKeys...)
+}
+
+// newRowsRelayMySQL is newRowsRelay with checkpoint.store: mysql, in the
+// table cp of dbname.
+func newRowsRelayMySQL(t *testing.T, dbname string, yaml string, logKeys ...string) *rowsRelay {
+	t.Helper()
+	return newRowsRelayStore(t, dbname, fmt.Sprintf(`{store: mysql, dsn: "root@tcp(127.0.0.1:%d)/%s", table: cp, interval: 100ms}`, srv.Port, dbname), yaml, logKeys...)
+}
+
+func newRowsRelayStore(t *testing.T, dbname, checkpoint, yaml string, logKeys ...string) *rowsRelay {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +65,7 @@ func newRowsRelay(t *testing.T, dbname string, yaml string, logKeys ...string) *
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %s.outbox}]
-checkpoint: {path: %s, interval: 100ms}
+checkpoint: %s
 http: {listen: "%s"}
 sinks:
   - name: hooks
@@ -61,7 +74,7 @@ sinks:
       endpoints_table:
         table: %[3]s.outbox_endpoints
         defaults: {body: envelope, egress: {allow: [127.0.0.1]}}
-`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), addr, endpoints)))
+`, srv.Port, testserver.ServerID(), dbname, checkpoint, addr, endpoints)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +99,14 @@ func (rr *rowsRelay) run(t *testing.T) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	waitForCheckpoint(t, rr.cfg.Checkpoint.Path)
+	if rr.cfg.Checkpoint.Store != "mysql" {
+		waitForCheckpoint(t, rr.cfg.Checkpoint.Path)
+		return stop
+	}
+	eventually.Within(t, 30*time.Second, "the relay to save a checkpoint", func() bool {
+		all, err := rr.checkpoints(t)
+		return err == nil && len(all) > 0
+	})
 	return stop
 }
 
@@ -149,11 +169,38 @@ func events(t *testing.T, db *sql.DB, n int) int {
 
 func (rr *rowsRelay) checkpoint(t *testing.T, key string) (checkpoint.Checkpoint, error) {
 	t.Helper()
+	if rr.cfg.Checkpoint.Store == "mysql" {
+		all, err := rr.checkpoints(t)
+		if err != nil {
+			return checkpoint.Checkpoint{}, err
+		}
+		cp, ok := all[key]
+		if !ok {
+			return cp, checkpoint.ErrNotFound
+		}
+		return cp, nil
+	}
 	st, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st.Load(context.Background(), key)
+}
+
+// checkpoints lists the checkpoints of a relay of newRowsRelayMySQL, as
+// stored: a read-only store, which reads the table as it is.
+func (rr *rowsRelay) checkpoints(t *testing.T) (map[string]checkpoint.Checkpoint, error) {
+	t.Helper()
+	db, err := checkpoint.OpenDB(rr.cfg.Checkpoint.DSN.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := checkpoint.OpenMySQLReadOnly(db, rr.cfg.Checkpoint.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.List(context.Background())
 }
 
 // A row of the endpoints table with the name of an endpoint of the
@@ -269,6 +316,128 @@ func TestATableRowCannotTakeOverAnEndpointOfTheConfiguration(t *testing.T) {
 	}
 	if cp, err := rr.checkpoint(t, "hooks/billing"); err != nil || cp.Disabled == "" {
 		t.Errorf("the configured endpoint after a row's UPDATE: %+v, %v; want still disabled", cp, err)
+	}
+}
+
+// With the MySQL checkpoint store, rows whose ids a collation, or a
+// reader, takes for a configured endpoint's name ("BILLING", "billing ",
+// "bíllíng") are refused as "billing" itself is: inserted enabled, disabled
+// or deleted, none of them runs, saves or deletes a checkpoint, and the
+// configured endpoint gets every event and keeps its checkpoint, over a
+// restart. A renamed row stops its endpoint at the rename: once renamed and
+// deleted, the endpoint of the old id gets no event committed after. The
+// checkpoint table, created by an earlier version with a collated name
+// column, is migrated on the first start, with one log line.
+func TestLookalikeAndRenamedRowsWithTheMySQLStore(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema,
+		// The checkpoint table as versions before the binary key column
+		// created it.
+		"CREATE TABLE cp (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL, " +
+			"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL, " +
+			"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL, " +
+			"commit_time DATETIME(6) NULL, disabled VARCHAR(1024) NOT NULL DEFAULT '', acked MEDIUMTEXT NULL) DEFAULT CHARSET=utf8mb4",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	billing, probe, attacker, acme := receiver.Start(t, nil), receiver.Start(t, nil), receiver.Start(t, nil), receiver.Start(t, nil)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('probe', ?)`, probe.URL+"/hook")
+	const (
+		refused  = "refused: endpoint hooks/billing is in the configuration"
+		upgraded = "checkpoint table upgraded"
+	)
+	rr := newRowsRelayMySQL(t, dbname, fmt.Sprintf(`{name: billing, url: "%s/hook", body: envelope}`, billing.URL), refused, upgraded)
+	stop := rr.run(t)
+	total := 0
+	// produce commits events with ids starting with prefix and waits for
+	// billing and probe to have every event: the relay has then applied
+	// every row change committed before.
+	produce := func(prefix string) {
+		t.Helper()
+		w := &outboxtest.Workload{Prefix: prefix}
+		outboxtest.Produce(context.Background(), t, db, w, 1, 3, []int{1, 2}, 3)
+		total += w.Events()
+		eventually.Within(t, 60*time.Second, "billing and probe to get every event", func() bool {
+			return billing.Unique() >= total && probe.Unique() >= total
+		})
+	}
+	produce("start-")
+	lookalikes := []string{"BILLING", "billing ", "bíllíng"}
+	for i, id := range lookalikes {
+		exec(`INSERT INTO outbox_endpoints (id, url) VALUES (?, ?)`, id, attacker.URL+"/hook")
+		produce(fmt.Sprintf("l%d-on-", i))
+		exec(`UPDATE outbox_endpoints SET enabled = 0 WHERE id = ?`, id)
+		produce(fmt.Sprintf("l%d-off-", i))
+		exec(`DELETE FROM outbox_endpoints WHERE id = ?`, id)
+		produce(fmt.Sprintf("l%d-gone-", i))
+		if _, err := rr.checkpoint(t, "hooks/billing"); err != nil {
+			t.Fatalf("after the row %q was inserted, disabled and deleted, the configured endpoint's checkpoint: %v", id, err)
+		}
+	}
+	if n := rr.count(refused); n != int64(len(lookalikes)) {
+		t.Errorf("%d error logs refusing a row for hooks/billing, want one per row (%q)", n, lookalikes)
+	}
+	if n := len(attacker.Accepted("")); n != 0 {
+		t.Errorf("the lookalike rows' url got %d events", n)
+	}
+	all, err := rr.checkpoints(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range all {
+		if k != "hooks/billing" && webhook.FoldName(k) == webhook.FoldName("hooks/billing") {
+			t.Errorf("a lookalike row saved a checkpoint, %q", k)
+		}
+	}
+
+	// Renamed, then deleted: the old id's endpoint gets nothing after.
+	exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('acme', ?)`, acme.URL+"/hook")
+	produce("acme-")
+	eventually.Within(t, 60*time.Second, "acme to get the events committed after its row", func() bool {
+		return len(acme.Accepted("")) > 0
+	})
+	exec(`UPDATE outbox_endpoints SET id = 'acme-old' WHERE id = 'acme'`)
+	produce("renamed-")
+	eventually.Within(t, 60*time.Second, "the renamed endpoint hooks/acme to be gone from /endpoints", func() bool {
+		eps := rr.endpoints(t)
+		_, old := eps["hooks/acme"]
+		_, renamed := eps["hooks/acme-old"]
+		return !old && renamed
+	})
+	exec(`DELETE FROM outbox_endpoints WHERE id = 'acme-old'`)
+	produce("deleted-")
+	produce("after-")
+	for _, r := range acme.Accepted("") {
+		if strings.HasPrefix(r.EventID, "deleted-") || strings.HasPrefix(r.EventID, "after-") {
+			t.Fatalf("the endpoint of a row renamed then deleted got event %s, committed after the DELETE", r.EventID)
+		}
+	}
+	eventually.Within(t, 60*time.Second, "the cursors of hooks/acme and hooks/acme-old to be dropped", func() bool {
+		all, err := rr.checkpoints(t)
+		_, old := all["hooks/acme"]
+		_, renamed := all["hooks/acme-old"]
+		return err == nil && !old && !renamed
+	})
+
+	// Over a restart, billing resumes from its own checkpoint.
+	stop()
+	stop = rr.run(t)
+	produce("restarted-")
+	stop()
+	if billing.Unique() != total {
+		t.Errorf("the configured endpoint got %d of %d events", billing.Unique(), total)
+	}
+	if n := rr.count(upgraded); n != 1 {
+		t.Errorf("%d log lines of the checkpoint table's upgrade over two starts, want 1", n)
 	}
 }
 

@@ -128,7 +128,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	// the replica's connections (the saves are group-committed anyway), so
 	// that replicas × partitions × endpoints do not exhaust the server's.
 	cdb.SetMaxOpenConns(maxCursorConns)
-	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable)
+	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable, r.log)
 	if err != nil {
 		return err
 	}
@@ -171,18 +171,16 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 			return r.gatewayEndpointKey(name, name+"/"+ec.Name+p.Suffix, ec)
 		}
 		var eps []gateway.Endpoint
-		var static []string
 		for j, ec := range wc.Endpoints {
 			ep, err := build(ec)
 			if err != nil {
 				return kafkasource.Setup{}, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
 			}
 			eps = append(eps, ep)
-			static = append(static, ep.Key)
 		}
 		setup := kafkasource.Setup{}
 		if table != nil {
-			te := newTableEndpoints(name, table.tc, static)
+			te := newTableEndpoints(name, table.tc, wc.Endpoints)
 			te.suffix = p.Suffix
 			te.store, te.health, te.states, te.log, te.build = store, r.health, gm, table.log, build
 			rows, changes, cancel := table.subscribe()
@@ -225,9 +223,8 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 	var out []gateway.Endpoint
 	for _, r := range raw {
 		id, _ := webhook.RowIdentity(r)
-		key := te.key(id)
-		if id != "" && te.static[key] {
-			te.clash(id, "read at start", nil)
+		if name, ok := te.static.Taken(id); ok {
+			te.clash(id, name, "read at start", nil)
 			continue
 		}
 		row, err := te.tc.FromRow(r)

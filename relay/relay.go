@@ -106,18 +106,18 @@ func Tables(cfg *config.Config) []canal.Table {
 }
 
 // OpenStore opens the configured checkpoint store.
-func OpenStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, false)
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (checkpoint.Store, func(), error) {
+	return openStore(ctx, cfg, false, log)
 }
 
 // OpenStoreReadOnly opens the configured checkpoint store for reading only
 // (status): it creates no table, file or directory, and a missing one reads
 // as no checkpoints.
 func OpenStoreReadOnly(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, true)
+	return openStore(ctx, cfg, true, nil)
 }
 
-func openStore(ctx context.Context, cfg *config.Config, readOnly bool) (checkpoint.Store, func(), error) {
+func openStore(ctx context.Context, cfg *config.Config, readOnly bool, log *slog.Logger) (checkpoint.Store, func(), error) {
 	switch cfg.Checkpoint.Store {
 	case "mysql":
 		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
@@ -128,7 +128,7 @@ func openStore(ctx context.Context, cfg *config.Config, readOnly bool) (checkpoi
 		if readOnly {
 			st, err = checkpoint.OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
 		} else {
-			st, err = checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table)
+			st, err = checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table, log)
 		}
 		if err != nil {
 			db.Close()
@@ -195,7 +195,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
-	store, closeStore, err := OpenStore(ctx, r.cfg)
+	store, closeStore, err := OpenStore(ctx, r.cfg, r.log)
 	if err != nil {
 		return err
 	}

@@ -169,8 +169,9 @@ sinks: [{name: out, type: stdout}]
 }
 
 // Replay reads the endpoints table as the relay does: a row with the name
-// of an endpoint of the configuration never gets that endpoint's dead
-// letters, and a row that cannot be used does not stop the others'.
+// of an endpoint of the configuration (here in another case) never gets
+// that endpoint's dead letters, and a row that cannot be used does not
+// stop the others'.
 func TestDLQReplayNeverHandsAConfiguredEndpointsLettersToARow(t *testing.T) {
 	var configured, row, attacker atomic.Int32
 	server := func(n *atomic.Int32) string {
@@ -185,7 +186,7 @@ func TestDLQReplayNeverHandsAConfiguredEndpointsLettersToARow(t *testing.T) {
 	if _, err := db.Exec(webhook.EndpointsTableSchema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('billing', ?), ('b', ?), ('bad', 'http://10.1.2.3/hook')`, attackerURL, rowURL); err != nil {
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('BILLING', ?), ('b', ?), ('bad', 'http://10.1.2.3/hook')`, attackerURL, rowURL); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -219,7 +220,7 @@ sinks:
 		t.Fatalf("replay: configured endpoint %d requests, table endpoint %d, the clashing row's url %d; want 1, 1, 0 (%s%s)",
 			configured.Load(), row.Load(), attacker.Load(), out.String(), errOut.String())
 	}
-	if !strings.Contains(errOut.String(), `row \"billing\" refused`) && !strings.Contains(errOut.String(), `row "billing" refused`) {
+	if !strings.Contains(errOut.String(), `row \"BILLING\" refused: endpoint hooks/billing`) && !strings.Contains(errOut.String(), `row "BILLING" refused: endpoint hooks/billing`) {
 		t.Errorf("no error log of the refused row: %s", errOut.String())
 	}
 }

@@ -519,6 +519,94 @@ func TestKafkaGatewayFollowsTheEndpointsTable(t *testing.T) {
 	}
 }
 
+// In the scaled-out gateway, rows whose ids fold to a static endpoint's
+// name ("E0000" and "e0000 " for e0000) are refused, read at start or by a
+// poll, enabled, disabled or deleted: nothing reaches their url, and the
+// static endpoint gets every event and keeps its cursors. The cursor table,
+// created by an earlier version with a collated name column, is migrated at
+// the replica's start, with one log line.
+func TestKafkaGatewayRefusesLookalikeRowsOfAStaticEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process run skipped with -short")
+	}
+	rig := newKafkaGatewayRig(t, 1, 1, 2, 0, "queue: 64")
+	rig.args = []string{"--table-poll", "200ms"}
+	for _, q := range []string{
+		"CREATE TABLE outbox_gateway_cursors (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL, " +
+			"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL, " +
+			"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('E0000', '" + rig.url + "/e/1', 't0')",
+	} {
+		if _, err := rig.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rig.start()
+	all := func() []string { return rig.tenantEvents("t0", 0) }
+	delivered := func(what string) {
+		t.Helper()
+		kgwWaitFor(t, 60*time.Second, what, func() bool {
+			got := rig.received(0)
+			for _, id := range all() {
+				if got[id] == 0 {
+					return false
+				}
+			}
+			return true
+		}, rig.logs)
+	}
+	rig.produce(context.Background(), 100, 20, 0)
+	delivered("the static endpoint to get every event")
+	for _, q := range []string{
+		"DELETE FROM outbox_endpoints WHERE id = 'E0000'",
+		"INSERT INTO outbox_endpoints (id, url, tenant, enabled) VALUES ('e0000 ', '" + rig.url + "/e/1', 't0', 0)",
+		"UPDATE outbox_endpoints SET enabled = 1 WHERE id = 'e0000 '",
+		"DELETE FROM outbox_endpoints WHERE id = 'e0000 '",
+	} {
+		reads := rig.tableReads()
+		if _, err := rig.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+		kgwWaitFor(t, 30*time.Second, "the replica to read the change", func() bool { return rig.tableReads() > reads }, rig.logs)
+		rig.produce(context.Background(), 40, 20, 0)
+		delivered("the static endpoint to get every event after " + q)
+	}
+	if got := rig.received(1); len(got) != 0 {
+		t.Errorf("the lookalike rows' url got %d events", len(got))
+	}
+	b, _ := os.ReadFile(filepath.Join(rig.dir, "replica-0.log"))
+	if n := strings.Count(string(b), `refused: endpoint hooks/e0000@`); n < 2 {
+		t.Errorf("%d refusals of a row for hooks/e0000 in the replica's log, want one per row and partition (2 rows, 2 partitions)", n)
+	}
+	if n := strings.Count(string(b), "checkpoint table upgraded"); n != 1 {
+		t.Errorf("%d log lines of the cursor table's upgrade, want 1", n)
+	}
+	rows, err := rig.db.Query("SELECT name FROM outbox_gateway_cursors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	static := 0
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.HasPrefix(name, "hooks/e0000@"):
+			static++
+		case strings.HasPrefix(webhook.FoldName(name), "hooks/e0000"):
+			t.Errorf("a lookalike row's cursor %q", name)
+		}
+	}
+	if static != 2 {
+		t.Errorf("%d cursors of the static endpoint, want one per partition (2)", static)
+	}
+	if t.Failed() {
+		rig.logs()
+	}
+}
+
 // The gateway refuses what it cannot read right, before connecting: a
 // Kafka sink keyed by something other than the aggregate id (without the
 // envelope), a templated topic without --topic, a file checkpoint store,

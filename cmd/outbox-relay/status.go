@@ -153,25 +153,22 @@ func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.
 			fmt.Fprintf(stdout, "webhook sink %s: %s\n", p(sc.Name), p(err.Error()))
 			continue
 		}
-		static := map[string]bool{}
-		for _, ep := range wc.Endpoints {
-			static[ep.Name] = true
-		}
+		static := webhook.NewStaticNames(wc.Endpoints)
 		var lines []string
 		for _, b := range bad {
-			if static[b.ID] {
+			if _, ok := static.Taken(b.ID); ok {
 				continue
 			}
 			lines = append(lines, fmt.Sprintf("  %s/%s %s: %s", sc.Name, b.ID, gateway.Invalid, b.Err))
 		}
 		for _, r := range rows {
-			if !r.Enabled && !static[r.ID] {
+			if _, ok := static.Taken(r.ID); !r.Enabled && !ok {
 				lines = append(lines, fmt.Sprintf("  %s/%s %s: its row has enabled = 0", sc.Name, r.ID, gateway.Off))
 			}
 		}
 		for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
-			if static[id] {
-				lines = append(lines, fmt.Sprintf("  row %q refused: endpoint %s/%s is in the configuration and runs as configured; rename the row", id, sc.Name, id))
+			if name, ok := static.Taken(id); ok {
+				lines = append(lines, fmt.Sprintf("  row %q refused: endpoint %s/%s is in the configuration and runs as configured; rename the row", id, sc.Name, name))
 			}
 		}
 		if len(lines) == 0 {

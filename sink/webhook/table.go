@@ -232,8 +232,8 @@ func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
 	if !ok {
 		return TableEndpoint{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
 	}
-	if !endpointIDRe.MatchString(id) {
-		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: the id must be 1 to 64 letters, digits, '.', '_' or '-'; it names the endpoint's checkpoint and metrics", tc.Table, id)
+	if err := tc.CheckID(id); err != nil {
+		return TableEndpoint{}, err
 	}
 	bad := func(format string, args ...any) (TableEndpoint, error) {
 		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
