@@ -9,9 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
-	"github.com/outbox-relay/outbox-relay/internal/cetest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/cetest"
 )
 
 // In both modes the CloudEvents SDK reads every record (consumed with

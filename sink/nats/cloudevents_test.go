@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
-	"github.com/outbox-relay/outbox-relay/internal/cetest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/cetest"
 )
 
 // NATS protocol binding: binary mode puts the attributes in ce-* headers

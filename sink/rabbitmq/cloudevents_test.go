@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
-	"github.com/outbox-relay/outbox-relay/internal/cetest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/cetest"
 )
 
 // AMQP protocol binding: binary mode puts the attributes in application

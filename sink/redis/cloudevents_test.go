@@ -8,10 +8,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
-	"github.com/outbox-relay/outbox-relay/internal/cetest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/cetest"
 )
 
 // Redis has no CloudEvents binding: binary mode writes ce_<attribute>

@@ -16,9 +16,9 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
-	"github.com/outbox-relay/outbox-relay/internal/cetest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/cetest"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 

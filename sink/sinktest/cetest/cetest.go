@@ -3,7 +3,9 @@
 // protocols whose SDK binding is a module of its own (Kafka, AMQP, NATS) it
 // hands the message's headers to the SDK's binding machinery with the
 // binding's prefix, as those bindings do; HTTP requests are read by the
-// SDK's HTTP binding itself (in the webhook tests).
+// SDK's HTTP binding itself (in the webhook tests). It is a sink test kit,
+// beside the conformance suite (package sinktest) it builds on; it lives
+// under sink/ so that internal/ imports no package of the sinks.
 package cetest
 
 import (
