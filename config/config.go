@@ -1040,6 +1040,30 @@ func (c *Config) ReplicaIDs() int {
 	return n
 }
 
+// SinkReplicaIDs returns the replica ids sink i registers with, by the rule
+// of source.server_id: its stream's is ServerID+i; a fan-out (webhook)
+// sink's catch-up streams take the ids after every sink's stream
+// (ServerID+len(Sinks) on), gateway.max_catch_up each, in sink order. It is
+// a function of the configuration alone: the order in which the relay
+// builds or starts its streams does not change it.
+func (c *Config) SinkReplicaIDs(i int) (stream uint32, catchUp []uint32) {
+	next := c.Source.ServerID + uint32(len(c.Sinks))
+	for j, s := range c.Sinks[:i+1] {
+		f, ok := s.Config.(FanOut)
+		if !ok {
+			continue
+		}
+		n := uint32(f.GatewayConfig().MaxCatchUp)
+		if j == i {
+			for k := range n {
+				catchUp = append(catchUp, next+k)
+			}
+		}
+		next += n
+	}
+	return c.Source.ServerID + uint32(i), catchUp
+}
+
 // PipelineNames lists the pipelines the sinks need, in the order the relay
 // runs them: one per sink, named after it, and one per endpoint for webhook
 // sinks, named "<sink>/<endpoint>". Each name keys a checkpoint.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,12 +93,6 @@ type assembly struct {
 	canResume func(ctx context.Context, pos event.Position) error
 
 	group *group
-	// stream is the next stream's replica id offset: stream i (sink i, or
-	// webhook sink i's shared stream) registers with source.server_id+i;
-	// the webhook sinks' catch-up streams take the ids after those
-	// (config.ReplicaIDs), from catchUpID on.
-	stream    uint32
-	catchUpID uint32
 }
 
 func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held, dl deadletter.Putter, start event.Position) (*assembly, error) {
@@ -110,8 +105,7 @@ func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held,
 	a := &assembly{r: r, cfg: cfg, src: src, lock: lock, store: store, saver: checkpoint.NewGroupCommit(store), dl: dl, start: start,
 		identity: checkpoint.Checkpoint{Flavor: src.info.Flavor, ServerUUID: src.info.ServerUUID, ServerID: src.info.ServerID},
 		servers:  source.NewSet(cfg.Source, r.log), first: first, tls: tc,
-		group:     &group{log: r.log, lose: lock.lose},
-		catchUpID: cfg.Source.ServerID + uint32(len(cfg.Sinks)),
+		group: &group{log: r.log, lose: lock.lose},
 	}
 	if a.servers.Len() == 1 {
 		a.canResume = a.checkResume
@@ -189,7 +183,8 @@ func (a *assembly) newPipeline(name string, s sink.Sink, saver checkpoint.Store,
 }
 
 // streams builds a stream and a pipeline for each sink that is not a
-// webhook sink's endpoint.
+// webhook sink's endpoint. Sink i's stream registers with the replica id
+// config.SinkReplicaIDs gives it, whatever is built first.
 func (a *assembly) streams(targets []Target) ([]member, error) {
 	m := a.r.metrics
 	var out []member
@@ -197,18 +192,22 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 		if t.Gateway != "" {
 			continue
 		}
-		reader, err := a.newReader(t.Name, a.cfg.Source.ServerID+a.stream, m.Source(t.Name, a.src.tableNames...))
+		i := slices.IndexFunc(a.cfg.Sinks, func(s config.Sink) bool { return s.Name == t.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("sink %q is not in the configuration", t.Name)
+		}
+		id, _ := a.cfg.SinkReplicaIDs(i)
+		reader, err := a.newReader(t.Name, id, m.Source(t.Name, a.src.tableNames...))
 		if err != nil {
 			return nil, err
 		}
-		a.stream++
 		obs := m.Pipeline(t.Name)
 		p, err := a.newPipeline(t.Name, t.Sink, a.saver, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes,
 			tracing.Observer(a.tracer, a.kindOf(t.Name), t.Name, obs))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{name: t.Name, obs: obs, run: func(ctx context.Context) error { return p.Run(ctx, reader) }})
+		out = append(out, member{name: t.Name, obs: obs, replicaIDs: []uint32{id}, run: func(ctx context.Context) error { return p.Run(ctx, reader) }})
 	}
 	return out, nil
 }
@@ -224,11 +223,11 @@ func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, er
 		}
 	}
 	var out []member
-	for _, sc := range a.cfg.Sinks {
+	for i, sc := range a.cfg.Sinks {
 		if webhook.Section(sc) == nil {
 			continue
 		}
-		m, err := a.gateway(ctx, sc, byGateway[sc.Name])
+		m, err := a.gateway(ctx, i, sc, byGateway[sc.Name])
 		if err != nil {
 			return nil, err
 		}
@@ -237,8 +236,10 @@ func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, er
 	return out, nil
 }
 
-// gateway builds one webhook sink's gateway.
-func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target) (member, error) {
+// gateway builds the gateway of webhook sink i (sc). Its shared stream and
+// catch-up streams register with the replica ids config.SinkReplicaIDs
+// gives sink i.
+func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, targets []Target) (member, error) {
 	r, cfg := a.r, a.cfg
 	wc := webhook.Section(sc)
 	name, gc, gm := sc.Name, wc.Gateway, r.metrics.Gateway(sc.Name)
@@ -264,17 +265,15 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 		schema, tname, _ := strings.Cut(tc.Table, ".")
 		watch = []canal.Watched{{Schema: schema, Name: tname}}
 	}
-	readers := make([]pipeline.Source, gc.MaxCatchUp+1)
-	for slot := range readers {
+	stream, catchUp := cfg.SinkReplicaIDs(i)
+	ids := append([]uint32{stream}, catchUp...)
+	readers := make([]pipeline.Source, len(ids))
+	for slot, id := range ids {
 		// The shared stream is the sink's in the source metrics; the
 		// catch-up streams come and go, and are counted by state.
-		id, obs := cfg.Source.ServerID+a.stream, canal.Observer(r.metrics.Source(name, a.src.tableNames...))
-		var w []canal.Watched
-		if slot == 0 {
-			w = watch
-		} else {
-			id, obs = a.catchUpID, nil
-			a.catchUpID++
+		obs, w := canal.Observer(r.metrics.Source(name, a.src.tableNames...)), watch
+		if slot > 0 {
+			obs, w = nil, nil
 		}
 		reader, err := a.newReader(name, id, obs, w...)
 		if err != nil {
@@ -282,7 +281,6 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 		}
 		readers[slot] = reader
 	}
-	a.stream++
 	saver := checkpoint.NewGroupCommitEvery(a.store, gatewaySaveGap(len(eps)))
 	g, err := gateway.New(ctx, gateway.Config{
 		Hub: gateway.HubConfig{Name: name, Flavor: a.src.info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
@@ -300,7 +298,7 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 	if table != nil {
 		changed = table.changed
 	}
-	return member{name: name, obs: gm, run: func(ctx context.Context) error { return g.Run(ctx, changed) }}, nil
+	return member{name: name, obs: gm, replicaIDs: ids, run: func(ctx context.Context) error { return g.Run(ctx, changed) }}, nil
 }
 
 // member is one long-lived part of a running relay: a sink's pipeline, or a
@@ -308,7 +306,10 @@ func (a *assembly) gateway(ctx context.Context, sc config.Sink, targets []Target
 type member struct {
 	name string
 	obs  interface{ Stopped(error) } // told when it stops for good
-	run  func(ctx context.Context) error
+	// replicaIDs are the ids its binlog streams register with: the
+	// stream's, then a gateway's catch-up streams'.
+	replicaIDs []uint32
+	run        func(ctx context.Context) error
 }
 
 // group runs members until each has returned. A member's fatal error (or a
