@@ -60,10 +60,11 @@ type Config struct {
 	// ReadTimeout ends a connection that received nothing, not even a
 	// heartbeat, for this long. Default 3 × HeartbeatPeriod.
 	ReadTimeout time.Duration
-	// MaxBackoff caps the wait between reconnect attempts. Default
-	// retry.DefaultMax; a server that refuses connections is retried at
-	// least every retry.DefaultProbe, so its return is noticed at once.
-	MaxBackoff time.Duration
+	// Retry is the wait between reconnect attempts: the relay's policy
+	// (retry.FromConfig), capped at source.max_reconnect_backoff. Zero
+	// fields: retry's defaults. A server that refuses connections is
+	// retried at least every Retry.Probe, so its return is noticed at once.
+	Retry retry.Policy
 	// EventCacheCount is how many raw events go-mysql buffers. Default 512.
 	EventCacheCount int
 
@@ -219,7 +220,7 @@ type Handler = func(ctx context.Context, txn *event.Txn) error
 // the position is lost (position.ErrLost). Stream errors are retried forever.
 func (r *Reader) Run(ctx context.Context, from event.Position, handle Handler) error {
 	pos := from
-	bo := retry.Backoff{Policy: retry.Policy{Initial: 250 * time.Millisecond, Max: r.cfg.MaxBackoff}}
+	bo := retry.Backoff{Policy: r.cfg.Retry}
 	cur := Endpoint{Host: r.cfg.Host, Port: r.cfg.Port, TLS: r.cfg.TLS}
 	if r.cfg.Pick != nil {
 		var err error

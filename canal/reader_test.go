@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/position"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -210,7 +211,7 @@ func TestReaderStartsAtEarliestBinlog(t *testing.T) {
 // transaction it handed on, so nothing is lost and nothing repeats.
 func TestReaderReconnectsAfterTheConnectionIsKilled(t *testing.T) {
 	_, db, cfg := setup(t)
-	cfg.MaxBackoff = 200 * time.Millisecond
+	cfg.Retry = retry.Policy{Max: 200 * time.Millisecond}
 	start := serverPosition(t, db, false)
 	insert := func(from, to int) {
 		for i := from; i < to; i++ {

@@ -19,7 +19,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -160,7 +159,7 @@ func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, w
 		Host: a.first.Host, Port: uint16(a.first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
-		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, MaxBackoff: cfg.Source.MaxReconnectBackoff,
+		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, Retry: a.r.retry.Within(0, cfg.Source.MaxReconnectBackoff),
 		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs,
 	})
 	if err != nil {
@@ -177,7 +176,7 @@ func (a *assembly) newPipeline(name string, s sink.Sink, saver checkpoint.Store,
 		CanResume: a.canResume,
 		BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 		MaxInFlight: maxEvents, MaxInFlightBytes: maxBytes,
-		CheckpointInterval: a.cfg.Checkpoint.Interval, CheckpointGap: a.cfg.Checkpoint.MinInterval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+		CheckpointInterval: a.cfg.Checkpoint.Interval, CheckpointGap: a.cfg.Checkpoint.MinInterval, Retry: a.r.retry,
 		DrainTimeout: d.DrainTimeout, Logger: a.r.log, Observer: obs, Fence: a.lock.fence,
 	})
 }

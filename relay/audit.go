@@ -5,6 +5,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -20,5 +21,5 @@ func AuditReader(cfg *config.Config, info source.ServerInfo, log *slog.Logger) (
 	return canal.Config{Host: a.Host, Port: uint16(a.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 		ServerID: cfg.Source.ServerID + uint32(cfg.ReplicaIDs()), Flavor: info.Flavor, GTIDMode: info.GTIDMode,
 		Tables: Tables(cfg), TLS: tlsConfig, HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout,
-		MaxBackoff: cfg.Source.MaxReconnectBackoff, Logger: log}, nil
+		Retry: retry.FromConfig(cfg.Delivery).Within(0, cfg.Source.MaxReconnectBackoff), Logger: log}, nil
 }

@@ -406,7 +406,7 @@ func (r *Relay) gatewayEndpointKey(sink, key string, ec webhook.EndpointConfig) 
 	if r.metrics != nil {
 		obs.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
 	}
-	ec.Observer = obs
+	ec.Observer, ec.Policy = obs, r.retry
 	filter := gatewayFilter(ec.Filter)
 	ec.Filter = webhook.Filter{}
 	e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))

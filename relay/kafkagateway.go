@@ -195,7 +195,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
 					BatchSize: min(d.BatchSize, gc.MaxInFlight), BatchBytes: d.BatchBytes, Linger: d.Linger,
 					MaxInFlight: gc.MaxInFlight, MaxInFlightBytes: gc.MaxInFlightBytes,
-					CheckpointInterval: cfg.Checkpoint.Interval, Retry: retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+					CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.retry,
 					DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: gm.Endpoint(key),
 				})
 			},

@@ -33,6 +33,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 	"github.com/outbox-relay/outbox-relay/tracing"
@@ -77,6 +78,9 @@ type Relay struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics // set by Run; nil for Targets used alone (dlq replay)
 	health  *gateway.Health  // every webhook endpoint's run of failures
+	// retry is the one retry policy (retry.FromConfig), built here and
+	// passed down to every pipeline, sink, reader and webhook endpoint.
+	retry retry.Policy
 }
 
 // New returns a relay for cfg. It does not connect yet.
@@ -84,7 +88,7 @@ func New(cfg *config.Config, opts Options) *Relay {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth()}
+	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
 }
 
 // Tables converts the configured outbox tables.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -33,9 +32,7 @@ func (r *Relay) targets(s config.Sink) ([]Target, error) {
 	if r.opts.Stdout != nil {
 		stdout = r.opts.Stdout
 	}
-	d := r.cfg.Delivery
-	out, err := k.New(sink.Params{Name: s.Name, Config: s.Config, Stdout: stdout,
-		Retry:  retry.Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff},
+	out, err := k.New(sink.Params{Name: s.Name, Config: s.Config, Stdout: stdout, Retry: r.retry,
 		Logger: r.log.With(slog.String("sink", s.Name))})
 	if err != nil {
 		return nil, err

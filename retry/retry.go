@@ -44,6 +44,28 @@ type Policy struct {
 	Probe time.Duration
 }
 
+// FromConfig is the relay's retry policy: delivery.retry_backoff up to
+// delivery.max_retry_backoff. The relay builds it once and passes it down
+// to the pipelines, the sinks that retry themselves, the binlog readers
+// (Within source.max_reconnect_backoff) and the webhook endpoints (Within
+// their own bounds).
+func FromConfig(d config.Delivery) Policy {
+	return Policy{Initial: d.RetryBackoff, Max: d.MaxRetryBackoff}
+}
+
+// Within returns p with its bounds replaced by those of a loop with its own
+// (a webhook endpoint's retry.initial_backoff and max_backoff, the reader's
+// source.max_reconnect_backoff); a zero bound keeps p's.
+func (p Policy) Within(initial, max time.Duration) Policy {
+	if initial > 0 {
+		p.Initial = initial
+	}
+	if max > 0 {
+		p.Max = max
+	}
+	return p
+}
+
 // WithDefaults returns p with every zero field set to its default.
 func (p Policy) WithDefaults() Policy {
 	if p.Initial <= 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
+	"github.com/outbox-relay/outbox-relay/retry"
 )
 
 // Defaults applied by WithDefaults to fields left at their zero value.
@@ -117,6 +118,11 @@ type EndpointConfig struct {
 	// request is in flight, never while it waits to retry. Not part of the
 	// YAML configuration.
 	Slots chan struct{} `yaml:"-"`
+	// Policy is the relay's retry policy (retry.FromConfig), passed down:
+	// the endpoint's retry.initial_backoff and max_backoff replace its
+	// bounds, and its Probe is how often an unreachable endpoint is probed.
+	// Zero fields: retry's defaults. Not part of the YAML configuration.
+	Policy retry.Policy `yaml:"-"`
 }
 
 // Filter selects events by glob patterns (path.Match syntax: *, ?, [a-z])

@@ -17,7 +17,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
-	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -99,7 +98,7 @@ type Endpoint struct {
 	failedRun    int       // failed attempts in the run
 	lastFailLog  time.Time // when the run was last logged
 
-	probeEvery time.Duration // retry.DefaultProbe; tests shorten it
+	probeEvery time.Duration // cfg.Policy's Probe; tests shorten it
 	logEvery   time.Duration // DefaultFailureLogInterval; tests shorten it
 }
 
@@ -221,7 +220,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 		lanes:     make(map[string]*lane),
 		closing:   make(chan struct{}),
 
-		probeEvery: retry.DefaultProbe,
+		probeEvery: cfg.Policy.WithDefaults().Probe,
 		logEvery:   DefaultFailureLogInterval,
 	}
 	if len(keys) > 0 {

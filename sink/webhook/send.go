@@ -362,15 +362,10 @@ func (e *Endpoint) retryWait(d *delivery, o outcome, now time.Time) (time.Durati
 	if elapsed >= r.MaxAge {
 		return 0, false
 	}
-	wait := r.policy().Wait(d.attempts)
+	wait := e.cfg.Policy.Within(r.InitialBackoff, r.MaxBackoff).Wait(d.attempts)
 	if o.hasRetryAfter {
 		wait = o.retryAfter // already capped at MaxBackoff
 	}
 	// The last attempt is made when max_age runs out, not skipped.
 	return min(wait, r.MaxAge-elapsed), true
-}
-
-// policy is the relay's retry policy with this endpoint's bounds.
-func (r RetryConfig) policy() retry.Policy {
-	return retry.Policy{Initial: r.InitialBackoff, Max: r.MaxBackoff}
 }
