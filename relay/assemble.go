@@ -20,7 +20,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
@@ -211,9 +210,9 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 	return out, nil
 }
 
-// gateways builds, for each webhook sink, its gateway: its endpoints (from
-// the configuration and its endpoints table), one shared stream and its
-// catch-up streams.
+// gateways builds, for each fan-out sink (a webhook sink), its gateway:
+// its endpoints (from the configuration and its endpoints table), one
+// shared stream and its catch-up streams.
 func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, error) {
 	byGateway := map[string][]Target{}
 	for _, t := range targets {
@@ -223,10 +222,11 @@ func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, er
 	}
 	var out []member
 	for i, sc := range a.cfg.Sinks {
-		if webhook.Section(sc) == nil {
+		fo, ok := gateway.FanOutFor(sc)
+		if !ok {
 			continue
 		}
-		m, err := a.gateway(ctx, i, sc, byGateway[sc.Name])
+		m, err := a.gateway(ctx, i, sc, fo, byGateway[sc.Name])
 		if err != nil {
 			return nil, err
 		}
@@ -235,33 +235,30 @@ func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, er
 	return out, nil
 }
 
-// gateway builds the gateway of webhook sink i (sc). Its shared stream and
-// catch-up streams register with the replica ids config.SinkReplicaIDs
-// gives sink i.
-func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, targets []Target) (member, error) {
+// gateway builds the gateway of fan-out sink i (sc, of kind fo). Its shared
+// stream and catch-up streams register with the replica ids
+// config.SinkReplicaIDs gives sink i.
+func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gateway.FanOut, targets []Target) (member, error) {
 	r, cfg := a.r, a.cfg
-	wc := webhook.Section(sc)
-	name, gc, gm := sc.Name, wc.Gateway, r.metrics.Gateway(sc.Name)
+	name, gc, gm := sc.Name, sc.Config.(config.FanOut).GatewayConfig(), r.metrics.Gateway(sc.Name)
 	var eps []gateway.Endpoint
 	for _, t := range targets {
 		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
 	}
 	// Endpoints from a table: read now, then followed on the shared
-	// stream (relay/endpoints.go has the rule).
-	var table *tableEndpoints
+	// stream (the kind's package has the rule).
+	table, err := fo.Table(r.fanOutParams(sc, "", a.store, nil))
+	if err != nil {
+		return member{}, err
+	}
 	var watch []canal.Watched
-	if tc := wc.EndpointsTable; tc != nil {
-		tc := tc.WithDefaults()
-		tc.Logger = r.log
-		table = newTableEndpoints(name, tc, wc.Endpoints)
-		table.store, table.health, table.states, table.log = a.store, r.health, gm, r.log.With(slog.String("sink", name))
-		table.build = func(ec webhook.EndpointConfig) (gateway.Endpoint, error) { return r.gatewayEndpoint(name, ec) }
-		more, err := table.load(ctx, a.src.db)
+	if table != nil {
+		more, err := table.Load(ctx, a.src.db)
 		if err != nil {
 			return member{}, err
 		}
 		eps = append(eps, more...)
-		schema, tname, _ := strings.Cut(tc.Table, ".")
+		schema, tname, _ := strings.Cut(table.Name(), ".")
 		watch = []canal.Watched{{Schema: schema, Name: tname}}
 	}
 	stream, catchUp := cfg.SinkReplicaIDs(i)
@@ -295,7 +292,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, targets [
 	}
 	var changed func(*gateway.Gateway, *event.Txn)
 	if table != nil {
-		changed = table.changed
+		changed = table.Changed
 	}
 	return member{name: name, obs: gm, replicaIDs: ids, run: func(ctx context.Context) error { return g.Run(ctx, changed) }}, nil
 }

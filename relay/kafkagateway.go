@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
@@ -19,7 +20,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -72,17 +72,20 @@ const (
 // before the poll, may still be routed by the old row).
 func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	cfg := r.cfg
-	var wc *webhook.SinkConfig
+	var hooks config.Sink
+	var fo gateway.FanOut
 	var kc *kafka.Config
 	for _, s := range cfg.Sinks {
 		switch s.Name {
 		case kg.Webhook:
-			wc = webhook.Section(s)
+			if f, ok := gateway.FanOutFor(s); ok {
+				hooks, fo = s, f
+			}
 		case kg.Kafka:
 			kc, _ = s.Config.(*kafka.Config)
 		}
 	}
-	if wc == nil {
+	if fo.Endpoints == nil {
 		return fmt.Errorf("gateway: no webhook sink named %q in the configuration; pass --webhook with the name of a sink of type webhook", kg.Webhook)
 	}
 	if kc == nil {
@@ -138,18 +141,20 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		return err
 	}
 	defer closeDL()
-	name, gc, gm := kg.Webhook, wc.Gateway, m.Gateway(kg.Webhook)
+	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), m.Gateway(kg.Webhook)
 	var table *tablePoll
 	var polling sync.WaitGroup
-	if tc := wc.EndpointsTable; tc != nil {
-		tc := tc.WithDefaults()
-		tc.Logger = r.log
+	t, err := fo.Table(r.fanOutParams(hooks, "", store, nil))
+	if err != nil {
+		return err
+	}
+	if t != nil {
 		db, err := source.Open(ctx, cfg.Source)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		table = &tablePoll{tc: tc, db: db, every: kg.PollEvery, log: r.log.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
+		table = &tablePoll{table: t, db: db, every: kg.PollEvery, log: r.log.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
 		if err := table.read(ctx); err != nil {
 			return err
 		}
@@ -166,26 +171,20 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		slots = make(chan struct{}, kg.MaxRequests)
 	}
 	partition := func(ctx context.Context, p kafkasource.Partition) (kafkasource.Setup, error) {
-		build := func(ec webhook.EndpointConfig) (gateway.Endpoint, error) {
-			ec.Slots = slots
-			return r.gatewayEndpointKey(name, name+"/"+ec.Name+p.Suffix, ec)
-		}
-		var eps []gateway.Endpoint
-		for j, ec := range wc.Endpoints {
-			ep, err := build(ec)
-			if err != nil {
-				return kafkasource.Setup{}, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
-			}
-			eps = append(eps, ep)
+		params := r.fanOutParams(hooks, p.Suffix, store, slots)
+		eps, err := fo.Endpoints(params)
+		if err != nil {
+			return kafkasource.Setup{}, err
 		}
 		setup := kafkasource.Setup{}
 		if table != nil {
-			te := newTableEndpoints(name, table.tc, wc.Endpoints)
-			te.suffix = p.Suffix
-			te.store, te.health, te.states, te.log, te.build = store, r.health, gm, table.log, build
+			te, err := fo.Table(params)
+			if err != nil {
+				return kafkasource.Setup{}, err
+			}
 			rows, changes, cancel := table.subscribe()
-			setup.Changes, setup.Done, setup.Changed = changes, cancel, te.changed
-			eps = append(eps, te.loadRows(rows)...)
+			setup.Changes, setup.Done, setup.Changed = changes, cancel, te.Changed
+			eps = append(eps, te.LoadRows(rows)...)
 		}
 		setup.Gateway = gateway.Config{
 			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
@@ -218,32 +217,11 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	return grp.Run(ctx)
 }
 
-// loadRows is load over rows already read (TableConfig.Rows).
-func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
-	var out []gateway.Endpoint
-	for _, r := range raw {
-		id, _ := webhook.RowIdentity(r)
-		if name, ok := te.static.Taken(id); ok {
-			te.clash(id, name, "read at start", nil)
-			continue
-		}
-		row, err := te.tc.FromRow(r)
-		if err != nil {
-			te.invalid(id, err)
-			continue
-		}
-		if ep, ok := te.admit(row); ok {
-			out = append(out, ep)
-		}
-	}
-	return out
-}
-
 // tablePoll reads the endpoints table every so often and hands each
 // subscriber (a partition's shared stream) the rows that changed since the
 // read it began with, as inserts, updates and deletes.
 type tablePoll struct {
-	tc    webhook.TableConfig
+	table gateway.Table
 	db    *sql.DB
 	every time.Duration
 	log   *slog.Logger
@@ -256,7 +234,7 @@ type tablePoll struct {
 
 // read reads the table and sends what changed to every subscriber.
 func (tp *tablePoll) read(ctx context.Context) error {
-	raw, err := tp.tc.Rows(ctx, tp.db)
+	raw, err := tp.table.Rows(ctx, tp.db)
 	if err != nil {
 		return err
 	}
@@ -271,14 +249,14 @@ func (tp *tablePoll) read(ctx context.Context) error {
 		old, ok := tp.rows[id]
 		switch {
 		case !ok:
-			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Insert, Row: row})
+			changes = append(changes, event.Change{Table: tp.table.Name(), Op: event.Insert, Row: row})
 		case !maps.Equal(old, row):
-			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Update, Row: row})
+			changes = append(changes, event.Change{Table: tp.table.Name(), Op: event.Update, Row: row})
 		}
 	}
 	for id, old := range tp.rows {
 		if _, ok := now[id]; !ok {
-			changes = append(changes, event.Change{Table: tp.tc.Table, Op: event.Delete, Row: old})
+			changes = append(changes, event.Change{Table: tp.table.Name(), Op: event.Delete, Row: old})
 		}
 	}
 	first := tp.rows == nil
@@ -291,7 +269,7 @@ func (tp *tablePoll) read(ctx context.Context) error {
 	if first || len(changes) == 0 {
 		return nil
 	}
-	tp.log.Info("endpoints table changed: applied on each partition at its next record", slog.String("table", tp.tc.Table), slog.Int("rows", len(changes)))
+	tp.log.Info("endpoints table changed: applied on each partition at its next record", slog.String("table", tp.table.Name()), slog.Int("rows", len(changes)))
 	for _, c := range subs {
 		select {
 		case c <- changes:

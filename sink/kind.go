@@ -44,6 +44,16 @@ type Kind struct {
 	// checkpoints. A kind with Audit has an audit test (see
 	// docs/adding-a-sink.md).
 	Audit func(AuditParams) (Auditor, error)
+	// FanOut, for a kind the relay runs as a gateway of endpoints (its
+	// section is a config.FanOut; New is nil), is its gateway.FanOut: how
+	// to build a sink's endpoints, of its configuration and of its
+	// endpoints table. Typed any because package gateway imports this one;
+	// gateway.FanOutOf reads it. Nil for the other kinds.
+	FanOut any
+	// LibraryLogger, if set, routes the log of the kind's client library
+	// (a process-wide setting of that library) to log; the commands call
+	// it once at start.
+	LibraryLogger func(log *slog.Logger)
 }
 
 // Params is what New gets besides the section.

@@ -17,6 +17,7 @@ func init() {
 		Type:     "webhook",
 		Config:   func() config.SinkConfig { return new(SinkConfig) },
 		Insecure: func(sc config.SinkConfig) []sink.Warning { return sc.(*SinkConfig).insecure() },
+		FanOut:   fanOut,
 	})
 }
 

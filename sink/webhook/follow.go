@@ -1,4 +1,4 @@
-package relay
+package webhook
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
-	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // tableEndpoints follows a webhook sink's endpoints table: the rows read at
@@ -40,7 +38,7 @@ import (
 // start or at its first change — and its INSERTs, UPDATEs and DELETEs are
 // ignored, so the static endpoint keeps every event, its url, its secrets
 // and its checkpoint. An id names a static endpoint when it equals its name
-// or when both fold to the same (webhook.FoldName: "BILLING", "billing " and
+// or when both fold to the same (FoldName: "BILLING", "billing " and
 // "bíllíng" name "billing"), whatever the ways the store, a dashboard or a
 // reader compare them. A row that cannot be used (FromRow refuses it, or its
 // endpoint cannot be built) makes its endpoint invalid: skipped, with one
@@ -56,19 +54,19 @@ type tableEndpoints struct {
 	sink string // the webhook sink's name
 	// suffix ends every key (the scaled-out gateway's partition, "@t[p]").
 	suffix string
-	tc     webhook.TableConfig
+	tc     TableConfig
 	store  checkpoint.Store
 	health *gateway.Health
-	states endpointStates
+	states gateway.StateShower
 	log    *slog.Logger
-	build  func(webhook.EndpointConfig) (gateway.Endpoint, error)
+	build  func(EndpointConfig) (gateway.Endpoint, error)
 	// static are the sink's endpoints of the configuration.
-	static webhook.StaticNames
+	static StaticNames
 	// The fields below are read and written under the hub's lock (or
 	// before the gateway runs).
 	//
 	// rows are the enabled endpoints' rows by key, as last applied.
-	rows map[string]webhook.TableEndpoint
+	rows map[string]TableEndpoint
 	// off are the keys whose row says enabled = 0.
 	off map[string]bool
 	// clashed are the keys of the rows refused for naming a static
@@ -76,18 +74,10 @@ type tableEndpoints struct {
 	clashed map[string]bool
 }
 
-// endpointStates shows the states of endpoints that do not run (off,
-// invalid) and forgets deleted ones: the gateway's metrics.
-type endpointStates interface {
-	State(key string, s gateway.State)
-	Invalid(key string, err error)
-	Forget(key string)
-}
-
 // newTableEndpoints follows the endpoints table tc of the webhook sink
 // named sink, whose endpoints of the configuration are static.
-func newTableEndpoints(sink string, tc webhook.TableConfig, static []webhook.EndpointConfig) *tableEndpoints {
-	return &tableEndpoints{sink: sink, tc: tc, static: webhook.NewStaticNames(static), rows: map[string]webhook.TableEndpoint{},
+func newTableEndpoints(sink string, tc TableConfig, static []EndpointConfig) *tableEndpoints {
+	return &tableEndpoints{sink: sink, tc: tc, static: NewStaticNames(static), rows: map[string]TableEndpoint{},
 		off: map[string]bool{}, clashed: map[string]bool{}}
 }
 
@@ -124,7 +114,7 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 }
 
 // clash logs, once until the row is deleted, that the row id names the
-// endpoint of the configuration name (webhook.StaticNames.Taken) and is
+// endpoint of the configuration name (StaticNames.Taken) and is
 // refused.
 func (te *tableEndpoints) clash(id, name, op string, at *event.Position) {
 	if te.clashed[te.key(id)] {
@@ -136,7 +126,7 @@ func (te *tableEndpoints) clash(id, name, op string, at *event.Position) {
 	if at != nil {
 		attrs = append(attrs, slog.String("at", at.String()))
 	}
-	te.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot start, stop, change or remove it; it runs as configured. Rename the row (UPDATE %s SET id = 'another-name' WHERE id = '%s')",
+	te.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (endpoints), and a row cannot start, stop, change or remove it; it runs as configured. Rename the row (UPDATE %s SET id = 'another-name' WHERE id = '%s')",
 		id, key, te.tc.Table, id), attrs...)
 }
 
@@ -157,7 +147,7 @@ func (te *tableEndpoints) invalid(id string, err error) {
 // admit takes a usable row read at start that is not a configured
 // endpoint's: off when disabled, invalid when its endpoint cannot be
 // built, else its endpoint to start (ok).
-func (te *tableEndpoints) admit(row webhook.TableEndpoint) (ep gateway.Endpoint, ok bool) {
+func (te *tableEndpoints) admit(row TableEndpoint) (ep gateway.Endpoint, ok bool) {
 	key := te.key(row.ID)
 	if !row.Enabled {
 		te.off[key] = true
@@ -179,7 +169,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		if c.Table != te.tc.Table {
 			continue
 		}
-		id, enabled := webhook.RowIdentity(c.Row)
+		id, enabled := RowIdentity(c.Row)
 		key := te.key(id)
 		// First what the row may touch: never an endpoint of the
 		// configuration, nor any endpoint when its id is not valid.
@@ -284,8 +274,8 @@ func splitRenames(table string, changes []event.Change) []event.Change {
 		if c.Op != event.Update || c.Table != table || c.Before == nil {
 			return false
 		}
-		before, _ := webhook.RowIdentity(c.Before)
-		after, _ := webhook.RowIdentity(c.Row)
+		before, _ := RowIdentity(c.Before)
+		after, _ := RowIdentity(c.Row)
 		return before != after
 	}
 	if !slices.ContainsFunc(changes, renamed) {
@@ -383,45 +373,19 @@ func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan str
 }
 
 // onlyFilterChanged reports whether a and b differ in their filter only.
-func onlyFilterChanged(a, b webhook.EndpointConfig) bool {
-	a.Filter, b.Filter = webhook.Filter{}, webhook.Filter{}
+func onlyFilterChanged(a, b EndpointConfig) bool {
+	a.Filter, b.Filter = Filter{}, Filter{}
 	return a.URL == b.URL && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
 		a.Timeout == b.Timeout && a.MaxConcurrency == b.MaxConcurrency && a.Body == b.Body &&
 		maps.Equal(a.Headers, b.Headers) && a.Retry == b.Retry
 }
 
-// gatewayEndpoint builds the webhook endpoint ec of the webhook sink named
-// sink. Its filter is the gateway's, which routes its events and can change
-// at a transaction (endpoints table); the webhook endpoint itself filters
-// nothing.
-func (r *Relay) gatewayEndpoint(sink string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
-	return r.gatewayEndpointKey(sink, sink+"/"+ec.Name, ec)
-}
-
-// gatewayEndpointKey is gatewayEndpoint under the checkpoint key key (the
-// scaled-out gateway runs an endpoint per partition, each with its own
-// health and metrics).
-func (r *Relay) gatewayEndpointKey(sink, key string, ec webhook.EndpointConfig) (gateway.Endpoint, error) {
-	obs := healthObserver{key: key, health: r.health}
-	if r.metrics != nil {
-		obs.Observer = r.metrics.Gateway(sink).Endpoint(key).Retries()
-	}
-	ec.Observer, ec.Policy = obs, r.retry
-	filter := gatewayFilter(ec.Filter)
-	ec.Filter = webhook.Filter{}
-	e, err := webhook.NewEndpoint(ec, r.log.With(slog.String("sink", key)))
-	if err != nil {
-		return gateway.Endpoint{}, err
-	}
-	return gateway.Endpoint{Key: key, Sink: e, Filter: filter}, nil
-}
-
 // healthObserver tells the gateway's Health of every attempt, besides the
 // metrics' observer.
 type healthObserver struct {
-	webhook.Observer // nil without metrics
-	key              string
-	health           *gateway.Health
+	Observer // nil without metrics
+	key      string
+	health   *gateway.Health
 }
 
 func (o healthObserver) Attempt(status int, dur time.Duration) {
@@ -456,7 +420,7 @@ func (o healthObserver) Failed(reason string) {
 // tenant) when it has exactly one, else by its aggregate types when each is
 // an exact name (no glob), so the hub looks it up instead of asking it
 // about every event.
-func gatewayFilter(f webhook.Filter) gateway.Filter {
+func gatewayFilter(f Filter) gateway.Filter {
 	gf := gateway.Filter{Match: f.Match}
 	if len(f.Headers) == 1 {
 		for k, v := range f.Headers {
@@ -464,61 +428,29 @@ func gatewayFilter(f webhook.Filter) gateway.Filter {
 		}
 		return gf
 	}
-	if len(f.AggregateTypes) > 0 && !slices.ContainsFunc(f.AggregateTypes, webhook.IsGlob) {
+	if len(f.AggregateTypes) > 0 && !slices.ContainsFunc(f.AggregateTypes, IsGlob) {
 		gf.AggregateTypes = slices.Clone(f.AggregateTypes)
 	}
 	return gf
 }
 
-// TableTargets builds the enabled endpoints of every webhook sink's
-// endpoints table, read from the source now (for dlq replay: the running
-// relay follows the table on its stream). As when the relay runs, a row
-// that cannot be used is skipped with an error log, and a row with the name
-// of an endpoint of the configuration is refused: it never gets that
-// endpoint's dead letters.
-func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
-	var out []Target
-	var db *sql.DB
-	for _, s := range r.cfg.Sinks {
-		wc := webhook.Section(s)
-		if wc == nil || wc.EndpointsTable == nil {
+// loadRows is load over rows already read (TableConfig.Rows).
+func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
+	var out []gateway.Endpoint
+	for _, r := range raw {
+		id, _ := RowIdentity(r)
+		if name, ok := te.static.Taken(id); ok {
+			te.clash(id, name, "read at start", nil)
 			continue
 		}
-		if db == nil {
-			var err error
-			if db, err = source.Open(ctx, r.cfg.Source); err != nil {
-				return nil, err
-			}
-			defer db.Close()
-		}
-		tc := wc.EndpointsTable.WithDefaults()
-		tc.Logger = r.log
-		rows, bad, err := tc.Load(ctx, db)
+		row, err := te.tc.FromRow(r)
 		if err != nil {
-			return nil, err
+			te.invalid(id, err)
+			continue
 		}
-		static := webhook.NewStaticNames(wc.Endpoints)
-		for _, b := range bad {
-			r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table), slog.Any("err", b))
-		}
-		for _, row := range rows {
-			if name, ok := static.Taken(row.ID); ok {
-				key := s.Name + "/" + name
-				r.log.Error(fmt.Sprintf("endpoints table: row %q refused: endpoint %s is in the configuration (webhook.endpoints), and a row cannot take its place; rename the row", row.ID, key),
-					slog.String("table", tc.Table), slog.String("row", row.ID), slog.String("endpoint", key))
-				continue
-			}
-			if !row.Enabled {
-				continue
-			}
-			e, err := r.gatewayEndpoint(s.Name, row.Config)
-			if err != nil {
-				r.log.Error("endpoints table: a row cannot be used and is skipped", slog.String("sink", s.Name), slog.String("table", tc.Table),
-					slog.String("row", row.ID), slog.Any("err", err))
-				continue
-			}
-			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+		if ep, ok := te.admit(row); ok {
+			out = append(out, ep)
 		}
 	}
-	return out, nil
+	return out
 }

@@ -1,0 +1,121 @@
+package webhook
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
+)
+
+// The webhook kind is a fan-out: the relay runs each webhook sink as a
+// gateway (package gateway) of its endpoints, and this package declares,
+// through fanOut (its sink.Kind's FanOut), how they are built: those of
+// the configuration, and those of its endpoints table, which this package
+// follows (follow.go has the rule). Their owner is this package, not the
+// relay nor package gateway: the rows, their secrets, the 410 an endpoint
+// answers and the filters are the webhook's; the gateway only routes,
+// queues and checkpoints whatever endpoints it is given.
+var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable}
+
+// section is p's section, a webhook one.
+func section(p gateway.FanOutParams) (*SinkConfig, error) {
+	wc, ok := p.Config.(*SinkConfig)
+	if !ok {
+		return nil, fmt.Errorf("webhook: section of sink %q is a %T, not a webhook section", p.Sink, p.Config)
+	}
+	return wc, nil
+}
+
+// staticEndpoints builds the endpoints of the sink's configuration.
+func staticEndpoints(p gateway.FanOutParams) ([]gateway.Endpoint, error) {
+	wc, err := section(p)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(p)
+	var out []gateway.Endpoint
+	for j, ec := range wc.Endpoints {
+		ep, err := b.build(ec)
+		if err != nil {
+			return nil, fmt.Errorf("webhook.endpoints[%d]: %w", j, err)
+		}
+		out = append(out, ep)
+	}
+	return out, nil
+}
+
+// followTable returns the follower of the sink's endpoints table, or nil.
+func followTable(p gateway.FanOutParams) (gateway.Table, error) {
+	wc, err := section(p)
+	if err != nil || wc.EndpointsTable == nil {
+		return nil, err
+	}
+	b := newBuilder(p)
+	tc := wc.EndpointsTable.WithDefaults()
+	tc.Logger = b.p.Logger
+	te := newTableEndpoints(p.Sink, tc, wc.Endpoints)
+	te.suffix, te.store, te.health, te.build = p.Suffix, p.Store, p.Health, b.build
+	te.states = p.States
+	if te.states == nil {
+		te.states = noStates{}
+	}
+	te.log = b.p.Logger.With(slog.String("sink", p.Sink))
+	return followed{te}, nil
+}
+
+func newBuilder(p gateway.FanOutParams) builder {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	return builder{p: p}
+}
+
+// builder builds the endpoints of one sink (and partition).
+type builder struct{ p gateway.FanOutParams }
+
+// build builds the webhook endpoint ec. Its filter is the gateway's, which
+// routes its events and can change at a transaction (endpoints table); the
+// webhook endpoint itself filters nothing. Every attempt is told to the
+// gateway's Health: a 410 (Gone) disables the endpoint.
+func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
+	p := b.p
+	key := p.Sink + "/" + ec.Name + p.Suffix
+	obs := healthObserver{key: key, health: p.Health}
+	if p.Observer != nil {
+		obs.Observer, _ = p.Observer(key).(Observer)
+	}
+	ec.Observer, ec.Policy = obs, p.Retry
+	if p.Slots != nil {
+		ec.Slots = p.Slots
+	}
+	filter := gatewayFilter(ec.Filter)
+	ec.Filter = Filter{}
+	e, err := NewEndpoint(ec, p.Logger.With(slog.String("sink", key)))
+	if err != nil {
+		return gateway.Endpoint{}, err
+	}
+	return gateway.Endpoint{Key: key, Sink: e, Filter: filter}, nil
+}
+
+// followed is a tableEndpoints as a gateway.Table.
+type followed struct{ te *tableEndpoints }
+
+func (f followed) Name() string { return f.te.tc.Table }
+func (f followed) Load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, error) {
+	return f.te.load(ctx, db)
+}
+func (f followed) Rows(ctx context.Context, db *sql.DB) ([]map[string]any, error) {
+	return f.te.tc.Rows(ctx, db)
+}
+func (f followed) LoadRows(rows []map[string]any) []gateway.Endpoint { return f.te.loadRows(rows) }
+func (f followed) Changed(g *gateway.Gateway, txn *event.Txn)        { f.te.changed(g, txn) }
+
+// noStates shows nothing (a caller without metrics).
+type noStates struct{}
+
+func (noStates) State(string, gateway.State) {}
+func (noStates) Invalid(string, error)       {}
+func (noStates) Forget(string)               {}
