@@ -33,12 +33,12 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/faultproxy"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 // Timeouts of the fault runs: short, so that a cut is noticed in seconds.
@@ -97,7 +97,7 @@ func (b *inbox) Write(p []byte) (int, error) {
 	sc := bufio.NewScanner(bytes.NewReader(full))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
-		var l stdout.Line
+		var l jsonline.Line
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return 0, fmt.Errorf("stdout line is not JSON: %v", err)
 		}
@@ -592,7 +592,7 @@ sinks: [{name: out, type: stdout}]
 		for deadline := time.Now().Add(30 * time.Second); len(out.events(t)) < len(want) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 		}
-		got := map[string]stdout.Line{}
+		got := map[string]jsonline.Line{}
 		for _, e := range out.events(t) {
 			got[e.ID] = e
 		}
@@ -843,7 +843,7 @@ sinks:
 	r.running(t)
 
 	// stdout: every row, with the rules' renderings.
-	lines := map[string]stdout.Line{}
+	lines := map[string]jsonline.Line{}
 	var generated []string
 	for _, e := range out.events(t) {
 		lines[e.ID] = e

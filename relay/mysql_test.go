@@ -15,11 +15,11 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/mysqlprimary"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 // The MySQL lane: the relay against the scripted MySQL 8 primary
@@ -104,7 +104,7 @@ func (r *mysqlRun) failed() error {
 
 // waitIDs waits until the events with want's ids were all delivered and
 // returns every line so far.
-func waitIDs(t *testing.T, out *lines, want ...string) []stdout.Line {
+func waitIDs(t *testing.T, out *lines, want ...string) []jsonline.Line {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -129,7 +129,7 @@ func waitIDs(t *testing.T, out *lines, want ...string) []stdout.Line {
 	}
 }
 
-func ids(ls []stdout.Line) []string {
+func ids(ls []jsonline.Line) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
 		out[i] = l.ID
@@ -176,7 +176,7 @@ func waitCheckpoint(t *testing.T, path string, ok func(checkpoint.Checkpoint) bo
 
 // exactlyOnce checks that out holds each of want exactly once, in this
 // order, and nothing else.
-func exactlyOnce(t *testing.T, out []stdout.Line, want ...string) {
+func exactlyOnce(t *testing.T, out []jsonline.Line, want ...string) {
 	t.Helper()
 	if got := ids(out); !slices.Equal(got, want) {
 		t.Fatalf("delivered %v, want exactly %v", got, want)
@@ -554,7 +554,7 @@ func xaWrite(s *mysqlprimary.Server, ids ...string) mysqlprimary.Write {
 }
 
 // count counts deliveries per id.
-func count(ls []stdout.Line) map[string]int {
+func count(ls []jsonline.Line) map[string]int {
 	n := map[string]int{}
 	for _, l := range ls {
 		n[l.ID]++

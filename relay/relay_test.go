@@ -15,10 +15,10 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 var srv *testserver.Server
@@ -44,14 +44,14 @@ func (l *lines) String() string {
 	return l.buf.String()
 }
 
-func (l *lines) events(t *testing.T) []stdout.Line {
+func (l *lines) events(t *testing.T) []jsonline.Line {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []stdout.Line
+	var out []jsonline.Line
 	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var e stdout.Line
+		var e jsonline.Line
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("stdout sink wrote a line that is not JSON: %q: %v", sc.Text(), err)
 		}

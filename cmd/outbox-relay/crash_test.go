@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 // buildBinary builds the command once per test binary run.
@@ -143,7 +143,7 @@ func closed(ch chan struct{}) bool {
 	}
 }
 
-func readLines(t *testing.T, path string) (out []stdout.Line, torn int) {
+func readLines(t *testing.T, path string) (out []jsonline.Line, torn int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -152,7 +152,7 @@ func readLines(t *testing.T, path string) (out []stdout.Line, torn int) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var l stdout.Line
+		var l jsonline.Line
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			torn++ // a line cut by SIGKILL mid-write: that event was never acknowledged
 			continue

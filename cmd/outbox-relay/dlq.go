@@ -15,10 +15,10 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 )
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -230,13 +230,13 @@ func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 // JSON payload embedded as JSON).
 type jsonRecord struct {
 	deadletter.Record
-	Event *stdout.Line `json:"event"` // shadows Record.Event
+	Event *jsonline.Line `json:"event"` // shadows Record.Event
 }
 
 func recordLine(r deadletter.Record) jsonRecord {
 	j := jsonRecord{Record: r}
 	if r.Event != nil {
-		l := stdout.ToLine(r.Event)
+		l := jsonline.From(r.Event)
 		j.Event = &l
 	}
 	return j

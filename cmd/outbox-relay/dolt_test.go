@@ -48,10 +48,10 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -142,14 +142,14 @@ func (l *syncLines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
-func (l *syncLines) lines(t *testing.T) []stdout.Line {
+func (l *syncLines) lines(t *testing.T) []jsonline.Line {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []stdout.Line
+	var out []jsonline.Line
 	dec := json.NewDecoder(bytes.NewReader(l.buf.Bytes()))
 	for dec.More() {
-		var x stdout.Line
+		var x jsonline.Line
 		if err := dec.Decode(&x); err != nil {
 			t.Fatalf("stdout sink wrote a line that is not JSON: %v", err)
 		}
@@ -192,7 +192,7 @@ func runRelay(t *testing.T, cfgPath string, out *syncLines) (stop func() error) 
 }
 
 // waitForIDs waits until every id was delivered (at least once).
-func waitForIDs(t *testing.T, out *syncLines, ids []string, limit time.Duration) []stdout.Line {
+func waitForIDs(t *testing.T, out *syncLines, ids []string, limit time.Duration) []jsonline.Line {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -617,7 +617,7 @@ func TestDoltLosesNothingAcrossRelayStopsKillsAndADoltRestart(t *testing.T) {
 	// on a fast machine the producer could be done by then.
 	for deadline := time.Now().Add(30 * time.Second); !closed(produced) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		lines, _ := readLines(t, outPath)
-		if slices.ContainsFunc(lines, func(l stdout.Line) bool { return strings.HasPrefix(l.ID, w.Prefix) }) {
+		if slices.ContainsFunc(lines, func(l jsonline.Line) bool { return strings.HasPrefix(l.ID, w.Prefix) }) {
 			break
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/redis"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,7 +55,12 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	} else {
 		log = slog.New(slog.NewTextHandler(w, opts))
 	}
-	// go-redis logs through one process-wide logger: the command's.
-	redis.SetLibraryLogger(log)
+	// Client libraries that log through one process-wide logger (go-redis)
+	// log through the command's.
+	for _, k := range sink.Kinds() {
+		if k.LibraryLogger != nil {
+			k.LibraryLogger(log)
+		}
+	}
 	return log
 }

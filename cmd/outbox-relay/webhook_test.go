@@ -21,11 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
-	"github.com/outbox-relay/outbox-relay/sink/stdout"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -305,11 +305,11 @@ func dlqRun(args ...string) (code int, stdout, stderr string) {
 
 // listedRecord is a line of dlq list --json.
 type listedRecord struct {
-	ID       string      `json:"id"`
-	Sink     string      `json:"sink"`
-	Reason   string      `json:"reason"`
-	Attempts int         `json:"attempts"`
-	Event    stdout.Line `json:"event"`
+	ID       string        `json:"id"`
+	Sink     string        `json:"sink"`
+	Reason   string        `json:"reason"`
+	Attempts int           `json:"attempts"`
+	Event    jsonline.Line `json:"event"`
 }
 
 func dlqList(t *testing.T, cfgPath string, extra ...string) []listedRecord {

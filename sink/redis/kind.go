@@ -7,9 +7,10 @@ import (
 
 func init() {
 	sink.Register(sink.Kind{
-		Type:     "redis",
-		Config:   func() config.SinkConfig { return new(Config) },
-		Required: "at least redis.addr",
+		Type:          "redis",
+		Config:        func() config.SinkConfig { return new(Config) },
+		Required:      "at least redis.addr",
+		LibraryLogger: SetLibraryLogger,
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
 			c.Writer = p.Name // its entries name it, so that a restart can read back its own

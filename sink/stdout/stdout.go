@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -50,21 +51,8 @@ func New(cfg Config, w io.Writer) *Sink {
 	return &Sink{cfg: cfg, out: w, w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-// Line is the JSON document written per event.
-type Line struct {
-	ID              string            `json:"id"`
-	Type            string            `json:"type,omitempty"`
-	AggregateType   string            `json:"aggregate_type,omitempty"`
-	AggregateID     string            `json:"aggregate_id"`
-	Table           string            `json:"table"`
-	CommitTime      time.Time         `json:"commit_time"`
-	GTID            string            `json:"gtid,omitempty"`
-	BinlogFile      string            `json:"binlog_file,omitempty"`
-	BinlogPos       uint32            `json:"binlog_pos,omitempty"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	Payload         json.RawMessage   `json:"payload"`
-	PayloadEncoding string            `json:"payload_encoding,omitempty"`
-}
+// Line is the JSON document written per event (package jsonline).
+type Line = jsonline.Line
 
 // Connect implements sink.Sink.
 func (s *Sink) Connect(context.Context) error { return nil }
@@ -237,31 +225,5 @@ func appendString(b []byte, v string) []byte {
 // Close implements sink.Sink.
 func (s *Sink) Close(context.Context) error { return s.w.Flush() }
 
-// ToLine renders e. A payload that is valid JSON is embedded as JSON (the
-// encoder compacts its white space so each event stays one line; Kafka and
-// webhook sinks send the stored bytes untouched) with no payload_encoding;
-// any other payload is a base64 string with payload_encoding "base64"; a SQL
-// NULL payload is null with payload_encoding "sql_null", so it differs from a
-// stored JSON null.
-func ToLine(e *event.Event) Line {
-	l := Line{ID: e.ID, Type: e.Type, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-		Table: e.Table, CommitTime: e.CommitTime, GTID: e.Source.GTID, BinlogFile: e.Source.File, BinlogPos: e.Source.Pos}
-	if len(e.Headers) > 0 {
-		l.Headers = make(map[string]string, len(e.Headers))
-		for _, h := range e.Headers {
-			l.Headers[h.Key] = h.Value
-		}
-	}
-	switch {
-	case e.Payload == nil:
-		l.Payload = json.RawMessage("null")
-		l.PayloadEncoding = "sql_null"
-	case json.Valid(e.Payload):
-		l.Payload = json.RawMessage(e.Payload)
-	default:
-		b, _ := json.Marshal(base64.StdEncoding.EncodeToString(e.Payload))
-		l.Payload = b
-		l.PayloadEncoding = "base64"
-	}
-	return l
-}
+// ToLine renders e (jsonline.From).
+func ToLine(e *event.Event) Line { return jsonline.From(e) }
