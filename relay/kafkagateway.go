@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -74,7 +72,8 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	cfg := r.cfg
 	var hooks config.Sink
 	var fo gateway.FanOut
-	var kc *kafka.Config
+	var consume kafkasource.Consume
+	var kafkaSink config.Sink
 	for _, s := range cfg.Sinks {
 		switch s.Name {
 		case kg.Webhook:
@@ -82,23 +81,26 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 				hooks, fo = s, f
 			}
 		case kg.Kafka:
-			kc, _ = s.Config.(*kafka.Config)
+			if c, ok := kafkasource.ConsumeFor(s); ok {
+				kafkaSink, consume = s, c
+			}
 		}
 	}
 	if fo.Endpoints == nil {
 		return fmt.Errorf("gateway: no webhook sink named %q in the configuration; pass --webhook with the name of a sink of type webhook", kg.Webhook)
 	}
-	if kc == nil {
+	if consume == nil {
 		return fmt.Errorf("gateway: no kafka sink named %q in the configuration; pass --kafka with the name of the sink of type kafka whose topics the gateway reads", kg.Kafka)
 	}
-	if !kc.Envelope && kc.Key != "" && kc.Key != kafka.DefaultKey {
-		return fmt.Errorf("gateway: kafka sink %q keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", kg.Kafka, kc.Key, kafka.DefaultKey)
+	topics, err := consume(kafkaSink.Config)
+	if err != nil {
+		return fmt.Errorf("gateway: kafka sink %q %w", kg.Kafka, err)
 	}
 	if len(kg.Topics) == 0 {
-		if strings.Contains(kc.Topic, "{{") {
-			return fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, kc.Topic)
+		if topics.Templated {
+			return fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, topics.Topic)
 		}
-		kg.Topics = []string{kc.Topic}
+		kg.Topics = []string{topics.Topic}
 	}
 	if kg.GroupID == "" {
 		kg.GroupID = "outbox-relay-gateway-" + kg.Webhook
@@ -112,7 +114,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	if cfg.Checkpoint.Store != "mysql" {
 		return errors.New("gateway: the replicas share their endpoints' cursors in MySQL: set checkpoint.store: mysql and checkpoint.dsn")
 	}
-	dialer, err := kc.Dialer()
+	dialer, err := topics.Dialer()
 	if err != nil {
 		return err
 	}
@@ -206,7 +208,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		return setup, nil
 	}
 	grp, err := kafkasource.New(kafkasource.Config{
-		Brokers: kc.Brokers, Dialer: dialer, Topics: kg.Topics, GroupID: kg.GroupID, Envelope: kc.Envelope,
+		Brokers: topics.Brokers, Dialer: dialer, Topics: kg.Topics, GroupID: kg.GroupID, Decode: topics.Decode,
 		StartLatest: kg.StartLatest, Store: store, CommitEvery: kg.CommitEvery,
 		SessionTimeout: kg.SessionTimeout, RebalanceTimeout: kg.RebalanceTimeout, HeartbeatInterval: kg.HeartbeatInterval,
 		Partition: partition, Observer: m.KafkaGateway(name), Logger: r.log,

@@ -50,6 +50,12 @@ type Kind struct {
 	// endpoints table. Typed any because package gateway imports this one;
 	// gateway.FanOutOf reads it. Nil for the other kinds.
 	FanOut any
+	// Consume, for a kind whose records a consumer can read back as its
+	// events (Kafka topics, read by `outbox-relay gateway`), is its
+	// kafkasource.Consume: the brokers, the dialer and the decoding of a
+	// record. Typed any because that package imports this one. Nil for the
+	// other kinds.
+	Consume any
 	// LibraryLogger, if set, routes the log of the kind's client library
 	// (a process-wide setting of that library) to log; the commands call
 	// it once at start.

@@ -35,8 +35,8 @@ type Config struct {
 	Topics []string
 	// GroupID is the consumer group's id: every replica has the same.
 	GroupID string
-	// Envelope: the sink writes kafka.envelope values.
-	Envelope bool
+	// Decode reads back a record's event (Topics.Decode). Required.
+	Decode func(kafkago.Message) (*event.Event, error)
 	// StartLatest: a partition the group has no committed offset for
 	// begins at its end (only later records). False: at its first record.
 	StartLatest bool
@@ -116,8 +116,8 @@ type partition struct {
 
 // New returns a replica; Run joins the group.
 func New(cfg Config) (*Group, error) {
-	if cfg.GroupID == "" || len(cfg.Topics) == 0 || len(cfg.Brokers) == 0 {
-		return nil, errors.New("kafka gateway: brokers, topics and a group id are required")
+	if cfg.GroupID == "" || len(cfg.Topics) == 0 || len(cfg.Brokers) == 0 || cfg.Decode == nil {
+		return nil, errors.New("kafka gateway: brokers, topics, a group id and a decoder are required")
 	}
 	if _, ok := cfg.Store.(checkpoint.Lister); !ok {
 		return nil, errors.New("kafka gateway: the checkpoint store cannot list its cursors; use checkpoint.store: mysql (a store every replica shares)")
@@ -242,7 +242,7 @@ func (gr *Group) runOnce(ctx context.Context, p *partition, committed int64, log
 	gc.Hub.Covers = Covers
 	gc.Hub.Open = func(slot int) pipeline.Source {
 		s := &Source{Brokers: gr.cfg.Brokers, Dialer: gr.cfg.Dialer, Topic: p.Topic, Partition: p.Partition.Partition,
-			Envelope: gr.cfg.Envelope, Logger: log}
+			Decode: gr.cfg.Decode, Logger: log}
 		if slot == 0 {
 			s.Changes = setup.Changes
 			s.Lag = func(n int64) { gr.cfg.Observer.Lag(p.Topic, p.Partition.Partition, n) }

@@ -10,11 +10,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/sink/kafka"
 )
 
 // Source reads one partition as a pipeline.Source: each record is one
-// transaction holding its event (kafka.EventOf), at Position(topic,
+// transaction holding its event (Decode), at Position(topic,
 // partition, offset+1). A record that is not the relay's is handed on
 // without events (its position moves the cursors), with a warning.
 type Source struct {
@@ -22,8 +21,8 @@ type Source struct {
 	Dialer    *kafkago.Dialer // nil: kafkago.DefaultDialer
 	Topic     string
 	Partition int
-	// Envelope: the sink writes kafka.envelope values.
-	Envelope bool
+	// Decode reads back a record's event (Topics.Decode).
+	Decode func(kafkago.Message) (*event.Event, error)
 	// Changes, if set (the shared stream only), are row changes of the
 	// endpoints table to apply: each is handed on as a transaction without
 	// events at the position of the last record handed on, so it applies
@@ -94,7 +93,7 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 			}
 		case m := <-msgs:
 			txn := &event.Txn{Position: Position(s.Topic, s.Partition, m.Offset+1), CommitTime: m.Time.UTC()}
-			e, err := kafka.EventOf(m, s.Envelope)
+			e, err := s.Decode(m)
 			if err != nil {
 				log.Warn("a record that is not the relay's is skipped", slog.Any("err", err))
 			} else {

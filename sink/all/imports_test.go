@@ -19,8 +19,6 @@ import (
 // shrinks: a new import fails TestNoPackageOutsideSinkImportsAKind, and so
 // does an entry whose file no longer imports the kind.
 var kindImportsLeft = map[string]string{
-	"relay/kafkagateway.go sink/kafka":           "not yet moved: `outbox-relay gateway` reads the Kafka sink's section (brokers, dialer, topic, key) to consume its topics",
-	"gateway/kafkasource/source.go sink/kafka":   "not yet moved: the Kafka-sourced gateway decodes the Kafka sink's envelope and dials with its dialer",
 	"check/tables.go sink/webhook":               "not yet moved: check reads the webhook sink's endpoints table (rows, secrets, clashes with static endpoints)",
 	"check/insecure.go sink/webhook":             "not yet moved: check warns of the endpoints table's rows with plain or enc:v1 secrets",
 	"cmd/outbox-relay/status.go sink/webhook":    "not yet moved: status lists the webhook endpoints table's rows beside their cursors",

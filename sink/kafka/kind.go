@@ -1,9 +1,14 @@
 package kafka
 
 import (
+	"fmt"
 	"strings"
 
+	kafkago "github.com/segmentio/kafka-go"
+
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -12,6 +17,7 @@ func init() {
 		Type:     "kafka",
 		Config:   func() config.SinkConfig { return new(Config) },
 		Required: "at least kafka.brokers",
+		Consume:  kafkasource.Consume(consumeSection),
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
 			// The sink retries its produce requests itself (it keeps one
@@ -46,4 +52,16 @@ func init() {
 			return a, nil
 		},
 	})
+}
+
+// consumeSection is how `outbox-relay gateway` reads back the records of a kafka
+// section: the aggregate id comes from the key, so a custom key is refused
+// unless the envelope carries it.
+func consumeSection(sc config.SinkConfig) (kafkasource.Topics, error) {
+	c := sc.(*Config)
+	if !c.Envelope && c.Key != "" && c.Key != DefaultKey {
+		return kafkasource.Topics{}, fmt.Errorf("keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", c.Key, DefaultKey)
+	}
+	return kafkasource.Topics{Brokers: c.Brokers, Dialer: c.Dialer, Topic: c.Topic, Templated: strings.Contains(c.Topic, "{{"),
+		Decode: func(m kafkago.Message) (*event.Event, error) { return EventOf(m, c.Envelope) }}, nil
 }
