@@ -3,15 +3,13 @@ package check
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // Column kinds, from information_schema.COLUMNS.DATA_TYPE.
@@ -56,86 +54,28 @@ func tablesResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config
 		out = append(out, tableDecision(t, cols))
 	}
 	for _, s := range cfg.Sinks {
-		if wc := webhook.Section(s); wc != nil && wc.EndpointsTable != nil {
-			tc := wc.EndpointsTable.WithDefaults()
-			r, rows := endpointsTableResult(ctx, db, cfg, s, tc)
-			out = append(out, r)
-			out = append(out, tableInsecureResults(s.Name, tc, rows)...)
+		if k, ok := sink.KindOf(s.Type); ok && k.CheckSource != nil {
+			for _, f := range k.CheckSource(ctx, db, cfg, s) {
+				out = append(out, findingResult(f))
+			}
 		}
 	}
 	return out
 }
 
-// endpointsTableResult reads a webhook sink's endpoints table as the relay
-// will at start, and returns the usable rows with its result. A table that cannot be read FAILs (the relay does not
-// start); bad rows WARN: the relay skips their endpoints (state invalid)
-// and runs the others, and an UPDATE that fixes a row starts it, without
-// a restart.
-func endpointsTableResult(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.Sink, tc webhook.TableConfig) (Result, []webhook.TableEndpoint) {
-	sink := sc.Name
-	rows, bad, err := tc.Load(ctx, db)
-	if err != nil {
-		fix := "make the table as deploy/outbox_endpoints.sql declares it"
-		switch msg := err.Error(); {
-		case strings.Contains(msg, "does not exist"):
-			fix = "create it with deploy/outbox_endpoints.sql, or fix endpoints_table.table"
-		case strings.Contains(msg, "GRANT"):
-			fix = fmt.Sprintf("GRANT SELECT ON %s TO the relay's user", tc.Table)
-		}
-		return Result{Name: NameTables, Status: Fail, Detail: fmt.Sprintf("sink %s: endpoints table: %v", sink, err), Fix: fix}, nil
+// findingResult is a kind's finding as check's result.
+func findingResult(f sink.Finding) Result {
+	r := Result{Name: NameTables, Status: Pass, Detail: f.Detail, Fix: f.Fix}
+	if f.Insecure {
+		r.Name = NameInsecureSettings
 	}
-	if h := tc.TenantHeader; h != "" {
-		found := false
-		for _, t := range cfg.Tables {
-			found = found || slices.Contains(t.Headers, h)
-		}
-		if !found {
-			return Result{Name: NameTables, Status: Fail,
-				Detail: fmt.Sprintf("sink %s: endpoints_table.tenant_header %q is not a header of any outbox table, so no event has it and no endpoint with a tenant gets anything", sink, h),
-				Fix:    fmt.Sprintf("add %q to tables[].headers (a column of the outbox table), or name the header that holds the tenant", h)}, rows
-		}
+	switch f.Status {
+	case sink.Warned:
+		r.Status = Warn
+	case sink.Failed:
+		r.Status = Fail
 	}
-	static := webhook.NewStaticNames(webhook.Section(sc).Endpoints)
-	var problems, fixes []string
-	egress, clash := false, false
-	for _, b := range bad {
-		if _, ok := static.Taken(b.ID); ok {
-			continue // named below, with the clash
-		}
-		problems = append(problems, b.Error())
-		var ee *webhook.EgressError
-		egress = egress || errors.As(b, &ee)
-	}
-	enabled, usable := 0, 0
-	for _, r := range rows {
-		if _, ok := static.Taken(r.ID); ok {
-			continue
-		}
-		usable++
-		if r.Enabled {
-			enabled++
-		}
-	}
-	for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
-		if name, ok := static.Taken(id); ok {
-			clash = true
-			problems = append(problems, fmt.Sprintf("endpoints table %s, row %q: has the name of endpoint %s/%s of the configuration; the relay refuses the row (the configured endpoint runs as configured)", tc.Table, id, sink, name))
-		}
-	}
-	summary := fmt.Sprintf("sink %s: endpoints table %s: %d endpoints, %d enabled", sink, tc.Table, usable, enabled)
-	if len(problems) == 0 {
-		return Result{Name: NameTables, Status: Pass, Detail: summary}, rows
-	}
-	if clash {
-		fixes = append(fixes, "rename a row that has the name of an endpoint of the configuration (UPDATE … SET id = 'another-name')")
-	}
-	if egress {
-		fixes = append(fixes, "for a url the egress policy refuses: correct the url, or, if the address is intended, add it to endpoints_table.defaults.egress.allow")
-	}
-	fixes = append(fixes, "fix each row named with an UPDATE: a running relay starts its endpoint at once, no restart needed")
-	return Result{Name: NameTables, Status: Warn,
-		Detail: fmt.Sprintf("%s; %d row(s) cannot be used: the relay skips their endpoints (state invalid) and runs the others:\n%s", summary, len(problems), strings.Join(problems, "\n")),
-		Fix:    strings.Join(fixes, "; ")}, rows
+	return r
 }
 
 // unreadableTable reports a table whose columns information_schema did not

@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,6 +58,11 @@ type Kind struct {
 	// record. Typed any because that package imports this one. Nil for the
 	// other kinds.
 	Consume any
+	// CheckSource, if set, reads what the kind keeps in the source database
+	// (a webhook sink's endpoints table) as the relay will at start, for
+	// `outbox-relay check`: its findings are check's lines (tables, or
+	// insecure_settings).
+	CheckSource func(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.Sink) []Finding
 	// LibraryLogger, if set, routes the log of the kind's client library
 	// (a process-wide setting of that library) to log; the commands call
 	// it once at start.
@@ -82,6 +89,25 @@ type Params struct {
 type Warning struct {
 	Path, Name, Detail, Fix string
 }
+
+// Finding is one line a kind adds to `outbox-relay check` (Kind.CheckSource).
+type Finding struct {
+	// Insecure: an insecure_settings line; else a tables line.
+	Insecure bool
+	Status   Status
+	// Detail says what was found; Fix what fixes a warning or failure.
+	Detail, Fix string
+}
+
+// Status of a Finding.
+type Status int
+
+// The statuses of a Finding: check's PASS, WARN and FAIL.
+const (
+	Passed Status = iota
+	Warned
+	Failed
+)
 
 // TLSWarnings warns when a section (key section) skips certificate
 // checks, or sends a password or token (secret) without TLS.

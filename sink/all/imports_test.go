@@ -19,8 +19,6 @@ import (
 // shrinks: a new import fails TestNoPackageOutsideSinkImportsAKind, and so
 // does an entry whose file no longer imports the kind.
 var kindImportsLeft = map[string]string{
-	"check/tables.go sink/webhook":               "not yet moved: check reads the webhook sink's endpoints table (rows, secrets, clashes with static endpoints)",
-	"check/insecure.go sink/webhook":             "not yet moved: check warns of the endpoints table's rows with plain or enc:v1 secrets",
 	"cmd/outbox-relay/status.go sink/webhook":    "not yet moved: status lists the webhook endpoints table's rows beside their cursors",
 	"cmd/outbox-relay/endpoints.go sink/webhook": "not yet moved: `outbox-relay endpoints encrypt-secret` encrypts a webhook secret for its row",
 }

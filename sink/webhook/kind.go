@@ -14,10 +14,11 @@ import (
 
 func init() {
 	sink.Register(sink.Kind{
-		Type:     "webhook",
-		Config:   func() config.SinkConfig { return new(SinkConfig) },
-		Insecure: func(sc config.SinkConfig) []sink.Warning { return sc.(*SinkConfig).insecure() },
-		FanOut:   fanOut,
+		Type:        "webhook",
+		Config:      func() config.SinkConfig { return new(SinkConfig) },
+		Insecure:    func(sc config.SinkConfig) []sink.Warning { return sc.(*SinkConfig).insecure() },
+		FanOut:      fanOut,
+		CheckSource: checkSource,
 	})
 }
 
