@@ -99,6 +99,17 @@ func FanOutOf(k sink.Kind) (FanOut, bool) {
 	return f, true
 }
 
+// HasTable reports whether sc is a fan-out sink with an endpoints table:
+// every checkpoint key under its name may be one of its endpoints'.
+func HasTable(sc config.Sink) bool {
+	fo, ok := FanOutFor(sc)
+	if !ok {
+		return false
+	}
+	t, err := fo.Table(FanOutParams{Sink: sc.Name, Config: sc.Config})
+	return err == nil && t != nil
+}
+
 // FanOutFor returns the fan-out declaration of the kind of section sc.
 func FanOutFor(sc config.Sink) (FanOut, bool) {
 	k, ok := sink.KindOf(sc.Type)

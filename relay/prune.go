@@ -51,7 +51,7 @@ func PruneKeys(ctx context.Context, store checkpoint.Store, cfg *config.Config) 
 	}
 	all, err := l.List(ctx)
 	for _, s := range cfg.Sinks {
-		if !hasTable(s) {
+		if !gateway.HasTable(s) {
 			continue
 		}
 		if err != nil {
@@ -66,16 +66,6 @@ func PruneKeys(ctx context.Context, store checkpoint.Store, cfg *config.Config) 
 		}
 	}
 	return keys
-}
-
-// hasTable reports whether s is a fan-out sink with an endpoints table.
-func hasTable(s config.Sink) bool {
-	fo, ok := gateway.FanOutFor(s)
-	if !ok {
-		return false
-	}
-	t, err := fo.Table(gateway.FanOutParams{Sink: s.Name, Config: s.Config})
-	return err == nil && t != nil
 }
 
 // pruneLoop prunes at once, then every prune.schedule, until ctx ends. It

@@ -63,6 +63,11 @@ type Kind struct {
 	// `outbox-relay check`: its findings are check's lines (tables, or
 	// insecure_settings).
 	CheckSource func(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.Sink) []Finding
+	// Status, if set, returns the lines `outbox-relay status` prints of
+	// what the kind keeps in the source database (the endpoints of a
+	// webhook sink's table that do not run, and why); none when all is
+	// well.
+	Status func(ctx context.Context, db *sql.DB, sc config.Sink) []string
 	// LibraryLogger, if set, routes the log of the kind's client library
 	// (a process-wide setting of that library) to log; the commands call
 	// it once at start.

@@ -17,7 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -109,7 +109,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// A webhook sink needs the binlog back to its oldest endpoint cursor.
 	for _, sc := range cfg.Sinks {
-		if webhook.Section(sc) == nil {
+		if _, ok := gateway.FanOutFor(sc); !ok {
 			continue
 		}
 		n, off, oldest := 0, 0, ""
@@ -128,8 +128,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if n == 0 {
 			continue
 		}
-		fmt.Fprintf(stdout, "webhook sink %s: %d endpoint cursors, %d disabled; the binlog must go back to its oldest, %s at %s (%s)\n",
-			p(sc.Name), n, off, p(oldest), p(cps[oldest].Position.String()), p(behind(files, cps[oldest].Position.File)))
+		fmt.Fprintf(stdout, "%s sink %s: %d endpoint cursors, %d disabled; the binlog must go back to its oldest, %s at %s (%s)\n",
+			sc.Type, p(sc.Name), n, off, p(oldest), p(cps[oldest].Position.String()), p(behind(files, cps[oldest].Position.File)))
 	}
 	if srcDB != nil {
 		tableStates(ctx, stdout, srcDB, cfg)
@@ -137,46 +137,17 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// tableStates prints the endpoints of each endpoints table that do not
-// run because of their row: off (enabled = 0), invalid (the row cannot be
-// used), and rows refused for the name of an endpoint of the configuration.
+// tableStates prints, for each sink whose kind keeps something in the
+// source database (a webhook sink's endpoints table), what of it does not
+// run (sink.Kind.Status).
 func tableStates(ctx context.Context, stdout io.Writer, db *sql.DB, cfg *config.Config) {
-	p := printable.String
 	for _, sc := range cfg.Sinks {
-		wc := webhook.Section(sc)
-		if wc == nil || wc.EndpointsTable == nil {
+		k, ok := sink.KindOf(sc.Type)
+		if !ok || k.Status == nil {
 			continue
 		}
-		tc := wc.EndpointsTable.WithDefaults()
-		rows, bad, err := tc.Load(ctx, db)
-		if err != nil {
-			fmt.Fprintf(stdout, "webhook sink %s: %s\n", p(sc.Name), p(err.Error()))
-			continue
-		}
-		static := webhook.NewStaticNames(wc.Endpoints)
-		var lines []string
-		for _, b := range bad {
-			if _, ok := static.Taken(b.ID); ok {
-				continue
-			}
-			lines = append(lines, fmt.Sprintf("  %s/%s %s: %s", sc.Name, b.ID, gateway.Invalid, b.Err))
-		}
-		for _, r := range rows {
-			if _, ok := static.Taken(r.ID); !r.Enabled && !ok {
-				lines = append(lines, fmt.Sprintf("  %s/%s %s: its row has enabled = 0", sc.Name, r.ID, gateway.Off))
-			}
-		}
-		for _, id := range append(webhook.RowIDs(rows), webhook.BadRowIDs(bad)...) {
-			if name, ok := static.Taken(id); ok {
-				lines = append(lines, fmt.Sprintf("  row %q refused: endpoint %s/%s is in the configuration and runs as configured; rename the row", id, sc.Name, name))
-			}
-		}
-		if len(lines) == 0 {
-			continue
-		}
-		fmt.Fprintf(stdout, "webhook sink %s: endpoints table %s: %d row(s) not running:\n", p(sc.Name), p(tc.Table), len(lines))
-		for _, l := range lines {
-			fmt.Fprintln(stdout, p(l))
+		for _, l := range k.Status(ctx, db, sc) {
+			fmt.Fprintln(stdout, printable.String(l))
 		}
 	}
 }
@@ -226,10 +197,10 @@ func srcName(cfg *config.Config) string {
 	return strings.Join(names, ", ")
 }
 
-// inTable reports whether key is under a webhook sink with an endpoints table.
+// inTable reports whether key is under a fan-out sink with an endpoints table.
 func inTable(cfg *config.Config, key string) bool {
 	for _, s := range cfg.Sinks {
-		if wc := webhook.Section(s); wc != nil && wc.EndpointsTable != nil && strings.HasPrefix(key, s.Name+"/") {
+		if strings.HasPrefix(key, s.Name+"/") && gateway.HasTable(s) {
 			return true
 		}
 	}

@@ -19,7 +19,6 @@ import (
 // shrinks: a new import fails TestNoPackageOutsideSinkImportsAKind, and so
 // does an entry whose file no longer imports the kind.
 var kindImportsLeft = map[string]string{
-	"cmd/outbox-relay/status.go sink/webhook":    "not yet moved: status lists the webhook endpoints table's rows beside their cursors",
 	"cmd/outbox-relay/endpoints.go sink/webhook": "not yet moved: `outbox-relay endpoints encrypt-secret` encrypts a webhook secret for its row",
 }
 

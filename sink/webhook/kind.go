@@ -19,6 +19,7 @@ func init() {
 		Insecure:    func(sc config.SinkConfig) []sink.Warning { return sc.(*SinkConfig).insecure() },
 		FanOut:      fanOut,
 		CheckSource: checkSource,
+		Status:      status,
 	})
 }
 
