@@ -1,10 +1,12 @@
 // Package relay assembles a running outbox-relay from a Config: it inspects
 // the source server, checks the outbox tables, opens the checkpoint and
 // dead-letter stores, and runs one pipeline (binlog stream, sink, checkpoint)
-// per sink until the context ends. A webhook sink is a gateway (package
-// gateway): one binlog stream shared by a pipeline per endpoint, its
-// endpoints from the configuration and from its endpoints table, which it
-// follows on that stream (endpoints.go).
+// per sink until the context ends. A sink of a fan-out kind (a webhook
+// sink) is a gateway (package gateway): one binlog stream shared by a
+// pipeline per endpoint, its endpoints from the configuration and from its
+// endpoints table, which the kind's package builds and follows on that
+// stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
+// and runs: it imports no sink kind.
 //
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after

@@ -161,4 +161,22 @@
 // TableConfig.SecretsKey, bound to their row: enc:v2); older enc:v1 values,
 // not bound, are still read. TableConfig's methods only read their receiver
 // and may be called from several goroutines at once.
+//
+// # A fan-out kind
+//
+// The relay runs a webhook sink as a gateway (package gateway): one binlog
+// stream handed to a pipeline per endpoint. This package declares how its
+// endpoints are built, in its sink.Kind's FanOut (a gateway.FanOut,
+// fanout.go): those of the configuration, each told to the gateway's
+// Health (a 410 disables it), and those of its endpoints table, which this
+// package follows (follow.go): the rows read at start, then every row
+// change the shared stream reads, applied at the transaction that made it,
+// with the rule stated on tableEndpoints. The table's logic lives here, not
+// in the relay nor in package gateway, because everything it decides is
+// the webhook's: its rows, their secrets and filters, a 410, which row may
+// name which endpoint. The gateway only routes, queues and checkpoints the
+// endpoints it is given, and the relay only assembles. `outbox-relay check`
+// and `status` read the table through the kind too (CheckSource,
+// check.go; Status, status.go). The follower's methods that change
+// endpoints run under the gateway hub's lock (gateway.Table).
 package webhook
