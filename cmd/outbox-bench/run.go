@@ -51,7 +51,7 @@ type backlogRow struct {
 	config string
 }
 
-func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
@@ -246,6 +246,11 @@ sinks: [%s]
 	fmt.Print(rep)
 	if outPath != "" {
 		if err := os.WriteFile(outPath, []byte(rep), 0o644); err != nil {
+			return err
+		}
+	}
+	if benchmarksPath != "" {
+		if err := writeSection(benchmarksPath, rep); err != nil {
 			return err
 		}
 	}
