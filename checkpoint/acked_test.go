@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -103,4 +104,15 @@ func TestMySQLStoreKeepsTheAcknowledgedList(t *testing.T) {
 		t.Fatalf("Load after a save without a list = %+v (%+v), %v", got, got.Acked, err)
 	}
 
+	// A list of the wrong shape is named as such, with a way out that
+	// skips nothing.
+	if _, err := db.Exec(`UPDATE cp_v3 SET acked = '{"events": ["e1"]}' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Load(ctx, "a")
+	for _, want := range []string{`checkpoint "a"`, "field acked.events is a JSON array", `where it must be {"<GTID of a transaction>": ["<event id>", ...]}`, "set it to NULL", "none is skipped"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load of a list of the wrong shape = %v; want an error with %q", err, want)
+		}
+	}
 }

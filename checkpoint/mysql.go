@@ -207,7 +207,7 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 		if acked.Valid && acked.String != "" {
 			cp.Acked = new(Acked)
 			if err := json.Unmarshal([]byte(acked.String), cp.Acked); err != nil {
-				return nil, fmt.Errorf("checkpoint %q: column acked is not valid JSON (%v): set it to NULL to send the events after the checkpoint's position again", key, err)
+				return nil, fmt.Errorf("checkpoint %q: %s: set it to NULL to send the events after the checkpoint's position again (none is skipped), or mend it", key, jsonProblem("acked", err, true))
 			}
 		}
 		cp.UpdatedAt = cp.UpdatedAt.UTC()

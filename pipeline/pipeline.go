@@ -290,6 +290,11 @@ func (p *Pipeline) resume(ctx context.Context) (checkpoint.Checkpoint, bool, err
 	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
 		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
 	}
+	if n := cp.Acked.Len(); n > p.cfg.MaxInFlight {
+		// No run with this limit lists more: the limit was lowered since,
+		// or the list was changed. Loading it would hold every id in memory.
+		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: field acked lists %d acknowledged events, more than max_in_flight (%d) lets a run list: if max_in_flight was lowered since that checkpoint was saved, raise it to at least %d for one start; otherwise remove the checkpoint's \"acked\" field: the events after its position are then sent again, none is skipped", p.cfg.Name, n, p.cfg.MaxInFlight, n)
+	}
 	if p.cfg.CanResume != nil {
 		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
 			return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: %w", p.cfg.Name, err)
