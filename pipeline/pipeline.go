@@ -96,8 +96,10 @@ type Config struct {
 	// humans: only its flavor is compared on resume.
 	Identity checkpoint.Checkpoint
 	// CanResume, if set, is asked whether the source can serve a loaded
-	// checkpoint's position (source.CheckResume: GTID containment, not server
-	// identity); its error stops the pipeline before it reads anything.
+	// checkpoint's position (source.CheckResume: GTID containment, and on
+	// the MariaDB server whose binlog the position's File is, that binlog
+	// agreeing at File:Pos); its error stops the pipeline before it reads
+	// anything.
 	CanResume func(ctx context.Context, pos event.Position) error
 	// Start is where to begin when Store has no checkpoint for Name.
 	Start event.Position
