@@ -12,7 +12,7 @@
 # once, before touching anything, when one is in use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD/.quickstart
+root=$(pwd -P)/.quickstart # physical: compared with the server's @@datadir
 port=${PORT:-33306}
 metrics_port=${METRICS_PORT:-9108}
 
