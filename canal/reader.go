@@ -464,6 +464,9 @@ type txnState struct {
 	track bool // file start: take exec from the first PREVIOUS_GTIDS / GTID list
 	// checksum: the file's events end with a CRC32 (its FORMAT_DESCRIPTION says).
 	checksum bool
+	// fileServer is the server_id of the server whose binlog file is being
+	// read (its FORMAT_DESCRIPTION event's), 0 until that event.
+	fileServer uint32
 	// skipFile/skipTo: a tracked file start resumes a position inside the
 	// file; transactions ending at or before it were handed on already.
 	skipFile string
@@ -537,6 +540,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		st.file = rotateName(ev, e)
 	case *replication.FormatDescriptionEvent:
 		st.checksum = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
+		st.fileServer = ev.Header.ServerID
 	case *replication.PreviousGTIDsEvent:
 		if st.track && st.exec == nil {
 			set, err := previousGTIDs(ev, st.checksum)
@@ -775,7 +779,7 @@ func (st *txnState) begin() {
 }
 
 func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
-	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server}
+	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server, ServerID: st.fileServer}
 	if st.exec != nil {
 		pos.GTIDSet = st.exec.String()
 	}

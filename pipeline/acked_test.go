@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -565,5 +566,43 @@ func TestAReadBackSinkSavesFurtherApart(t *testing.T) {
 		if p.cfg.CheckpointGap != tc.want {
 			t.Errorf("%s: saves %s apart, want %s", tc.name, p.cfg.CheckpointGap, tc.want)
 		}
+	}
+}
+
+// A checkpoint whose list of acknowledged events is longer than
+// max_in_flight lets a run save (a limit lowered since, or a list changed by
+// hand) stops the pipeline before it reads, naming the field, the limit and
+// a way out that skips nothing; one within the limit resumes.
+func TestAListLongerThanMaxInFlightIsRefused(t *testing.T) {
+	stored := func(n int) *memStore {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("e%d", i)
+		}
+		store := &memStore{}
+		store.Save(context.Background(), "s", checkpoint.Checkpoint{Position: event.Position{File: "b.1", Pos: 10, GTIDSet: "0-1-1"},
+			Acked: &checkpoint.Acked{Events: map[string][]string{"0-1-9": ids}}})
+		return store
+	}
+	s := &countingSink{}
+	err := run(t, Config{Name: "s", Sink: s, Store: stored(2001), MaxInFlight: 2000, BatchSize: 5},
+		&fakeSource{Txns: gtxns(3)}, func() bool { return false })
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want a refusal of the list", err)
+	}
+	for _, want := range []string{`checkpoint "s"`, "field acked lists 2001", "max_in_flight (2000)", "raise it to at least 2001", `remove the checkpoint's "acked" field`, "none is skipped"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if n := s.N.Load(); n != 0 {
+		t.Errorf("%d events delivered from a refused checkpoint", n)
+	}
+
+	s = &countingSink{}
+	err = run(t, Config{Name: "s", Sink: s, Store: stored(2000), MaxInFlight: 2000, BatchSize: 5, DrainTimeout: time.Millisecond},
+		&fakeSource{Txns: gtxns(3)}, func() bool { return s.N.Load() == 2 })
+	if !errors.Is(err, context.Canceled) || s.N.Load() != 2 {
+		t.Fatalf("a list at the limit: Run = %v after %d events, want 2 delivered", err, s.N.Load())
 	}
 }

@@ -96,8 +96,10 @@ type Config struct {
 	// humans: only its flavor is compared on resume.
 	Identity checkpoint.Checkpoint
 	// CanResume, if set, is asked whether the source can serve a loaded
-	// checkpoint's position (source.CheckResume: GTID containment, not server
-	// identity); its error stops the pipeline before it reads anything.
+	// checkpoint's position (source.CheckResume: GTID containment, and on
+	// the MariaDB server whose binlog the position's File is, that binlog
+	// agreeing at File:Pos); its error stops the pipeline before it reads
+	// anything.
 	CanResume func(ctx context.Context, pos event.Position) error
 	// Start is where to begin when Store has no checkpoint for Name.
 	Start event.Position
@@ -289,6 +291,11 @@ func (p *Pipeline) resume(ctx context.Context) (checkpoint.Checkpoint, bool, err
 	id := p.cfg.Identity
 	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
 		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
+	}
+	if n := cp.Acked.Len(); n > p.cfg.MaxInFlight {
+		// No run with this limit lists more: the limit was lowered since,
+		// or the list was changed. Loading it would hold every id in memory.
+		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: field acked lists %d acknowledged events, more than max_in_flight (%d) lets a run list: if max_in_flight was lowered since that checkpoint was saved, raise it to at least %d for one start; otherwise remove the checkpoint's \"acked\" field: the events after its position are then sent again, none is skipped", p.cfg.Name, n, p.cfg.MaxInFlight, n)
 	}
 	if p.cfg.CanResume != nil {
 		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
