@@ -9,6 +9,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/listoffsets"
 
 	"github.com/outbox-relay/outbox-relay/event"
@@ -176,7 +177,9 @@ func (r reader) Offsets(ctx context.Context, topic string, n int, ts int64) ([]i
 }
 
 // Read calls each for every record of topic[partition] with an offset in
-// [from, to), in offset order (a compacted log may skip offsets).
+// [from, to), in offset order (a compacted log may skip offsets). Control
+// records (a transaction's commit or abort marker) are passed over: they
+// take offsets but are not messages.
 func (r reader) Read(ctx context.Context, topic string, partition int, from, to int64, each func(Record) error) error {
 	for from < to {
 		res, err := r.client.Fetch(ctx, &kafkago.FetchRequest{Topic: topic, Partition: partition, Offset: from,
@@ -187,26 +190,33 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 		if err != nil {
 			return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, from, err)
 		}
-		next := from
-		for {
-			rec, err := res.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, next, err)
-			}
+		next, done := from, false
+		var eachErr error
+		err = eachRecord(res.Records, func(rec *kafkago.Record, control bool) error {
 			closeBytes(rec)
 			if rec.Offset < next {
-				continue // a batch begins before the offset asked for
+				return nil // a batch begins before the offset asked for
 			}
 			if rec.Offset >= to {
-				return nil // offsets up to to were compacted away
+				done = true // offsets up to to were compacted away
+				return errStop
 			}
 			next = rec.Offset + 1
-			if err := each(recordOf(topic, partition, rec)); err != nil {
-				return err
+			if control {
+				return nil
 			}
+			if eachErr = each(recordOf(topic, partition, rec)); eachErr != nil {
+				return errStop
+			}
+			return nil
+		})
+		switch {
+		case eachErr != nil:
+			return eachErr
+		case err != nil && !errors.Is(err, errStop):
+			return fmt.Errorf("read kafka %s[%d] after offset %d: %w", topic, partition, next, err)
+		case done:
+			return nil
 		}
 		if next == from {
 			if res.HighWatermark <= from {
@@ -215,6 +225,36 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 			return fmt.Errorf("read kafka %s[%d] at offset %d: the broker returned no record before the high watermark %d", topic, partition, from, res.HighWatermark)
 		}
 		from = next
+	}
+	return nil
+}
+
+// errStop ends eachRecord early.
+var errStop = errors.New("stop")
+
+// eachRecord calls each for every record of a fetch's record sets, control
+// records included (control true), in offset order; kafka-go's own reader
+// of them hides control batches, and with them the offsets they take. An
+// error from each ends the walk and is returned.
+func eachRecord(rr kafkago.RecordReader, each func(rec *kafkago.Record, control bool) error) error {
+	batches := []kafkago.RecordReader{rr}
+	if s, ok := rr.(*protocol.RecordStream); ok {
+		batches = s.Records
+	}
+	for _, b := range batches {
+		_, control := b.(*protocol.ControlBatch)
+		for {
+			rec, err := b.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if err := each(rec, control); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

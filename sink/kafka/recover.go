@@ -51,9 +51,17 @@ var _ sink.Recoverer = (*Sink)(nil)
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
 // checkpoint; or more than readback.MaxHeld messages after the
 // checkpoint in all. A partition whose newest message is already held
-// by after (or that is empty) holds nothing after it. Failures to reach the
-// brokers are returned as they are, to be retried.
+// by after (or that is empty) holds nothing after it. Control records (a
+// transactional producer's commit and abort markers) are passed over.
+// Failures to reach the brokers, and broker errors that say to try again,
+// are returned as they are, to be retried; any other error wraps
+// sink.ErrCannotRecover, so that an answer the read does not expect falls
+// back to at-least-once instead of being retried for ever.
 func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+	return readBackError(s.recover(ctx, after, seen))
+}
+
+func (s *Sink) recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
 	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
 		return fmt.Errorf("read kafka back: %w", err)
