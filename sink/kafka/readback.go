@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
@@ -105,6 +106,10 @@ type Record struct {
 	// Partitions is the relay_partitions header (the topic's partition
 	// count when the sink produced the message); 0 without it.
 	Partitions int
+	// Key and Digest (see digest) are read only by a reader with digests
+	// set (Recover's).
+	Key    []byte
+	Digest sink.Digest
 }
 
 // readFetchBytes is the most bytes one fetch of a read-back asks for.
@@ -116,6 +121,8 @@ const readFetchBytes = 1 << 20
 type reader struct {
 	client    *kafkago.Client
 	transport *kafkago.Transport
+	// digests makes Read fill each Record's Key and Digest.
+	digests bool
 }
 
 // Partitions returns the partition count of topic.
@@ -193,7 +200,7 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 		next, done := from, false
 		var eachErr error
 		err = eachRecord(res.Records, func(rec *kafkago.Record, control bool) error {
-			closeBytes(rec)
+			defer closeBytes(rec)
 			if rec.Offset < next {
 				return nil // a batch begins before the offset asked for
 			}
@@ -205,7 +212,11 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 			if control {
 				return nil
 			}
-			if eachErr = each(recordOf(topic, partition, rec)); eachErr != nil {
+			out, err := r.recordOf(topic, partition, rec)
+			if err != nil {
+				return err
+			}
+			if eachErr = each(out); eachErr != nil {
 				return errStop
 			}
 			return nil
@@ -269,7 +280,7 @@ func closeBytes(rec *kafkago.Record) {
 }
 
 // recordOf is what read-back keeps of rec.
-func recordOf(topic string, partition int, rec *kafkago.Record) Record {
+func (r reader) recordOf(topic string, partition int, rec *kafkago.Record) (Record, error) {
 	out := Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time}
 	for _, h := range rec.Headers {
 		switch h.Key {
@@ -283,5 +294,42 @@ func recordOf(topic string, partition int, rec *kafkago.Record) Record {
 			out.Partitions, _ = strconv.Atoi(string(h.Value))
 		}
 	}
-	return out
+	if !r.digests {
+		return out, nil
+	}
+	var value []byte
+	var err error
+	if rec.Key != nil {
+		if out.Key, err = io.ReadAll(rec.Key); err != nil {
+			return out, err
+		}
+	}
+	if rec.Value != nil {
+		if value, err = io.ReadAll(rec.Value); err != nil {
+			return out, err
+		}
+	}
+	out.Digest = digest(topic, out.Key, value, rec.Headers)
+	return out, nil
+}
+
+// digest is the sink.Digest of a message of topic: its key, its value and
+// its headers, in order. It leaves out the relay_partitions header (Recover
+// checks it against the topic's partition count, and the message's
+// partition against its key; it is not known before the topic is looked
+// up) and the timestamp (a topic with message.timestamp.type=LogAppendTime
+// replaces it).
+func digest(topic string, key, value []byte, hs []kafkago.Header) sink.Digest {
+	h := readback.NewHash()
+	h.String(topic)
+	h.Bytes(key)
+	h.Bytes(value)
+	for _, x := range hs {
+		if x.Key == HeaderPartitions {
+			continue
+		}
+		h.String(x.Key)
+		h.Bytes(x.Value)
+	}
+	return h.Sum()
 }

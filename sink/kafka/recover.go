@@ -57,11 +57,22 @@ var _ sink.Recoverer = (*Sink)(nil)
 // are returned as they are, to be retried; any other error wraps
 // sink.ErrCannotRecover, so that an answer the read does not expect falls
 // back to at-least-once instead of being retried for ever.
-func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
 	return readBackError(s.recover(ctx, after, seen))
 }
 
-func (s *Sink) recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+// Digest is the digest of the message the sink produces for e, as Recover
+// computes it of a message read back (see digest); false when e's message
+// cannot be built.
+func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
+	m, err := s.message(e)
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	return digest(m.Topic, m.Key, m.Value, s.withWriter(m.Headers, 0)), true
+}
+
+func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
 	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
 		return fmt.Errorf("read kafka back: %w", err)
@@ -70,8 +81,8 @@ func (s *Sink) recover(ctx context.Context, after event.Position, seen func(gtid
 	if err != nil {
 		return err
 	}
-	rd := reader{client: s.client, transport: s.transport}
-	var held []Record
+	rd := reader{client: s.client, transport: s.transport, digests: true}
+	var held []sink.Held
 	for _, topic := range topics {
 		n, err := rd.Partitions(ctx, topic)
 		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
@@ -96,8 +107,8 @@ func (s *Sink) recover(ctx context.Context, after event.Position, seen func(gtid
 	}
 	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
 		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
-	for _, r := range held {
-		seen(r.GTID, r.ID)
+	for _, h := range held {
+		seen(h)
 	}
 	return nil
 }
@@ -126,7 +137,7 @@ func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
 // recoverPartition reads topic[p] (n partitions now) back from end to
 // start, until a message after holds, and appends to held the messages
 // after the checkpoint.
-func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []sink.Held) ([]sink.Held, error) {
 	var chunk []Record
 	for hi := end; hi > start; {
 		lo := max(start, hi-recoverChunk)
@@ -150,7 +161,15 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 			if !after {
 				return held, nil
 			}
-			held = append(held, r)
+			at := fmt.Sprintf("%s[%d] offset %d", topic, p, r.Offset)
+			if k := s.balancer.Balance(kafkago.Message{Key: r.Key}, indexes(n)...); k != p {
+				// Not where the sink puts its key: not the sink's copy of
+				// any event. The pipeline sends the event it names again.
+				s.log.Warn("kafka read-back: a message that claims to be this sink's is not on its key's partition; it proves nothing",
+					slog.String("at", at), slog.Int("key_partition", k), slog.String("gtid", r.GTID), slog.String("id", r.ID))
+				r.Digest = sink.Digest{}
+			}
+			held = append(held, sink.Held{GTID: r.GTID, ID: r.ID, At: at, Digest: r.Digest})
 		}
 		hi = lo
 	}

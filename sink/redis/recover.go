@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"slices"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
@@ -45,7 +43,7 @@ var _ sink.Recoverer = (*Sink)(nil)
 // not exist) holds nothing after it; one trimmed (max_len) past the
 // checkpoint holds only what is left. Failures to reach the server are
 // returned as they are, to be retried.
-func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
 	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
 		return fmt.Errorf("read redis back: %w", err)
@@ -54,11 +52,10 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	if err != nil {
 		return err
 	}
-	type entry struct{ gtid, id string }
-	var held []entry
+	var held []sink.Held
 	for _, key := range keys {
 		var jerr error
-		err := walk(ctx, s.client, key, true, "+", "-", recoverPage, func(m goredis.XMessage) bool {
+		err := walk(ctx, s.client, key, true, "+", "-", recoverPage, func(m entry) bool {
 			f := fieldsOf(m)
 			after, err := judge.Judge(readback.Message{HasSink: f.hasSink, Sink: f.sink, GTID: f.gtid})
 			if err == nil && after && len(held) >= readback.MaxHeld {
@@ -69,7 +66,8 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 				return false
 			}
 			if after {
-				held = append(held, entry{f.gtid, f.id})
+				held = append(held, sink.Held{GTID: f.gtid, ID: f.id, At: fmt.Sprintf("stream %q entry %s", key, m.ID),
+					Digest: digest(key, m.Fields)})
 			}
 			return after
 		})
@@ -82,10 +80,33 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	}
 	s.log.Info("read the redis streams back", slog.Int("streams", len(keys)),
 		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
-	for _, e := range held {
-		seen(e.gtid, e.id)
+	for _, h := range held {
+		seen(h)
 	}
 	return nil
+}
+
+// Digest is the digest of the entry the sink appends for e, as Recover
+// computes it of an entry read back (see digest); false when e's XADD
+// cannot be built.
+func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
+	a, err := s.xadd(e)
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	values := a.Values.([]any)
+	fields := make([]string, len(values))
+	for i, v := range values {
+		switch v := v.(type) {
+		case string:
+			fields[i] = v
+		case []byte:
+			fields[i] = string(v)
+		default:
+			return sink.Digest{}, false
+		}
+	}
+	return digest(a.Stream, fields), true
 }
 
 // recoverKeys lists the stream keys the sink may have appended to.

@@ -56,13 +56,23 @@ func writeAll(t *testing.T, s *Sink, evs []*event.Event, batch int) {
 func recovered(t *testing.T, s *Sink, after string, evs []*event.Event) ([]string, error) {
 	t.Helper()
 	gtids := map[string]string{}
+	byID := map[string]*event.Event{}
 	for _, e := range evs {
 		gtids[e.ID] = e.Source.GTID
+		byID[e.ID] = e
 	}
 	var ids []string
-	err := s.Recover(context.Background(), event.Position{GTIDSet: after}, func(g, id string) {
+	err := s.Recover(context.Background(), event.Position{GTIDSet: after}, func(h sink.Held) {
+		g, id := h.GTID, h.ID
 		if evs != nil && gtids[id] != g {
 			t.Errorf("Recover reported %s with GTID %q; it was written with %q", id, g, gtids[id])
+		}
+		// The message read back is the sink's copy of its event: the
+		// digests agree (the proof the pipeline skips an event on).
+		if e := byID[id]; e != nil {
+			if d, ok := s.Digest(e); !ok || d != h.Digest {
+				t.Errorf("Recover reported %s at %s with a digest unlike the sink's of its event", id, h.At)
+			}
 		}
 		ids = append(ids, id)
 	})

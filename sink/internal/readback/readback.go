@@ -5,7 +5,11 @@
 package readback
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"hash"
+	"io"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
@@ -87,4 +91,35 @@ var errForeign = fmt.Errorf("does not name the sink that wrote it: another produ
 // messages after the checkpoint.
 func TooMany() error {
 	return fmt.Errorf("is past the %d messages after the checkpoint a read-back collects: %w", MaxHeld, sink.ErrCannotRecover)
+}
+
+// Hash builds a sink.Digest: each part is written with its length first,
+// so that no two different sequences of parts hash alike. The zero value is
+// not usable: call NewHash.
+type Hash struct{ h hash.Hash }
+
+// NewHash returns an empty Hash.
+func NewHash() Hash { return Hash{sha256.New()} }
+
+// Bytes adds one part.
+func (h Hash) Bytes(b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.h.Write(n[:])
+	h.h.Write(b)
+}
+
+// String adds one part.
+func (h Hash) String(s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.h.Write(n[:])
+	io.WriteString(h.h, s)
+}
+
+// Sum is the digest of the parts added.
+func (h Hash) Sum() sink.Digest {
+	var d sink.Digest
+	h.h.Sum(d[:0])
+	return d
 }
