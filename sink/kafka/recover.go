@@ -40,6 +40,11 @@ var _ sink.Recoverer = (*Sink)(nil)
 // its replicas do not yet (a restart within the replication lag of a kill)
 // is not seen, and is sent again.
 //
+// Each message reported is a claim with its Digest, and a message not on
+// the partition its key hashes to is reported with a zero digest (which
+// matches nothing): the pipeline skips an event only when its claim's
+// digest is the sink's Digest of it.
+//
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
 // header, and a relay_partitions header equal to the topic's partition

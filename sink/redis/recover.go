@@ -33,6 +33,9 @@ var _ sink.Recoverer = (*Sink)(nil)
 // entry landed), which is then sent again: a duplicate, never a loss. Every
 // entry reported is in the stream.
 //
+// Each entry reported is a claim with its Digest: the pipeline skips an
+// event only when its claim's digest is the sink's Digest of it.
+//
 // It holds, and returns nil, only when every entry it reads after the
 // checkpoint carries this sink's relay_sink field (Config.Writer) and a
 // gtid field. Otherwise it returns an error wrapping sink.ErrCannotRecover

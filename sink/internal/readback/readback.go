@@ -1,7 +1,10 @@
 // Package readback judges the messages a sink reads back from its
 // destination on a restart (sink.Recoverer), newest first: whether each is
 // this sink's, after the checkpoint, or the point where the read can stop.
-// The Kafka and Redis sinks share it. A Judge is safe for concurrent use.
+// The Kafka and Redis sinks share it, and Hash, with which both compute a
+// message's sink.Digest: what the pipeline compares before it skips an
+// event, so that a message proves it is the sink's copy of an event by its
+// bytes, not by the headers it carries. A Judge is safe for concurrent use.
 package readback
 
 import (
