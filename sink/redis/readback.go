@@ -106,7 +106,8 @@ func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, s
 		for _, r := range reply {
 			e, err := entryOf(r)
 			if err != nil {
-				return fmt.Errorf("%s: %w", cmd, err)
+				// Not an answer the read can use: falls back, never retried.
+				return fmt.Errorf("%s: %w: %w", cmd, err, sink.ErrCannotRecover)
 			}
 			if !each(e) {
 				return nil

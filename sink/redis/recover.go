@@ -2,9 +2,13 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -75,7 +79,7 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink
 			return after
 		})
 		if err != nil {
-			return fmt.Errorf("read redis back: stream %q: %w", key, explain(err))
+			return fmt.Errorf("read redis back: stream %q: %w", key, readBackError(explain(err)))
 		}
 		if jerr != nil {
 			return jerr
@@ -137,4 +141,18 @@ func (s *Sink) recoverKeys(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil // SCAN may return a key twice
+}
+
+// readBackError is err, an error of Recover's reads, as the pipeline should
+// take it: wrapping sink.ErrCannotRecover (the restart falls back, loudly)
+// when the server answered that the read itself is wrong (WRONGTYPE: the
+// key holds no stream; ERR: a reply the read cannot use), so that it is not
+// retried for ever; as is (retried) otherwise: network errors, LOADING,
+// READONLY, MASTERDOWN, authentication.
+func readBackError(err error) error {
+	var re goredis.Error
+	if errors.As(err, &re) && (strings.HasPrefix(re.Error(), "WRONGTYPE") || strings.HasPrefix(re.Error(), "ERR ")) {
+		return fmt.Errorf("%w: %w", err, sink.ErrCannotRecover)
+	}
+	return err
 }

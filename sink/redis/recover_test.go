@@ -166,7 +166,8 @@ func later(prefix string) []*event.Event {
 
 // Recover cannot tell, and says so with ErrCannotRecover, when another
 // writer appended to a stream after the checkpoint, when GTIDs are off,
-// when it would read past its bound, and when the sink has no writer name.
+// when the key no longer holds a stream, when it would read past its
+// bound, and when the sink has no writer name.
 func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -191,6 +192,17 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 			evs[0].Source.GTID = ""
 			writeAll(t, recoverSink(t, prefix, prefix+":orders", "orders-sink"), evs, 1)
 		}, "GTIDs off"},
+		{"the stream key now holds a string (the server answers WRONGTYPE: not retried for ever)", func(t *testing.T, prefix string) {
+			c := goredis.NewClient(&goredis.Options{Addr: sharedServer})
+			defer c.Close()
+			ctx := context.Background()
+			if err := c.Del(ctx, prefix+":orders").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(ctx, prefix+":orders", "not a stream", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, "WRONGTYPE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
