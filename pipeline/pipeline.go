@@ -11,7 +11,9 @@
 //     crash at any moment resumes at or before the first undelivered event;
 //     a restart skips only the events the checkpoint lists as acknowledged
 //     and those the sink reads back from its destination (a Recover method:
-//     see recoverer);
+//     see recoverer) as its own exact message of the event (the message's
+//     digest is the sink's Digest of the event: a message that only claims
+//     to be the sink's is reported and costs a duplicate, never the event);
 //   - a bounded cost of a crash: events sent but unacknowledged, and events
 //     acknowledged whose save is not over, count together against
 //     MaxInFlight, so a crash sends again at most that many (a sink that
