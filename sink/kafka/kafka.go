@@ -284,18 +284,42 @@ func (s *Sink) forgetTopic(topic string) {
 	s.mu.Unlock()
 }
 
-// message builds the Kafka message of e; an error is permanent.
+// message builds the Kafka message of e, without the sink's own headers
+// (relay_sink, relay_partitions); an error is permanent.
 func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
+	topic, err := s.route(e)
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	return s.build(e, topic, -1, nil)
+}
+
+// route renders e's topic; an error is permanent.
+func (s *Sink) route(e *event.Event) (string, error) {
 	topic, err := s.topic.Render(e)
 	if err != nil {
-		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.topic for event %q: %w", e.ID, err))
+		return "", sink.Permanent(fmt.Errorf("render kafka.topic for event %q: %w", e.ID, err))
 	}
 	if err := validTopicName(topic); err != nil {
-		return kafkago.Message{}, sink.Permanent(fmt.Errorf("kafka.topic rendered %q for event %q: %w", topic, e.ID, err))
+		return "", sink.Permanent(fmt.Errorf("kafka.topic rendered %q for event %q: %w", topic, e.ID, err))
 	}
+	return topic, nil
+}
+
+// build builds the Kafka message of e for topic (a topic of partitions
+// partitions; negative: without the sink's own headers), cutting its key
+// and headers from a (nil: a message of its own); an error is permanent.
+// It is the one place a message is made: what Submit produces and what
+// Digest hashes are built here alike.
+func (s *Sink) build(e *event.Event, topic string, partitions int, a *arena) (kafkago.Message, error) {
 	key, err := s.key.Render(e)
 	if err != nil {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
+	}
+	if a == nil {
+		one := [1]*event.Event{e}
+		own := newArena(one[:], len(key))
+		a = &own
 	}
 	value := e.Payload
 	if value == nil {
@@ -310,7 +334,7 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	if t.IsZero() {
 		t = time.Now()
 	}
-	hs := headers(e)
+	hs := a.headers(e, s.writer, partitions)
 	switch ce := &s.cfg.CloudEvents; ce.Mode {
 	case cloudevent.Binary:
 		// Kafka protocol binding, binary mode: ce_<attribute> headers,
@@ -329,7 +353,7 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	}
 	return kafkago.Message{
 		Topic:   topic,
-		Key:     []byte(key),
+		Key:     a.buf.add(key),
 		Value:   value,
 		Headers: hs,
 		Time:    t,

@@ -70,11 +70,15 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink
 // computes it of a message read back (see digest); false when e's message
 // cannot be built.
 func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
-	m, err := s.message(e)
+	topic, err := s.route(e)
 	if err != nil {
 		return sink.Digest{}, false
 	}
-	return digest(m.Topic, m.Key, m.Value, s.withWriter(m.Headers, 0)), true
+	m, err := s.build(e, topic, 0, nil) // relay_partitions is not in the digest
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	return digest(m.Topic, m.Key, m.Value, m.Headers), true
 }
 
 func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
