@@ -435,8 +435,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		var skipped []*item
 		resuming := skip.active() && len(txn.Events) > 0
 		window := resuming && skip.window(key)
-		for _, e := range txn.Events {
-			it := &item{ev: e, txn: entry, size: e.Size()}
+		slab := make([]item, len(txn.Events)) // one allocation for the transaction's events in flight
+		for i, e := range txn.Events {
+			it := &slab[i]
+			*it = item{ev: e, txn: entry, size: e.Size()}
 			if resuming {
 				if l, ok := skip.take(key, e.ID); ok && p.proven(l, e) {
 					// Acknowledged before the restart: listed as acknowledged
@@ -719,10 +721,14 @@ func (p *Pipeline) settle(ctx context.Context, batch []*item, err error) error {
 func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (retry []*item, wait time.Duration, err error) {
 	now := time.Now()
 	up := werr == nil
-	done := make([]*item, 0, len(batch))
+	var room [8]*item // a Submitter's ack settles one event: no allocation for it
+	done := room[:0]
 	defer func() { p.tracker.release(done) }()
 	for i, it := range batch {
-		e := sink.ErrorFor(werr, i)
+		var e error
+		if werr != nil {
+			e = sink.ErrorFor(werr, i)
+		}
 		if e == nil {
 			up = true
 			p.obs.Delivered(it.ev, now)
