@@ -617,12 +617,12 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		if e.Type() != replication.EnumRowsEventTypeInsert {
 			return nil
 		}
-		for _, row := range e.Rows {
-			evt, err := tm.toEvent(row)
-			if err != nil {
+		evs := make([]event.Event, len(e.Rows)) // one allocation for the rows event's events
+		for i, row := range e.Rows {
+			if err := tm.fill(&evs[i], row); err != nil {
 				return fmt.Errorf("%w: table %s: %v", errFatal, tm.name, err)
 			}
-			st.events = append(st.events, evt)
+			st.events = append(st.events, &evs[i])
 		}
 		if r.cfg.Observer != nil {
 			r.cfg.Observer.OutboxEvents(tm.name, len(e.Rows))
@@ -929,10 +929,19 @@ func binaryCollation(e *replication.TableMapEvent, i int) bool {
 }
 
 func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
-	if len(row) != len(tm.ev.ColumnType) {
-		return nil, fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+	e := new(event.Event)
+	if err := tm.fill(e, row); err != nil {
+		return nil, err
 	}
-	e := &event.Event{Table: tm.name}
+	return e, nil
+}
+
+// fill sets e to the event of row.
+func (tm *tableMap) fill(e *event.Event, row []any) error {
+	if len(row) != len(tm.ev.ColumnType) {
+		return fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+	}
+	*e = event.Event{Table: tm.name}
 	if tm.idBin == 16 {
 		b := asBytes(row[tm.id])
 		if len(b) <= 16 {
@@ -944,6 +953,8 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 		}
 	} else if _, ok := row[tm.id].(time.Time); ok {
 		e.ID = tm.str(row, tm.id) // a temporal id, as go-mysql's text
+	} else if id, ok := intText(row[tm.id]); ok {
+		e.ID = id // an integer id (AUTO_INCREMENT): its decimal text, as asBytes would give it
 	} else if b := asBytes(row[tm.id]); utf8.Valid(b) {
 		e.ID = string(b)
 	} else {
@@ -951,13 +962,9 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 	}
 	// An empty or NULL id is given one at commit (GeneratedID), once the
 	// transaction's GTID and position are known.
-	if tm.aggType >= 0 {
-		e.AggregateType = tm.str(row, tm.aggType)
-	}
-	e.AggregateID = tm.str(row, tm.aggID)
-	if tm.typ >= 0 {
-		e.Type = tm.str(row, tm.typ)
-	}
+	// The aggregate type, id and event type, when they are bytes (VARCHAR),
+	// are cut from one string: one allocation instead of three.
+	tm.texts(row, &e.AggregateType, &e.AggregateID, &e.Type)
 	if p := row[tm.payload]; p != nil {
 		e.Payload = bytes.Clone(asBytes(p))
 	}
@@ -978,7 +985,58 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 			e.TraceState = strings.TrimSpace(jsonField(e.Payload, tm.traceStatePath))
 		}
 	}
-	return e, nil
+	return nil
+}
+
+// texts sets aggType, aggID and typ to the text of their columns (a
+// column of index < 0 leaves its field empty), as str does; those whose
+// values are bytes share one string.
+func (tm *tableMap) texts(row []any, aggType, aggID, typ *string) {
+	cols := [3]int{tm.aggType, tm.aggID, tm.typ}
+	out := [3]*string{aggType, aggID, typ}
+	var buf [256]byte
+	joined := buf[:0]
+	var ends [3]int
+	for i, c := range cols {
+		if c < 0 {
+			ends[i] = len(joined)
+			continue
+		}
+		if b, ok := row[c].([]byte); ok {
+			joined = append(joined, b...)
+		} else {
+			*out[i] = tm.str(row, c)
+		}
+		ends[i] = len(joined)
+	}
+	if len(joined) == 0 {
+		return
+	}
+	all := string(joined)
+	start := 0
+	for i, c := range cols {
+		if c >= 0 {
+			if _, ok := row[c].([]byte); ok {
+				*out[i] = all[start:ends[i]]
+			}
+		}
+		start = ends[i]
+	}
+}
+
+// intText is the decimal text of an integer column's value.
+func intText(v any) (string, bool) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), true
+	}
+	return "", false
 }
 
 // jsonField returns the string at path in the JSON document b, or "" when
