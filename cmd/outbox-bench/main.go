@@ -41,9 +41,14 @@
 // -only webhook runs the limit and the webhook rows only (the floor, one
 // endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
 //
-// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
-// (the relay binary: 5 s from its first event, through its pprof endpoint,
-// and then what it allocated since it started, as relay-binary-NAME.allocs.pprof).
+// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile of its
+// whole life to DIR, and what it allocated as NAME.allocs.pprof (the relay
+// binary: 5 s from its first event, through its pprof endpoint, and then
+// what it allocated since it started, as relay-binary-NAME.allocs.pprof).
+//
+// Each row also gives the CPU that the private MariaDB and (Kafka rows)
+// the broker spent while it ran, from /proc/PID/stat: the processes share
+// the machine's cores, and the broker's CPU can bound a Kafka row's rate.
 //
 // It prints Markdown tables (and writes them to -out) and a PNG chart (-png);
 // with -benchmarks BENCHMARKS.md it also replaces that file's section
@@ -104,10 +109,18 @@ func main() {
 		if i := strings.Index(*cfgText, "type: "); i >= 0 {
 			tag += "-" + strings.Fields((*cfgText)[i+len("type: "):])[0]
 		}
-		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", strings.Trim(tag, ",}"), os.Getpid()))); err == nil {
+		base := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.Trim(tag, ",}"), os.Getpid()))
+		if f, err := os.Create(base + ".pprof"); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
 		}
+		// And what it allocated in its whole life (alloc_objects, alloc_space).
+		defer func() {
+			if f, err := os.Create(base + ".allocs.pprof"); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	var err error
 	switch *role {
