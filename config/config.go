@@ -27,16 +27,20 @@ import (
 
 // Config is the whole file.
 type Config struct {
-	Source     Source     `yaml:"source"`
+	Source Source `yaml:"source"`
+	// Tables are the outbox tables whose INSERTs are events. Required: at
+	// least one.
 	Tables     []Table    `yaml:"tables"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 	DeadLetter DeadLetter `yaml:"dead_letter"`
 	Delivery   Delivery   `yaml:"delivery"`
-	Sinks      []Sink     `yaml:"sinks"`
-	Log        Log        `yaml:"log"`
-	HTTP       HTTP       `yaml:"http"`
-	Prune      Prune      `yaml:"prune"`
-	Tracing    Tracing    `yaml:"tracing"`
+	// Sinks are the destinations, each with its own binlog stream, pipeline
+	// and checkpoint. Required: at least one.
+	Sinks   []Sink  `yaml:"sinks"`
+	Log     Log     `yaml:"log"`
+	HTTP    HTTP    `yaml:"http"`
+	Prune   Prune   `yaml:"prune"`
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Tracing configures the relay's own OpenTelemetry spans (docs/tracing.md):
@@ -115,7 +119,7 @@ type Source struct {
 	// outbox tables. Default root.
 	User string `yaml:"user" default:"root"`
 	// Password; write ${ENV_VAR} to take it from the environment.
-	Password Secret `yaml:"password"`
+	Password Secret `yaml:"password" example:"${RELAY_DB_PASSWORD}"`
 	// Flavor is auto (detected from the server), mysql or mariadb. Default auto.
 	Flavor string `yaml:"flavor" default:"auto"`
 	// ServerID is the replica id of the first sink's stream; sink i uses
@@ -191,7 +195,7 @@ type TLS struct {
 // Table is one outbox table.
 type Table struct {
 	// Name is "schema.table". Required.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" example:"shop.outbox"`
 	// Columns map event fields to columns. Defaults follow Debezium's outbox
 	// event router: id, aggregatetype, aggregateid, type, payload. Write "-"
 	// for aggregate_type or type when the table has no such column.
@@ -202,11 +206,21 @@ type Table struct {
 
 // Columns maps event fields to column names.
 type Columns struct {
-	ID            string `yaml:"id" default:"id"`
+	// ID is the event id's column; a BINARY(16) is rendered as a UUID
+	// string. Default id.
+	ID string `yaml:"id" default:"id"`
+	// AggregateType is the aggregate type's column, "-" when the table has
+	// none. Default aggregatetype.
 	AggregateType string `yaml:"aggregate_type" default:"aggregatetype"`
-	AggregateID   string `yaml:"aggregate_id" default:"aggregateid"`
-	Type          string `yaml:"type" default:"type"`
-	Payload       string `yaml:"payload" default:"payload"`
+	// AggregateID is the aggregate id's column: the ordering key (the
+	// Kafka message key). Default aggregateid.
+	AggregateID string `yaml:"aggregate_id" default:"aggregateid"`
+	// Type is the event type's column, "-" when the table has none.
+	// Default type.
+	Type string `yaml:"type" default:"type"`
+	// Payload is the payload's column, sent as the exact bytes stored.
+	// Default payload.
+	Payload string `yaml:"payload" default:"payload"`
 	// CreatedAt is the column prune matches rows by: a TIMESTAMP or
 	// DATETIME set by the server (DEFAULT CURRENT_TIMESTAMP), never by the
 	// application. Only prune reads it. Default created_at.
@@ -231,7 +245,7 @@ type Checkpoint struct {
 	Path string `yaml:"path" default:"./outbox-relay-data/checkpoints.json"`
 	// DSN of the database holding the checkpoint table (store: mysql), in
 	// go-sql-driver form: user:pass@tcp(host:3306)/dbname. Use ${ENV} for the password.
-	DSN Secret `yaml:"dsn"`
+	DSN Secret `yaml:"dsn" example:"# relay:${RELAY_CP_PASSWORD}@tcp(cp-db:3306)/outbox_relay"`
 	// Table name (store: mysql). Default outbox_relay_checkpoints.
 	Table string `yaml:"table" default:"outbox_relay_checkpoints"`
 	// Interval between retries of a failed checkpoint save. Default 1s.

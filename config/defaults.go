@@ -25,6 +25,13 @@ import (
 // `derived:"3 × source.heartbeat"` instead, which the docs show, and the
 // section's Defaults computes it. A field with neither has its zero value
 // as its default (false, 0, "", none).
+//
+// A key with no default that the generated example config must show with a
+// value (a required one, a secret from the environment) carries
+// `example:"…"`, written as a default is; nothing but the example reads it.
+// An example that starts with "# " is shown commented out (a key the
+// example's relay must not use, such as the DSN of a MySQL checkpoint store
+// next to store: file).
 const (
 	defaultTag = "default"
 	derivedTag = "derived"

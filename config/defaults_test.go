@@ -129,6 +129,13 @@ func TestEveryDeclaredDefaultParses(t *testing.T) {
 					t.Errorf("%s.%s: %v", path, key, err)
 				}
 			}
+			if ex, ok := f.Tag.Lookup("example"); ok {
+				if hasDef || hasDerived {
+					t.Errorf("%s.%s: a key with a default shows it; drop its example", path, key)
+				} else if _, err := config.ParseDefault(f.Type, strings.TrimPrefix(ex, "# ")); err != nil {
+					t.Errorf("%s.%s: its example: %v", path, key, err)
+				}
+			}
 			walk(f.Type, path+"."+key)
 		}
 	}

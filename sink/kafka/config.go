@@ -39,12 +39,12 @@ func mustDuration(s string) time.Duration {
 	return d
 }
 
-// Config configures a Kafka sink. It is decoded from the sink's `kafka:`
-// section, where config.Load applies its defaults (declared beside each
-// field) and validates it; New does both for a Config written in Go.
+// Config configures a Kafka sink: the sink's `kafka:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Brokers are the bootstrap brokers, "host:port". Required.
-	Brokers []string `yaml:"brokers"`
+	Brokers []string `yaml:"brokers" example:"[127.0.0.1:9092]"`
 	// Topic is a fixed topic name or a Go text/template over the event's
 	// fields (.ID, .AggregateType, .AggregateID, .Type, .Table, .Source.GTID)
 	// plus {{.Header "name"}} and the functions lower and upper. Default

@@ -17,11 +17,12 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Config configures a NATS JetStream sink, decoded from the sink's `nats:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a NATS JetStream sink: the sink's `nats:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// URLs are the servers, "nats://host:port" (tls:// for TLS). Required.
-	URLs []string `yaml:"urls"`
+	URLs []string `yaml:"urls" example:"[nats://127.0.0.1:4222]"`
 	// Subject is a fixed subject or a template over the event's fields, as
 	// the Kafka sink's topic. Default "outbox.event.{{.AggregateType}}":
 	// dot-separated tokens, so consumers subscribe to outbox.event.> or

@@ -17,11 +17,12 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Config configures a RabbitMQ sink, decoded from the sink's `rabbitmq:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a RabbitMQ sink: the sink's `rabbitmq:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Addr is the broker, "host:port". Required.
-	Addr string `yaml:"addr"`
+	Addr string `yaml:"addr" example:"127.0.0.1:5672"`
 	// VHost is the virtual host. Default "/".
 	VHost string `yaml:"vhost" default:"/"`
 	// Username and Password (or PasswordFile, PasswordEnv) authenticate

@@ -17,11 +17,12 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Config configures a Redis Streams sink, decoded from the sink's `redis:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a Redis Streams sink: the sink's `redis:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Addr is the server, "host:port". Required.
-	Addr string `yaml:"addr"`
+	Addr string `yaml:"addr" example:"127.0.0.1:6379"`
 	// DB is the database number. Default 0.
 	DB int `yaml:"db"`
 	// Stream is a fixed stream key or a template over the event's fields,

@@ -40,10 +40,10 @@ const minSecretBytes = 24
 type EndpointConfig struct {
 	// Name identifies the endpoint in logs, metrics and dead letters.
 	// Required.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" example:"billing"`
 	// URL receives the POST requests; http or https. Required. Redirects are
 	// not followed, so it must be the final address.
-	URL string `yaml:"url"`
+	URL string `yaml:"url" example:"https://billing.example.com/hooks/outbox"`
 	// Secrets sign every request (Standard Webhooks v1): each is "whsec_"
 	// followed by the base64 of at least 24 random bytes. Several secrets
 	// mean key rotation: every request carries one signature per secret.
@@ -51,7 +51,7 @@ type EndpointConfig struct {
 	// The values must reach the config from the environment or a file; they
 	// are never logged, nor quoted by a configuration error (the tag
 	// secret:"true" tells package config so).
-	Secrets []string `yaml:"secrets" secret:"true"`
+	Secrets []string `yaml:"secrets" secret:"true" example:"['${BILLING_WEBHOOK_SECRET}']"`
 	// Filter selects the events delivered to this endpoint; the others are
 	// acknowledged without a request. Default: every event.
 	Filter Filter `yaml:"filter"`
@@ -119,15 +119,15 @@ type EndpointConfig struct {
 type Filter struct {
 	// EventTypes are patterns on the event type, e.g. "order.*".
 	// Default: all.
-	EventTypes []string `yaml:"event_types"`
+	EventTypes []string `yaml:"event_types" example:"['order.*']"`
 	// AggregateTypes are patterns on the aggregate type, e.g. "order".
 	// Default: all.
-	AggregateTypes []string `yaml:"aggregate_types"`
+	AggregateTypes []string `yaml:"aggregate_types" example:"[order]"`
 	// Headers are exact values the event's headers (the outbox columns
 	// configured as headers) must have, e.g. {tenant: acme}: an event
 	// lacking the header (its column NULL) or with another value is not
 	// delivered. Keys and values are case-sensitive. Default: none.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" example:"{tenant: acme}"`
 }
 
 // RetryConfig bounds the retries of one event. An event is retried on
