@@ -18,7 +18,7 @@ import (
 	_ "github.com/outbox-relay/outbox-relay/sink/all"
 )
 
-var update = flag.Bool("update", false, "rewrite the field reference of docs/sinks/*.md from the config declarations")
+var update = flag.Bool("update", false, "rewrite what is generated from the config declarations: the field reference of docs/sinks/*.md, docs/options.md and deploy/config.example.yaml")
 
 const module = "github.com/outbox-relay/outbox-relay/"
 

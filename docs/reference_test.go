@@ -282,6 +282,7 @@ func TestExampleConfig(t *testing.T) {
 			}
 			var off strings.Builder
 			writeSink(t, &off, k.Type, k.Type)
+			b.WriteString("\n")
 			comment(&b, "  ", fmt.Sprintf("A %s sink (docs/sinks/%s.md), with every key of its section:", k.Type, k.Type))
 			b.WriteString(indent(off.String(), "  # "))
 		}
