@@ -225,3 +225,10 @@ func TestAProblemIsReportedAtItsLineInTheFile(t *testing.T) {
 		t.Fatalf("Parse = %v, want the problem at line 10", err)
 	}
 }
+
+func TestANegativeMinIntervalNamesTheDeclaredDefault(t *testing.T) {
+	_, err := config.Parse([]byte("tables: [{name: a.b}]\nsinks: [{name: out, type: stdout}]\ncheckpoint: {min_interval: -1ms}\n"))
+	if err == nil || !strings.Contains(err.Error(), "checkpoint.min_interval: -1ms is negative; leave it out for the default 10ms") {
+		t.Fatalf("Parse = %v", err)
+	}
+}
