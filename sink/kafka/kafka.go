@@ -57,13 +57,21 @@ var (
 	_ sink.Submitter = (*Sink)(nil)
 )
 
-// New returns a sink for cfg, with cfg's defaults applied and validated. It
-// does not touch the network: Connect does.
+// New returns a sink for cfg as a program writes it: it applies cfg's
+// defaults and validates it. It does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return build(cfg, logger)
+}
+
+// build returns a sink for cfg with its defaults applied and validated
+// (by New, or by config.Load for the sink's section: they are not applied
+// twice).
+func build(cfg Config, logger *slog.Logger) (*Sink, error) {
+	cfg.Retry = cfg.Retry.WithDefaults() // set by the relay, not the file
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
