@@ -24,23 +24,32 @@ func TestWebhookAuditUsesTheCheckpointTheDeadLettersAndTheReceiversList(t *testi
 		name     string
 		found    bool
 		received map[string]int
+		selects  func(*event.Event) bool
 		want     []string
 	}{
-		{"acknowledged events count as received, dead letters and events past the checkpoint do not", true, nil,
+		{"acknowledged events count as received, dead letters and events past the checkpoint do not", true, nil, nil,
 			[]string{"b: dead-lettered: 410 Gone", "d: not acknowledged yet: after the endpoint's checkpoint"}},
-		{"without a checkpoint nothing was acknowledged", false, nil,
+		{"without a checkpoint nothing was acknowledged", false, nil, nil,
 			[]string{"a: not acknowledged yet: after the endpoint's checkpoint", "b: dead-lettered: 410 Gone", "c: not acknowledged yet: after the endpoint's checkpoint", "d: not acknowledged yet: after the endpoint's checkpoint"}},
 		{"with the receiver's list, an acknowledged event it lacks is missing", true, map[string]int{"a": 2, "d": 1},
-			[]string{"b: dead-lettered: 410 Gone", "c: acknowledged by the endpoint, but not in the receiver's list"}},
+			nil, []string{"b: dead-lettered: 410 Gone", "c: acknowledged by the endpoint, but not in the receiver's list"}},
+		{"with the receiver's list, events the endpoint's filter does not select are not expected", true, map[string]int{"a": 2, "d": 1},
+			func(e *event.Event) bool { return e.Type != "skipped" }, []string{"b: dead-lettered: 410 Gone"}},
+		{"without the list, events the filter does not select are not missing", false, nil,
+			func(e *event.Event) bool { return e.Type != "skipped" }, []string{"a: not acknowledged yet: after the endpoint's checkpoint", "b: dead-lettered: 410 Gone", "d: not acknowledged yet: after the endpoint's checkpoint"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewComparison(Options{TempDir: t.TempDir()})
 			defer c.Close()
-			w := &Webhook{Flavor: "mariadb", Checkpoint: cp, Found: tc.found, Dead: dead, Listed: tc.received != nil, C: c}
+			w := &Webhook{Flavor: "mariadb", Checkpoint: cp, Found: tc.found, Dead: dead, Listed: tc.received != nil, Selects: tc.selects, C: c}
 			for i, id := range ids {
 				pos := event.Position{GTIDSet: "0-1-" + string(rune('1'+i))}
-				if err := w.Event(Event{ID: id, Seq: int64(i + 1)}, pos); err != nil {
+				ev := &event.Event{ID: id, Type: "order.created"}
+				if id == "c" {
+					ev.Type = "skipped" // a type the filter leaves out
+				}
+				if err := w.Event(Event{ID: id, Seq: int64(i + 1)}, ev, pos); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -59,6 +68,9 @@ func TestWebhookAuditUsesTheCheckpointTheDeadLettersAndTheReceiversList(t *testi
 			}
 			if got := missing(r); !slices.Equal(got, tc.want) {
 				t.Fatalf("missing %q, want %q", got, tc.want)
+			}
+			if tc.selects != nil && w.Note() == "" {
+				t.Fatal("no note of the events the filter did not select")
 			}
 			if tc.received != nil && r.Duplicates["a"] != 2 {
 				t.Fatalf("duplicates %v", r.Duplicates)

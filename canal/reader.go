@@ -465,6 +465,9 @@ type txnState struct {
 	track bool // file start: take exec from the first PREVIOUS_GTIDS / GTID list
 	// checksum: the file's events end with a CRC32 (its FORMAT_DESCRIPTION says).
 	checksum bool
+	// fileServer is the server_id of the server whose binlog file is being
+	// read (its FORMAT_DESCRIPTION event's), 0 until that event.
+	fileServer uint32
 	// skipFile/skipTo: a tracked file start resumes a position inside the
 	// file; transactions ending at or before it were handed on already.
 	skipFile string
@@ -538,6 +541,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		st.file = rotateName(ev, e)
 	case *replication.FormatDescriptionEvent:
 		st.checksum = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
+		st.fileServer = ev.Header.ServerID
 	case *replication.PreviousGTIDsEvent:
 		if st.track && st.exec == nil {
 			set, err := previousGTIDs(ev, st.checksum)
@@ -614,12 +618,12 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		if e.Type() != replication.EnumRowsEventTypeInsert {
 			return nil
 		}
-		for _, row := range e.Rows {
-			evt, err := tm.toEvent(row)
-			if err != nil {
+		evs := make([]event.Event, len(e.Rows)) // one allocation for the rows event's events
+		for i, row := range e.Rows {
+			if err := tm.fill(&evs[i], row); err != nil {
 				return fmt.Errorf("%w: table %s: %v", errFatal, tm.name, err)
 			}
-			st.events = append(st.events, evt)
+			st.events = append(st.events, &evs[i])
 		}
 		if r.cfg.Observer != nil {
 			r.cfg.Observer.OutboxEvents(tm.name, len(e.Rows))
@@ -776,7 +780,7 @@ func (st *txnState) begin() {
 }
 
 func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
-	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server}
+	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server, ServerID: st.fileServer}
 	if st.exec != nil {
 		pos.GTIDSet = st.exec.String()
 	}
@@ -926,10 +930,19 @@ func binaryCollation(e *replication.TableMapEvent, i int) bool {
 }
 
 func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
-	if len(row) != len(tm.ev.ColumnType) {
-		return nil, fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+	e := new(event.Event)
+	if err := tm.fill(e, row); err != nil {
+		return nil, err
 	}
-	e := &event.Event{Table: tm.name}
+	return e, nil
+}
+
+// fill sets e to the event of row.
+func (tm *tableMap) fill(e *event.Event, row []any) error {
+	if len(row) != len(tm.ev.ColumnType) {
+		return fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+	}
+	*e = event.Event{Table: tm.name}
 	if tm.idBin == 16 {
 		b := asBytes(row[tm.id])
 		if len(b) <= 16 {
@@ -941,6 +954,8 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 		}
 	} else if _, ok := row[tm.id].(time.Time); ok {
 		e.ID = tm.str(row, tm.id) // a temporal id, as go-mysql's text
+	} else if id, ok := intText(row[tm.id]); ok {
+		e.ID = id // an integer id (AUTO_INCREMENT): its decimal text, as asBytes would give it
 	} else if b := asBytes(row[tm.id]); utf8.Valid(b) {
 		e.ID = string(b)
 	} else {
@@ -948,13 +963,9 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 	}
 	// An empty or NULL id is given one at commit (GeneratedID), once the
 	// transaction's GTID and position are known.
-	if tm.aggType >= 0 {
-		e.AggregateType = tm.str(row, tm.aggType)
-	}
-	e.AggregateID = tm.str(row, tm.aggID)
-	if tm.typ >= 0 {
-		e.Type = tm.str(row, tm.typ)
-	}
+	// The aggregate type, id and event type, when they are bytes (VARCHAR),
+	// are cut from one string: one allocation instead of three.
+	tm.texts(row, &e.AggregateType, &e.AggregateID, &e.Type)
 	if p := row[tm.payload]; p != nil {
 		e.Payload = bytes.Clone(asBytes(p))
 	}
@@ -975,7 +986,58 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 			e.TraceState = strings.TrimSpace(jsonField(e.Payload, tm.traceStatePath))
 		}
 	}
-	return e, nil
+	return nil
+}
+
+// texts sets aggType, aggID and typ to the text of their columns (a
+// column of index < 0 leaves its field empty), as str does; those whose
+// values are bytes share one string.
+func (tm *tableMap) texts(row []any, aggType, aggID, typ *string) {
+	cols := [3]int{tm.aggType, tm.aggID, tm.typ}
+	out := [3]*string{aggType, aggID, typ}
+	var buf [256]byte
+	joined := buf[:0]
+	var ends [3]int
+	for i, c := range cols {
+		if c < 0 {
+			ends[i] = len(joined)
+			continue
+		}
+		if b, ok := row[c].([]byte); ok {
+			joined = append(joined, b...)
+		} else {
+			*out[i] = tm.str(row, c)
+		}
+		ends[i] = len(joined)
+	}
+	if len(joined) == 0 {
+		return
+	}
+	all := string(joined)
+	start := 0
+	for i, c := range cols {
+		if c >= 0 {
+			if _, ok := row[c].([]byte); ok {
+				*out[i] = all[start:ends[i]]
+			}
+		}
+		start = ends[i]
+	}
+}
+
+// intText is the decimal text of an integer column's value.
+func intText(v any) (string, bool) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), true
+	}
+	return "", false
 }
 
 // jsonField returns the string at path in the JSON document b, or "" when

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -118,7 +119,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 			a = fileAvailable(key, cp, files, recovery)
 		}
 		avail = append(avail, a)
-		owner = append(owner, serverDecision(key, cp, s, recoveryFix(cfg, key, nil)))
+		owner = append(owner, serverDecision(key, cp, s, history(ctx, db, s, files, cp.Position), recoveryFix(cfg, key, nil)))
 	}
 	return append(avail, owner...)
 }
@@ -230,11 +231,31 @@ func fileNumbers(a, b string) (int64, int64, bool) {
 	return x, y, err1 == nil && err2 == nil
 }
 
+// history is what differs between a MariaDB checkpoint and the binlog of
+// the server it was read from, when this is that server and still has the
+// file (source.ServerState.OwnBinlog): none otherwise, or when it cannot be
+// read (the relay's own resume check reads it again and says why).
+func history(ctx context.Context, db *sql.DB, s server, files []source.BinlogFile, pos event.Position) []string {
+	id, _ := strconv.ParseUint(s.vars["server_id"], 10, 32)
+	st := source.ServerState{Info: source.ServerInfo{Flavor: s.flavor, ServerID: uint32(id)}, Files: files}
+	if s.flavor != flavorMariaDB || st.ReadHistory(ctx, db, pos) != nil || st.History == nil {
+		return nil
+	}
+	diff, err := position.MariaDBHistory(pos.GTIDSet, pos.File, pos.Pos, st.History.At)
+	if err != nil {
+		return nil
+	}
+	return diff
+}
+
 // serverDecision judges whether this server can serve a checkpoint by GTID
-// arithmetic alone: every GTID of the checkpoint executed here. The server's
-// identity decides nothing (after a failover the new primary serves the
-// checkpoints read from the old one); a changed identity is only reported.
-func serverDecision(key string, cp checkpoint.Checkpoint, s server, recovery string) Result {
+// arithmetic: every GTID of the checkpoint executed here, and, on the
+// MariaDB server whose binlog the checkpoint was read from, that binlog
+// agreeing at the checkpoint's File:Pos (foreign lists what differs). The
+// server's identity decides nothing else (after a failover the new primary
+// serves the checkpoints read from the old one); a changed identity is only
+// reported.
+func serverDecision(key string, cp checkpoint.Checkpoint, s server, foreignHistory []string, recovery string) Result {
 	r := Result{Name: NameCheckpointServer}
 	foreign := func(detail string) Result {
 		r.Status = Fail
@@ -263,6 +284,11 @@ func serverDecision(key string, cp checkpoint.Checkpoint, s server, recovery str
 	}
 	if len(g.Missing) > 0 {
 		return foreign("this server has not executed every transaction of the checkpoint " + cp.Position.GTIDSet + ": " + strings.Join(g.Missing, "; "))
+	}
+	if len(foreignHistory) > 0 {
+		r := foreign("the checkpoint " + cp.Position.GTIDSet + " comes from another history: " + strings.Join(foreignHistory, "; "))
+		r.Fix = "point source.host/source.port at the server the checkpoint was read from; or, if this server is the one to read (the checkpoint is another server's: a relay pointed at the wrong server, a server rebuilt under an old server_id), " + strings.TrimPrefix(recovery, "to resume accepting the gap, ")
+		return r
 	}
 	if s.flavor == flavorMySQL {
 		uuid := s.vars["server_uuid"]

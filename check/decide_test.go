@@ -205,11 +205,36 @@ func TestMySQLCheckpointServer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := serverDecision("out", c.cp, s, "to resume accepting the gap, DELETE IT")
+			r := serverDecision("out", c.cp, s, nil, "to resume accepting the gap, DELETE IT")
 			if r.Status != c.status || !strings.Contains(r.Detail, c.detail) || (c.status == Fail && !strings.Contains(r.Fix, "DELETE IT")) {
 				t.Errorf("got %s %q fix %q", r.Status, r.Detail, r.Fix)
 			}
 		})
+	}
+}
+
+// A MariaDB checkpoint whose GTIDs this server holds passes, unless this is
+// the server whose binlog it was read from and that binlog disagrees at its
+// File:Pos (another server's history with the same server_id and GTIDs).
+func TestMariaDBCheckpointServer(t *testing.T) {
+	s := server{flavor: flavorMariaDB, vars: map[string]string{"server_id": "1", "gtid_binlog_pos": "0-1-9", "gtid_binlog_state": "0-1-9"}}
+	cp := checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1, Position: posOf("0-1-4", "binlog.000001", 997)}
+	if r := serverDecision("out", cp, s, nil, "to resume accepting the gap, DELETE IT"); r.Status != Pass {
+		t.Errorf("the same history: got %s %q", r.Status, r.Detail)
+	}
+	r := serverDecision("out", cp, s, []string{"no transaction of this server's binlog ends at binlog.000001:997"}, "to resume accepting the gap, DELETE IT")
+	for _, want := range []string{"comes from another history", "binlog.000001:997"} {
+		if r.Status != Fail || !strings.Contains(r.Detail, want) {
+			t.Errorf("another history: got %s %q, want FAIL with %q", r.Status, r.Detail, want)
+		}
+	}
+	for _, want := range []string{"point source.host/source.port at the server the checkpoint was read from", "DELETE IT"} {
+		if !strings.Contains(r.Fix, want) {
+			t.Errorf("another history: fix %q lacks %q", r.Fix, want)
+		}
+	}
+	if strings.Contains(r.Fix, "wait for this one to catch up") {
+		t.Errorf("waiting cannot mend another history: %q", r.Fix)
 	}
 }
 

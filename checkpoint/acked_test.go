@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -76,8 +77,10 @@ func TestMySQLStoreKeepsTheAcknowledgedList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ro.Load(ctx, "a"); err != nil || got != cp(1) {
-		t.Fatalf("read-only Load of a 0.4 table = %+v, %v; want %+v", got, err, cp(1))
+	v3 := cp(1)
+	v3.Position.ServerID = 0 // no binlog_server_id: whose binlog it is, is unknown
+	if got, err := ro.Load(ctx, "a"); err != nil || got != v3 {
+		t.Fatalf("read-only Load of a 0.4 table = %+v, %v; want %+v", got, err, v3)
 	}
 	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v3", nil)
 	if err != nil {
@@ -99,5 +102,17 @@ func TestMySQLStoreKeepsTheAcknowledgedList(t *testing.T) {
 	}
 	if got, err := st.Load(ctx, "a"); err != nil || got != cp(8) {
 		t.Fatalf("Load after a save without a list = %+v (%+v), %v", got, got.Acked, err)
+	}
+
+	// A list of the wrong shape is named as such, with a way out that
+	// skips nothing.
+	if _, err := db.Exec(`UPDATE cp_v3 SET acked = '{"events": ["e1"]}' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Load(ctx, "a")
+	for _, want := range []string{`checkpoint "a"`, "field acked.events is a JSON array", `where it must be {"<GTID of a transaction>": ["<event id>", ...]}`, "set it to NULL", "none is skipped"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load of a list of the wrong shape = %v; want an error with %q", err, want)
+		}
 	}
 }

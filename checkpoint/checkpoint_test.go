@@ -23,7 +23,7 @@ import (
 // saved by an earlier version, or before the first transaction).
 func cp(n int) checkpoint.Checkpoint {
 	c := checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1,
-		Position:  event.Position{GTIDSet: fmt.Sprintf("0-1-%d", n), File: "binlog.000001", Pos: uint32(n)},
+		Position:  event.Position{GTIDSet: fmt.Sprintf("0-1-%d", n), File: "binlog.000001", Pos: uint32(n), ServerID: 1},
 		UpdatedAt: time.Unix(int64(n), 0).UTC()}
 	if n%2 == 0 {
 		c.CommitTime = time.Unix(int64(n)-1, 0).UTC()
@@ -64,6 +64,59 @@ func TestFileStoreRefusesACorruptFile(t *testing.T) {
 	os.WriteFile(path, []byte(`{"version":1,"checkpoints":{"a":`), 0o644)
 	if _, err := checkpoint.OpenFile(path); err == nil {
 		t.Fatal("a torn file was accepted")
+	}
+}
+
+// A file that does not decode is refused with what is wrong and where (the
+// sink's key and the field, with the shape it must have), and advice that
+// loses no event: never to move the file away and start from
+// checkpoint.start.
+func TestFileStoreErrorsSayWhatIsWrongAndLoseNothing(t *testing.T) {
+	const head = `{"version": 1, "checkpoints": {"out": {"flavor": "mariadb", "position": {"gtid_set": "0-1-4"}, "updated_at": "2026-12-01T00:00:00Z"`
+	for _, tc := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"a torn file", `{"version":1,"checkpoints":{"a":`,
+			[]string{"not valid JSON", "at byte 32", "restore the file from a backup", "Do not remove it, or move it away, alone", "checkpoint.start to gtid:<the oldest of the sinks' positions>", "skips nothing"}},
+		{"acked is a string", head + `, "acked": "e1"}}}`,
+			[]string{`holds checkpoint "out" of the wrong shape: field acked is a JSON string`, `where it must be {"events": {"<GTID of a transaction>": ["<event id>", ...]}, "read_through": "<GTID>"}`,
+				`removing the "acked" field of checkpoint "out" alone is safe`, "none is skipped"}},
+		{"acked events is a list", head + `, "acked": {"events": ["e1"]}}}}`,
+			[]string{`checkpoint "out" of the wrong shape: field acked.events is a JSON array`, `where it must be {"<GTID of a transaction>": ["<event id>", ...]}`}},
+		{"a transaction's ids are a string", head + `, "acked": {"events": {"0-1-5": "e1"}}}}}`,
+			[]string{`field acked.events is a JSON string`, "a list of event ids under each transaction's GTID"}},
+		{"an id is a number", head + `, "acked": {"events": {"0-1-5": [7]}}}}}`,
+			[]string{`field acked.events is a JSON number`, "a list of event ids, each a string"}},
+		{"the position is a string", `{"version": 1, "checkpoints": {"out": {"position": "0-1-4"}}}`,
+			[]string{`checkpoint "out" of the wrong shape: field position is a JSON string`, `{"gtid_set": "<GTID set>"`, "restore the file from a backup"}},
+		{"checkpoints is a list", `{"version": 1, "checkpoints": []}`,
+			[]string{"is not a checkpoint file: field checkpoints is a JSON array", "an object of checkpoints by sink"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cp.json")
+			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := checkpoint.OpenFile(path)
+			if err == nil {
+				t.Fatal("the file was accepted")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q:\n%v", want, err)
+				}
+			}
+			if tc.name != "a torn file" && strings.Contains(err.Error(), "not valid JSON") {
+				t.Errorf("valid JSON of the wrong shape is reported as invalid JSON: %v", err)
+			}
+			if strings.Contains(err.Error(), "move it away to start") {
+				t.Errorf("the advice skips every sink's events since its checkpoint: %v", err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.doc {
+				t.Error("the refused file was changed")
+			}
+		})
 	}
 }
 
@@ -189,7 +242,9 @@ func TestMySQLStoreUpgradesATableWithoutCommitTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ro.Load(ctx, "a"); err != nil || got.Position != cp(1).Position || !got.CommitTime.IsZero() {
+	v1 := cp(1).Position
+	v1.ServerID = 0 // no binlog_server_id: whose binlog it is, is unknown
+	if got, err := ro.Load(ctx, "a"); err != nil || got.Position != v1 || !got.CommitTime.IsZero() {
 		t.Fatalf("read-only Load of a v1 table = %+v, %v", got, err)
 	}
 	st, err := checkpoint.OpenMySQL(ctx, db, "cp_v1", nil)
@@ -464,7 +519,9 @@ func TestMySQLStoreMigratesACollatedKeyColumnOnce(t *testing.T) {
 	if err := db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'cp' AND COLUMN_NAME = 'name'").Scan(&typ); err != nil || typ != "varbinary" {
 		t.Fatalf("name column is %q (%v) after the upgrade, want varbinary", typ, err)
 	}
-	if got, err := st.Load(ctx, "wh/other"); err != nil || got.Position != cp(1).Position {
+	want := cp(1).Position
+	want.ServerID = 0 // the old table has no binlog_server_id: read as unknown
+	if got, err := st.Load(ctx, "wh/other"); err != nil || got.Position != want {
 		t.Fatalf("a row of the old table after the upgrade: %+v, %v", got, err)
 	}
 	checkKeysCompareAsBytes(t, st)

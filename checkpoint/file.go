@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -72,20 +73,105 @@ func readFile(path string) (*File, error) {
 }
 
 // decodeFile reads the checkpoint file's document. Its errors read after
-// `checkpoint file "<path>"`.
+// `checkpoint file "<path>"`: what is wrong and where (the byte where the
+// JSON breaks, or the sink's key and the field of the wrong shape), and a
+// way out that loses no event (the file is never to be removed alone: every
+// sink would start again at checkpoint.start).
 func decodeFile(b []byte) (map[string]Checkpoint, error) {
-	var doc fileFormat
+	var doc struct {
+		Version     int                        `json:"version"`
+		Checkpoints map[string]json.RawMessage `json:"checkpoints"`
+	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("is not valid JSON (%v): restore it from a backup or move it away to start from checkpoint.start", err)
+		what := jsonProblem("", err, true)
+		if fieldOf(err) != "" {
+			what = "is not a checkpoint file: " + what
+		}
+		return nil, fmt.Errorf("%s; %s", what, fileAdvice)
 	}
 	if doc.Version != 1 {
 		return nil, fmt.Errorf("has version %d; this relay reads version 1", doc.Version)
 	}
 	all := make(map[string]Checkpoint, len(doc.Checkpoints))
-	for k, v := range doc.Checkpoints {
-		all[k] = v
+	for k, raw := range doc.Checkpoints {
+		var cp Checkpoint
+		if err := json.Unmarshal(raw, &cp); err != nil {
+			advice := fileAdvice
+			if f := fieldOf(err); f == "acked" || strings.HasPrefix(f, "acked.") {
+				advice = fmt.Sprintf(`removing the "acked" field of checkpoint %q alone is safe: the events after its position are then sent again, none is skipped; or %s`, k, fileAdvice)
+			}
+			return nil, fmt.Errorf("holds checkpoint %q of the wrong shape: %s; %s", k, jsonProblem("", err, false), advice)
+		}
+		all[k] = cp
 	}
 	return all, nil
+}
+
+// fileAdvice is what to do with a checkpoint file that does not decode.
+const fileAdvice = `restore the file from a backup, or mend it by hand. Do not remove it, or move it away, alone: every sink would start again at checkpoint.start and skip what came since its checkpoint. If it cannot be mended, set checkpoint.start to gtid:<the oldest of the sinks' positions> (from the file, or from the relay's log lines "pipeline starting" from= and "checkpoint saved" position=) or to earliest, then move the file aside: each sink resends from there and skips nothing`
+
+// shapes are the shapes of a checkpoint's fields that are not strings or
+// numbers, by their path, for messages.
+var shapes = map[string]string{
+	"":             `an object: {"flavor": "mariadb", "server_id": 1, "position": {...}, "updated_at": "<RFC 3339 time>", ...}`,
+	"checkpoints":  `an object of checkpoints by sink: {"<sink>": {"flavor": ..., "position": {...}, ...}}`,
+	"position":     `{"gtid_set": "<GTID set>", "file": "<binlog file>", "pos": <number>, "server_id": <number>}`,
+	"acked":        `{"events": {"<GTID of a transaction>": ["<event id>", ...]}, "read_through": "<GTID>"}`,
+	"acked.events": `{"<GTID of a transaction>": ["<event id>", ...]}`,
+}
+
+// fieldOf is the dotted path of the field an error of encoding/json is
+// about ("" for none, or the whole document).
+func fieldOf(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	return ""
+}
+
+// jsonProblem says what is wrong with a JSON document that did not decode
+// (column names the MySQL store's column, "" for a file): where its syntax
+// breaks, or which field has the wrong shape, and the shape it must have;
+// at says whether byte offsets are the document's own.
+func jsonProblem(column string, err error, at bool) string {
+	what := "is"
+	if column != "" {
+		what = "column " + column + " is"
+	}
+	where := func(off int64) string {
+		if !at {
+			return ""
+		}
+		return fmt.Sprintf(" (at byte %d)", off)
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s not valid JSON: %v%s", what, se, where(se.Offset))
+	case errors.As(err, &te):
+		f := te.Field
+		if column != "" && f == "" {
+			f = column
+		} else if column != "" {
+			f = column + "." + f
+		}
+		want, ok := shapes[f]
+		switch {
+		case f == "acked.events" && te.Type.String() == "[]string":
+			want = "a list of event ids under each transaction's GTID"
+		case f == "acked.events" && te.Type.String() == "string":
+			want = "a list of event ids, each a string"
+		case !ok:
+			want = "a JSON " + te.Type.String()
+		}
+		if f == "" {
+			return fmt.Sprintf("%s a JSON %s%s, where it must be %s", what, te.Value, where(te.Offset), want)
+		}
+		return fmt.Sprintf("field %s is a JSON %s%s, where it must be %s", f, te.Value, where(te.Offset), want)
+	}
+	return fmt.Sprintf("%s not readable: %v", what, err)
 }
 
 // encodeFile is the document Save writes: what encoding/json's

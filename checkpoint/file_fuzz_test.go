@@ -10,6 +10,8 @@ import (
 func FuzzDecodeFile(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "checkpoints": {"out": {"flavor": "mariadb", "server_id": 1, "position": {"gtid_set": "0-1-42", "file": "binlog.000003", "pos": 1234}, "updated_at": "2026-12-01T03:04:05Z"}}}`))
 	f.Add([]byte(`{"version": 1, "checkpoints": {"hooks/ep": {"flavor": "mysql", "server_uuid": "3e11fa47-71ca-11e1-9e33-c80aa9429562", "position": {"gtid_set": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"}, "updated_at": "2026-12-01T03:04:05.123+02:00"}}}`))
+	f.Add([]byte(`{"version": 1, "checkpoints": {"out": {"flavor": "mariadb", "server_id": 1, "position": {"gtid_set": "0-1-42", "file": "binlog.000003", "pos": 1234, "server_id": 1}, "updated_at": "2026-12-01T03:04:05Z", "acked": {"events": {"0-1-44": ["e1", "e2"]}, "read_through": "0-1-45"}}}}`))
+	f.Add([]byte(`{"version": 1, "checkpoints": {"out": {"flavor": "mariadb", "acked": {"events": {"0-1-44": "e1"}}}}}`))
 	f.Add([]byte(`{"version": 2}`))
 	f.Add([]byte(`{"version": 1, "checkpoints": null}`))
 	f.Add([]byte(`not json`))

@@ -69,7 +69,8 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		"updated_at DATETIME(6) NOT NULL,"+
 		"commit_time DATETIME(6) NULL,"+
 		"disabled VARCHAR(1024) NOT NULL DEFAULT '',"+
-		"acked MEDIUMTEXT NULL"+
+		"acked MEDIUMTEXT NULL,"+
+		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0"+
 		") ENGINE=InnoDB")
 	if err != nil {
 		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
@@ -80,11 +81,15 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 	// the position, which only holds pruning back).
 	// Likewise disabled (0.4) and acked (0.5; an earlier version's save
 	// leaves it as it was, listing events of transactions its position now
-	// covers, which a restart ignores).
+	// covers, which a restart ignores), and binlog_server_id (the server
+	// whose binlog binlog_file is; an earlier version's save leaves it as it
+	// was, which is right while that version reads the same server, and
+	// else can only make a resume refuse, never skip).
 	for _, c := range []struct{ name, def string }{
 		{"commit_time", "DATETIME(6) NULL"},
 		{"disabled", "VARCHAR(1024) NOT NULL DEFAULT ''"},
 		{"acked", "MEDIUMTEXT NULL"},
+		{"binlog_server_id", "INT UNSIGNED NOT NULL DEFAULT 0"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, c.name).Scan(&n); err != nil {
@@ -166,7 +171,8 @@ func IsMissingTable(err error) bool {
 // columns are a checkpoint row's columns after name, in the order scanRow
 // and upsertArgs use; columnsV1 those of a table of an earlier version.
 const (
-	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked"
+	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id"
+	columnsV4 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked"
 	columnsV3 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled"
 	columnsV2 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time"
 	columnsV1 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at"
@@ -200,6 +206,9 @@ func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
 	all, err := m.queryColumns(ctx, columns, where, args)
 	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		all, err = m.queryColumns(ctx, columnsV4, where, args)
+	}
+	if isUnknownColumn(err) {
 		all, err = m.queryColumns(ctx, columnsV3, where, args)
 	}
 	if isUnknownColumn(err) {
@@ -225,14 +234,16 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 		var key string
 		var cp Checkpoint
 		var acked sql.NullString
-		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked}
+		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID}
 		switch cols {
-		case columnsV3:
+		case columnsV4:
 			dest = dest[:len(dest)-1]
-		case columnsV2:
+		case columnsV3:
 			dest = dest[:len(dest)-2]
-		case columnsV1:
+		case columnsV2:
 			dest = dest[:len(dest)-3]
+		case columnsV1:
+			dest = dest[:len(dest)-4]
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -240,7 +251,7 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 		if acked.Valid && acked.String != "" {
 			cp.Acked = new(Acked)
 			if err := json.Unmarshal([]byte(acked.String), cp.Acked); err != nil {
-				return nil, fmt.Errorf("checkpoint %q: column acked is not valid JSON (%v): set it to NULL to send the events after the checkpoint's position again", key, err)
+				return nil, fmt.Errorf("checkpoint %q: %s: set it to NULL to send the events after the checkpoint's position again (none is skipped), or mend it", key, jsonProblem("acked", err, true))
 			}
 		}
 		cp.UpdatedAt = cp.UpdatedAt.UTC()
@@ -356,10 +367,10 @@ func (m *MySQL) write(ctx context.Context, statements int, do func(execer) error
 
 // upsert is the INSERT … ON DUPLICATE KEY UPDATE of rows checkpoints.
 func (m *MySQL) upsert(rows int) string {
-	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
 	return "INSERT INTO `" + m.table + "` (name, " + columns + ") " +
 		"VALUES " + values + " ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked)"
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked), binlog_server_id=VALUES(binlog_server_id)"
 }
 
 // upsertArgs appends the arguments of one row of upsert to args.
@@ -373,7 +384,7 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 		b := cp.Acked.appendJSON(nil)
 		acked = string(b)
 	}
-	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked)
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID)
 }
 
 // Close implements Store; the caller owns db and closes it.

@@ -2,13 +2,13 @@
 //
 // Load expands ${NAME} (and ${NAME:-default}) references to environment
 // variables inside values, so passwords stay out of the file; rejects unknown
-// keys with their line; applies every default in one place (Defaults); and
+// keys with their line; applies every default in one place (Defaults),
+// each declared once in a tag beside its field (SetDefaults); and
 // Validate names the field and the bad value in each error. Secrets are of
 // type Secret, which never prints its value.
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,16 +27,20 @@ import (
 
 // Config is the whole file.
 type Config struct {
-	Source     Source     `yaml:"source"`
+	Source Source `yaml:"source"`
+	// Tables are the outbox tables whose INSERTs are events. Required: at
+	// least one.
 	Tables     []Table    `yaml:"tables"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 	DeadLetter DeadLetter `yaml:"dead_letter"`
 	Delivery   Delivery   `yaml:"delivery"`
-	Sinks      []Sink     `yaml:"sinks"`
-	Log        Log        `yaml:"log"`
-	HTTP       HTTP       `yaml:"http"`
-	Prune      Prune      `yaml:"prune"`
-	Tracing    Tracing    `yaml:"tracing"`
+	// Sinks are the destinations, each with its own binlog stream, pipeline
+	// and checkpoint. Required: at least one.
+	Sinks   []Sink  `yaml:"sinks"`
+	Log     Log     `yaml:"log"`
+	HTTP    HTTP    `yaml:"http"`
+	Prune   Prune   `yaml:"prune"`
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Tracing configures the relay's own OpenTelemetry spans (docs/tracing.md):
@@ -60,33 +64,35 @@ type Prune struct {
 	Schedule time.Duration `yaml:"schedule"`
 	// OlderThan is the retention: no row younger than this is deleted,
 	// acknowledged or not. Default 168h (7 days).
-	OlderThan time.Duration `yaml:"older_than"`
+	OlderThan time.Duration `yaml:"older_than" default:"168h"`
 	// SafetyMargin is taken off the oldest checkpoint's commit time: it must
 	// exceed the longest transaction that writes outbox rows (a row's
 	// timestamp is its INSERT's time, its binlog commit time can be later).
 	// At least 1s. Default 1h.
-	SafetyMargin time.Duration `yaml:"safety_margin"`
+	SafetyMargin time.Duration `yaml:"safety_margin" default:"1h"`
 	// BatchSize is how many rows one DELETE removes (one short transaction,
 	// locking only those rows). 1 to 10000. Default 500.
-	BatchSize int `yaml:"batch_size"`
+	BatchSize int `yaml:"batch_size" default:"500"`
 	// Pause is the sleep between two batches, so replicas keep up and the
 	// binlog is not flooded. Default 100ms.
-	Pause time.Duration `yaml:"pause"`
+	Pause time.Duration `yaml:"pause" default:"100ms"`
 	// Rate caps the rows deleted per second (the pause grows to keep under
 	// it). Default 0: no cap beyond Pause.
 	Rate int `yaml:"rate"`
 	// PartitionsAhead is how many partitions past the current one are kept
 	// created ahead of time on a table RANGE-partitioned by date (at the
 	// step of its last two partitions). 0 creates none. Default 3.
-	PartitionsAhead *int `yaml:"partitions_ahead"`
+	PartitionsAhead *int `yaml:"partitions_ahead" default:"3"`
 	// LockWaitTimeout bounds how long a partition DROP or ADD waits for the
 	// table's metadata lock (lock_wait_timeout): writers queue behind a
 	// waiting DDL, so it gives up rather than stall them, and is retried at
 	// the next prune. Whole seconds. Default 5s.
-	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout"`
+	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout" default:"5s"`
 }
 
-// Defaults of prune that package prune also uses (for a zero Options field).
+// Defaults of prune that package prune also uses (for a zero Options field):
+// Go constants, as a tag cannot be read at compile time; a test holds each
+// to its field's declared default.
 const (
 	DefaultPruneBatchSize       = 500
 	DefaultPruneLockWaitTimeout = 5 * time.Second
@@ -96,9 +102,9 @@ const (
 // port), or an ordered list (servers) to fail over between.
 type Source struct {
 	// Host of the server. Default 127.0.0.1 (when servers is not set).
-	Host string `yaml:"host"`
+	Host string `yaml:"host" default:"127.0.0.1"`
 	// Port of the server. Default 3306 (when servers is not set).
-	Port int `yaml:"port"`
+	Port int `yaml:"port" default:"3306"`
 	// Servers are several servers with one history (a primary and its
 	// replicas, replicating by GTID), as "host:port" (port default 3306), in
 	// order of preference; user, password, TLS and the rest apply to each.
@@ -108,25 +114,25 @@ type Source struct {
 	Servers []string `yaml:"servers"`
 	// FailoverAfter is how long a stream may fail, without reading a
 	// transaction, before its sink looks for another of servers. Default 10s.
-	FailoverAfter time.Duration `yaml:"failover_after"`
+	FailoverAfter time.Duration `yaml:"failover_after" default:"10s"`
 	// User needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT on the
 	// outbox tables. Default root.
-	User string `yaml:"user"`
+	User string `yaml:"user" default:"root"`
 	// Password; write ${ENV_VAR} to take it from the environment.
-	Password Secret `yaml:"password"`
+	Password Secret `yaml:"password" example:"${RELAY_DB_PASSWORD}"`
 	// Flavor is auto (detected from the server), mysql or mariadb. Default auto.
-	Flavor string `yaml:"flavor"`
+	Flavor string `yaml:"flavor" default:"auto"`
 	// ServerID is the replica id of the first sink's stream; sink i uses
 	// ServerID+i, and the catch-up streams of webhook sinks the ids after
 	// those (see Config.ReplicaIDs). None may collide with the server's own
 	// id or any replica's. Default 4041.
-	ServerID uint32 `yaml:"server_id"`
+	ServerID uint32 `yaml:"server_id" default:"4041"`
 	// Heartbeat is the server heartbeat period on an idle binlog. Default 5s.
-	Heartbeat time.Duration `yaml:"heartbeat"`
+	Heartbeat time.Duration `yaml:"heartbeat" default:"5s"`
 	// ReadTimeout ends a connection that is silent this long. Default 3 × heartbeat.
-	ReadTimeout time.Duration `yaml:"read_timeout"`
+	ReadTimeout time.Duration `yaml:"read_timeout" derived:"3 × source.heartbeat"`
 	// MaxReconnectBackoff caps the wait between reconnects. Default 30s (delivery.max_retry_backoff's default).
-	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff"`
+	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff" default:"30s"`
 	// TLS to the server. Default off.
 	TLS TLS `yaml:"tls"`
 }
@@ -189,7 +195,7 @@ type TLS struct {
 // Table is one outbox table.
 type Table struct {
 	// Name is "schema.table". Required.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" example:"shop.outbox"`
 	// Columns map event fields to columns. Defaults follow Debezium's outbox
 	// event router: id, aggregatetype, aggregateid, type, payload. Write "-"
 	// for aggregate_type or type when the table has no such column.
@@ -200,15 +206,25 @@ type Table struct {
 
 // Columns maps event fields to column names.
 type Columns struct {
-	ID            string `yaml:"id"`
-	AggregateType string `yaml:"aggregate_type"`
-	AggregateID   string `yaml:"aggregate_id"`
-	Type          string `yaml:"type"`
-	Payload       string `yaml:"payload"`
+	// ID is the event id's column; a BINARY(16) is rendered as a UUID
+	// string. Default id.
+	ID string `yaml:"id" default:"id"`
+	// AggregateType is the aggregate type's column, "-" when the table has
+	// none. Default aggregatetype.
+	AggregateType string `yaml:"aggregate_type" default:"aggregatetype"`
+	// AggregateID is the aggregate id's column: the ordering key (the
+	// Kafka message key). Default aggregateid.
+	AggregateID string `yaml:"aggregate_id" default:"aggregateid"`
+	// Type is the event type's column, "-" when the table has none.
+	// Default type.
+	Type string `yaml:"type" default:"type"`
+	// Payload is the payload's column, sent as the exact bytes stored.
+	// Default payload.
+	Payload string `yaml:"payload" default:"payload"`
 	// CreatedAt is the column prune matches rows by: a TIMESTAMP or
 	// DATETIME set by the server (DEFAULT CURRENT_TIMESTAMP), never by the
 	// application. Only prune reads it. Default created_at.
-	CreatedAt string `yaml:"created_at"`
+	CreatedAt string `yaml:"created_at" default:"created_at"`
 	// TraceParent is the column holding the W3C traceparent of the request
 	// that wrote the row (its OpenTelemetry context), carried by every sink
 	// and the parent of the relay's own span (see docs/tracing.md); or
@@ -224,18 +240,18 @@ type Columns struct {
 // Checkpoint says where positions are kept and where to start without one.
 type Checkpoint struct {
 	// Store is file or mysql. Default file.
-	Store string `yaml:"store"`
+	Store string `yaml:"store" default:"file"`
 	// Path of the checkpoint file (store: file). Default ./outbox-relay-data/checkpoints.json.
-	Path string `yaml:"path"`
+	Path string `yaml:"path" default:"./outbox-relay-data/checkpoints.json"`
 	// DSN of the database holding the checkpoint table (store: mysql), in
 	// go-sql-driver form: user:pass@tcp(host:3306)/dbname. Use ${ENV} for the password.
-	DSN Secret `yaml:"dsn"`
+	DSN Secret `yaml:"dsn" example:"# relay:${RELAY_CP_PASSWORD}@tcp(cp-db:3306)/outbox_relay"`
 	// Table name (store: mysql). Default outbox_relay_checkpoints.
-	Table string `yaml:"table"`
+	Table string `yaml:"table" default:"outbox_relay_checkpoints"`
 	// Interval between retries of a failed checkpoint save. Default 1s.
 	// What a sink acknowledges is saved at once, one save at a time (the
 	// acknowledgements that arrive during a save are saved by the next).
-	Interval time.Duration `yaml:"interval"`
+	Interval time.Duration `yaml:"interval" default:"1s"`
 	// MinInterval is the least time between the starts of two saves of one
 	// sink's checkpoint while acknowledgements stream in (an idle sink's
 	// acknowledgement is saved at once). It caps saves at 1/min_interval a
@@ -245,26 +261,27 @@ type Checkpoint struct {
 	// when the binlog reader waits for room that unsaved acknowledgements
 	// hold. A sink read back on a restart (Kafka, Redis) saves ten times
 	// as far apart. Default 10ms.
-	MinInterval time.Duration `yaml:"min_interval"`
+	MinInterval time.Duration `yaml:"min_interval" default:"10ms"`
 	// Lock makes the relay take the checkpoint store's lock before it starts
 	// (an flock on "<path>.lock", or GET_LOCK in the checkpoint database), so
 	// that a second relay on the same store waits as a hot standby and takes
 	// over when the first stops or dies. Default true.
-	Lock *bool `yaml:"lock"`
+	Lock *bool `yaml:"lock" default:"true"`
 	// LockTimeout (store: mysql) is how long the checkpoint database keeps
 	// the lock of an active relay that went silent (frozen, or cut off from
 	// it) before a standby may take over: the lock connection's
 	// wait_timeout. The active relay confirms its lock every lock_timeout/5
 	// and delivers nothing once 4/5 of it passed unconfirmed. Whole
 	// seconds, at least 2s. Default 10s.
-	LockTimeout time.Duration `yaml:"lock_timeout"`
+	LockTimeout time.Duration `yaml:"lock_timeout" default:"10s"`
 	// Start is where a sink with no checkpoint begins: current (the server's
 	// position now), earliest (the oldest binlog on the server), or an
 	// explicit GTID set written "gtid:<set>". Default current.
-	Start string `yaml:"start"`
+	Start string `yaml:"start" default:"current"`
 }
 
-// Defaults of checkpoint that the checkpoint and pipeline packages also use.
+// Defaults of checkpoint that the checkpoint and pipeline packages also use
+// (a test holds each to its field's declared default).
 const (
 	DefaultCheckpointTable    = "outbox_relay_checkpoints"
 	DefaultCheckpointInterval = time.Second
@@ -277,23 +294,24 @@ const (
 type DeadLetter struct {
 	// Store is file, mysql or none. Default: the checkpoint store's kind.
 	// With none, a permanent failure stops the relay (nothing is dropped).
-	Store string `yaml:"store"`
+	Store string `yaml:"store" derived:"checkpoint.store"`
 	// Path of the dead-letter directory (store: file). Default beside the
 	// checkpoint file: <dir>/dead-letters.
-	Path string `yaml:"path"`
+	Path string `yaml:"path" derived:"<directory of checkpoint.path>/dead-letters"`
 	// Table (store: mysql, in the checkpoint database). Default outbox_relay_dead_letters.
-	Table string `yaml:"table"`
+	Table string `yaml:"table" default:"outbox_relay_dead_letters"`
 }
 
-// DefaultDeadLetterTable is dead_letter.table's default (package deadletter uses it too).
+// DefaultDeadLetterTable is dead_letter.table's default, for package
+// deadletter (a test holds it to the declared default).
 const DefaultDeadLetterTable = "outbox_relay_dead_letters"
 
 // Delivery tunes every pipeline.
 type Delivery struct {
 	// BatchSize caps events per sink write. Default 500.
-	BatchSize int `yaml:"batch_size"`
+	BatchSize int `yaml:"batch_size" default:"500"`
 	// BatchBytes caps payload bytes per sink write. Default 1048576.
-	BatchBytes int `yaml:"batch_bytes"`
+	BatchBytes int `yaml:"batch_bytes" default:"1048576"`
 	// Linger is how long a batch waits to fill once it has one event. Default
 	// 0: no waiting — an event on an idle sink is sent at once, and batches
 	// fill from what queues while the sink is busy (under load).
@@ -301,23 +319,24 @@ type Delivery struct {
 	// MaxInFlight caps unacknowledged events per sink, with the
 	// acknowledged ones whose checkpoint save is not over yet: it bounds
 	// what a crash sends again. Default 10000.
-	MaxInFlight int `yaml:"max_in_flight"`
+	MaxInFlight int `yaml:"max_in_flight" default:"10000"`
 	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
-	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
+	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"67108864"`
 	// RetryBackoff caps the first retry wait; each later one may double, with
 	// jitter. While a sink cannot be reached at all (connection refused,
 	// reset, closed), it is tried again at least every second whatever the
 	// backoff, so its recovery is noticed at once. Default 100ms.
-	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	RetryBackoff time.Duration `yaml:"retry_backoff" default:"100ms"`
 	// MaxRetryBackoff caps retry waits, a destination's Retry-After
 	// included. Default 30s.
-	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
+	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff" default:"30s"`
 	// DrainTimeout bounds delivery of in-flight events at shutdown. Default 10s.
-	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	DrainTimeout time.Duration `yaml:"drain_timeout" default:"10s"`
 }
 
 // Defaults of delivery, which packages pipeline and retry also use (for a
-// zero field of their own Config).
+// zero field of their own Config); a test holds each to its field's
+// declared default.
 const (
 	DefaultBatchSize        = 500
 	DefaultBatchBytes       = 1 << 20
@@ -336,29 +355,30 @@ const (
 type Gateway struct {
 	// Queue is each endpoint's queue from the shared stream, in
 	// transactions with events for it. Default 256.
-	Queue int `yaml:"queue"`
+	Queue int `yaml:"queue" default:"256"`
 	// MaxInFlight caps each endpoint's unacknowledged events (and those
 	// acknowledged but not yet saved: it bounds what a crash sends again).
 	// Default 1000.
-	MaxInFlight int `yaml:"max_in_flight"`
+	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 	// MaxInFlightBytes caps their bytes. Default 1048576.
-	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
+	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"1048576"`
 	// DetachAfter is how long, in all within 10s, an endpoint's full queue
 	// may make the shared stream wait before the endpoint is detached to
 	// catch up on its own. Default 500ms.
-	DetachAfter time.Duration `yaml:"detach_after"`
+	DetachAfter time.Duration `yaml:"detach_after" default:"500ms"`
 	// MaxCatchUp caps the catch-up streams open at once; the others wait
 	// their turn. Each takes a replica id. Default 4.
-	MaxCatchUp int `yaml:"max_catch_up"`
+	MaxCatchUp int `yaml:"max_catch_up" default:"4"`
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (its failed events are dead letters; its later ones wait
 	// behind its cursor until it is enabled again: `outbox-relay endpoints
 	// enable`, or an UPDATE of its row in the endpoints table). Default 120h
 	// (5 days); a negative value (-1s) never disables.
-	DisableAfter time.Duration `yaml:"disable_after"`
+	DisableAfter time.Duration `yaml:"disable_after" default:"120h"`
 }
 
-// Defaults of a gateway, which package gateway also uses. An endpoint's
+// Defaults of a gateway, which package gateway also uses (a test holds
+// each to its field's declared default). An endpoint's
 // in-flight limits are smaller than a sink's (delivery.max_in_flight), as a
 // gateway runs many endpoints.
 const (
@@ -373,9 +393,9 @@ const (
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
-	Level string `yaml:"level"`
+	Level string `yaml:"level" default:"info"`
 	// Format is text or json. Default text.
-	Format string `yaml:"format"`
+	Format string `yaml:"format" default:"text"`
 }
 
 // HTTP is the metrics and health listener.
@@ -468,28 +488,20 @@ func parse(b []byte, sections []string) (*Config, error) {
 // and validates the config; problems of the parts at the key paths lenient
 // (which hold an unset variable a command does not need) are ignored.
 func decode(root *yaml.Node, lenient []string) (*Config, error) {
-	expanded, err := yaml.Marshal(root)
-	if err != nil {
-		return nil, err
-	}
-	var expandedRoot yaml.Node
-	if err := yaml.Unmarshal(expanded, &expandedRoot); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
-	}
-	if errs := checkKeys(&expandedRoot); len(errs) > 0 {
+	if errs := checkKeys(root); len(errs) > 0 {
 		return nil, fmt.Errorf("%s (see deploy/config.example.yaml for every key)", strings.Join(errs, "; "))
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
+	// The expanded nodes are decoded as they are (their lines are the
+	// file's); checkKeys has rejected every unknown key.
 	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
+	if err := root.Decode(&cfg); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			// checkKeys has seen every key and value; this is a backstop.
 			paths := map[int]string{}
-			keyPaths(&expandedRoot, "", paths)
+			keyPaths(root, "", paths)
 			all := map[int][]string{}
-			linePaths(&expandedRoot, "", all)
+			linePaths(root, "", all)
 			var msgs []string
 			for _, m := range te.Errors {
 				var line int
@@ -768,87 +780,28 @@ func hideValue(msg string) string {
 	return typeErrValue.ReplaceAllString(msg, "$1 (value hidden: the key may hold a secret) $2")
 }
 
-// Defaults fills every unset field with its default. The defaults a
-// runtime package also needs (for a zero field of its own Config) are the
-// constants declared beside their section; it reads them from here.
+// Defaults fills every unset field with its default: the defaults declared
+// beside the fields (SetDefaults), then those derived from other keys, then
+// each sink's section's (its kind's Defaults).
 func (c *Config) Defaults() {
 	s := &c.Source
-	if len(s.Servers) == 0 {
-		setS(&s.Host, "127.0.0.1")
-		setI(&s.Port, 3306)
+	host, port := s.Host, s.Port
+	SetDefaults(c)
+	if len(s.Servers) > 0 {
+		// host and port default only when no list of servers is set.
+		s.Host, s.Port = host, port
 	}
-	setD(&s.FailoverAfter, 10*time.Second)
-	setS(&s.User, "root")
-	setS(&s.Flavor, "auto")
-	if s.ServerID == 0 {
-		s.ServerID = 4041
-	}
-	setD(&s.Heartbeat, 5*time.Second)
 	setD(&s.ReadTimeout, 3*s.Heartbeat)
-	setD(&s.MaxReconnectBackoff, DefaultMaxRetryBackoff)
-	for i := range c.Tables {
-		col := &c.Tables[i].Columns
-		setS(&col.ID, "id")
-		setS(&col.AggregateType, "aggregatetype")
-		setS(&col.AggregateID, "aggregateid")
-		setS(&col.Type, "type")
-		setS(&col.Payload, "payload")
-		setS(&col.CreatedAt, "created_at")
-	}
-	cp := &c.Checkpoint
-	setS(&cp.Store, "file")
-	setS(&cp.Path, "./outbox-relay-data/checkpoints.json")
-	setS(&cp.Table, DefaultCheckpointTable)
-	setD(&cp.Interval, DefaultCheckpointInterval)
-	setD(&cp.MinInterval, DefaultCheckpointGap)
-	setS(&cp.Start, "current")
-	if cp.Lock == nil {
-		on := true
-		cp.Lock = &on
-	}
-	setD(&cp.LockTimeout, DefaultLockTimeout)
 	dl := &c.DeadLetter
-	setS(&dl.Store, cp.Store)
+	setS(&dl.Store, c.Checkpoint.Store)
 	if dl.Store == "file" {
-		setS(&dl.Path, filepath.Join(filepath.Dir(cp.Path), "dead-letters"))
+		setS(&dl.Path, filepath.Join(filepath.Dir(c.Checkpoint.Path), "dead-letters"))
 	}
-	setS(&dl.Table, DefaultDeadLetterTable)
-	d := &c.Delivery
-	setI(&d.BatchSize, DefaultBatchSize)
-	setI(&d.BatchBytes, DefaultBatchBytes)
-	setD(&d.Linger, DefaultLinger)
-	setI(&d.MaxInFlight, DefaultMaxInFlight)
-	setI(&d.MaxInFlightBytes, DefaultMaxInFlightBytes)
-	setD(&d.RetryBackoff, DefaultRetryBackoff)
-	setD(&d.MaxRetryBackoff, DefaultMaxRetryBackoff)
-	setD(&d.DrainTimeout, DefaultDrainTimeout)
-	setS(&c.Log.Level, "info")
-	setS(&c.Log.Format, "text")
-	pr := &c.Prune
-	setD(&pr.OlderThan, 7*24*time.Hour)
-	setD(&pr.SafetyMargin, time.Hour)
-	setI(&pr.BatchSize, DefaultPruneBatchSize)
-	setD(&pr.Pause, 100*time.Millisecond)
-	if pr.PartitionsAhead == nil {
-		n := 3
-		pr.PartitionsAhead = &n
-	}
-	setD(&pr.LockWaitTimeout, DefaultPruneLockWaitTimeout)
 	for _, s := range c.Sinks {
 		if s.Config != nil {
 			s.Config.Defaults()
 		}
 	}
-}
-
-// Defaults sets every zero field of a gateway's tuning to its default.
-func (g *Gateway) Defaults() {
-	setI(&g.Queue, DefaultGatewayQueue)
-	setI(&g.MaxInFlight, DefaultEndpointInFlight)
-	setI(&g.MaxInFlightBytes, DefaultEndpointInFlightBytes)
-	setD(&g.DetachAfter, DefaultDetachAfter)
-	setI(&g.MaxCatchUp, DefaultMaxCatchUp)
-	setD(&g.DisableAfter, DefaultDisableAfter)
 }
 
 // Validate checks a gateway's tuning, with its defaults applied.
@@ -940,7 +893,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Checkpoint.MinInterval < 0 {
-		bad("checkpoint.min_interval: %s is negative; leave it out for the default %s", c.Checkpoint.MinInterval, DefaultCheckpointGap)
+		bad("checkpoint.min_interval: %s is negative; leave it out for the default %s", c.Checkpoint.MinInterval, DefaultOf(c.Checkpoint, "min_interval"))
 	}
 	if _, err := c.StartGTID(); err != nil {
 		bad("checkpoint.start: %v", err)
@@ -1131,12 +1084,6 @@ func oneOf(v string, options ...string) bool {
 
 func setS(p *string, d string) {
 	if *p == "" {
-		*p = d
-	}
-}
-
-func setI(p *int, d int) {
-	if *p == 0 {
 		*p = d
 	}
 }

@@ -112,7 +112,7 @@ func TestWebhookEndpointsAndTableTogether(t *testing.T) {
 
 // The example's commented webhook sink parses once uncommented.
 func TestTheExampleWebhookSinkParses(t *testing.T) {
-	block := exampleSink(t, "hooks")
+	block := exampleSink(t, "webhook")
 	if len(block) < 10 {
 		t.Fatalf("no commented webhook sink found in the example (%d lines)", len(block))
 	}

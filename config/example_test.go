@@ -1,11 +1,13 @@
 package config_test
 
 import (
+	"encoding/base64"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/nats"
 	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
 	"github.com/outbox-relay/outbox-relay/sink/redis"
@@ -73,6 +75,28 @@ func TestTheExampleStreamSinksParse(t *testing.T) {
 	if nc == nil || rc == nil || qc == nil ||
 		nc.CreateStream.DuplicateWindow.String() != "2m0s" || rc.Addr != "127.0.0.1:6379" || qc.Exchange != "outbox" {
 		t.Fatalf("uncommented sinks: %+v", cfg.Sinks)
+	}
+}
+
+// Every sink kind but stdout (which is on) is in the example, commented
+// out with every key of its section, and parses once uncommented with the
+// variables it names set.
+func TestEveryCommentedOutSinkOfTheExampleParses(t *testing.T) {
+	t.Setenv("BILLING_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	t.Setenv("OUTBOX_RELAY_SECRETS_KEY", base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	for _, k := range sink.Kinds() {
+		if k.Type == "stdout" {
+			continue
+		}
+		t.Run(k.Type, func(t *testing.T) {
+			cfg, err := config.Parse([]byte("tables: [{name: shop.outbox}]\nsinks:\n" + strings.Join(exampleSink(t, k.Type), "\n") + "\n"))
+			if err != nil {
+				t.Fatalf("the example's %s sink: %v", k.Type, err)
+			}
+			if s := cfg.Sinks[0]; s.Type != k.Type || s.Config == nil {
+				t.Fatalf("the example's %s sink: %+v", k.Type, s)
+			}
+		})
 	}
 }
 

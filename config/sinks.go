@@ -93,7 +93,10 @@ func sinkKind(typ string) (SinkKind, bool) {
 type Sink struct {
 	// Name is unique; it keys the sink's checkpoint. Required.
 	Name string `yaml:"name"`
-	// Type is one of SinkTypes(). Required.
+	// Type is the sink's kind: one of the registered kinds (stdout, kafka,
+	// webhook, nats, redis, rabbitmq in this repository's build, each with
+	// a page in docs/sinks/), whose section is the key of that name.
+	// Required.
 	Type string `yaml:"type"`
 	// Config is the section named by Type, with its defaults applied by
 	// Load; nil when the type is unknown, or its section is required and

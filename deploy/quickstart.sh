@@ -8,12 +8,41 @@
 #   KEEP=1 ./deploy/quickstart.sh     # keep the relay and MariaDB running; insert more rows yourself
 #
 # PORT (MariaDB, default 33306) and METRICS_PORT (the relay's /metrics,
-# default 9108) move them when those ports are taken.
+# default 9108) move them when those ports are taken: the script stops at
+# once, before touching anything, when one is in use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD/.quickstart
+root=$(pwd -P)/.quickstart # physical: compared with the server's @@datadir
 port=${PORT:-33306}
 metrics_port=${METRICS_PORT:-9108}
+
+# in_use PORT: something accepts connections on 127.0.0.1:PORT (bash's
+# /dev/tcp: no other tool needed).
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# free_or_stop PORT VAR WHAT: stop, naming the variable that moves it, when
+# PORT is taken. Another server on the quickstart's port would otherwise be
+# the one the demo writes to and the relay reads.
+free_or_stop() {
+  if in_use "$1"; then
+    echo "port $1 ($3) is in use by another program: run again with $2 set to a free port, e.g. $2=$(( $1 + 1 )) ./deploy/quickstart.sh" >&2
+    exit 1
+  fi
+}
+for p in "$port" "$metrics_port"; do
+  case $p in ''|*[!0-9]*) echo "PORT and METRICS_PORT must be port numbers (got PORT=$port METRICS_PORT=$metrics_port)" >&2; exit 1 ;; esac
+done
+if [ "$port" = "$metrics_port" ]; then
+  echo "PORT and METRICS_PORT are both $port: give them different ports" >&2
+  exit 1
+fi
+# With KEEP=1 a previous run may still be running here: that is our own
+# server and relay, not a stranger's, but a second copy could not start.
+if [ -f "$root/mysqld.pid" ] && kill -0 "$(cat "$root/mysqld.pid" 2>/dev/null)" 2>/dev/null; then
+  echo "the quickstart's MariaDB is still running (pid $(cat "$root/mysqld.pid"), from a KEEP=1 run): stop it first (kill $(cat "$root/mysqld.pid")), then run this again" >&2
+  exit 1
+fi
+free_or_stop "$port" PORT "MariaDB"
+free_or_stop "$metrics_port" METRICS_PORT "the relay's /metrics"
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need mariadbd && [ ! -x /usr/sbin/mariadbd ]; then
@@ -54,8 +83,23 @@ if [ -z "${KEEP:-}" ]; then trap cleanup EXIT; fi
 
 # utf8mb4 on the connection too: the client's default (utf8mb3) cannot carry 4-byte UTF-8.
 sql() { mariadb --no-defaults --default-character-set=utf8mb4 -h127.0.0.1 -P"$port" -uroot "$@"; }
-for _ in $(seq 1 100); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.2; done
-sql -e 'SELECT 1' >/dev/null
+# Ready when the server on the port is this one (its data directory), not
+# merely some server: another one may have taken the port since the check.
+ours() { [ "$(sql -N -e 'SELECT @@datadir' 2>/dev/null)" = "$root/data/" ]; }
+for _ in $(seq 1 150); do
+  ours && break
+  kill -0 "$db_pid" 2>/dev/null || break
+  sleep 0.2
+done
+if ! ours; then
+  cleanup
+  echo "the quickstart's MariaDB did not start on 127.0.0.1:$port; the end of its log ($root/mariadb.log):" >&2
+  tail -n 5 "$root/mariadb.log" >&2 || true
+  if grep -q 'Bind on TCP/IP port' "$root/mariadb.log" 2>/dev/null; then
+    echo "port $port is in use by another program: run again with PORT set to a free port" >&2
+  fi
+  exit 1
+fi
 
 echo "== creating shop.outbox (Debezium's outbox columns)"
 sql <<'SQL'
@@ -88,7 +132,28 @@ YAML
 echo "== starting the relay (events appear below as JSON lines)"
 "$root/outbox-relay" run --config "$root/config.yaml" &
 relay_pid=$!
-for _ in $(seq 1 100); do [ -f "$root/checkpoints.json" ] && break; sleep 0.1; done
+# relay_running: stop the demo, saying so, when the relay is no longer
+# running (its error is in its log above: a checkpoint it refuses, a taken
+# port).
+relay_running() {
+  kill -0 "$relay_pid" 2>/dev/null && return 0
+  wait "$relay_pid" || true
+  relay_pid=
+  cleanup
+  echo "the relay stopped (its error is above; if it says the address is in use, run again with METRICS_PORT set to a free port)" >&2
+  exit 1
+}
+# Ready when this relay, still running, says so on /readyz (its sink's
+# pipeline has started: a checkpoint was resumed, or the start saved).
+ready() {
+  if need curl; then curl -sf "127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1; else [ -f "$root/checkpoints.json" ]; fi
+}
+for _ in $(seq 1 150); do
+  kill -0 "$relay_pid" 2>/dev/null || break
+  ready && break
+  sleep 0.1
+done
+relay_running
 
 echo "== inserting 3 orders, each with its outbox event in the same transaction"
 for n in 1 2 3; do
@@ -102,6 +167,8 @@ done
 sleep 2
 echo "== a few of the relay's metrics (http://127.0.0.1:$metrics_port/metrics)"
 curl -s "127.0.0.1:$metrics_port/metrics" 2>/dev/null | grep -E '^outbox_relay_(events_delivered_total|replication_lag_seconds|delivery_latency_seconds_count|checkpoint_saves_total)' || true
+
+relay_running
 
 if [ -n "${KEEP:-}" ]; then
   cat <<EOF

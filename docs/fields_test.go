@@ -18,7 +18,7 @@ import (
 	_ "github.com/outbox-relay/outbox-relay/sink/all"
 )
 
-var update = flag.Bool("update", false, "rewrite the field reference of docs/sinks/*.md from the config declarations")
+var update = flag.Bool("update", false, "rewrite what is generated from the config declarations: the field reference of docs/sinks/*.md, docs/options.md and deploy/config.example.yaml")
 
 const module = "github.com/outbox-relay/outbox-relay/"
 
@@ -66,65 +66,17 @@ func TestDocsFieldReference(t *testing.T) {
 }
 
 // fieldTable renders the section's fields as a Markdown table, nested
-// sections as dotted keys.
+// sections as dotted keys, with each key's declared default.
 func fieldTable(t *testing.T, section string, typ reflect.Type) string {
 	var b strings.Builder
-	b.WriteString("\n| key | type | what it sets, and its default |\n|---|---|---|\n")
-	expanded := map[reflect.Type]string{}
-	var walk func(prefix string, typ reflect.Type)
-	walk = func(prefix string, typ reflect.Type) {
-		expanded[typ] = prefix
-		docs := fieldDocs(t, typ)
-		// A comment names its struct's fields by their Go names: write
-		// their keys instead.
-		var pairs []string
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
-				pairs = append(pairs, f.Name, "`"+name+"`")
-			}
+	b.WriteString("\n| key | type | default | what it sets |\n|---|---|---|---|\n")
+	for _, e := range fields(t, section+".", typ) {
+		doc := e.doc
+		if e.seen != "" {
+			doc += fmt.Sprintf(" (its fields are those of `%s`)", e.seen)
 		}
-		keys := goNames(pairs)
-		var lastKey string
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "-" || name == "" || !f.IsExported() {
-				continue
-			}
-			key := prefix + name
-			doc := keys(docs[f.Name])
-			if doc == "" && lastKey != "" {
-				doc = "see `" + lastKey + "`"
-			} else {
-				lastKey = key
-			}
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			elem := ft
-			if ft.Kind() == reflect.Slice {
-				elem = ft.Elem()
-			}
-			if elem.Kind() == reflect.Struct && elem != reflect.TypeOf(time.Duration(0)) {
-				sub := key + "."
-				if ft.Kind() == reflect.Slice {
-					sub = key + "[]."
-				}
-				if p, ok := expanded[elem]; ok {
-					doc += fmt.Sprintf(" (its fields are those of `%s`)", strings.TrimSuffix(strings.TrimSuffix(p, "."), "[]"))
-					fmt.Fprintf(&b, "| `%s` | %s | %s |\n", key, typeName(f.Type), cell(doc))
-					continue
-				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", key, typeName(f.Type), cell(doc))
-				walk(sub, elem)
-				continue
-			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", key, typeName(f.Type), cell(doc))
-		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", e.key, typeName(e.field.Type), defaultCell(e.field), cell(doc))
 	}
-	walk(section+".", typ)
 	return b.String()
 }
 
@@ -170,7 +122,7 @@ func cell(s string) string {
 	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
 }
 
-var parsed = map[string]map[string]map[string]string{} // package path → type → field → doc
+var parsed = map[string]map[string]map[string]string{} // package path → type → field → doc ("" → the type's own)
 
 // fieldDocs returns the doc comments of typ's fields, read from the source
 // of typ's package.
@@ -196,7 +148,12 @@ func fieldDocs(t *testing.T, typ reflect.Type) map[string]string {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var declDoc string
 			ast.Inspect(f, func(n ast.Node) bool {
+				if gd, ok := n.(*ast.GenDecl); ok {
+					declDoc = gd.Doc.Text()
+					return true
+				}
 				ts, ok := n.(*ast.TypeSpec)
 				if !ok {
 					return true
@@ -205,7 +162,11 @@ func fieldDocs(t *testing.T, typ reflect.Type) map[string]string {
 				if !ok {
 					return true
 				}
-				fields := map[string]string{}
+				doc := ts.Doc.Text()
+				if doc == "" {
+					doc = declDoc
+				}
+				fields := map[string]string{"": doc}
 				for _, fl := range st.Fields.List {
 					doc := fl.Doc.Text()
 					if doc == "" {

@@ -222,8 +222,16 @@ type Position struct {
 	File    string `json:"file,omitempty"`
 	Pos     uint32 `json:"pos,omitempty"`
 	// Server is the "host:port" the position was read from, for humans (and
-	// to tell whose File it is): resuming is decided by GTIDs alone.
+	// to tell whose File it is).
 	Server string `json:"server,omitempty"`
+	// ServerID is the server_id of the server whose binlog File is (the
+	// one the position was read from; its binlog's FORMAT_DESCRIPTION event
+	// names it), 0 when unknown. A MariaDB GTID position names only
+	// (domain, origin server_id, seq_no), so two unrelated servers can both
+	// hold the same one; on a server with this server_id, File and Pos tell
+	// whether its binlog is the one the position was read from (package
+	// source, ServerState.Gaps). Resuming elsewhere is decided by GTIDs.
+	ServerID uint32 `json:"server_id,omitempty"`
 }
 
 // IsZero reports whether p names no position at all.

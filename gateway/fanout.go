@@ -26,6 +26,10 @@ type FanOut struct {
 	// builds the endpoints of its rows; nil (and no error) when the sink
 	// has none. It opens no connection.
 	Table func(FanOutParams) (Table, error)
+	// Filter returns what the endpoint of the configuration named endpoint
+	// selects (nil: every event, or no such endpoint), without building it
+	// (`outbox-relay audit` of one endpoint).
+	Filter func(sc config.SinkConfig, endpoint string) func(*event.Event) bool
 }
 
 // FanOutParams is what FanOut's functions get.

@@ -399,3 +399,7 @@ func (o *GatewayEndpoint) Resent() { o.g.base.Resent() }
 // RecoverFellBack counts, on the webhook sink's series, a restart that could
 // not read back (webhooks never can; kept for the interface).
 func (o *GatewayEndpoint) RecoverFellBack() { o.g.base.RecoverFellBack() }
+
+// Foreign counts, on the webhook sink's series, a foreign message read back
+// (webhooks are never read back; kept for the interface).
+func (o *GatewayEndpoint) Foreign(why string) { o.g.base.Foreign(why) }

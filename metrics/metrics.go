@@ -89,6 +89,7 @@ var Names = []string{
 	"outbox_relay_events_skipped_on_resume_total",
 	"outbox_relay_events_resent_total",
 	"outbox_relay_readback_fallbacks_total",
+	"outbox_relay_readback_foreign_total",
 	"outbox_relay_checkpoint_last_save_timestamp_seconds",
 	"outbox_relay_sink_up",
 	"outbox_relay_checkpoint_binlog_purge_margin_files",
@@ -124,6 +125,7 @@ type Metrics struct {
 	skipped       *prometheus.CounterVec
 	resent        *prometheus.CounterVec
 	fallbacks     *prometheus.CounterVec
+	foreign       *prometheus.CounterVec
 	lastSave      *prometheus.GaugeVec
 	sinkUp        *prometheus.GaugeVec
 	buildInfo     *prometheus.GaugeVec
@@ -213,6 +215,8 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.resent = counter("events_resent_total", "Events a restart sent that the previous run may have delivered already: "+
 		"after the checkpoint's position, not skipped, and within what the previous run had in flight when it last saved.", "sink")
 	m.fallbacks = counter("readback_fallbacks_total", "Restarts whose sink could not read back what its destination holds, and so sent again every event after the checkpoint that it does not list.", "sink")
+	m.foreign = counter("readback_foreign_total", "Messages a restart's read-back found that claim to be the sink's but prove nothing: "+
+		"why=mismatch (not byte for byte the sink's message of the event they name, which is sent again), why=unmatched (no event of their transaction has their id).", "sink", "why")
 	m.lastSave = gauge("checkpoint_last_save_timestamp_seconds", "Unix time of the sink's last successful checkpoint save (absent until the first).", "sink")
 	m.sinkUp = gauge("sink_up", "1 when the sink's last connect or write attempt succeeded, 0 when it failed.", "sink")
 	m.buildInfo = gauge("build_info", "Always 1; the labels say which build is running.", "version", "goversion")
@@ -382,6 +386,9 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 	for _, by := range []string{"checkpoint", "readback"} {
 		m.skipped.WithLabelValues(sinkName, by)
 	}
+	for _, why := range []string{"mismatch", "unmatched"} {
+		m.foreign.WithLabelValues(sinkName, why)
+	}
 	o.inFlight.Set(0)
 	o.inFlightBytes.Set(0)
 	o.sinkUp.Set(0)
@@ -460,6 +467,10 @@ func (o *PipelineObserver) Resent() { o.resent.Inc() }
 
 // RecoverFellBack counts a restart whose sink could not read back.
 func (o *PipelineObserver) RecoverFellBack() { o.fallbacks.Inc() }
+
+// Foreign counts a message read back that claims to be the sink's but
+// proves nothing, by why ("mismatch" or "unmatched").
+func (o *PipelineObserver) Foreign(why string) { o.m.foreign.WithLabelValues(o.name, why).Inc() }
 
 // Stopped records that the pipeline stopped for good with err (the other
 // sinks go on): its stream and sink read as down, and /readyz says why.

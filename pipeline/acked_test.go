@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -161,6 +164,7 @@ type resumeObserver struct {
 	skipped  map[string]int
 	resent   int
 	fellBack int
+	foreign  map[string]int
 }
 
 func (o *resumeObserver) Skipped(by string) {
@@ -173,6 +177,14 @@ func (o *resumeObserver) Skipped(by string) {
 }
 func (o *resumeObserver) Resent()          { o.mu.Lock(); o.resent++; o.mu.Unlock() }
 func (o *resumeObserver) RecoverFellBack() { o.mu.Lock(); o.fellBack++; o.mu.Unlock() }
+func (o *resumeObserver) Foreign(why string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.foreign == nil {
+		o.foreign = map[string]int{}
+	}
+	o.foreign[why]++
+}
 
 // A restart does not send the events its checkpoint lists as acknowledged,
 // lists them again (a second crash skips them too), sends the others, and
@@ -213,16 +225,18 @@ func TestResumeSkipsWhatTheCheckpointListsAsAcknowledged(t *testing.T) {
 }
 
 // recoveringSink is a scriptSink whose destination can be read back: it
-// holds the events of holds, or answers err (errs first, one per call).
+// holds the events of holds, and claims of forged, or answers err (errs
+// first, one per call).
 type recoveringSink struct {
 	scriptSink
-	holds []string // event ids held, each in the transaction gtxns gives it
-	errs  []error
-	calls atomic.Int32
-	after event.Position
+	holds  []string    // event ids held, each in the transaction gtxns gives it
+	forged []sink.Held // messages another writer made to look like the sink's
+	errs   []error
+	calls  atomic.Int32
+	after  event.Position
 }
 
-func (r *recoveringSink) Recover(_ context.Context, after event.Position, seen func(gtid, id string)) error {
+func (r *recoveringSink) Recover(_ context.Context, after event.Position, seen func(sink.Held)) error {
 	n := int(r.calls.Add(1))
 	r.after = after
 	if n <= len(r.errs) {
@@ -231,9 +245,19 @@ func (r *recoveringSink) Recover(_ context.Context, after event.Position, seen f
 	for _, id := range r.holds {
 		var k int
 		fmt.Sscanf(id, "e%d", &k)
-		seen(fmt.Sprintf("0-1-%d", k+1), id)
+		e := &event.Event{ID: id, Source: event.Source{GTID: fmt.Sprintf("0-1-%d", k+1)}}
+		d, _ := r.Digest(e)
+		seen(sink.Held{GTID: e.Source.GTID, ID: id, At: "log offset " + id, Digest: d})
+	}
+	for _, h := range r.forged {
+		seen(h)
 	}
 	return nil
+}
+
+// Digest is the digest of an event's id and GTID (what the fake writes).
+func (r *recoveringSink) Digest(e *event.Event) (sink.Digest, bool) {
+	return sha256.Sum256([]byte(e.ID + "@" + e.Source.GTID)), true
 }
 
 // After a restart, a sink that can read its destination back is asked what
@@ -256,6 +280,8 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 		calls    int32
 		skipped  map[string]int
 		fellBack int
+		forged   []sink.Held
+		foreign  map[string]int
 	}{
 		{name: "what the destination holds is skipped with what the checkpoint lists", store: resumed(),
 			want: []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1}},
@@ -267,10 +293,22 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 			want: []string{"e1", "e4"}, calls: 2, skipped: map[string]int{"checkpoint": 1, "readback": 1}},
 		{name: "a pipeline without a checkpoint does not read back", store: &memStore{},
 			want: []string{"e0", "e1", "e2", "e3", "e4"}, calls: 0},
+		{name: "a forged message naming a real event is not the sink's copy of it: the event is sent", store: resumed(),
+			forged: []sink.Held{{GTID: "0-1-5", ID: "e4", At: "log offset 9", Digest: sink.Digest{1}}},
+			want:   []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1},
+			foreign: map[string]int{"mismatch": 1}},
+		{name: "a forged message with the real digest of another event proves nothing either", store: resumed(),
+			forged: []sink.Held{{GTID: "0-1-5", ID: "e4", At: "log offset 9", Digest: sha256.Sum256([]byte("e3@0-1-4"))}},
+			want:   []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1},
+			foreign: map[string]int{"mismatch": 1}},
+		{name: "a forged message naming no event of its transaction is reported once the stream passes it", store: resumed(),
+			forged: []sink.Held{{GTID: "0-1-5", ID: "nope", At: "log offset 9", Digest: sink.Digest{1}}},
+			want:   []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1},
+			foreign: map[string]int{"unmatched": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &recoveringSink{holds: []string{"e3"}, errs: tc.errs}
+			s := &recoveringSink{holds: []string{"e3"}, errs: tc.errs, forged: tc.forged}
 			obs := &resumeObserver{}
 			run(t, Config{Name: "s", Sink: s, Store: tc.store, Observer: obs, Start: event.Position{File: "b.1", Pos: 4},
 				Retry: retry.Policy{Initial: time.Millisecond, Max: time.Millisecond}},
@@ -292,7 +330,28 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 			if obs.fellBack != tc.fellBack {
 				t.Fatalf("fall-backs %d, want %d", obs.fellBack, tc.fellBack)
 			}
+			if fmt.Sprint(obs.foreign) != fmt.Sprint(tc.foreign) && len(obs.foreign)+len(tc.foreign) > 0 {
+				t.Fatalf("foreign %v, want %v", obs.foreign, tc.foreign)
+			}
 		})
+	}
+}
+
+// Claims read back whose transaction the stream passes without delivering
+// it (no outbox event) are reported by a sweep and dropped, so that they
+// do not pile up; claims of transactions still ahead stay.
+func TestSkipSetDropsClaimsTheStreamHasPassed(t *testing.T) {
+	s := newSkipSet(nil, 10)
+	s.addHeld(sink.Held{GTID: "0-1-3", ID: "x"})
+	s.addHeld(sink.Held{GTID: "0-1-900", ID: "y"})
+	at := func() (*position.Set, error) { return position.Parse("0-1-100") }
+	var dropped []sink.Held
+	for range 64 {
+		s.pass("0-1-50")
+		dropped = append(dropped, s.sweep(at)...)
+	}
+	if len(dropped) != 1 || dropped[0].ID != "x" || s.claims != 1 || s.n != 1 {
+		t.Fatalf("dropped %v, %d claims and %d listed left; want x dropped, y kept", dropped, s.claims, s.n)
 	}
 }
 
@@ -565,5 +624,43 @@ func TestAReadBackSinkSavesFurtherApart(t *testing.T) {
 		if p.cfg.CheckpointGap != tc.want {
 			t.Errorf("%s: saves %s apart, want %s", tc.name, p.cfg.CheckpointGap, tc.want)
 		}
+	}
+}
+
+// A checkpoint whose list of acknowledged events is longer than
+// max_in_flight lets a run save (a limit lowered since, or a list changed by
+// hand) stops the pipeline before it reads, naming the field, the limit and
+// a way out that skips nothing; one within the limit resumes.
+func TestAListLongerThanMaxInFlightIsRefused(t *testing.T) {
+	stored := func(n int) *memStore {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("e%d", i)
+		}
+		store := &memStore{}
+		store.Save(context.Background(), "s", checkpoint.Checkpoint{Position: event.Position{File: "b.1", Pos: 10, GTIDSet: "0-1-1"},
+			Acked: &checkpoint.Acked{Events: map[string][]string{"0-1-9": ids}}})
+		return store
+	}
+	s := &countingSink{}
+	err := run(t, Config{Name: "s", Sink: s, Store: stored(2001), MaxInFlight: 2000, BatchSize: 5},
+		&fakeSource{Txns: gtxns(3)}, func() bool { return false })
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want a refusal of the list", err)
+	}
+	for _, want := range []string{`checkpoint "s"`, "field acked lists 2001", "max_in_flight (2000)", "raise it to at least 2001", `remove the checkpoint's "acked" field`, "none is skipped"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if n := s.N.Load(); n != 0 {
+		t.Errorf("%d events delivered from a refused checkpoint", n)
+	}
+
+	s = &countingSink{}
+	err = run(t, Config{Name: "s", Sink: s, Store: stored(2000), MaxInFlight: 2000, BatchSize: 5, DrainTimeout: time.Millisecond},
+		&fakeSource{Txns: gtxns(3)}, func() bool { return s.N.Load() == 2 })
+	if !errors.Is(err, context.Canceled) || s.N.Load() != 2 {
+		t.Fatalf("a list at the limit: Run = %v after %d events, want 2 delivered", err, s.N.Load())
 	}
 }

@@ -11,7 +11,9 @@
 //     crash at any moment resumes at or before the first undelivered event;
 //     a restart skips only the events the checkpoint lists as acknowledged
 //     and those the sink reads back from its destination (a Recover method:
-//     see recoverer);
+//     see recoverer) as its own exact message of the event (the message's
+//     digest is the sink's Digest of the event: a message that only claims
+//     to be the sink's is reported and costs a duplicate, never the event);
 //   - a bounded cost of a crash: events sent but unacknowledged, and events
 //     acknowledged whose save is not over, count together against
 //     MaxInFlight, so a crash sends again at most that many (a sink that
@@ -57,6 +59,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -96,8 +99,10 @@ type Config struct {
 	// humans: only its flavor is compared on resume.
 	Identity checkpoint.Checkpoint
 	// CanResume, if set, is asked whether the source can serve a loaded
-	// checkpoint's position (source.CheckResume: GTID containment, not server
-	// identity); its error stops the pipeline before it reads anything.
+	// checkpoint's position (source.CheckResume: GTID containment, and on
+	// the MariaDB server whose binlog the position's File is, that binlog
+	// agreeing at File:Pos); its error stops the pipeline before it reads
+	// anything.
 	CanResume func(ctx context.Context, pos event.Position) error
 	// Start is where to begin when Store has no checkpoint for Name.
 	Start event.Position
@@ -195,6 +200,11 @@ type ResumeObserver interface {
 	// destination holds (sink.ErrCannotRecover): the restart sends again
 	// what the checkpoint does not list.
 	RecoverFellBack()
+	// Foreign is called for each message read back that claims to be the
+	// sink's but proves nothing: why is "mismatch" (its event's message is
+	// not byte for byte this one; the event is sent again) or "unmatched"
+	// (the stream passed its transaction without an event of its id).
+	Foreign(why string)
 }
 
 // Pipeline delivers one source's events to one sink.
@@ -289,6 +299,11 @@ func (p *Pipeline) resume(ctx context.Context) (checkpoint.Checkpoint, bool, err
 	id := p.cfg.Identity
 	if id.Flavor != "" && cp.Flavor != "" && cp.Flavor != id.Flavor {
 		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q was saved from a %s server, but the source is %s: point the relay at the server it was reading, or use another checkpoint location to start afresh", p.cfg.Name, cp.Flavor, id.Flavor)
+	}
+	if n := cp.Acked.Len(); n > p.cfg.MaxInFlight {
+		// No run with this limit lists more: the limit was lowered since,
+		// or the list was changed. Loading it would hold every id in memory.
+		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: field acked lists %d acknowledged events, more than max_in_flight (%d) lets a run list: if max_in_flight was lowered since that checkpoint was saved, raise it to at least %d for one start; otherwise remove the checkpoint's \"acked\" field: the events after its position are then sent again, none is skipped", p.cfg.Name, n, p.cfg.MaxInFlight, n)
 	}
 	if p.cfg.CanResume != nil {
 		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
@@ -420,14 +435,16 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		var skipped []*item
 		resuming := skip.active() && len(txn.Events) > 0
 		window := resuming && skip.window(key)
-		for _, e := range txn.Events {
-			it := &item{ev: e, txn: entry, size: e.Size()}
+		slab := make([]item, len(txn.Events)) // one allocation for the transaction's events in flight
+		for i, e := range txn.Events {
+			it := &slab[i]
+			*it = item{ev: e, txn: entry, size: e.Size()}
 			if resuming {
-				if by, ok := skip.take(key, e.ID); ok {
+				if l, ok := skip.take(key, e.ID); ok && p.proven(l, e) {
 					// Acknowledged before the restart: listed as acknowledged
 					// again (so a second crash skips it too), not sent.
 					skipped = append(skipped, it)
-					p.resumeObs.Skipped(by)
+					p.resumeObs.Skipped(l.by)
 					continue
 				}
 				if window && skip.resent() {
@@ -450,6 +467,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			delivering.kick()
 		}
 		p.tracker.release(skipped)
+		if resuming || skip.claims > 0 {
+			p.unmatched(skip.pass(key))
+			p.unmatched(skip.sweep(func() (*position.Set, error) { return position.Parse(txn.Position.GTIDSet) }))
+		}
 		return nil
 	})
 	if readErr != nil && ctx.Err() == nil && !errors.Is(readErr, context.Canceled) {
@@ -700,10 +721,14 @@ func (p *Pipeline) settle(ctx context.Context, batch []*item, err error) error {
 func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (retry []*item, wait time.Duration, err error) {
 	now := time.Now()
 	up := werr == nil
-	done := make([]*item, 0, len(batch))
+	var room [8]*item // a Submitter's ack settles one event: no allocation for it
+	done := room[:0]
 	defer func() { p.tracker.release(done) }()
 	for i, it := range batch {
-		e := sink.ErrorFor(werr, i)
+		var e error
+		if werr != nil {
+			e = sink.ErrorFor(werr, i)
+		}
 		if e == nil {
 			up = true
 			p.obs.Delivered(it.ev, now)
@@ -864,7 +889,8 @@ func (p *Pipeline) save(ctx context.Context, final bool, start time.Time) error 
 // recoverer is sink.Recoverer (declared here too, so that the pipeline
 // builds without it): a sink whose destination can be read back.
 type recoverer interface {
-	Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error
+	Recover(ctx context.Context, after event.Position, seen func(sink.Held)) error
+	Digest(e *event.Event) (sink.Digest, bool)
 }
 
 // recover asks a recoverer sink which events after the checkpoint's
@@ -881,16 +907,16 @@ func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Posi
 	var logged logThrottle
 	for {
 		var mu sync.Mutex
-		var found []ackedEvent
-		err := r.Recover(deliverCtx, after, func(gtid, id string) {
+		var found []sink.Held
+		err := r.Recover(deliverCtx, after, func(h sink.Held) {
 			mu.Lock()
-			found = append(found, ackedEvent{key: gtid, id: id})
+			found = append(found, h)
 			mu.Unlock()
 		})
 		if err == nil {
 			unlisted := 0
-			for _, f := range found {
-				if skip.add(f.key, f.id, skippedByReadBack) {
+			for _, h := range found {
+				if skip.addHeld(h) {
 					unlisted++
 				}
 			}
@@ -914,6 +940,46 @@ func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Posi
 	}
 }
 
+// proven reports whether the event listed as l is to be skipped: listed
+// by the checkpoint, or read back in a message with the digest of the
+// sink's own message of e. A message read back that fails the proof is
+// foreign: logged, counted, and e is sent again.
+func (p *Pipeline) proven(l *listed, e *event.Event) bool {
+	if l.by != skippedByReadBack {
+		return true
+	}
+	r, _ := p.cfg.Sink.(recoverer)
+	want, ok := r.Digest(e)
+	for _, h := range l.held {
+		if ok && h.Digest == want {
+			return true
+		}
+	}
+	for _, h := range l.held {
+		p.log.Warn("read-back: a message that claims to be this sink's copy of an event is not what the sink writes for it (another writer?); the event is sent again",
+			slog.String("at", h.At), slog.String("gtid", h.GTID), slog.String("id", h.ID))
+		p.resumeObs.Foreign(foreignMismatch)
+	}
+	return false
+}
+
+// unmatched reports the messages read back that claim to be the sink's but
+// name no event of their transaction.
+func (p *Pipeline) unmatched(held []sink.Held) {
+	for _, h := range held {
+		p.log.Warn("read-back: a message that claims to be this sink's names no event of its transaction (another writer?); it proves nothing",
+			slog.String("at", h.At), slog.String("gtid", h.GTID), slog.String("id", h.ID))
+		p.resumeObs.Foreign(foreignUnmatched)
+	}
+}
+
+// The kinds of foreign messages read back, as ResumeObserver.Foreign names
+// them.
+const (
+	foreignMismatch  = "mismatch"
+	foreignUnmatched = "unmatched"
+)
+
 // The reasons an event is not sent again after a restart, as
 // ResumeObserver.Skipped names them.
 const (
@@ -926,15 +992,30 @@ const (
 // destination. It also counts, up to the last transaction the previous run
 // had handed to the sink, the events that are sent again. It is used by the
 // source's goroutine only (after recover has filled it).
+//
+// A message read back is only a claim: the event it names is skipped when
+// one of the messages read back under its (gtid, id) has the digest of the
+// sink's own message of it (checked by the caller of take). Claims are held
+// until the stream passes their transaction (pass, sweep), so they are
+// bounded by what Recover reports (readback.MaxHeld).
 type skipSet struct {
-	ids         map[string]map[string]string // transaction key → event id → why skipped
+	ids         map[string]map[string]*listed // transaction key → event id → why skipped
 	n           int
 	readThrough string // "" once passed
 	resentLeft  int    // at most this many more are counted as re-sent
+	claims      int    // entries by skippedByReadBack
+	sinceSweep  int    // transactions passed since the last sweep
+}
+
+// listed is why an event is skipped: by the checkpoint, or by read-back
+// with the messages read back under its (gtid, id).
+type listed struct {
+	by   string
+	held []sink.Held
 }
 
 func newSkipSet(a *checkpoint.Acked, maxInFlight int) *skipSet {
-	s := &skipSet{ids: map[string]map[string]string{}, resentLeft: maxInFlight}
+	s := &skipSet{ids: map[string]map[string]*listed{}, resentLeft: maxInFlight}
 	if a != nil {
 		for key, ids := range a.Events {
 			for _, id := range ids {
@@ -949,34 +1030,104 @@ func newSkipSet(a *checkpoint.Acked, maxInFlight int) *skipSet {
 // add lists an event, and reports whether it was not listed yet; one
 // listed already keeps its first reason.
 func (s *skipSet) add(key, id, by string) bool {
+	_, added := s.list(key, id, by)
+	return added
+}
+
+func (s *skipSet) list(key, id, by string) (*listed, bool) {
 	m := s.ids[key]
 	if m == nil {
-		m = map[string]string{}
+		m = map[string]*listed{}
 		s.ids[key] = m
 	}
-	if _, ok := m[id]; ok {
-		return false
+	if l, ok := m[id]; ok {
+		return l, false
 	}
-	m[id] = by
+	l := &listed{by: by}
+	m[id] = l
 	s.n++
-	return true
+	if by == skippedByReadBack {
+		s.claims++
+	}
+	return l, true
+}
+
+// addHeld lists a message read back (its transaction's key is its GTID),
+// and reports whether its event was not listed yet.
+func (s *skipSet) addHeld(h sink.Held) bool {
+	l, added := s.list(h.GTID, h.ID, skippedByReadBack)
+	if l.by == skippedByReadBack {
+		l.held = append(l.held, h)
+	}
+	return added
 }
 
 // active reports whether anything is left to skip or count.
 func (s *skipSet) active() bool { return s.n > 0 || s.readThrough != "" }
 
-// take reports whether the event is to be skipped, and why, and forgets it.
-func (s *skipSet) take(key, id string) (by string, ok bool) {
+// take returns why the event is listed, and forgets it.
+func (s *skipSet) take(key, id string) (*listed, bool) {
 	m := s.ids[key]
-	by, ok = m[id]
+	l, ok := m[id]
 	if ok {
-		delete(m, id)
-		if len(m) == 0 {
-			delete(s.ids, key)
-		}
-		s.n--
+		s.forget(key, id, l)
 	}
-	return by, ok
+	return l, ok
+}
+
+func (s *skipSet) forget(key, id string, l *listed) {
+	m := s.ids[key]
+	delete(m, id)
+	if len(m) == 0 {
+		delete(s.ids, key)
+	}
+	s.n--
+	if l.by == skippedByReadBack {
+		s.claims--
+	}
+}
+
+// pass is called after the stream's transaction key: the messages read
+// back under it that named none of its events are returned, and forgotten.
+func (s *skipSet) pass(key string) []sink.Held {
+	s.sinceSweep++
+	var out []sink.Held
+	for id, l := range s.ids[key] {
+		if l.by == skippedByReadBack {
+			out = append(out, l.held...)
+			s.forget(key, id, l)
+		}
+	}
+	return out
+}
+
+// sweep returns, and forgets, the messages read back whose transaction the
+// stream has passed (set, the GTID set at its position, holds it) though
+// it never delivered that transaction (it has no outbox event). It runs
+// only once as many transactions passed as claims are held, so that its
+// cost per transaction stays constant.
+func (s *skipSet) sweep(set func() (*position.Set, error)) []sink.Held {
+	if s.claims == 0 || s.sinceSweep < max(64, s.claims) {
+		return nil
+	}
+	s.sinceSweep = 0
+	at, err := set()
+	if err != nil {
+		return nil
+	}
+	var out []sink.Held
+	for key, m := range s.ids {
+		for id, l := range m {
+			if l.by != skippedByReadBack {
+				continue
+			}
+			if in, err := at.Contains(key); err == nil && in {
+				out = append(out, l.held...)
+				s.forget(key, id, l)
+			}
+		}
+	}
+	return out
 }
 
 // window reports whether the transaction key is within the previous run's
@@ -1022,6 +1173,7 @@ func (nopObserver) SinkConnected(error)                       {}
 func (nopObserver) Skipped(string)                            {}
 func (nopObserver) Resent()                                   {}
 func (nopObserver) RecoverFellBack()                          {}
+func (nopObserver) Foreign(string)                            {}
 
 // txnKey identifies an event's transaction in a checkpoint's list of
 // acknowledged events: its GTID, or the binlog coordinates of its end when

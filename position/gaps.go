@@ -19,20 +19,66 @@ var ErrLost = errors.New("binlog position is no longer available on the server")
 var ErrNotInHistory = errors.New("the server has not executed every transaction of the checkpoint")
 
 // Gaps says why a server cannot serve a position. The rule is GTID
-// arithmetic alone — a server's identity (server_uuid, server_id) plays no
-// part, so a promoted replica serves the checkpoints read from its old
-// primary: the position's GTIDs must all be executed on the server, and every
-// GTID the server purged must be in the position.
+// arithmetic — a server's identity (server_uuid, server_id) plays no part,
+// so a promoted replica serves the checkpoints read from its old primary:
+// the position's GTIDs must all be executed on the server, and every GTID
+// the server purged must be in the position. One exception, MariaDB only
+// (MariaDBHistory): on the very server whose binlog the position was read
+// from (the same server_id) while that binlog file is still there, the
+// GTID position at the position's File:Pos must be the position's own.
 type Gaps struct {
 	// Purged lists what the server no longer has of what comes after the
 	// position (it would have to send it, and cannot).
 	Purged []string
 	// Missing lists what the position holds that the server never executed.
 	Missing []string
+	// Foreign lists why the server's history is not the position's,
+	// although it holds the position's GTIDs (MariaDBHistory).
+	Foreign []string
 }
 
 // None reports whether the server can serve the position.
-func (g Gaps) None() bool { return len(g.Purged) == 0 && len(g.Missing) == 0 }
+func (g Gaps) None() bool { return len(g.Purged) == 0 && len(g.Missing) == 0 && len(g.Foreign) == 0 }
+
+// MariaDBHistory compares a MariaDB checkpoint's GTID position with the GTID
+// position the server's binlog holds at the checkpoint's own File:Pos
+// (BINLOG_GTID_POS; at is nil when no transaction ends there). Ask it only
+// of the server whose binlog File is (the server_id the position recorded)
+// while File is still among its binlogs: there, a position read from this
+// binlog has, in every domain, the GTID the binlog has at File:Pos. Any
+// other answer proves the checkpoint was read from another server's binlog
+// (two unrelated servers with the same server_id, say the default 1, both
+// write 0-1-4) — a different history, where resuming by GTID would skip or
+// resend unrelated transactions. It returns what differs; none when the
+// histories agree.
+func MariaDBHistory(checkpoint, file string, pos uint32, at *string) ([]string, error) {
+	if at == nil {
+		return []string{fmt.Sprintf("no transaction of this server's binlog ends at %s:%d, where the checkpoint's last one ended: it was read from the binlog of another server with the same server_id", file, pos)}, nil
+	}
+	have, err := MariaDBPositions(checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("read the checkpoint's GTID position %q: %w", checkpoint, err)
+	}
+	got, err := MariaDBPositions(*at)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's GTID position at %s:%d %q: %w", file, pos, *at, err)
+	}
+	var diff []string
+	for _, d := range SortedDomains(have) {
+		c := have[d]
+		g, ok := got[d]
+		switch {
+		case !ok:
+			diff = append(diff, fmt.Sprintf("at %s:%d this server's binlog has no GTID of domain %d, where the checkpoint has %s", file, pos, d, c.String()))
+		case g != c:
+			diff = append(diff, fmt.Sprintf("at %s:%d this server's binlog is at %s, where the checkpoint has %s", file, pos, g.String(), c.String()))
+		}
+	}
+	if len(diff) > 0 {
+		diff = append(diff, "the checkpoint was read from the binlog of another server with the same server_id")
+	}
+	return diff, nil
+}
 
 // MySQLGaps applies the rule to MySQL GTID sets: checkpoint ⊆ executed and
 // purged ⊆ checkpoint.
@@ -120,6 +166,9 @@ func FileGaps(pos event.Position, files []string) Gaps {
 // them and the recovery choices.
 func (g Gaps) Err(pos event.Position) error {
 	switch {
+	case len(g.Foreign) > 0:
+		return fmt.Errorf("%w: checkpoint %s comes from another history: %s; point the relay at the server it was read from, or, if this server is the one to read and the checkpoint is another server's (a relay pointed at the wrong server, a server rebuilt under an old server_id), remove the sink's checkpoint to start afresh from checkpoint.start (earliest sends everything this server still has; `outbox-relay check` shows how)",
+			ErrNotInHistory, pos, strings.Join(g.Foreign, "; "))
 	case len(g.Missing) > 0:
 		return fmt.Errorf("%w: checkpoint %s: %s; point the relay at a server that has executed them (the one it was read from, or a replica that has caught up), or wait for this server to catch up, or remove the sink's checkpoint to start afresh from checkpoint.start (`outbox-relay check` shows how)",
 			ErrNotInHistory, pos, strings.Join(g.Missing, "; "))

@@ -266,9 +266,10 @@ sinks:
 }
 
 // Kafka: another producer writes to the sink's partition between two runs
-// (a record without the relay_sink header), or the topic gets more
-// partitions (keys move: a partition no longer holds a prefix of what was
-// routed to it).
+// (a record without the relay_sink header; or in a transaction, so that the
+// partition ends with its commit marker, which read-back used to stop at
+// with an error retried for ever), or the topic gets more partitions (keys
+// move: a partition no longer holds a prefix of what was routed to it).
 func TestKafkaReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -282,6 +283,23 @@ func TestKafkaReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 			}
 			defer cl.Close()
 			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "outbox.event.order", Key: []byte("order-1"), Value: []byte("{}")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}, "another producer writes here"},
+		{"a transactional producer on the partition: its commit marker is the last offset", func(t *testing.T, brokers []string) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("other-app"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx := context.Background()
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "outbox.event.order", Key: []byte("order-1"), Value: []byte("{}")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 				t.Fatal(err)
 			}
 		}, "another producer writes here"},

@@ -82,16 +82,44 @@ type Prober interface {
 // Recoverer is implemented by sinks whose destination can be read back: on a
 // restart the pipeline asks it which events after the checkpoint the
 // destination already holds, and does not send them again.
+//
+// Anyone who can write to the destination can write a message that looks
+// like the sink's, so a message read back proves nothing by what it says
+// it is: the pipeline skips an event only when a message read back under
+// its (gtid, id) has the Digest of exactly what the sink writes for that
+// event. Any other message that claims to be the sink's costs a duplicate
+// at most, never a lost event.
 type Recoverer interface {
-	// Recover calls seen(gtid, id) for every event this sink's destination
-	// holds that belongs to a transaction whose GTID is not contained in
-	// after.GTIDSet (so: committed after the checkpoint). It returns an error
-	// wrapping ErrCannotRecover, saying why, when it cannot tell which events
-	// it holds (another writer, a changed partition count, records without
-	// this sink's headers); the pipeline then logs a warning, counts it, and
-	// falls back to at-least-once for this restart. Any other error is
-	// retried like a Connect error.
-	Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error
+	// Recover calls seen for every message this sink's destination holds
+	// that belongs to a transaction whose GTID is not contained in
+	// after.GTIDSet (so: committed after the checkpoint). It returns an
+	// error wrapping ErrCannotRecover, saying why, when it cannot tell which
+	// events it holds (another writer, a changed partition count, records
+	// without this sink's headers); the pipeline then logs a warning,
+	// counts it, and falls back to at-least-once for this restart. Any
+	// other error is retried like a Connect error.
+	Recover(ctx context.Context, after event.Position, seen func(Held)) error
+	// Digest is the digest of the message the sink writes for e, as Recover
+	// computes it of a message read back; ok is false when the sink cannot
+	// build e's message (it would fail it). It is called from one
+	// goroutine, after Recover.
+	Digest(e *event.Event) (d Digest, ok bool)
+}
+
+// Digest is a SHA-256 over what a message is: where it is (topic and key, or
+// stream key) and its bytes (key, value, headers or fields, in order),
+// leaving out only what may differ between two writes of one event.
+type Digest [32]byte
+
+// Held is a message a Recoverer read back after the checkpoint.
+type Held struct {
+	// GTID and ID are its gtid and id headers (or fields).
+	GTID, ID string
+	// At says where it is, for a log line: "orders[2] offset 41", "stream
+	// \"orders\" entry 1700000000000-0".
+	At string
+	// Digest is the digest of the message as stored.
+	Digest Digest
 }
 
 // ErrCannotRecover is wrapped by Recover's errors when the destination cannot tell what it holds.

@@ -7,7 +7,8 @@
 //   - server facts: ReadInfo and Inspect (flavor, version, identity, GTID
 //     mode), CurrentPosition, EarliestPosition, BinaryLogs, ReadServerState
 //     and CheckResume (the resume rule of package position applied to what
-//     the server says), ReplicaOf and ListReplicas, CheckTables (the outbox
+//     the server says, with ReadHistory: a MariaDB checkpoint's own binlog
+//     coordinates checked on the server they belong to), ReplicaOf and ListReplicas, CheckTables (the outbox
 //     tables have the mapped columns).
 //
 // The binlog stream itself is canal's, and comparing positions is package

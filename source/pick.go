@@ -86,7 +86,9 @@ type candidate struct {
 // Pick returns the first server, in the configured order, that passes the
 // binlog checks (ROW / FULL / FULL, GTIDs on, log_slave_updates on a
 // replica) and can serve pos by the resume rule (ServerState.Gaps):
-// its executed GTIDs contain pos and pos contains its purged ones. A server
+// its executed GTIDs contain pos and pos contains its purged ones (and, on
+// the MariaDB server pos was read from, its binlog agrees at pos's File:Pos:
+// ServerState.OwnBinlog). A server
 // behind pos is skipped with a log line saying by how much, until it has
 // caught up. Servers holding GTIDs no other listed server has (errant
 // transactions on a replica) are reported. When every server answered and
@@ -122,6 +124,8 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (conf
 			c.problem = err.Error()
 		} else if c.state, err = ReadServerState(ctx, db, c.info); err != nil {
 			c.problem = err.Error()
+		} else if err = c.state.ReadHistory(ctx, db, pos); err != nil {
+			c.problem = err.Error()
 		}
 		cands = append(cands, c)
 	}
@@ -141,6 +145,11 @@ func (s *Set) Pick(ctx context.Context, flavor string, pos event.Position) (conf
 		switch {
 		case err != nil:
 			reasons = append(reasons, fmt.Sprintf("%s: %v", c.addr, err))
+			allLost = false
+		case len(g.Foreign) > 0:
+			s.log.Warn("source server holds the checkpoint's GTIDs in another history (its binlog differs where the checkpoint was read from it): skipped",
+				slog.String("server", c.addr.String()), slog.String("why", strings.Join(g.Foreign, "; ")))
+			reasons = append(reasons, fmt.Sprintf("%s: another history: %s", c.addr, strings.Join(g.Foreign, "; ")))
 			allLost = false
 		case len(g.Missing) > 0:
 			s.log.Warn("source server is behind the checkpoint: skipped until it has caught up",

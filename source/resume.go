@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -21,6 +22,16 @@ type ServerState struct {
 	Executed, Purged string
 	// MariaDB
 	BinlogPos, BinlogState, OldestList string
+	// History is what ReadHistory read for one position; nil before.
+	History *History
+}
+
+// History is the server's GTID position at a checkpoint's own File:Pos, on
+// the server whose binlog that is (OwnBinlog).
+type History struct {
+	Pos event.Position
+	// At is BINLOG_GTID_POS(File, Pos); nil when no event ends there.
+	At *string
 }
 
 // ReadServerState reads the server's GTID state and binlog list.
@@ -51,7 +62,42 @@ func ReadServerState(ctx context.Context, db *sql.DB, info ServerInfo) (ServerSt
 	return s, nil
 }
 
-// Gaps applies the resume rule (package position) to pos.
+// OwnBinlog reports whether pos is a MariaDB GTID position read from this
+// very server's binlog (it recorded this server's server_id, and the binlog
+// coordinates of its last transaction) whose file the server still has:
+// then its File:Pos can be checked against its GTIDs (position.MariaDBHistory).
+// A replica, even with the same file names, has another server_id; a
+// checkpoint of an earlier version recorded none; a purged file leaves
+// the GTID rule alone.
+func (s ServerState) OwnBinlog(pos event.Position) bool {
+	if s.Info.Flavor != mysql.MariaDBFlavor || pos.GTIDSet == "" || pos.File == "" || pos.Pos <= 4 ||
+		pos.ServerID == 0 || pos.ServerID != s.Info.ServerID {
+		return false
+	}
+	return slices.Contains(FileNames(s.Files), pos.File)
+}
+
+// ReadHistory reads, when OwnBinlog(pos), the server's GTID position at
+// pos.File:pos.Pos, for Gaps to compare with pos.
+func (s *ServerState) ReadHistory(ctx context.Context, db *sql.DB, pos event.Position) error {
+	s.History = nil
+	if !s.OwnBinlog(pos) {
+		return nil
+	}
+	var at sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", pos.File, pos.Pos).Scan(&at); err != nil {
+		return fmt.Errorf("read the GTID position at %s:%d (BINLOG_GTID_POS): %w", pos.File, pos.Pos, err)
+	}
+	h := &History{Pos: pos}
+	if at.Valid {
+		h.At = &at.String
+	}
+	s.History = h
+	return nil
+}
+
+// Gaps applies the resume rule (package position) to pos, and, when
+// ReadHistory read pos's own File:Pos, position.MariaDBHistory.
 func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 	switch {
 	case pos.GTIDSet != "" && s.Info.Flavor == mysql.MariaDBFlavor:
@@ -59,7 +105,12 @@ func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 		if len(s.Files) > 0 {
 			oldest = s.Files[0].Name
 		}
-		return position.MariaDBGaps(pos.GTIDSet, s.BinlogPos, s.BinlogState, oldest, s.OldestList)
+		g, err := position.MariaDBGaps(pos.GTIDSet, s.BinlogPos, s.BinlogState, oldest, s.OldestList)
+		if err != nil || s.History == nil || s.History.Pos != pos {
+			return g, err
+		}
+		g.Foreign, err = position.MariaDBHistory(pos.GTIDSet, pos.File, pos.Pos, s.History.At)
+		return g, err
 	case pos.GTIDSet != "" && s.Info.GTIDMode:
 		return position.MySQLGaps(pos.GTIDSet, s.Executed, s.Purged)
 	case pos.GTIDSet != "":
@@ -73,11 +124,15 @@ func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 
 // CheckResume tells whether the server can serve a stream from pos. Its
 // error wraps position.ErrLost (the server purged what comes after pos) or
-// position.ErrNotInHistory (pos holds transactions the server never executed), lists
-// the transactions, and names the recovery choices.
+// position.ErrNotInHistory (pos holds transactions the server never
+// executed, or was read from another server's binlog with the same GTIDs),
+// lists the transactions, and names the recovery choices.
 func CheckResume(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position) error {
 	s, err := ReadServerState(ctx, db, info)
 	if err != nil {
+		return err
+	}
+	if err := s.ReadHistory(ctx, db, pos); err != nil {
 		return err
 	}
 	g, err := s.Gaps(pos)

@@ -41,11 +41,18 @@
 // -only webhook runs the limit and the webhook rows only (the floor, one
 // endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
 //
-// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile to DIR
-// (the relay binary: 5 s from its first event, through its pprof endpoint,
-// and then what it allocated since it started, as relay-binary-NAME.allocs.pprof).
+// OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile of its
+// whole life to DIR, and what it allocated as NAME.allocs.pprof (the relay
+// binary: 5 s from its first event, through its pprof endpoint, and then
+// what it allocated since it started, as relay-binary-NAME.allocs.pprof).
 //
-// It prints Markdown tables (and writes them to -out) and a PNG chart (-png).
+// Each row also gives the CPU that the private MariaDB and (Kafka rows)
+// the broker spent while it ran, from /proc/PID/stat: the processes share
+// the machine's cores, and the broker's CPU can bound a Kafka row's rate.
+//
+// It prints Markdown tables (and writes them to -out) and a PNG chart (-png);
+// with -benchmarks BENCHMARKS.md it also replaces that file's section
+// between the outbox-bench markers with the report (section.go).
 // The relay runs with its default config except for the source, the table,
 // the checkpoint file and the sinks; the exact config is in the output.
 package main
@@ -74,6 +81,7 @@ func main() {
 	live := flag.Duration("live", 10*time.Second, "duration of each live step")
 	out := flag.String("out", "bench-results.md", "write the Markdown report here too (\"\" for none)")
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
+	benchmarks := flag.String("benchmarks", "", "also write the report into this file (BENCHMARKS.md) as its bench section, between the outbox-bench markers, replacing the last run's")
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
@@ -101,15 +109,23 @@ func main() {
 		if i := strings.Index(*cfgText, "type: "); i >= 0 {
 			tag += "-" + strings.Fields((*cfgText)[i+len("type: "):])[0]
 		}
-		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", strings.Trim(tag, ",}"), os.Getpid()))); err == nil {
+		base := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.Trim(tag, ",}"), os.Getpid()))
+		if f, err := os.Create(base + ".pprof"); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
 		}
+		// And what it allocated in its whole life (alloc_objects, alloc_space).
+		defer func() {
+			if f, err := os.Create(base + ".allocs.pprof"); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png)
+		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png, *benchmarks)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":

@@ -49,9 +49,12 @@ type backlogRow struct {
 	stmts  int64
 	err    error
 	config string
+	// serverCPU and brokerCPU are the CPU seconds the private MariaDB and
+	// the Kafka broker spent while the row ran (-1: not measured).
+	serverCPU, brokerCPU float64
 }
 
-func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath string) error {
+func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
@@ -118,11 +121,23 @@ checkpoint: {path: %s/cp-%d.json, start: "gtid:%s"}
 sinks: [%s]
 `, srv.Host, srv.Port, serverID, tmp, serverID, startPos.GTIDSet, sinks)
 	}
+	dbPID := serverPID(root)
+	brokerPID := 0 // the broker of the Kafka rows, while one runs
+	span := func() func(*backlogRow) {
+		s := startSpan(dbPID, brokerPID)
+		return func(r *backlogRow) {
+			cpu := s.stop()
+			r.serverCPU, r.brokerCPU = cpu[0], cpu[1]
+		}
+	}
 	measureWith := func(bin, name, config string, args ...string) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
 		q0 := questions(root)
+		done := span()
 		r, err := childOf(ctx, bin, args...)
-		return backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		done(&row)
+		return row
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -157,8 +172,11 @@ sinks: [%s]
 		if !pipe {
 			recv.count(path, c)
 		}
+		done := span()
 		r, err := runBinary(ctx, bin, args, c, pipe, tag, addr)
-		return backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		done(&row)
+		return row
 	}
 	if runs("stdout") {
 		stdoutCfg := relayCfg(`{name: out, type: stdout}`)
@@ -176,6 +194,7 @@ sinks: [%s]
 			if err != nil {
 				return err
 			}
+			brokerPID = b.cmd.Process.Pid
 			cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
 			name := "relay → Kafka (kfake broker, own process)"
 			if d > 0 {
@@ -187,6 +206,7 @@ sinks: [%s]
 				table = append(table, measureWith(baseline, "baseline build: "+name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
 			}
 			b.stop()
+			brokerPID = 0
 		}
 	}
 	if tracing {
@@ -206,10 +226,13 @@ sinks: [%s]
 			c := newCounter(rows)
 			recv.count(path, c)
 			fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
+			done := span()
 			r, err := child(ctx, "-role", "floor", "-url", recv.url+path, "-n", fmt.Sprint(rows),
 				"-concurrency", fmt.Sprint(concurrency), "-secret", benchSecret)
 			r.Seconds = c.seconds() // clocked at the receiver, as the relay's rows
-			return backlogRow{name: name, res: r, err: err}
+			row := backlogRow{name: name, res: r, err: err}
+			done(&row)
+			return row
 		}
 		table = append(table, floor(fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), floorConcurrency))
 		hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
@@ -246,6 +269,11 @@ sinks: [%s]
 	fmt.Print(rep)
 	if outPath != "" {
 		if err := os.WriteFile(outPath, []byte(rep), 0o644); err != nil {
+			return err
+		}
+	}
+	if benchmarksPath != "" {
+		if err := writeSection(benchmarksPath, rep); err != nil {
 			return err
 		}
 	}

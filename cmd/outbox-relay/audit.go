@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -251,11 +252,12 @@ func auditWebhook(ctx context.Context, cfg *config.Config, opts audit.Options, r
 		}
 		c := audit.NewComparison(opts)
 		defer c.Close()
-		hooks[i] = &audit.Webhook{Flavor: flavor, Checkpoint: cp, Found: found, Dead: dead, Listed: receivedPath != "", C: c}
+		hooks[i] = &audit.Webhook{Flavor: flavor, Checkpoint: cp, Found: found, Dead: dead, Listed: receivedPath != "", C: c,
+			Selects: endpointFilter(cfg, name)}
 	}
-	span, err := audit.Scan(ctx, rc, rng, start, cur, func(ev audit.Event, _ *event.Event, pos event.Position) error {
+	span, err := audit.Scan(ctx, rc, rng, start, cur, func(ev audit.Event, e *event.Event, pos event.Position) error {
 		for _, h := range hooks {
-			if err := h.Event(ev, pos); err != nil {
+			if err := h.Event(ev, e, pos); err != nil {
 				return err
 			}
 		}
@@ -287,9 +289,27 @@ func auditWebhook(ctx context.Context, cfg *config.Config, opts audit.Options, r
 		} else {
 			r.Notes = append(r.Notes, "matched against the receiver's list "+receivedPath)
 		}
+		if n := h.Note(); n != "" {
+			r.Notes = append(r.Notes, n)
+		}
 		reports = append(reports, r)
 	}
 	return reports, nil
+}
+
+// endpointFilter is the filter of the static endpoint of a fan-out (webhook) sink named
+// "sink/endpoint" in cfg: what it selects (nil: every event).
+func endpointFilter(cfg *config.Config, name string) func(*event.Event) bool {
+	base, ep, _ := strings.Cut(name, "/")
+	for _, s := range cfg.Sinks {
+		if s.Name != base {
+			continue
+		}
+		if fo, ok := gateway.FanOutFor(s); ok && fo.Filter != nil {
+			return fo.Filter(s.Config, ep)
+		}
+	}
+	return nil
 }
 
 // readIDs hands each id of path, one a line (blank lines ignored), to each,

@@ -48,7 +48,7 @@ type Config struct {
 	// no host, and source+id stays unique across outbox tables.
 	Source string `yaml:"source"`
 	// DataContentType is the payload's media type. Default application/json.
-	DataContentType string `yaml:"datacontenttype"`
+	DataContentType string `yaml:"datacontenttype" derived:"application/json when mode is set"`
 }
 
 // DefaultSourcePrefix is the default source's prefix, before the event's

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -22,34 +23,38 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 )
 
-// Defaults applied by Defaults to fields left at their zero value.
-const (
-	DefaultTopic          = "outbox.event.{{.AggregateType}}"
-	DefaultKey            = "{{.AggregateID}}"
-	DefaultBatchSize      = 1000
-	DefaultBatchBytes     = 1 << 20 // 1 MiB: fits a broker's default message.max.bytes (1048588)
-	DefaultCompression    = "none"
-	DefaultClientID       = "outbox-relay"
-	DefaultRequestTimeout = 10 * time.Second
-	DefaultPartitions     = 3
-	DefaultReplication    = 1
+// Defaults that code outside Defaults needs as Go values (the Kafka
+// gateway compares a sink's key with the default; decoding bounds its
+// requests): each is its field's declared default (a test holds them).
+var (
+	DefaultKey            = config.DefaultOf(Config{}, "key")
+	DefaultRequestTimeout = mustDuration(config.DefaultOf(Config{}, "request_timeout"))
 )
 
-// Config configures a Kafka sink. It is decoded from the sink's `kafka:`
-// section; call Defaults, then Validate (New does both).
+func mustDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// Config configures a Kafka sink: the sink's `kafka:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Brokers are the bootstrap brokers, "host:port". Required.
-	Brokers []string `yaml:"brokers"`
+	Brokers []string `yaml:"brokers" example:"[127.0.0.1:9092]"`
 	// Topic is a fixed topic name or a Go text/template over the event's
 	// fields (.ID, .AggregateType, .AggregateID, .Type, .Table, .Source.GTID)
 	// plus {{.Header "name"}} and the functions lower and upper. Default
 	// "outbox.event.{{.AggregateType}}", the topic Debezium's outbox event
 	// router uses.
-	Topic string `yaml:"topic"`
+	Topic string `yaml:"topic" default:"outbox.event.{{.AggregateType}}"`
 	// Key is a template, like Topic, for the message key. Default
 	// "{{.AggregateID}}". Order is kept per key: a key that does not
 	// identify the aggregate weakens the per-aggregate order guarantee.
-	Key string `yaml:"key"`
+	Key string `yaml:"key" default:"{{.AggregateID}}"`
 	// Envelope wraps the payload and the event's metadata in one JSON
 	// document (see the package doc). Default false: the value is the payload
 	// bytes exactly as committed.
@@ -57,30 +62,30 @@ type Config struct {
 	// BatchSize is the most messages sent in one round of produce requests;
 	// a larger Write is sent in several rounds, one after another. Default
 	// 1000.
-	BatchSize int `yaml:"batch_size"`
+	BatchSize int `yaml:"batch_size" default:"1000"`
 	// BatchBytes is the most bytes (kafka-go's per-message estimate) sent in
 	// one round, and so in one partition's record batch. It must not exceed
 	// the brokers' message.max.bytes (and the topics' max.message.bytes),
 	// whose default is 1048588. A message larger than this fails permanently.
 	// Default 1048576 (1 MiB).
-	BatchBytes int `yaml:"batch_bytes"`
+	BatchBytes int `yaml:"batch_bytes" default:"1048576"`
 	// Linger is no longer used: a partition's next produce request is sent
 	// as soon as the previous one is acknowledged, with every message queued
 	// for it meanwhile (batching is delivery.linger's, in the pipeline).
 	// Accepted for compatibility; a value other than 0 is logged as ignored.
 	Linger time.Duration `yaml:"linger"`
 	// Compression is none, gzip, snappy, lz4 or zstd. Default none.
-	Compression string `yaml:"compression"`
+	Compression string `yaml:"compression" default:"none"`
 	// TLS configures encryption to the brokers. Default off.
 	TLS TLSConfig `yaml:"tls"`
 	// SASL configures authentication. Default none.
 	SASL SASLConfig `yaml:"sasl"`
 	// ClientID is sent to the brokers with every request. Default
 	// "outbox-relay".
-	ClientID string `yaml:"client_id"`
+	ClientID string `yaml:"client_id" default:"outbox-relay"`
 	// RequestTimeout bounds each produce, metadata and create-topics request
 	// and each dial. Default 10s.
-	RequestTimeout time.Duration `yaml:"request_timeout"`
+	RequestTimeout time.Duration `yaml:"request_timeout" default:"10s"`
 	// DeadLetterTopic, when set, receives the messages the brokers reject
 	// permanently (too large, invalid), which then count as delivered.
 	// Default "" (permanent failures are returned to the pipeline).
@@ -142,47 +147,21 @@ type CreateTopicsConfig struct {
 	Enabled bool `yaml:"enabled"`
 	// Partitions of a created topic; -1 takes the broker's num.partitions
 	// (Kafka 2.4+). Default 3.
-	Partitions int `yaml:"partitions"`
+	Partitions int `yaml:"partitions" default:"3"`
 	// ReplicationFactor of a created topic; -1 takes the broker's
 	// default.replication.factor (Kafka 2.4+). Default 1: set 3 (or -1) for
 	// a production cluster, or acks=all protects nothing.
-	ReplicationFactor int `yaml:"replication_factor"`
+	ReplicationFactor int `yaml:"replication_factor" default:"1"`
 }
 
 var compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 var mechanisms = []string{"", "plain", "scram-sha-256", "scram-sha-512"}
 
-// Defaults sets every zero field to its default.
+// Defaults implements config.SinkConfig: every zero field gets the
+// default declared beside it.
 func (c *Config) Defaults() {
+	config.SetDefaults(c)
 	c.CloudEvents.Defaults()
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.Key == "" {
-		c.Key = DefaultKey
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.BatchBytes == 0 {
-		c.BatchBytes = DefaultBatchBytes
-	}
-	c.Retry = c.Retry.WithDefaults()
-	if c.Compression == "" {
-		c.Compression = DefaultCompression
-	}
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.CreateTopics.Partitions == 0 {
-		c.CreateTopics.Partitions = DefaultPartitions
-	}
-	if c.CreateTopics.ReplicationFactor == 0 {
-		c.CreateTopics.ReplicationFactor = DefaultReplication
-	}
 }
 
 // Validate checks a configuration with its defaults applied. Each problem

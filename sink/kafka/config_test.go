@@ -10,6 +10,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
@@ -110,7 +111,7 @@ func TestTopicTemplate(t *testing.T) {
 	tests := []struct {
 		name, template, want string
 	}{
-		{"the default routes like Debezium's outbox router", DefaultTopic, "outbox.event.Order"},
+		{"the default routes like Debezium's outbox router", config.DefaultOf(Config{}, "topic"), "outbox.event.Order"},
 		{"a fixed topic is used as is", "orders", "orders"},
 		{"a single field is rendered", "{{.AggregateID}}", "o-17"},
 		{"fields and text combine", "orders.{{.AggregateType}}", "orders.Order"},

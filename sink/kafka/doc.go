@@ -83,6 +83,18 @@
 // producer, another relay sink, a changed partition count, GTIDs off. See
 // Recover for exactly when it holds.
 //
+// A message read back is only a claim: anyone who can produce to the topic
+// can copy the relay headers. The pipeline skips the event it names only
+// when the message's Digest (topic, key, value and headers in order, less
+// relay_partitions and the timestamp) equals that of the message the sink
+// produces for the event, and the message is on its key's partition. A
+// digest rather than a MAC: the proof needed is that the topic holds the
+// event as the sink writes it, whoever wrote it, and a digest needs no key
+// to keep, rotate or lose (a forger who can produce the exact message has
+// delivered the event). Control records (transaction markers) are passed
+// over; a read-back error the sink does not expect falls back
+// (sink.ErrCannotRecover) instead of being retried for ever.
+//
 // # Concurrency
 //
 // The sink is a sink.Submitter: the pipeline calls Connect, then Submit from
@@ -90,5 +102,6 @@
 // look a topic up or create it), then Close once. Acks come from one
 // goroutine per partition with messages queued, which exits when its queue
 // is empty; Close fails what is still queued, and waits for them. Write is
-// Submit without retries, and a wait.
+// Submit without retries, and a wait. Digest may be called from another
+// goroutine while Submit runs.
 package kafka

@@ -1,8 +1,12 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -50,3 +54,27 @@ func (e errNotSent) Error() string {
 }
 
 func (e errNotSent) Unwrap() error { return e.cause }
+
+// readBackError is err, an error of Recover's reads, as the pipeline should
+// take it: as is (retried) when the brokers could not be reached or said to
+// try again, and otherwise wrapping sink.ErrCannotRecover, so that an answer
+// the read does not expect makes the restart fall back to at-least-once
+// (logged and counted) instead of retrying it for ever.
+func readBackError(err error) error {
+	var code kafkago.Error
+	var ne net.Error
+	switch {
+	case err == nil, errors.Is(err, sink.ErrCannotRecover):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &code):
+		if code.Temporary() {
+			return err
+		}
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, sink.ErrCannotRecover)
+}

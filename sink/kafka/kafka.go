@@ -57,13 +57,21 @@ var (
 	_ sink.Submitter = (*Sink)(nil)
 )
 
-// New returns a sink for cfg, with cfg's defaults applied and validated. It
-// does not touch the network: Connect does.
+// New returns a sink for cfg as a program writes it: it applies cfg's
+// defaults and validates it. It does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return build(cfg, logger)
+}
+
+// build returns a sink for cfg with its defaults applied and validated
+// (by New, or by config.Load for the sink's section: they are not applied
+// twice).
+func build(cfg Config, logger *slog.Logger) (*Sink, error) {
+	cfg.Retry = cfg.Retry.WithDefaults() // set by the relay, not the file
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -284,18 +292,42 @@ func (s *Sink) forgetTopic(topic string) {
 	s.mu.Unlock()
 }
 
-// message builds the Kafka message of e; an error is permanent.
+// message builds the Kafka message of e, without the sink's own headers
+// (relay_sink, relay_partitions); an error is permanent.
 func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
+	topic, err := s.route(e)
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	return s.build(e, topic, -1, nil)
+}
+
+// route renders e's topic; an error is permanent.
+func (s *Sink) route(e *event.Event) (string, error) {
 	topic, err := s.topic.Render(e)
 	if err != nil {
-		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.topic for event %q: %w", e.ID, err))
+		return "", sink.Permanent(fmt.Errorf("render kafka.topic for event %q: %w", e.ID, err))
 	}
 	if err := validTopicName(topic); err != nil {
-		return kafkago.Message{}, sink.Permanent(fmt.Errorf("kafka.topic rendered %q for event %q: %w", topic, e.ID, err))
+		return "", sink.Permanent(fmt.Errorf("kafka.topic rendered %q for event %q: %w", topic, e.ID, err))
 	}
+	return topic, nil
+}
+
+// build builds the Kafka message of e for topic (a topic of partitions
+// partitions; negative: without the sink's own headers), cutting its key
+// and headers from a (nil: a message of its own); an error is permanent.
+// It is the one place a message is made: what Submit produces and what
+// Digest hashes are built here alike.
+func (s *Sink) build(e *event.Event, topic string, partitions int, a *arena) (kafkago.Message, error) {
 	key, err := s.key.Render(e)
 	if err != nil {
 		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
+	}
+	if a == nil {
+		one := [1]*event.Event{e}
+		own := newArena(one[:], len(key))
+		a = &own
 	}
 	value := e.Payload
 	if value == nil {
@@ -310,7 +342,7 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	if t.IsZero() {
 		t = time.Now()
 	}
-	hs := headers(e)
+	hs := a.headers(e, s.writer, partitions)
 	switch ce := &s.cfg.CloudEvents; ce.Mode {
 	case cloudevent.Binary:
 		// Kafka protocol binding, binary mode: ce_<attribute> headers,
@@ -329,7 +361,7 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	}
 	return kafkago.Message{
 		Topic:   topic,
-		Key:     []byte(key),
+		Key:     a.buf.add(key),
 		Value:   value,
 		Headers: hs,
 		Time:    t,

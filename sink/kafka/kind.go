@@ -25,7 +25,8 @@ func init() {
 			c.Retry = p.Retry
 			// Its messages name it, so that a restart can read back its own.
 			c.Writer = p.Name
-			s, err := New(c, p.Logger)
+			// Load has applied the section's defaults and validated it.
+			s, err := build(c, p.Logger)
 			if err != nil {
 				return nil, err
 			}

@@ -37,18 +37,75 @@ const (
 	HeaderDLQOriginalTopic = "dlq_original_topic"
 )
 
-// headers returns the message headers of e. Their values share one
-// buffer, allocated once per message: each value is a capped slice of it.
+// headers returns the message headers of e, without the sink's own
+// (relay_sink, relay_partitions). Their values share one buffer, allocated
+// once per message: each value is a capped slice of it.
 func headers(e *event.Event) []kafkago.Header {
-	var num [20]byte
-	pos := strconv.AppendUint(num[:0], uint64(e.Source.Pos), 10)
+	one := [1]*event.Event{e}
+	a := newArena(one[:], 0)
+	return a.headers(e, nil, -1)
+}
+
+// arena is what the messages of one batch are cut from: one buffer for
+// their keys and header values, one list their header lists are capped
+// slices of, so that a batch's messages cost a few allocations, not a few
+// per message. Every slice handed out is capped at its end, so appending to
+// one (a CloudEvents header) can never overwrite the next; when an estimate
+// falls short, the rest is cut from a new block (what was handed out stays
+// valid).
+type arena struct {
+	buf valueBuf
+	hs  []kafkago.Header
+}
+
+// newArena sizes an arena for the messages of evs, with extra bytes of
+// room per message (a rendered key).
+func newArena(evs []*event.Event, extra int) arena {
+	n, h := 0, 0
+	for _, e := range evs {
+		n += headerBytes(e) + 20 + extra + len(e.AggregateID)
+		h += 11 + len(e.Headers)
+	}
+	return arena{buf: make([]byte, 0, n), hs: make([]kafkago.Header, 0, h)}
+}
+
+// headerBytes is the length of e's header values.
+func headerBytes(e *event.Event) int {
 	n := len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.Source.GTID) + len(e.Source.File) +
-		len(pos) + len(e.Table) + len(e.TraceParent) + len(e.TraceState)
+		len(e.Table) + len(e.TraceParent) + len(e.TraceState)
 	for _, h := range e.Headers {
 		n += len(h.Value)
 	}
-	b := valueBuf(make([]byte, 0, n))
-	hs := make([]kafkago.Header, 0, 11+len(e.Headers))
+	return n
+}
+
+// list returns an empty header list with room for n.
+func (a *arena) list(n int) []kafkago.Header {
+	if cap(a.hs)-len(a.hs) < n {
+		a.hs = make([]kafkago.Header, 0, max(n, cap(a.hs)))
+	}
+	at := len(a.hs)
+	a.hs = a.hs[:at+n]
+	return a.hs[at : at : at+n]
+}
+
+// headers returns the headers of e's message, in their order on the wire:
+// the metadata, then the sink's own when writer is set (relay_sink,
+// relay_partitions: partitions, unless it is negative, which leaves both
+// out), then the trace context, then the event's own.
+func (a *arena) headers(e *event.Event, writer []byte, partitions int) []kafkago.Header {
+	var num [20]byte
+	pos := strconv.AppendUint(num[:0], uint64(e.Source.Pos), 10)
+	own := writer != nil && partitions >= 0
+	n := 7 + len(e.Headers)
+	if own {
+		n += 2
+	}
+	if e.TraceParent != "" {
+		n += 2
+	}
+	b := &a.buf
+	hs := a.list(n)
 	hs = append(hs,
 		kafkago.Header{Key: HeaderID, Value: b.add(e.ID)},
 		kafkago.Header{Key: HeaderType, Value: b.add(e.Type)},
@@ -58,6 +115,11 @@ func headers(e *event.Event) []kafkago.Header {
 		kafkago.Header{Key: HeaderBinlogPos, Value: b.addBytes(pos)},
 		kafkago.Header{Key: HeaderTable, Value: b.add(e.Table)},
 	)
+	if own {
+		hs = append(hs,
+			kafkago.Header{Key: HeaderSink, Value: writer},
+			kafkago.Header{Key: HeaderPartitions, Value: b.addBytes(strconv.AppendInt(num[:0], int64(partitions), 10))})
+	}
 	if e.TraceParent != "" {
 		hs = append(hs, kafkago.Header{Key: HeaderTraceParent, Value: b.add(e.TraceParent)})
 		if e.TraceState != "" {
@@ -75,15 +137,25 @@ func headers(e *event.Event) []kafkago.Header {
 type valueBuf []byte
 
 func (b *valueBuf) add(s string) []byte {
+	b.room(len(s))
 	at := len(*b)
 	*b = append(*b, s...)
 	return (*b)[at:len(*b):len(*b)]
 }
 
 func (b *valueBuf) addBytes(v []byte) []byte {
+	b.room(len(v))
 	at := len(*b)
 	*b = append(*b, v...)
 	return (*b)[at:len(*b):len(*b)]
+}
+
+// room makes sure n more bytes fit without append moving what was cut
+// already (it would stay valid, but twice in memory): a new block.
+func (b *valueBuf) room(n int) {
+	if cap(*b)-len(*b) < n {
+		*b = make([]byte, 0, max(n, cap(*b), 64))
+	}
 }
 
 // withWriter returns hs, the headers of a message for a topic of partitions

@@ -27,12 +27,22 @@ type pending struct {
 	ev   *event.Event
 	msg  kafkago.Message
 	size int
-	ack  func(error) // called once, from the partition's goroutine
+	// onAck(i, err) is the ack of the event, called once (ack), from the
+	// partition's goroutine: i is its index in its Submit's batch.
+	onAck func(int, error)
+	i     int
 	// once: a Write's message, tried once; a retriable failure fails it and
 	// the Write's later messages of the partition, unsent. Otherwise (Submit)
 	// the sink retries it until it is acknowledged or fails for good.
 	once  bool
 	write *int // identifies the Write (once only)
+}
+
+// ack acknowledges p's event.
+func (p *pending) ack(err error) {
+	if p.onAck != nil {
+		p.onAck(p.i, err)
+	}
 }
 
 // partitionQueue holds the messages of one partition in binlog order. One
@@ -73,15 +83,24 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 }
 
 func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, error), once bool) {
+	s.push(s.prepare(ctx, batch, ack, once))
+}
+
+// prepare builds the message of each event of batch and returns those to
+// queue, in order; an event whose message cannot be built (or looked up)
+// is acknowledged with its error at once.
+func (s *Sink) prepare(ctx context.Context, batch []*event.Event, ack func(int, error), once bool) []*pending {
 	write := new(int)
 	bo := retry.Backoff{Policy: s.cfg.Retry}
 	var logged time.Time
 	queued := make([]*pending, 0, len(batch))
+	slab := make([]pending, len(batch)) // one allocation for the batch's queue entries
+	var a arena                         // and one buffer for its keys and headers
 	for i, e := range batch {
-		m, err := s.message(e)
-		var partitions int
+		topic, err := s.route(e)
+		partitions := -1
 		for err == nil {
-			partitions, err = s.partitions(ctx, m.Topic)
+			partitions, err = s.partitions(ctx, topic)
 			if err == nil || once || sink.IsPermanent(err) || ctx.Err() != nil {
 				break
 			}
@@ -93,15 +112,24 @@ func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, 
 			}
 			if time.Since(logged) > time.Minute || bo.Failures() == 1 {
 				logged = time.Now()
-				s.log.Warn("kafka topic lookup failed; retrying", slog.String("topic", m.Topic),
+				s.log.Warn("kafka topic lookup failed; retrying", slog.String("topic", topic),
 					slog.Int("attempt", bo.Failures()), slog.Duration("wait", wait), slog.Any("err", err))
 			}
 			if serr := s.sleep(ctx, wait); serr != nil {
 				err = serr
 			}
 		}
-		if err == nil {
-			m.Headers = s.withWriter(m.Headers, partitions)
+		var m kafkago.Message
+		if topic != "" {
+			if a.buf == nil {
+				a = newArena(batch[i:], 0)
+			}
+			// Built even when the lookup failed: the dead-letter topic
+			// takes its key.
+			var berr error
+			if m, berr = s.build(e, topic, partitions, &a); berr != nil {
+				err = berr
+			}
 		}
 		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
 			// The one check of the sink's hard limits: the key and the
@@ -111,7 +139,8 @@ func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, 
 			err = fmt.Errorf("%w (%w)", sink.OverLimit(e.ID, "the message (key, value and headers)", messageSize(&m), s.cfg.BatchBytes,
 				"kafka.batch_bytes"), kafkago.MessageSizeTooLarge)
 		}
-		p := &pending{ctx: ctx, ev: e, msg: m, ack: func(err error) { ack(i, err) }, once: once, write: write}
+		p := &slab[i]
+		*p = pending{ctx: ctx, ev: e, msg: m, onAck: ack, i: i, once: once, write: write}
 		if err != nil {
 			if sink.IsPermanent(err) && m.Topic != "" {
 				err = s.deadLetter(ctx, p, err)
@@ -123,7 +152,7 @@ func (s *Sink) enqueue(ctx context.Context, batch []*event.Event, ack func(int, 
 		p.msg.Partition = s.balancer.Balance(m, indexes(partitions)...)
 		queued = append(queued, p)
 	}
-	s.push(queued)
+	return queued
 }
 
 // indexes returns 0..n-1 (the balancer wants the partition numbers).

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/listoffsets"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
@@ -104,6 +106,10 @@ type Record struct {
 	// Partitions is the relay_partitions header (the topic's partition
 	// count when the sink produced the message); 0 without it.
 	Partitions int
+	// Key and Digest (see digest) are read only by a reader with digests
+	// set (Recover's).
+	Key    []byte
+	Digest sink.Digest
 }
 
 // readFetchBytes is the most bytes one fetch of a read-back asks for.
@@ -115,6 +121,8 @@ const readFetchBytes = 1 << 20
 type reader struct {
 	client    *kafkago.Client
 	transport *kafkago.Transport
+	// digests makes Read fill each Record's Key and Digest.
+	digests bool
 }
 
 // Partitions returns the partition count of topic.
@@ -176,7 +184,9 @@ func (r reader) Offsets(ctx context.Context, topic string, n int, ts int64) ([]i
 }
 
 // Read calls each for every record of topic[partition] with an offset in
-// [from, to), in offset order (a compacted log may skip offsets).
+// [from, to), in offset order (a compacted log may skip offsets). Control
+// records (a transaction's commit or abort marker) are passed over: they
+// take offsets but are not messages.
 func (r reader) Read(ctx context.Context, topic string, partition int, from, to int64, each func(Record) error) error {
 	for from < to {
 		res, err := r.client.Fetch(ctx, &kafkago.FetchRequest{Topic: topic, Partition: partition, Offset: from,
@@ -187,26 +197,37 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 		if err != nil {
 			return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, from, err)
 		}
-		next := from
-		for {
-			rec, err := res.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read kafka %s[%d] at offset %d: %w", topic, partition, next, err)
-			}
-			closeBytes(rec)
+		next, done := from, false
+		var eachErr error
+		err = eachRecord(res.Records, func(rec *kafkago.Record, control bool) error {
+			defer closeBytes(rec)
 			if rec.Offset < next {
-				continue // a batch begins before the offset asked for
+				return nil // a batch begins before the offset asked for
 			}
 			if rec.Offset >= to {
-				return nil // offsets up to to were compacted away
+				done = true // offsets up to to were compacted away
+				return errStop
 			}
 			next = rec.Offset + 1
-			if err := each(recordOf(topic, partition, rec)); err != nil {
+			if control {
+				return nil
+			}
+			out, err := r.recordOf(topic, partition, rec)
+			if err != nil {
 				return err
 			}
+			if eachErr = each(out); eachErr != nil {
+				return errStop
+			}
+			return nil
+		})
+		switch {
+		case eachErr != nil:
+			return eachErr
+		case err != nil && !errors.Is(err, errStop):
+			return fmt.Errorf("read kafka %s[%d] after offset %d: %w", topic, partition, next, err)
+		case done:
+			return nil
 		}
 		if next == from {
 			if res.HighWatermark <= from {
@@ -215,6 +236,36 @@ func (r reader) Read(ctx context.Context, topic string, partition int, from, to 
 			return fmt.Errorf("read kafka %s[%d] at offset %d: the broker returned no record before the high watermark %d", topic, partition, from, res.HighWatermark)
 		}
 		from = next
+	}
+	return nil
+}
+
+// errStop ends eachRecord early.
+var errStop = errors.New("stop")
+
+// eachRecord calls each for every record of a fetch's record sets, control
+// records included (control true), in offset order; kafka-go's own reader
+// of them hides control batches, and with them the offsets they take. An
+// error from each ends the walk and is returned.
+func eachRecord(rr kafkago.RecordReader, each func(rec *kafkago.Record, control bool) error) error {
+	batches := []kafkago.RecordReader{rr}
+	if s, ok := rr.(*protocol.RecordStream); ok {
+		batches = s.Records
+	}
+	for _, b := range batches {
+		_, control := b.(*protocol.ControlBatch)
+		for {
+			rec, err := b.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if err := each(rec, control); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -229,7 +280,7 @@ func closeBytes(rec *kafkago.Record) {
 }
 
 // recordOf is what read-back keeps of rec.
-func recordOf(topic string, partition int, rec *kafkago.Record) Record {
+func (r reader) recordOf(topic string, partition int, rec *kafkago.Record) (Record, error) {
 	out := Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time}
 	for _, h := range rec.Headers {
 		switch h.Key {
@@ -243,5 +294,42 @@ func recordOf(topic string, partition int, rec *kafkago.Record) Record {
 			out.Partitions, _ = strconv.Atoi(string(h.Value))
 		}
 	}
-	return out
+	if !r.digests {
+		return out, nil
+	}
+	var value []byte
+	var err error
+	if rec.Key != nil {
+		if out.Key, err = io.ReadAll(rec.Key); err != nil {
+			return out, err
+		}
+	}
+	if rec.Value != nil {
+		if value, err = io.ReadAll(rec.Value); err != nil {
+			return out, err
+		}
+	}
+	out.Digest = digest(topic, out.Key, value, rec.Headers)
+	return out, nil
+}
+
+// digest is the sink.Digest of a message of topic: its key, its value and
+// its headers, in order. It leaves out the relay_partitions header (Recover
+// checks it against the topic's partition count, and the message's
+// partition against its key; it is not known before the topic is looked
+// up) and the timestamp (a topic with message.timestamp.type=LogAppendTime
+// replaces it).
+func digest(topic string, key, value []byte, hs []kafkago.Header) sink.Digest {
+	h := readback.NewHash()
+	h.String(topic)
+	h.Bytes(key)
+	h.Bytes(value)
+	for _, x := range hs {
+		if x.Key == HeaderPartitions {
+			continue
+		}
+		h.String(x.Key)
+		h.Bytes(x.Value)
+	}
+	return h.Sum()
 }

@@ -40,6 +40,11 @@ var _ sink.Recoverer = (*Sink)(nil)
 // its replicas do not yet (a restart within the replication lag of a kill)
 // is not seen, and is sent again.
 //
+// Each message reported is a claim with its Digest, and a message not on
+// the partition its key hashes to is reported with a zero digest (which
+// matches nothing): the pipeline skips an event only when its claim's
+// digest is the sink's Digest of it.
+//
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
 // header, and a relay_partitions header equal to the topic's partition
@@ -51,9 +56,32 @@ var _ sink.Recoverer = (*Sink)(nil)
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
 // checkpoint; or more than readback.MaxHeld messages after the
 // checkpoint in all. A partition whose newest message is already held
-// by after (or that is empty) holds nothing after it. Failures to reach the
-// brokers are returned as they are, to be retried.
-func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+// by after (or that is empty) holds nothing after it. Control records (a
+// transactional producer's commit and abort markers) are passed over.
+// Failures to reach the brokers, and broker errors that say to try again,
+// are returned as they are, to be retried; any other error wraps
+// sink.ErrCannotRecover, so that an answer the read does not expect falls
+// back to at-least-once instead of being retried for ever.
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
+	return readBackError(s.recover(ctx, after, seen))
+}
+
+// Digest is the digest of the message the sink produces for e, as Recover
+// computes it of a message read back (see digest); false when e's message
+// cannot be built.
+func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
+	topic, err := s.route(e)
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	m, err := s.build(e, topic, 0, nil) // relay_partitions is not in the digest
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	return digest(m.Topic, m.Key, m.Value, m.Headers), true
+}
+
+func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
 	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
 		return fmt.Errorf("read kafka back: %w", err)
@@ -62,8 +90,8 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	if err != nil {
 		return err
 	}
-	rd := reader{client: s.client, transport: s.transport}
-	var held []Record
+	rd := reader{client: s.client, transport: s.transport, digests: true}
+	var held []sink.Held
 	for _, topic := range topics {
 		n, err := rd.Partitions(ctx, topic)
 		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
@@ -88,8 +116,8 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	}
 	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
 		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
-	for _, r := range held {
-		seen(r.GTID, r.ID)
+	for _, h := range held {
+		seen(h)
 	}
 	return nil
 }
@@ -118,7 +146,7 @@ func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
 // recoverPartition reads topic[p] (n partitions now) back from end to
 // start, until a message after holds, and appends to held the messages
 // after the checkpoint.
-func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []Record) ([]Record, error) {
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []sink.Held) ([]sink.Held, error) {
 	var chunk []Record
 	for hi := end; hi > start; {
 		lo := max(start, hi-recoverChunk)
@@ -142,7 +170,15 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 			if !after {
 				return held, nil
 			}
-			held = append(held, r)
+			at := fmt.Sprintf("%s[%d] offset %d", topic, p, r.Offset)
+			if k := s.balancer.Balance(kafkago.Message{Key: r.Key}, indexes(n)...); k != p {
+				// Not where the sink puts its key: not the sink's copy of
+				// any event. The pipeline sends the event it names again.
+				s.log.Warn("kafka read-back: a message that claims to be this sink's is not on its key's partition; it proves nothing",
+					slog.String("at", at), slog.Int("key_partition", k), slog.String("gtid", r.GTID), slog.String("id", r.ID))
+				r.Digest = sink.Digest{}
+			}
+			held = append(held, sink.Held{GTID: r.GTID, ID: r.ID, At: at, Digest: r.Digest})
 		}
 		hi = lo
 	}

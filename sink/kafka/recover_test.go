@@ -46,15 +46,25 @@ func write(t *testing.T, s *Sink, evs []*event.Event) {
 func recoverIDs(t *testing.T, s *Sink, after string, evs []*event.Event) ([]string, error) {
 	t.Helper()
 	gtids := map[string]string{}
+	byID := map[string]*event.Event{}
 	for _, e := range evs {
 		gtids[e.ID] = e.Source.GTID
+		byID[e.ID] = e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var ids []string
-	err := s.Recover(ctx, event.Position{GTIDSet: after}, func(g, id string) {
+	err := s.Recover(ctx, event.Position{GTIDSet: after}, func(h sink.Held) {
+		g, id := h.GTID, h.ID
 		if evs != nil && gtids[id] != g {
 			t.Errorf("Recover reported %s with GTID %q; it was written with %q", id, g, gtids[id])
+		}
+		// The message read back is the sink's copy of its event: the
+		// digests agree (the proof the pipeline skips an event on).
+		if e := byID[id]; e != nil {
+			if d, ok := s.Digest(e); !ok || d != h.Digest {
+				t.Errorf("Recover reported %s at %s with a digest unlike the sink's of its event", id, h.At)
+			}
 		}
 		ids = append(ids, id)
 	})
@@ -252,7 +262,7 @@ func BenchmarkRecover(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		n := 0
-		if err := s.Recover(context.Background(), after, func(string, string) { n++ }); err != nil || n != 10_000 {
+		if err := s.Recover(context.Background(), after, func(sink.Held) { n++ }); err != nil || n != 10_000 {
 			b.Fatalf("Recover: %d messages, %v; want 10000", n, err)
 		}
 	}

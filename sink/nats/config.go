@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -16,35 +17,20 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Defaults applied by Defaults to fields left at their zero value.
-const (
-	DefaultSubject         = "outbox.event.{{.AggregateType}}"
-	DefaultStream          = "OUTBOX"
-	DefaultStreamSubjects  = "outbox.event.>"
-	DefaultRetention       = "limits"
-	DefaultStorage         = "file"
-	DefaultReplicas        = 1
-	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultTimeout         = 10 * time.Second
-	DefaultAckTimeout      = 10 * time.Second
-	DefaultMaxPending      = 1000
-	DefaultReconnectWait   = 500 * time.Millisecond
-	DefaultName            = "outbox-relay"
-)
-
-// Config configures a NATS JetStream sink, decoded from the sink's `nats:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a NATS JetStream sink: the sink's `nats:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// URLs are the servers, "nats://host:port" (tls:// for TLS). Required.
-	URLs []string `yaml:"urls"`
+	URLs []string `yaml:"urls" example:"[nats://127.0.0.1:4222]"`
 	// Subject is a fixed subject or a template over the event's fields, as
 	// the Kafka sink's topic. Default "outbox.event.{{.AggregateType}}":
 	// dot-separated tokens, so consumers subscribe to outbox.event.> or
 	// outbox.event.order.
-	Subject string `yaml:"subject"`
+	Subject string `yaml:"subject" default:"outbox.event.{{.AggregateType}}"`
 	// Stream is the JetStream stream that captures the subjects. Connect
 	// checks it exists (or creates it, see create_stream). Default "OUTBOX".
-	Stream string `yaml:"stream"`
+	Stream string `yaml:"stream" default:"OUTBOX"`
 	// CreateStream creates the stream when it is missing. Default off.
 	CreateStream CreateStreamConfig `yaml:"create_stream"`
 	// User and Password (or PasswordFile, PasswordEnv) authenticate with a
@@ -64,17 +50,17 @@ type Config struct {
 	// TLS configures TLS to the servers. Default off.
 	TLS TLSConfig `yaml:"tls"`
 	// Name is the client name the servers show. Default "outbox-relay".
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"outbox-relay"`
 	// Timeout bounds a dial and a JetStream API request. Default 10s.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" default:"10s"`
 	// AckTimeout is how long a publish waits for its PubAck before it fails
 	// (retriably). Default 10s.
-	AckTimeout time.Duration `yaml:"ack_timeout"`
+	AckTimeout time.Duration `yaml:"ack_timeout" default:"10s"`
 	// MaxPending is the most publishes awaiting their PubAck. Default 1000.
-	MaxPending int `yaml:"max_pending"`
+	MaxPending int `yaml:"max_pending" default:"1000"`
 	// ReconnectWait is the wait between reconnect attempts to a server.
 	// Default 500ms.
-	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+	ReconnectWait time.Duration `yaml:"reconnect_wait" default:"500ms"`
 	// CloudEvents sends each event as a CloudEvent (NATS protocol
 	// binding): mode binary adds its attributes as ce-* headers, with
 	// datacontenttype as content-type, the payload as the data; structured
@@ -88,16 +74,16 @@ type CreateStreamConfig struct {
 	// Enabled creates the stream on Connect when missing. Default false.
 	Enabled bool `yaml:"enabled"`
 	// Subjects the stream captures. Default ["outbox.event.>"].
-	Subjects []string `yaml:"subjects"`
+	Subjects []string `yaml:"subjects" default:"[outbox.event.>]"`
 	// Retention is limits, interest or workqueue. Default limits.
-	Retention string `yaml:"retention"`
+	Retention string `yaml:"retention" default:"limits"`
 	// Storage is file or memory. Default file.
-	Storage string `yaml:"storage"`
+	Storage string `yaml:"storage" default:"file"`
 	// Replicas of the stream (1 to 5). Default 1: set 3 on a cluster.
-	Replicas int `yaml:"replicas"`
+	Replicas int `yaml:"replicas" default:"1"`
 	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id to drop
 	// a re-sent event. Default 2m: at least the longest relay restart.
-	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	DuplicateWindow time.Duration `yaml:"duplicate_window" default:"2m"`
 	// MaxMsgSize is the largest message the stream takes; 0 is the server's
 	// limit. Default 0.
 	MaxMsgSize int32 `yaml:"max_msg_size"`
@@ -114,45 +100,11 @@ func (c Config) LogValue() slog.Value {
 
 var retentions = []string{"limits", "interest", "workqueue"}
 
-// Defaults sets every zero field to its default.
+// Defaults implements config.SinkConfig: every zero field gets the
+// default declared beside it.
 func (c *Config) Defaults() {
+	config.SetDefaults(c)
 	c.CloudEvents.Defaults()
-	if c.Subject == "" {
-		c.Subject = DefaultSubject
-	}
-	if c.Stream == "" {
-		c.Stream = DefaultStream
-	}
-	if len(c.CreateStream.Subjects) == 0 {
-		c.CreateStream.Subjects = []string{DefaultStreamSubjects}
-	}
-	if c.CreateStream.Retention == "" {
-		c.CreateStream.Retention = DefaultRetention
-	}
-	if c.CreateStream.Storage == "" {
-		c.CreateStream.Storage = DefaultStorage
-	}
-	if c.CreateStream.Replicas == 0 {
-		c.CreateStream.Replicas = DefaultReplicas
-	}
-	if c.CreateStream.DuplicateWindow == 0 {
-		c.CreateStream.DuplicateWindow = DefaultDuplicateWindow
-	}
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = DefaultAckTimeout
-	}
-	if c.MaxPending == 0 {
-		c.MaxPending = DefaultMaxPending
-	}
-	if c.ReconnectWait == 0 {
-		c.ReconnectWait = DefaultReconnectWait
-	}
 }
 
 // Validate checks a configuration with its defaults applied; each problem

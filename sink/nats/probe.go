@@ -45,7 +45,7 @@ func (s *Sink) Probe(ctx context.Context) (string, error) {
 			nc.ConnectedUrlRedacted(), s.cfg.Stream, strings.Join(s.cfg.CreateStream.Subjects, ", ")), nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return "", &sink.Problem{Err: fmt.Errorf("nats stream %q does not exist", s.cfg.Stream),
-			Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s'), or set create_stream.enabled: true in the sink's nats section", s.cfg.Stream, DefaultStreamSubjects)}
+			Fix: fmt.Sprintf("create it (nats stream add %s --subjects '%s'), or set create_stream.enabled: true in the sink's nats section", s.cfg.Stream, strings.Join(s.cfg.CreateStream.Subjects, ","))}
 	case err != nil:
 		return "", fmt.Errorf("look up nats stream %q: %w", s.cfg.Stream, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -16,23 +17,14 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Defaults applied by Defaults to fields left at their zero value.
-const (
-	DefaultExchange     = "outbox"
-	DefaultRoutingKey   = "outbox.event.{{.AggregateType}}"
-	DefaultVHost        = "/"
-	DefaultExchangeType = "topic"
-	DefaultTimeout      = 10 * time.Second
-	DefaultHeartbeat    = 10 * time.Second
-)
-
-// Config configures a RabbitMQ sink, decoded from the sink's `rabbitmq:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a RabbitMQ sink: the sink's `rabbitmq:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Addr is the broker, "host:port". Required.
-	Addr string `yaml:"addr"`
+	Addr string `yaml:"addr" example:"127.0.0.1:5672"`
 	// VHost is the virtual host. Default "/".
-	VHost string `yaml:"vhost"`
+	VHost string `yaml:"vhost" default:"/"`
 	// Username and Password (or PasswordFile, PasswordEnv) authenticate
 	// (PLAIN). Default none (the broker's default user, guest, only works
 	// from localhost).
@@ -46,23 +38,23 @@ type Config struct {
 	// value means the default, so AMQP's nameless default exchange, which
 	// routes by queue name, cannot be chosen: bind your queues to a named
 	// exchange instead).
-	Exchange string `yaml:"exchange"`
+	Exchange string `yaml:"exchange" default:"outbox"`
 	// RoutingKey is a fixed routing key or a template over the event's
 	// fields, as the Kafka sink's topic. Default
 	// "outbox.event.{{.AggregateType}}" (dot-separated words, for topic
 	// exchange bindings such as outbox.event.#).
-	RoutingKey string `yaml:"routing_key"`
+	RoutingKey string `yaml:"routing_key" default:"outbox.event.{{.AggregateType}}"`
 	// DeclareExchange declares the exchange (durable) on Connect. Default
 	// false: Connect checks that it exists (a passive declare).
 	DeclareExchange bool `yaml:"declare_exchange"`
 	// ExchangeType of a declared exchange: direct, topic, fanout or
 	// headers. Default topic.
-	ExchangeType string `yaml:"exchange_type"`
+	ExchangeType string `yaml:"exchange_type" default:"topic"`
 	// Timeout bounds the dial and each publish's wait for its confirm.
 	// Default 10s.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" default:"10s"`
 	// Heartbeat is the AMQP heartbeat interval. Default 10s.
-	Heartbeat time.Duration `yaml:"heartbeat"`
+	Heartbeat time.Duration `yaml:"heartbeat" default:"10s"`
 	// CloudEvents sends each event as a CloudEvent (AMQP protocol
 	// binding): mode binary adds its attributes as application properties
 	// (headers) named cloudEvents:<attribute>, with datacontenttype as the
@@ -83,27 +75,11 @@ func (c Config) LogValue() slog.Value {
 
 var exchangeTypes = []string{"direct", "topic", "fanout", "headers"}
 
-// Defaults sets every zero field to its default.
+// Defaults implements config.SinkConfig: every zero field gets the
+// default declared beside it.
 func (c *Config) Defaults() {
+	config.SetDefaults(c)
 	c.CloudEvents.Defaults()
-	if c.VHost == "" {
-		c.VHost = DefaultVHost
-	}
-	if c.Exchange == "" {
-		c.Exchange = DefaultExchange
-	}
-	if c.RoutingKey == "" {
-		c.RoutingKey = DefaultRoutingKey
-	}
-	if c.ExchangeType == "" {
-		c.ExchangeType = DefaultExchangeType
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
-	}
 }
 
 // Validate checks a configuration with its defaults applied.

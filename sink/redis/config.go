@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -16,24 +17,18 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
 
-// Defaults applied by Defaults to fields left at their zero value.
-const (
-	DefaultStream   = "outbox:event:{{.AggregateType}}"
-	DefaultTimeout  = 5 * time.Second
-	DefaultPoolSize = 4
-)
-
-// Config configures a Redis Streams sink, decoded from the sink's `redis:`
-// section; call Defaults, then Validate (New does both).
+// Config configures a Redis Streams sink: the sink's `redis:` section. Load
+// applies its defaults (declared beside each field) and validates it; New
+// does both for a Config written in Go.
 type Config struct {
 	// Addr is the server, "host:port". Required.
-	Addr string `yaml:"addr"`
+	Addr string `yaml:"addr" example:"127.0.0.1:6379"`
 	// DB is the database number. Default 0.
 	DB int `yaml:"db"`
 	// Stream is a fixed stream key or a template over the event's fields,
 	// as the Kafka sink's topic. Default "outbox:event:{{.AggregateType}}"
 	// (colon-separated, Redis's key convention).
-	Stream string `yaml:"stream"`
+	Stream string `yaml:"stream" default:"outbox:event:{{.AggregateType}}"`
 	// MaxLen trims each stream to about this many entries on every XADD
 	// (MAXLEN ~). Default 0: no trimming. Trim only streams whose consumers
 	// keep up: a trimmed entry is gone for a consumer that had not read it.
@@ -47,9 +42,9 @@ type Config struct {
 	// TLS configures TLS to the server. Default off.
 	TLS TLSConfig `yaml:"tls"`
 	// Timeout bounds a dial, a read and a write. Default 5s.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" default:"5s"`
 	// PoolSize is the most connections. Default 4.
-	PoolSize int `yaml:"pool_size"`
+	PoolSize int `yaml:"pool_size" default:"4"`
 	// Writer names the sink in every entry's relay_sink field, so that a
 	// restarted sink recognises its own entries when it reads its streams
 	// back (Recover). Not read from the config file: the relay sets it to
@@ -74,18 +69,11 @@ func (c Config) LogValue() slog.Value {
 		slog.String("username", c.Username), slog.String("password", "[redacted]"))
 }
 
-// Defaults sets every zero field to its default.
+// Defaults implements config.SinkConfig: every zero field gets the
+// default declared beside it.
 func (c *Config) Defaults() {
+	config.SetDefaults(c)
 	c.CloudEvents.Defaults()
-	if c.Stream == "" {
-		c.Stream = DefaultStream
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.PoolSize == 0 {
-		c.PoolSize = DefaultPoolSize
-	}
 }
 
 // Validate checks a configuration with its defaults applied.

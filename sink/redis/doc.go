@@ -24,7 +24,15 @@
 // On a restart the sink is a sink.Recoverer: Recover reads its streams back
 // from their ends to the checkpoint, so that what they already hold is not
 // appended again, and says (sink.ErrCannotRecover) when it cannot tell; see
-// Recover for exactly when it holds.
+// Recover for exactly when it holds. An entry read back is only a claim:
+// the pipeline skips the event it names only when the entry's Digest (the
+// stream key and every field, name and value, in the order the server
+// returns them) equals that of the entry the sink appends for the event.
+// A digest, not a MAC: the proof needed is that the destination holds the
+// event as the sink writes it, whoever appended it, and that needs no key
+// to keep, rotate or lose; a forger who can produce the exact entry has
+// delivered the event. Entries are read with raw XRANGE/XREVRANGE, since
+// go-redis's XMessage keeps fields in a map, without their order.
 //
 // # Delivery
 //
@@ -45,5 +53,6 @@
 // # Concurrency
 //
 // The pipeline calls Connect, Recover (on a restart), then Write serially,
-// then Close, which closes the connection pool.
+// then Close, which closes the connection pool. Digest may be called from
+// another goroutine while Write runs.
 package redis

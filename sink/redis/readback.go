@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
@@ -70,7 +71,7 @@ func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, e
 		}
 		var n int64
 		var eerr error
-		err = walk(ctx, a.client, key, false, start, last[0].ID, auditPage, func(m goredis.XMessage) bool {
+		err = walk(ctx, a.client, key, false, start, last[0].ID, auditPage, func(m entry) bool {
 			f := fieldsOf(m)
 			n++
 			eerr = each(sink.Stored{ID: f.id, GTID: f.gtid, Time: entryTime(m.ID), Log: key, Offset: n, At: key + "@" + m.ID})
@@ -91,28 +92,65 @@ func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, e
 // backwards (start the newer) with XREVRANGE, and calls each for every
 // entry until each returns false. It is the read the audit (forwards) and
 // Recover (backwards, from the end) share.
-func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, start, stop string, page int64, each func(goredis.XMessage) bool) error {
+func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, start, stop string, page int64, each func(entry) bool) error {
+	cmd := "XRANGE"
+	if backwards {
+		cmd = "XREVRANGE"
+	}
 	for {
-		var msgs []goredis.XMessage
-		var err error
-		if backwards {
-			msgs, err = cl.XRevRangeN(ctx, key, start, stop, page).Result()
-		} else {
-			msgs, err = cl.XRangeN(ctx, key, start, stop, page).Result()
-		}
+		reply, err := cl.Do(ctx, cmd, key, start, stop, "COUNT", page).Slice()
 		if err != nil {
 			return err
 		}
-		for _, m := range msgs {
-			if !each(m) {
+		var last string
+		for _, r := range reply {
+			e, err := entryOf(r)
+			if err != nil {
+				// Not an answer the read can use: falls back, never retried.
+				return fmt.Errorf("%s: %w: %w", cmd, err, sink.ErrCannotRecover)
+			}
+			if !each(e) {
 				return nil
 			}
+			last = e.ID
 		}
-		if int64(len(msgs)) < page {
+		if int64(len(reply)) < page {
 			return nil // the stream's end (or first entry)
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		start = "(" + last
 	}
+}
+
+// entry is a stream entry as the server returns it: its id and its fields,
+// name and value, in the order they were added (go-redis's XMessage keeps
+// them in a map, which loses their order and repeated names).
+type entry struct {
+	ID     string
+	Fields []string // name, value, name, value…
+}
+
+// entryOf reads one entry of an XRANGE reply: [id, [name, value, …]].
+func entryOf(r any) (entry, error) {
+	a, ok := r.([]any)
+	if !ok || len(a) != 2 {
+		return entry{}, fmt.Errorf("an entry is %T, not [id, fields]", r)
+	}
+	id, ok := a[0].(string)
+	if !ok {
+		return entry{}, fmt.Errorf("an entry id is %T, not a string", a[0])
+	}
+	e := entry{ID: id}
+	fs, ok := a[1].([]any)
+	if !ok && a[1] != nil {
+		return entry{}, fmt.Errorf("entry %s: its fields are %T, not a list", id, a[1])
+	}
+	e.Fields = make([]string, len(fs))
+	for i, f := range fs {
+		if e.Fields[i], ok = f.(string); !ok {
+			return entry{}, fmt.Errorf("entry %s: a field is %T, not a string", id, f)
+		}
+	}
+	return e, nil
 }
 
 // fields is what read-back uses of an entry.
@@ -121,12 +159,33 @@ type fields struct {
 	hasSink        bool // a relay_sink field, maybe empty
 }
 
-func fieldsOf(m goredis.XMessage) fields {
+// fieldsOf reads the read-back fields of e; of a name given twice, the
+// last value counts (as go-redis's map of them has it).
+func fieldsOf(e entry) fields {
 	var f fields
-	f.id, _ = m.Values[route.HeaderID].(string)
-	f.gtid, _ = m.Values[route.HeaderGTID].(string)
-	f.sink, f.hasSink = m.Values[FieldSink].(string)
+	for i := 0; i+1 < len(e.Fields); i += 2 {
+		switch v := e.Fields[i+1]; e.Fields[i] {
+		case route.HeaderID:
+			f.id = v
+		case route.HeaderGTID:
+			f.gtid = v
+		case FieldSink:
+			f.sink, f.hasSink = v, true
+		}
+	}
 	return f
+}
+
+// digest is the sink.Digest of an entry of stream key with fields (name,
+// value, …, in order). Nothing is left out: the sink writes an event's
+// entry the same way every time.
+func digest(key string, fields []string) sink.Digest {
+	h := readback.NewHash()
+	h.String(key)
+	for _, f := range fields {
+		h.String(f)
+	}
+	return h.Sum()
 }
 
 // entryTime is when a stream entry was added: the milliseconds of its id.

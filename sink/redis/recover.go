@@ -2,9 +2,11 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -35,6 +37,9 @@ var _ sink.Recoverer = (*Sink)(nil)
 // entry landed), which is then sent again: a duplicate, never a loss. Every
 // entry reported is in the stream.
 //
+// Each entry reported is a claim with its Digest: the pipeline skips an
+// event only when its claim's digest is the sink's Digest of it.
+//
 // It holds, and returns nil, only when every entry it reads after the
 // checkpoint carries this sink's relay_sink field (Config.Writer) and a
 // gtid field. Otherwise it returns an error wrapping sink.ErrCannotRecover
@@ -45,7 +50,7 @@ var _ sink.Recoverer = (*Sink)(nil)
 // not exist) holds nothing after it; one trimmed (max_len) past the
 // checkpoint holds only what is left. Failures to reach the server are
 // returned as they are, to be retried.
-func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid, id string)) error {
+func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink.Held)) error {
 	judge, err := readback.New(s.cfg.Writer, after)
 	if err != nil {
 		return fmt.Errorf("read redis back: %w", err)
@@ -54,11 +59,10 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	if err != nil {
 		return err
 	}
-	type entry struct{ gtid, id string }
-	var held []entry
+	var held []sink.Held
 	for _, key := range keys {
 		var jerr error
-		err := walk(ctx, s.client, key, true, "+", "-", recoverPage, func(m goredis.XMessage) bool {
+		err := walk(ctx, s.client, key, true, "+", "-", recoverPage, func(m entry) bool {
 			f := fieldsOf(m)
 			after, err := judge.Judge(readback.Message{HasSink: f.hasSink, Sink: f.sink, GTID: f.gtid})
 			if err == nil && after && len(held) >= readback.MaxHeld {
@@ -69,12 +73,13 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 				return false
 			}
 			if after {
-				held = append(held, entry{f.gtid, f.id})
+				held = append(held, sink.Held{GTID: f.gtid, ID: f.id, At: fmt.Sprintf("stream %q entry %s", key, m.ID),
+					Digest: digest(key, m.Fields)})
 			}
 			return after
 		})
 		if err != nil {
-			return fmt.Errorf("read redis back: stream %q: %w", key, explain(err))
+			return fmt.Errorf("read redis back: stream %q: %w", key, readBackError(explain(err)))
 		}
 		if jerr != nil {
 			return jerr
@@ -82,10 +87,33 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(gtid
 	}
 	s.log.Info("read the redis streams back", slog.Int("streams", len(keys)),
 		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
-	for _, e := range held {
-		seen(e.gtid, e.id)
+	for _, h := range held {
+		seen(h)
 	}
 	return nil
+}
+
+// Digest is the digest of the entry the sink appends for e, as Recover
+// computes it of an entry read back (see digest); false when e's XADD
+// cannot be built.
+func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
+	a, err := s.xadd(e)
+	if err != nil {
+		return sink.Digest{}, false
+	}
+	values := a.Values.([]any)
+	fields := make([]string, len(values))
+	for i, v := range values {
+		switch v := v.(type) {
+		case string:
+			fields[i] = v
+		case []byte:
+			fields[i] = string(v)
+		default:
+			return sink.Digest{}, false
+		}
+	}
+	return digest(a.Stream, fields), true
 }
 
 // recoverKeys lists the stream keys the sink may have appended to.
@@ -113,4 +141,18 @@ func (s *Sink) recoverKeys(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil // SCAN may return a key twice
+}
+
+// readBackError is err, an error of Recover's reads, as the pipeline should
+// take it: wrapping sink.ErrCannotRecover (the restart falls back, loudly)
+// when the server answered that the read itself is wrong (WRONGTYPE: the
+// key holds no stream; ERR: a reply the read cannot use), so that it is not
+// retried for ever; as is (retried) otherwise: network errors, LOADING,
+// READONLY, MASTERDOWN, authentication.
+func readBackError(err error) error {
+	var re goredis.Error
+	if errors.As(err, &re) && (strings.HasPrefix(re.Error(), "WRONGTYPE") || strings.HasPrefix(re.Error(), "ERR ")) {
+		return fmt.Errorf("%w: %w", err, sink.ErrCannotRecover)
+	}
+	return err
 }

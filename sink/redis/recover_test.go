@@ -56,13 +56,23 @@ func writeAll(t *testing.T, s *Sink, evs []*event.Event, batch int) {
 func recovered(t *testing.T, s *Sink, after string, evs []*event.Event) ([]string, error) {
 	t.Helper()
 	gtids := map[string]string{}
+	byID := map[string]*event.Event{}
 	for _, e := range evs {
 		gtids[e.ID] = e.Source.GTID
+		byID[e.ID] = e
 	}
 	var ids []string
-	err := s.Recover(context.Background(), event.Position{GTIDSet: after}, func(g, id string) {
+	err := s.Recover(context.Background(), event.Position{GTIDSet: after}, func(h sink.Held) {
+		g, id := h.GTID, h.ID
 		if evs != nil && gtids[id] != g {
 			t.Errorf("Recover reported %s with GTID %q; it was written with %q", id, g, gtids[id])
+		}
+		// The message read back is the sink's copy of its event: the
+		// digests agree (the proof the pipeline skips an event on).
+		if e := byID[id]; e != nil {
+			if d, ok := s.Digest(e); !ok || d != h.Digest {
+				t.Errorf("Recover reported %s at %s with a digest unlike the sink's of its event", id, h.At)
+			}
 		}
 		ids = append(ids, id)
 	})
@@ -156,7 +166,8 @@ func later(prefix string) []*event.Event {
 
 // Recover cannot tell, and says so with ErrCannotRecover, when another
 // writer appended to a stream after the checkpoint, when GTIDs are off,
-// when it would read past its bound, and when the sink has no writer name.
+// when the key no longer holds a stream, when it would read past its
+// bound, and when the sink has no writer name.
 func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -181,6 +192,17 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 			evs[0].Source.GTID = ""
 			writeAll(t, recoverSink(t, prefix, prefix+":orders", "orders-sink"), evs, 1)
 		}, "GTIDs off"},
+		{"the stream key now holds a string (the server answers WRONGTYPE: not retried for ever)", func(t *testing.T, prefix string) {
+			c := goredis.NewClient(&goredis.Options{Addr: sharedServer})
+			defer c.Close()
+			ctx := context.Background()
+			if err := c.Del(ctx, prefix+":orders").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(ctx, prefix+":orders", "not a stream", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, "WRONGTYPE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// Config of the stdout sink.
+// Config is the stdout sink's `stdout:` section (it may be left out).
 type Config struct {
 	// Pretty indents each event over several lines. Default false (one line each).
 	Pretty bool `yaml:"pretty"`

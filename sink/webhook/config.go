@@ -12,20 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/retry"
-)
-
-// Defaults applied by WithDefaults to fields left at their zero value.
-const (
-	DefaultTimeout        = 10 * time.Second
-	DefaultMaxConcurrency = 16
-	DefaultMaxAttempts    = 30
-	DefaultMaxAge         = 24 * time.Hour
-	DefaultInitialBackoff = time.Second
-	DefaultMaxBackoff     = 10 * time.Minute
 )
 
 // Body modes.
@@ -44,15 +35,16 @@ const minSecretBytes = 24
 // EndpointConfig configures one webhook endpoint. Each endpoint is its own
 // sink with its own pipeline and checkpoint.
 //
-// Zero values mean "use the default"; the defaults are applied in one place,
-// WithDefaults, which NewEndpoint and Validate both call.
+// Zero values mean "use the default": each is declared beside its field
+// (config.SetDefaults) and applied by WithDefaults, which NewEndpoint and
+// Validate both call.
 type EndpointConfig struct {
 	// Name identifies the endpoint in logs, metrics and dead letters.
 	// Required.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" example:"billing"`
 	// URL receives the POST requests; http or https. Required. Redirects are
 	// not followed, so it must be the final address.
-	URL string `yaml:"url"`
+	URL string `yaml:"url" example:"https://billing.example.com/hooks/outbox"`
 	// Secrets sign every request (Standard Webhooks v1): each is "whsec_"
 	// followed by the base64 of at least 24 random bytes. Several secrets
 	// mean key rotation: every request carries one signature per secret.
@@ -60,16 +52,16 @@ type EndpointConfig struct {
 	// The values must reach the config from the environment or a file; they
 	// are never logged, nor quoted by a configuration error (the tag
 	// secret:"true" tells package config so).
-	Secrets []string `yaml:"secrets" secret:"true"`
+	Secrets []string `yaml:"secrets" secret:"true" example:"['${BILLING_WEBHOOK_SECRET}']"`
 	// Filter selects the events delivered to this endpoint; the others are
 	// acknowledged without a request. Default: every event.
 	Filter Filter `yaml:"filter"`
 	// Timeout bounds one attempt: connect, send, and read the response.
 	// Default 10s.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" default:"10s"`
 	// MaxConcurrency caps the requests in flight to this endpoint (and the
 	// TCP connections to it). Default 16.
-	MaxConcurrency int `yaml:"max_concurrency"`
+	MaxConcurrency int `yaml:"max_concurrency" default:"16"`
 	// RateLimit caps the attempts per second (retries included). Default 0:
 	// unlimited.
 	RateLimit float64 `yaml:"rate_limit"`
@@ -83,7 +75,7 @@ type EndpointConfig struct {
 	// where data is the payload's JSON as stored, or a JSON string when the
 	// payload is not valid JSON, and timestamp is the commit time in RFC
 	// 3339). Default "raw".
-	Body string `yaml:"body"`
+	Body string `yaml:"body" default:"raw"`
 	// CloudEvents sends each event as a CloudEvent (HTTP protocol
 	// binding): mode binary sends its attributes as ce-* headers
 	// (percent-encoded) and the payload as the body with datacontenttype as
@@ -133,15 +125,15 @@ type EndpointConfig struct {
 type Filter struct {
 	// EventTypes are patterns on the event type, e.g. "order.*".
 	// Default: all.
-	EventTypes []string `yaml:"event_types"`
+	EventTypes []string `yaml:"event_types" example:"['order.*']"`
 	// AggregateTypes are patterns on the aggregate type, e.g. "order".
 	// Default: all.
-	AggregateTypes []string `yaml:"aggregate_types"`
+	AggregateTypes []string `yaml:"aggregate_types" example:"[order]"`
 	// Headers are exact values the event's headers (the outbox columns
 	// configured as headers) must have, e.g. {tenant: acme}: an event
 	// lacking the header (its column NULL) or with another value is not
 	// delivered. Keys and values are case-sensitive. Default: none.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" example:"{tenant: acme}"`
 }
 
 // RetryConfig bounds the retries of one event. An event is retried on
@@ -154,34 +146,21 @@ type RetryConfig struct {
 	// MaxAttempts is the most attempts of one event, the first included.
 	// Default 30 (1.7 to 3.5 hours of retrying, 2.6 on average, with the
 	// default backoff).
-	MaxAttempts int `yaml:"max_attempts"`
+	MaxAttempts int `yaml:"max_attempts" default:"30"`
 	// MaxAge is the longest time from an event's first attempt to its last.
 	// Default 24h.
-	MaxAge time.Duration `yaml:"max_age"`
+	MaxAge time.Duration `yaml:"max_age" default:"24h"`
 	// InitialBackoff caps the first wait. Default 1s.
-	InitialBackoff time.Duration `yaml:"initial_backoff"`
+	InitialBackoff time.Duration `yaml:"initial_backoff" default:"1s"`
 	// MaxBackoff caps every wait, Retry-After included. Default 10m.
-	MaxBackoff time.Duration `yaml:"max_backoff"`
+	MaxBackoff time.Duration `yaml:"max_backoff" default:"10m"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c EndpointConfig) WithDefaults() EndpointConfig {
-	setDefault(&c.Timeout, DefaultTimeout)
-	setDefault(&c.MaxConcurrency, DefaultMaxConcurrency)
-	setDefault(&c.Body, BodyRaw)
+	config.SetDefaults(&c)
 	c.CloudEvents.Defaults()
-	setDefault(&c.Retry.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&c.Retry.MaxAge, DefaultMaxAge)
-	setDefault(&c.Retry.InitialBackoff, DefaultInitialBackoff)
-	setDefault(&c.Retry.MaxBackoff, DefaultMaxBackoff)
 	return c
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }
 
 // reservedHeaders are set by the sink on every request.
@@ -254,10 +233,10 @@ func (c EndpointConfig) Validate() error {
 		}
 	}
 	if c.Timeout < 0 {
-		bad("timeout %s is negative; leave it out for the default %s", c.Timeout, DefaultTimeout)
+		bad("timeout %s is negative; leave it out for the default %s", c.Timeout, config.DefaultOf(c, "timeout"))
 	}
 	if c.MaxConcurrency < 0 {
-		bad("max_concurrency %d is negative; leave it out for the default %d", c.MaxConcurrency, DefaultMaxConcurrency)
+		bad("max_concurrency %d is negative; leave it out for the default %s", c.MaxConcurrency, config.DefaultOf(c, "max_concurrency"))
 	}
 	if c.RateLimit < 0 {
 		bad("rate_limit %g is negative; use 0 for unlimited", c.RateLimit)
@@ -282,16 +261,16 @@ func (c EndpointConfig) Validate() error {
 	}
 	r := c.Retry
 	if r.MaxAttempts < 0 {
-		bad("retry.max_attempts %d is negative; it counts every attempt, the first included (default %d)", r.MaxAttempts, DefaultMaxAttempts)
+		bad("retry.max_attempts %d is negative; it counts every attempt, the first included (default %s)", r.MaxAttempts, config.DefaultOf(c, "retry.max_attempts"))
 	}
 	if r.MaxAge < 0 {
-		bad("retry.max_age %s is negative; leave it out for the default %s", r.MaxAge, DefaultMaxAge)
+		bad("retry.max_age %s is negative; leave it out for the default %s", r.MaxAge, config.DefaultOf(c, "retry.max_age"))
 	}
 	if r.InitialBackoff < 0 {
-		bad("retry.initial_backoff %s is negative; leave it out for the default %s", r.InitialBackoff, DefaultInitialBackoff)
+		bad("retry.initial_backoff %s is negative; leave it out for the default %s", r.InitialBackoff, config.DefaultOf(c, "retry.initial_backoff"))
 	}
 	if r.MaxBackoff < 0 {
-		bad("retry.max_backoff %s is negative; leave it out for the default %s", r.MaxBackoff, DefaultMaxBackoff)
+		bad("retry.max_backoff %s is negative; leave it out for the default %s", r.MaxBackoff, config.DefaultOf(c, "retry.max_backoff"))
 	} else if r.MaxBackoff < r.InitialBackoff {
 		bad("retry.max_backoff %s is less than retry.initial_backoff %s; raise max_backoff", r.MaxBackoff, r.InitialBackoff)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 )
@@ -18,7 +19,22 @@ import (
 // relay nor package gateway: the rows, their secrets, the 410 an endpoint
 // answers and the filters are the webhook's; the gateway only routes,
 // queues and checkpoints whatever endpoints it is given.
-var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable}
+var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable, Filter: endpointFilter}
+
+// endpointFilter is the filter of the endpoint of the configuration named
+// name: what it selects (nil: every event, or no such endpoint).
+func endpointFilter(sc config.SinkConfig, name string) func(*event.Event) bool {
+	wc, _ := sc.(*SinkConfig)
+	if wc == nil {
+		return nil
+	}
+	for _, e := range wc.Endpoints {
+		if e.Name == name {
+			return e.Filter.Match
+		}
+	}
+	return nil
+}
 
 // section is p's section, a webhook one.
 func section(p gateway.FanOutParams) (*SinkConfig, error) {

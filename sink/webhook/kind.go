@@ -55,7 +55,7 @@ func Section(s config.Sink) *SinkConfig {
 
 // Defaults implements config.SinkConfig: the gateway's defaults (each
 // endpoint's are applied when it is built).
-func (c *SinkConfig) Defaults() { c.Gateway.Defaults() }
+func (c *SinkConfig) Defaults() { config.SetDefaults(&c.Gateway) }
 
 // Validate implements config.SinkConfig.
 func (c *SinkConfig) Validate() error {

@@ -95,18 +95,18 @@ func (r SecretRow) check() error {
 // WithDefaults, which Validate calls.
 type TableConfig struct {
 	// Table is the endpoints table as "schema.table". Required.
-	Table string `yaml:"table"`
+	Table string `yaml:"table" example:"shop.outbox_endpoints"`
 	// TenantHeader is the event header (an outbox column configured as a
 	// header) that holds the tenant: a row's tenant column keeps only the
 	// events whose TenantHeader equals it. Required when a row sets
 	// tenant. Default none.
-	TenantHeader string `yaml:"tenant_header"`
+	TenantHeader string `yaml:"tenant_header" example:"tenant"`
 	// SecretsKey decrypts the rows' encrypted secrets ("enc:v2:...", and the
 	// older "enc:v1:..."): the
 	// base64 of 32 random bytes (AES-256). Required when a row has an
 	// encrypted secret. It must reach the config from the environment or a
 	// file, and is never logged. Default none.
-	SecretsKey string `yaml:"secrets_key" secret:"true"`
+	SecretsKey string `yaml:"secrets_key" secret:"true" example:"${OUTBOX_RELAY_SECRETS_KEY}"`
 	// Defaults apply to every row's endpoint: timeout, max_concurrency,
 	// rate_limit (for rows whose rate_limit is NULL), headers, body, retry,
 	// egress. Name, url, secrets and filter come from each row and must not

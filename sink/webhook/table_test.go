@@ -67,7 +67,7 @@ func TestFromRow(t *testing.T) {
 			if ep.ID != "acme-orders" || !ep.Enabled || c.Name != "acme-orders" || c.URL != "https://hooks.acme.example/in" || !c.FromData {
 				t.Errorf("endpoint %+v", ep)
 			}
-			if c.Timeout != 3e9 || c.RateLimit != 7 || c.MaxConcurrency != DefaultMaxConcurrency || c.Headers["Authorization"] != "Bearer x" {
+			if c.Timeout != 3e9 || c.RateLimit != 7 || c.MaxConcurrency != 16 || c.Headers["Authorization"] != "Bearer x" {
 				t.Errorf("defaults not applied: %+v", c)
 			}
 			if len(c.Secrets) != 0 || len(c.Filter.EventTypes) != 0 || len(c.Filter.AggregateTypes) != 0 || len(c.Filter.Headers) != 0 {

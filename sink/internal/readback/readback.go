@@ -1,11 +1,18 @@
 // Package readback judges the messages a sink reads back from its
 // destination on a restart (sink.Recoverer), newest first: whether each is
 // this sink's, after the checkpoint, or the point where the read can stop.
-// The Kafka and Redis sinks share it. A Judge is safe for concurrent use.
+// The Kafka and Redis sinks share it, and Hash, with which both compute a
+// message's sink.Digest: what the pipeline compares before it skips an
+// event, so that a message proves it is the sink's copy of an event by its
+// bytes, not by the headers it carries. A Judge is safe for concurrent use.
 package readback
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"hash"
+	"io"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
@@ -15,7 +22,9 @@ import (
 // MaxHeld is the most messages after the checkpoint a sink's read-back
 // collects, over all its logs (Kafka partitions, Redis streams), before it
 // gives up: ten times the default delivery.max_in_flight, which bounds the
-// read's memory (about 150 bytes a message) and time. A variable for tests.
+// read's memory (about 250 bytes a message: its gtid, id, where it is and
+// its digest, held by the pipeline until the stream passes its
+// transaction) and time. A variable for tests.
 var MaxHeld = 100_000
 
 // Message is what a judge needs of a message read back.
@@ -87,4 +96,35 @@ var errForeign = fmt.Errorf("does not name the sink that wrote it: another produ
 // messages after the checkpoint.
 func TooMany() error {
 	return fmt.Errorf("is past the %d messages after the checkpoint a read-back collects: %w", MaxHeld, sink.ErrCannotRecover)
+}
+
+// Hash builds a sink.Digest: each part is written with its length first,
+// so that no two different sequences of parts hash alike. The zero value is
+// not usable: call NewHash.
+type Hash struct{ h hash.Hash }
+
+// NewHash returns an empty Hash.
+func NewHash() Hash { return Hash{sha256.New()} }
+
+// Bytes adds one part.
+func (h Hash) Bytes(b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.h.Write(n[:])
+	h.h.Write(b)
+}
+
+// String adds one part.
+func (h Hash) String(s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.h.Write(n[:])
+	io.WriteString(h.h, s)
+}
+
+// Sum is the digest of the parts added.
+func (h Hash) Sum() sink.Digest {
+	var d sink.Digest
+	h.h.Sum(d[:0])
+	return d
 }

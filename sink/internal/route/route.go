@@ -1,7 +1,8 @@
 // Package route renders the name a message goes to (a subject, a stream key,
 // a routing key) from an event, and lists the metadata headers every
 // message carries, for every sink that routes (Kafka, NATS, Redis, RabbitMQ).
-// A Template is not safe for concurrent use: sinks render serially.
+// A Template is safe for concurrent use: a sink renders while it writes,
+// and its read-back renders again to check what it reads.
 package route
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -22,7 +24,7 @@ type Template struct {
 	fixed *string
 	field func(*event.Event) string
 	tmpl  *template.Template
-	buf   bytes.Buffer // Write is not concurrent, so one buffer will do
+	bufs  sync.Pool // of *bytes.Buffer, for tmpl's output
 }
 
 var singleFields = map[string]func(*event.Event) string{
@@ -142,11 +144,16 @@ func (t *Template) Render(e *event.Event) (string, error) {
 	case t.field != nil:
 		return t.field(e), nil
 	}
-	t.buf.Reset()
-	if err := t.tmpl.Execute(&t.buf, templateData{e}); err != nil {
+	b, _ := t.bufs.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
+	}
+	defer t.bufs.Put(b)
+	b.Reset()
+	if err := t.tmpl.Execute(b, templateData{e}); err != nil {
 		return "", err
 	}
-	return t.buf.String(), nil
+	return b.String(), nil
 }
 
 // templateData is what a template sees: the event's fields, and Header.

@@ -1,0 +1,164 @@
+package relay_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/position"
+)
+
+// mariaRelayConfig is a relay reading s's shop.outbox into one stdout sink,
+// with its checkpoint at cpPath.
+func mariaRelayConfig(t *testing.T, s *testserver.Server, cpPath string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s, max_reconnect_backoff: 300ms}
+tables: [{name: shop.outbox}]
+checkpoint: {path: %s, interval: 50ms, start: earliest}
+delivery: {linger: 1ms}
+sinks: [{name: out, type: stdout}]
+`, s.Port, testserver.ServerID(), cpPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func insertEvent(t *testing.T, s *testserver.Server, id, note string) string {
+	t.Helper()
+	db := s.DB(t, "shop")
+	if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'order', 'o1', 'created', JSON_OBJECT('note', ?))", id, note); err != nil {
+		t.Fatal(err)
+	}
+	return gtidPos(t, s)
+}
+
+func gtidPos(t *testing.T, s *testserver.Server) string {
+	t.Helper()
+	var pos string
+	if err := s.DB(t, "").QueryRow("SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+// Two unrelated MariaDB servers, both with the default server_id 1, both
+// reach GTID 0-1-N with different rows (the quickstart run first against
+// another server on its port, then against its own). A checkpoint read
+// from the first is refused on the second, with the recovery choices, and
+// nothing of the second is delivered: resuming by GTID alone would skip its
+// row b-1.
+func TestACheckpointFromAnUnrelatedMariaDBWithTheSameGTIDIsRefused(t *testing.T) {
+	a := testserver.Start(t, testserver.Options{ServerID: 1})
+	b := testserver.Start(t, testserver.Options{ServerID: 1})
+	for _, s := range []*testserver.Server{a, b} {
+		s.Exec(t, "CREATE DATABASE shop", "USE shop; "+outboxtest.Schema)
+	}
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mariaRelayConfig(t, a, cp), out)
+	ga := insertEvent(t, a, "a-1", strings.Repeat("a much longer row on the first server ", 8))
+	waitIDs(t, out, "a-1")
+	saved := waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == ga })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if saved.Position.ServerID != 1 || saved.Position.File == "" || saved.Position.Pos <= 4 {
+		t.Fatalf("the checkpoint does not record whose binlog coordinates it holds: %+v", saved.Position)
+	}
+
+	if gb := insertEvent(t, b, "b-1", "short"); gb != ga {
+		t.Fatalf("the second server is at %s, not at the first's %s: the test needs both at the same GTID", gb, ga)
+	}
+	insertEvent(t, b, "b-2", "short")
+
+	before := len(out.events(t))
+	r = startMySQLRelay(t, mariaRelayConfig(t, b, cp), out)
+	err := r.failed()
+	if !errors.Is(err, position.ErrNotInHistory) {
+		t.Fatalf("relay stopped with %v, want position.ErrNotInHistory", err)
+	}
+	for _, want := range []string{"sink out", "another history", fmt.Sprintf("at %s:%d", saved.Position.File, saved.Position.Pos),
+		"point the relay at the server it was read from", "remove the sink's checkpoint to start afresh from checkpoint.start"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if got := out.events(t)[before:]; len(got) != 0 {
+		t.Errorf("delivered %v from a server with another history", ids(got))
+	}
+	if c := loadCheckpoint(t, cp); c.Position != saved.Position {
+		t.Errorf("checkpoint changed to %+v", c.Position)
+	}
+}
+
+// The check of a checkpoint's binlog coordinates applies only on the server
+// whose binlog they are: a checkpoint read from the primary resumes on its
+// replica (whose binlog files have the same names, at other offsets) and
+// back on the primary, each event delivered once.
+func TestACheckpointMovesBetweenAPrimaryAndItsReplica(t *testing.T) {
+	primary := testserver.Start(t, testserver.Options{ServerID: 41})
+	// Without checksums every event of the replica's binlog is 4 bytes
+	// shorter: same file names, other offsets.
+	replica := testserver.Start(t, testserver.Options{ServerID: 42, ExtraArgs: []string{"--log-slave-updates", "--read-only", "--binlog-checksum=NONE"}})
+	replicate(t, primary, replica)
+	primary.Exec(t, "CREATE DATABASE shop", "USE shop; "+outboxtest.Schema)
+	caughtUp := func(want string) {
+		t.Helper()
+		eventually.Within(t, 20*time.Second, "the replica to apply "+want, func() bool {
+			var got string
+			replica.DB(t, "").QueryRow("SELECT @@GLOBAL.gtid_slave_pos").Scan(&got)
+			return got == want
+		})
+	}
+	caughtUp(gtidPos(t, primary))
+
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	run := func(s *testserver.Server, id string) checkpoint.Checkpoint {
+		t.Helper()
+		r := startMySQLRelay(t, mariaRelayConfig(t, s, cp), out)
+		g := insertEvent(t, primary, id, "x")
+		caughtUp(g)
+		waitIDs(t, out, id)
+		c := waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool {
+			return c.Position.ServerID == uint32(sID(t, s)) && strings.Contains(c.Position.GTIDSet, g)
+		})
+		if err := r.stop(); err != nil {
+			t.Fatalf("relay on server_id %d: %v", sID(t, s), err)
+		}
+		return c
+	}
+	run(primary, "e1")
+	onPrimary := run(primary, "e2") // the primary's own coordinates, checked and agreeing
+	// On the replica, the primary's coordinates are not where that GTID
+	// ends: only the server_id tells that they are not the replica's own.
+	var there *string
+	if err := replica.DB(t, "").QueryRow("SELECT BINLOG_GTID_POS(?, ?)", onPrimary.Position.File, onPrimary.Position.Pos).Scan(&there); err != nil {
+		t.Fatal(err)
+	}
+	if there != nil && *there == onPrimary.Position.GTIDSet {
+		t.Fatalf("the replica's binlog has %s at %s:%d too: the test needs other offsets", *there, onPrimary.Position.File, onPrimary.Position.Pos)
+	}
+	run(replica, "e3")
+	run(primary, "e4")
+	exactlyOnce(t, out.events(t), "e1", "e2", "e3", "e4")
+}
+
+func sID(t *testing.T, s *testserver.Server) int {
+	t.Helper()
+	var id int
+	if err := s.DB(t, "").QueryRow("SELECT @@server_id").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
