@@ -118,16 +118,22 @@ type recorder struct {
 	got   []string
 	hold  chan struct{} // nil: never waits
 	delay time.Duration // each write takes this long (a slow endpoint)
+	// took, if set, is called after each write's delay: a test's clock
+	// is moved on by what the write takes in the hub's eyes.
+	took func()
 }
 
 func (r *recorder) Connect(context.Context) error { return nil }
 func (r *recorder) Close(context.Context) error   { return nil }
 func (r *recorder) Write(ctx context.Context, batch []*event.Event) error {
 	r.mu.Lock()
-	hold, delay := r.hold, r.delay
+	hold, delay, took := r.hold, r.delay, r.took
 	r.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
+	}
+	if took != nil {
+		took()
 	}
 	if hold != nil {
 		select {
@@ -261,8 +267,14 @@ func commitMany(b *binlog, n int) {
 	}
 }
 
+// Endpoints that keep up are never detached: one stream serves them all.
+// Keeping up is judged on the hub's clock, here one of the test's that does
+// not move (the endpoints' writes take no time): on a loaded machine a
+// pipeline that is not scheduled for DetachAfter of wall time would
+// otherwise be detached, as the hub is meant to do with a slow endpoint.
 func TestEveryEndpointGetsItsEventsOnceFromOneStream(t *testing.T) {
 	f := newFixture(t, 20)
+	f.cfg.Hub.clock = newFakeClock()
 	ctx, cancel := context.WithCancel(t.Context())
 	_, done := f.run(ctx)
 	commitMany(f.b, 300)
@@ -314,11 +326,22 @@ func TestSlowEndpointDetachesCatchesUpAndRejoins(t *testing.T) {
 // stream waits for its full queue in all, it is not detached while it takes
 // transactions (a catch-up stream would only decode the binlog a second
 // time). Once it takes none for DetachAfter, it is.
+//
+// The hub measures its waits on a clock of the test's, moved on by 20 ms
+// per write: the stream waits 20 ms per transaction, far more than
+// DetachAfter in all, whereas between two transactions it takes at most
+// the writes in flight (MaxInFlight 8) pass, 160 ms. So the endpoint takes
+// transactions by the hub's clock however slowly the machine runs it, and
+// is detached only once it is stuck and the test moves the clock on.
 func TestAnEndpointAloneIsWaitedForWhileItTakesTransactions(t *testing.T) {
 	f := newFixture(t, 1)
+	clk := newFakeClock()
+	f.cfg.Hub.clock = clk
 	f.cfg.Hub.DetachAfter = 200 * time.Millisecond
 	r := f.recs["hooks/ep0"]
-	r.delay = 20 * time.Millisecond // each write: the stream waits far more than 200 ms in all
+	// Each write: the stream waits for the full queue (the real delay)
+	// 20 ms in the hub's eyes.
+	r.delay, r.took = 5*time.Millisecond, func() { clk.Advance(20 * time.Millisecond) }
 	ctx, cancel := context.WithCancel(t.Context())
 	g, done := f.run(ctx)
 	commitMany(f.b, 600)
@@ -329,19 +352,77 @@ func TestAnEndpointAloneIsWaitedForWhileItTakesTransactions(t *testing.T) {
 	if len(f.b.opens) != 1 {
 		t.Errorf("streams opened per slot: %v, want only the shared one", f.b.opens)
 	}
+	if waited := clk.Since(time.Time{}); waited <= f.cfg.Hub.DetachAfter {
+		t.Fatalf("the endpoint's writes took %s in all, not more than DetachAfter: the case tests nothing", waited)
+	}
 
-	// Stuck: it takes nothing, and is detached.
+	// Stuck: it takes nothing, and is detached once DetachAfter passes.
 	r.mu.Lock()
-	r.delay, r.hold = 0, make(chan struct{})
+	r.delay, r.took, r.hold = 0, nil, make(chan struct{})
 	hold := r.hold
 	r.mu.Unlock()
 	commitMany(f.b, 200)
-	waitFor(t, "the stuck endpoint to be detached", func() bool { return g.Tap("hooks/ep0").State() != Attached })
+	waitFor(t, "the stuck endpoint to be detached", func() bool {
+		clk.Advance(50 * time.Millisecond)
+		return g.Tap("hooks/ep0").State() != Attached
+	})
 	close(hold)
 	f.waitAll()
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fakeClock is a hub's clock that moves only when Advance is called.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]struct{}
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{timers: map[*fakeTimer]struct{}{}} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Since returns how far the clock has moved past t.
+func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *fakeClock) After(d time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ft := &fakeTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	if d <= 0 {
+		ft.ch <- c.now
+		return ft.ch, func() {}
+	}
+	c.timers[ft] = struct{}{}
+	return ft.ch, func() {
+		c.mu.Lock()
+		delete(c.timers, ft)
+		c.mu.Unlock()
+	}
+}
+
+// Advance moves the clock on by d and fires the timers it passes.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for ft := range c.timers {
+		if !ft.at.After(c.now) {
+			ft.ch <- c.now
+			delete(c.timers, ft)
+		}
 	}
 }
 

@@ -61,6 +61,28 @@ type HubConfig struct {
 	// Observer, if set, is told about detaches and re-joins.
 	Observer Observer
 	Logger   *slog.Logger
+
+	// clock measures the shared stream's waits for full queues. Nil: the
+	// real one; a test gives its own, so that what the hub decides does
+	// not depend on how fast a loaded machine runs the endpoints.
+	clock clock
+}
+
+// clock is the time the hub decides detaches by.
+type clock interface {
+	Now() time.Time
+	// After returns a channel that receives once d has passed, and a
+	// function that stops it.
+	After(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) After(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
 }
 
 // Observer receives what the hub does, for metrics. Methods must not block.
@@ -109,6 +131,9 @@ func NewHub(cfg HubConfig) *Hub {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.clock == nil {
+		cfg.clock = realClock{}
 	}
 	h := &Hub{
 		cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: cfg.Observer,
@@ -235,7 +260,8 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	if h.cfg.Failing != nil && h.cfg.Failing(t.name) {
 		return false
 	}
-	now := time.Now()
+	clk := h.cfg.clock
+	now := clk.Now()
 	if now.Sub(t.waitFrom) > detachWindow {
 		t.waitFrom, t.waited = now, 0
 	}
@@ -246,14 +272,14 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	case left <= 0:
 		return false
 	}
-	timer := time.NewTimer(left)
-	defer timer.Stop()
+	timeout, stop := clk.After(left)
+	defer stop()
 	select {
 	case t.ch <- txn:
-		t.waited += time.Since(now)
+		t.waited += clk.Now().Sub(now)
 		return true
-	case <-timer.C:
-		t.waited += time.Since(now)
+	case <-timeout:
+		t.waited += clk.Now().Sub(now)
 		return false
 	}
 }

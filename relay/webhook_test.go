@@ -17,18 +17,22 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
-// Isolation: 20 endpoints on one webhook sink; one answers 503 for 10 s, one
-// hangs past its timeout for a while, one answers 429 with Retry-After, one
-// answers 410 Gone; the other 16 are healthy. The healthy ones get
-// everything in per-aggregate order without waiting for the bad ones; the
-// recovering ones catch up; the 410 endpoint's events are dead letters;
-// nothing is lost anywhere.
+// Isolation: 20 endpoints on one webhook sink; one answers 503 and one
+// hangs past its timeout until the healthy ones have every event, one
+// answers 429 with Retry-After, one answers 410 Gone; the other 16 are
+// healthy. The healthy ones get everything in per-aggregate order while the
+// bad ones still fail (had they waited for them, they would get nothing
+// before the bad ones recover, and the test would time out); the recovering
+// ones then catch up; the 410 endpoint's events are dead letters; nothing
+// is lost anywhere. Isolation is decided by what happened in which order,
+// not by how soon: on a loaded machine every delivery is slow.
 func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
 	dbname := srv.NewDatabase(t)
 	db := srv.DB(t, dbname)
@@ -38,20 +42,31 @@ func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	receivers := map[string]*receiver.Receiver{}
 	var eps []string
+	// recovered is closed once the healthy endpoints hold every event: the
+	// down and the hanging endpoint answer as healthy ones from then on.
+	recovered := make(chan struct{})
+	isRecovered := func() bool {
+		select {
+		case <-recovered:
+			return true
+		default:
+			return false
+		}
+	}
 	for i := range 20 {
 		name := fmt.Sprintf("ep%02d", i)
 		var behave func(*http.Request, []byte, time.Duration) receiver.Reply
 		switch i {
-		case 0: // down for 10 s, then recovers
-			behave = func(_ *http.Request, _ []byte, since time.Duration) receiver.Reply {
-				if since < 10*time.Second {
+		case 0: // down until the healthy ones have everything
+			behave = func(*http.Request, []byte, time.Duration) receiver.Reply {
+				if !isRecovered() {
 					return receiver.Reply{Status: 503}
 				}
 				return receiver.Reply{Status: 200}
 			}
-		case 1: // hangs past the 500ms timeout for the first 4 s
-			behave = func(_ *http.Request, _ []byte, since time.Duration) receiver.Reply {
-				if since < 4*time.Second {
+		case 1: // hangs past the 500ms timeout until then
+			behave = func(*http.Request, []byte, time.Duration) receiver.Reply {
+				if !isRecovered() {
 					return receiver.Reply{Status: 200, Hang: 3 * time.Second}
 				}
 				return receiver.Reply{Status: 200}
@@ -73,8 +88,15 @@ func TestWebhookFanOutIsolatesBadEndpoints(t *testing.T) {
 		}
 		rc := receiver.Start(t, behave)
 		receivers[name] = rc
-		eps = append(eps, fmt.Sprintf(`{name: %s, url: "%s/hook", secrets: ["%s"], body: envelope, timeout: 500ms,
-      retry: {initial_backoff: 100ms, max_backoff: 1s, max_attempts: 1000}}`, name, rc.URL, secret))
+		// Only the hanging endpoint's timeout is short: one that answers
+		// at once times out only when the machine is too loaded to read
+		// the answer in time, and every such timeout sends its events again.
+		timeout := "10s"
+		if i == 1 {
+			timeout = "500ms"
+		}
+		eps = append(eps, fmt.Sprintf(`{name: %s, url: "%s/hook", secrets: ["%s"], body: envelope, timeout: %s,
+      retry: {initial_backoff: 100ms, max_backoff: 1s, max_attempts: 1000}}`, name, rc.URL, secret, timeout))
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
@@ -105,19 +127,34 @@ sinks:
 	outboxtest.Produce(ctx, t, db, w, 2, 60, []int{1, 2, 4, 3}, 25)
 	total := w.Events()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		ok := true
-		for name, rc := range receivers {
-			if name != "ep03" && rc.Unique() < total {
-				ok = false
+	counts := func() string {
+		var b strings.Builder
+		for i := range 20 {
+			name := fmt.Sprintf("ep%02d", i)
+			fmt.Fprintf(&b, " %s:%d", name, receivers[name].Unique())
+		}
+		return fmt.Sprintf("of %d events:%s", total, b.String())
+	}
+	healthyHaveAll := func() bool {
+		for i := 4; i < 20; i++ {
+			if receivers[fmt.Sprintf("ep%02d", i)].Unique() < total {
+				return false
 			}
 		}
-		if ok {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true
 	}
+	eventually.Within(t, 3*time.Minute, "the healthy endpoints to receive every event while ep00 answers 503 and ep01 hangs", healthyHaveAll,
+		func() { t.Logf("received %s", counts()) })
+	recoveredAt := time.Now() // before any answer that follows it
+	close(recovered)
+	eventually.Within(t, 3*time.Minute, "the recovered endpoints to catch up", func() bool {
+		for _, name := range []string{"ep00", "ep01", "ep02"} {
+			if receivers[name].Unique() < total {
+				return false
+			}
+		}
+		return true
+	}, func() { t.Logf("received %s", counts()) })
 	cancel()
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
@@ -151,18 +188,20 @@ sinks:
 		t.Run(name, func(t *testing.T) { outboxtest.Check(t, w, d, false) })
 	}
 	sort.Slice(healthyLatency, func(i, j int) bool { return healthyLatency[i] < healthyLatency[j] })
-	p99 := healthyLatency[len(healthyLatency)*99/100]
-	t.Logf("healthy endpoints: %d deliveries, p50 %v, p99 %v from commit to receipt", len(healthyLatency), healthyLatency[len(healthyLatency)/2], p99)
-	// Isolation, not speed (that is the benchmark's): the events are
-	// committed while ep00 is down (its first 10 s); had the healthy
-	// endpoints waited for the bad ones, most of their deliveries would
-	// have waited out that outage. The median is robust to a loaded
-	// machine's tail; p99 is logged above.
-	if p50 := healthyLatency[len(healthyLatency)/2]; p50 >= 5*time.Second {
-		t.Errorf("healthy endpoints' median delivery latency %v is half of ep00's 10s outage or more: the bad endpoints held them back", p50)
+	t.Logf("healthy endpoints: %d deliveries, p50 %v, p99 %v from commit to receipt", len(healthyLatency),
+		healthyLatency[len(healthyLatency)/2], healthyLatency[len(healthyLatency)*99/100])
+	// Isolation, not speed (that is the benchmark's): every event reached
+	// the healthy endpoints before the down one accepted anything. Had they
+	// waited for it, the first wait above would have timed out.
+	first := receivers["ep00"].Accepted("")
+	if len(first) == 0 || first[0].At.Before(recoveredAt) {
+		t.Errorf("the 503 endpoint accepted an event before it recovered, or none (%d)", len(first))
 	}
-	if first := receivers["ep00"].Accepted(""); len(first) > 0 && first[0].At.Sub(receivers["ep00"].Started) < 10*time.Second {
-		t.Errorf("the 503 endpoint accepted an event before it recovered")
+	for i := 4; i < 20; i++ {
+		got := receivers[fmt.Sprintf("ep%02d", i)].Accepted("")
+		if n := receiver.Unique(acceptedBefore(got, recoveredAt)); n < total {
+			t.Errorf("ep%02d received %d of %d events before the bad endpoints recovered: they held it back", i, n, total)
+		}
 	}
 
 	// The 410 endpoint is disabled; the events it held when it answered
@@ -187,6 +226,17 @@ sinks:
 	if len(recs) == 0 {
 		t.Errorf("the dead-letter store holds none of the 410 endpoint's events; want the one it answered 410 to")
 	}
+}
+
+// acceptedBefore returns the requests of reqs accepted before at.
+func acceptedBefore(reqs []receiver.Request, at time.Time) []receiver.Request {
+	var out []receiver.Request
+	for _, r := range reqs {
+		if r.At.Before(at) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // A sink that fails for good (here: a permanent failure with no dead-letter

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -186,8 +188,21 @@ log: {level: info}
 		tookLock.Round(10*time.Millisecond), firstDelivery.Round(10*time.Millisecond))
 
 	// Freeze the new active relay too, for less than its lease, so that any
-	// checkpoint write from now on can only come from the old one.
+	// checkpoint write from now on can only come from the old one, or be
+	// one the new relay sent before it stopped: a save it had on the wire
+	// when the signal came commits without it. The server's general log
+	// tells them apart: a statement logged from now on from one of the
+	// frozen relay's connections was sent before it stopped.
+	if _, err := cp.Exec("SET GLOBAL log_output = 'TABLE', GLOBAL general_log = 1"); err != nil {
+		t.Fatal(err)
+	}
 	if err := standby.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Within(t, 10*time.Second, "every thread of the new active relay to stop", func() bool { return stopped(t, standby.cmd.Process.Pid) }, dump)
+	standbyPorts := clientPorts(t, standby.cmd.Process.Pid)
+	var logFrom string
+	if err := cp.QueryRow("SELECT CAST(NOW(6) AS CHAR)").Scan(&logFrom); err != nil {
 		t.Fatal(err)
 	}
 	before := checkpointRow(t, cp)
@@ -204,11 +219,24 @@ log: {level: info}
 	}
 	after := checkpointRow(t, cp)
 	epochAfter, holderAfter := fenceEpoch(cp)
+	inFlight, others := writesSince(t, cp, cpdb, logFrom, standbyPorts)
 	if err := standby.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if after != before || epochAfter != epoch2 || holderAfter != holder2 {
-		t.Errorf("the resumed old relay wrote: checkpoint %+v -> %+v, fencing epoch %d (%s) -> %d (%s)", before, after, epoch2, holder2, epochAfter, holderAfter)
+	if _, err := cp.Exec("SET GLOBAL general_log = 0"); err != nil {
+		t.Fatal(err)
+	}
+	changed := after != before || epochAfter != epoch2 || holderAfter != holder2
+	switch {
+	case len(others) > 0:
+		t.Errorf("the resumed old relay wrote: checkpoint %+v -> %+v, fencing epoch %d (%s) -> %d (%s); statements:\n%s",
+			before, after, epoch2, holder2, epochAfter, holderAfter, strings.Join(others, "\n"))
+	case changed && len(inFlight) == 0:
+		t.Errorf("the checkpoint store changed while both relays' writes were accounted for: checkpoint %+v -> %+v, fencing epoch %d (%s) -> %d (%s)",
+			before, after, epoch2, holder2, epochAfter, holderAfter)
+	case changed:
+		t.Logf("the new active relay's save sent before it stopped committed meanwhile: checkpoint %+v -> %+v; its statements:\n%s",
+			before, after, strings.Join(inFlight, "\n"))
 	}
 	var ee *exec.ExitError
 	if !errors.As(exitErr, &ee) || !strings.Contains(active.logText(), "lost the checkpoint lock") {
@@ -265,4 +293,108 @@ func countIn(ids []string, prefix string) int {
 		}
 	}
 	return len(seen)
+}
+
+// stopped reports whether every thread of process pid is stopped by a
+// signal (state T in /proc/<pid>/task/<tid>/stat): from then on it sends
+// nothing.
+func stopped(t *testing.T, pid int) bool {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false // a thread that just ended
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		if f := strings.Fields(rest); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			return false
+		}
+	}
+	return true
+}
+
+// clientPorts returns the local ports of process pid's TCP sockets (its
+// connections to the server, seen there as host 127.0.0.1:port).
+func clientPorts(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	ports := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] {
+				continue
+			}
+			local := f[1] // hex address:hex port
+			port, err := strconv.ParseUint(local[strings.LastIndexByte(local, ':')+1:], 16, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports[strconv.FormatUint(port, 10)] = true
+		}
+	}
+	if len(ports) == 0 {
+		t.Fatalf("process %d has no TCP connection", pid)
+	}
+	return ports
+}
+
+// writesSince returns the statements the server's general log holds from
+// time from on that write the checkpoint or fencing table or end a
+// transaction, but those of connections open on another database than
+// cpdb (the test's workload): inFlight those of the connections from ports
+// (a relay frozen since from: sent before it stopped), others the rest,
+// closed connections included.
+func writesSince(t *testing.T, db *sql.DB, cpdb, from string, ports map[string]bool) (inFlight, others []string) {
+	t.Helper()
+	rows, err := db.Query("SELECT CAST(l.event_time AS CHAR), l.thread_id, COALESCE(p.HOST, ''), l.command_type, CONVERT(l.argument USING utf8mb4) "+
+		"FROM mysql.general_log l LEFT JOIN information_schema.PROCESSLIST p ON p.ID = l.thread_id "+
+		"WHERE l.event_time >= ? AND l.command_type IN ('Query', 'Execute') AND (p.DB IS NULL OR p.DB = ?) ORDER BY l.event_time", from, cpdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var at, host, cmd, arg string
+		var thread uint64
+		if err := rows.Scan(&at, &thread, &host, &cmd, &arg); err != nil {
+			t.Fatal(err)
+		}
+		q := strings.ToUpper(strings.TrimSpace(arg))
+		writes := strings.HasPrefix(q, "COMMIT") ||
+			((strings.HasPrefix(q, "INSERT") || strings.HasPrefix(q, "UPDATE") || strings.HasPrefix(q, "DELETE") || strings.HasPrefix(q, "REPLACE")) &&
+				(strings.Contains(q, "OUTBOX_RELAY_CHECKPOINTS") || strings.Contains(q, "OUTBOX_RELAY_FENCE")))
+		if !writes {
+			continue
+		}
+		line := fmt.Sprintf("%s thread %d (%s) %s: %.200s", at, thread, host, cmd, arg)
+		if _, port, ok := strings.Cut(host, ":"); ok && ports[port] {
+			inFlight = append(inFlight, line)
+		} else {
+			others = append(others, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return inFlight, others
 }

@@ -97,8 +97,11 @@ type Target struct {
 	// Sink is a new, unconnected sink delivering to the destination.
 	Sink sink.Sink
 	// Read returns every message the destination holds, in its order (for
-	// a partitioned destination: each partition's order, interleaved). It
-	// waits up to a few seconds for at least n.
+	// a partitioned destination: each partition's order, interleaved). A
+	// destination that says where it ends (Kafka's end offsets) is read to
+	// there; another is waited for until it holds at least n. Either wait
+	// is bounded only against a hang: a slow read must not look like a
+	// loss.
 	Read func(t *testing.T, n int) []Received
 	// Fault breaks the sink's way to the server. Nil: the cases that need
 	// it are skipped, naming why.
