@@ -53,6 +53,13 @@ type Config struct {
 	// binlog_row_image=FULL like the outbox tables. Default none: rows of
 	// tables that are not outbox tables are then never decoded.
 	Watch []Watched
+	// Own lists tables that only the relay itself writes ("schema.table":
+	// its checkpoint table, when the checkpoint store is on the source
+	// server). A transaction whose rows are all in these tables, with no
+	// event and no watched change, is not handed on: a checkpoint save is
+	// then not a transaction that moves the position and asks for another
+	// save (an idle relay would write one every checkpoint.min_interval).
+	Own []string
 
 	// HeartbeatPeriod asks the server for a heartbeat when the binlog is idle.
 	// Default 5s.
@@ -148,6 +155,7 @@ type Reader struct {
 	cfg    Config
 	tables map[string]map[string]*Table // schema -> table -> outbox table
 	watch  map[string]map[string]string // schema -> table -> "schema.table" of a watched table; nil when none
+	own    map[string]bool              // "schema.table" of Config.Own
 	log    *slog.Logger
 	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
 	badTraceLogged bool
@@ -206,6 +214,12 @@ func New(cfg Config) (*Reader, error) {
 			r.watch[w.Schema] = map[string]string{}
 		}
 		r.watch[w.Schema][w.Name] = w.FullName()
+	}
+	for _, t := range cfg.Own {
+		if r.own == nil {
+			r.own = map[string]bool{}
+		}
+		r.own[t] = true
 	}
 	return r, nil
 }
@@ -473,6 +487,10 @@ type txnState struct {
 	skipFile string
 	skipTo   uint32
 
+	// own: the transaction has rows in a table of Config.Own; others: in
+	// any other table.
+	own, others bool
+
 	xa       string                // the XA transaction in progress (its xid as logged), "" if none
 	prepared map[string]preparedXA // XA PREPAREd rows waiting for XA COMMIT / ROLLBACK
 	// hold is where a restart must resume while prepared holds rows: the
@@ -589,6 +607,11 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			_ = st.exec.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)
 		}
 	case *replication.TableMapEvent:
+		if r.own[string(e.Schema)+"."+string(e.Table)] {
+			st.own = true
+		} else {
+			st.others = true
+		}
 		t := r.outboxTable(e)
 		if t == nil {
 			if r.watch != nil {
@@ -776,6 +799,7 @@ func (st *txnState) begin() {
 	st.tables = nil
 	st.changes = nil
 	st.watched = nil
+	st.own, st.others = false, false
 	st.xa = ""
 }
 
@@ -790,6 +814,10 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 			return nil
 		}
 		st.skipTo = 0
+	}
+	if st.own && !st.others && len(st.events) == 0 && len(st.changes) == 0 && st.xa == "" {
+		st.begin() // the relay's own write (a checkpoint save): nothing to hand on
+		return nil
 	}
 	commitTime := time.Unix(int64(ev.Header.Timestamp), 0).UTC()
 	for i, e := range st.events {

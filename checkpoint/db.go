@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -40,6 +41,20 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	db := sql.OpenDB(conn)
 	db.SetConnMaxIdleTime(connWaitTimeout / 2)
 	return db, nil
+}
+
+// QualifiedTable returns "schema.table" of the table named table (as
+// checkpoint.table has it: qualified or not) in the database dsn names; ""
+// when neither names a schema.
+func QualifiedTable(dsn, table string) string {
+	if strings.Contains(table, ".") {
+		return table
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.DBName == "" {
+		return ""
+	}
+	return cfg.DBName + "." + table
 }
 
 func parseDSN(dsn string) (*mysql.Config, error) {

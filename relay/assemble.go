@@ -159,12 +159,25 @@ func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, w
 		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
 		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, Retry: a.r.retry.Within(0, cfg.Source.MaxReconnectBackoff),
-		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs,
+		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs, Own: a.own(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	return a.r.guardServerID(a.src.db, a.src.info.ServerID, a.lock.tookOver, reader), nil
+}
+
+// own lists the tables only the relay writes, for the reader to pass over
+// (canal.Config.Own): the MySQL checkpoint store's table, which may be on
+// the source server.
+func (a *assembly) own() []string {
+	if a.cfg.Checkpoint.Store != "mysql" {
+		return nil
+	}
+	if t := checkpoint.QualifiedTable(a.cfg.Checkpoint.DSN.Reveal(), a.cfg.Checkpoint.Table); t != "" {
+		return []string{t}
+	}
+	return nil
 }
 
 // newPipeline returns the pipeline of one sink or gateway endpoint.

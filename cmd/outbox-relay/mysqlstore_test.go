@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
@@ -93,5 +94,81 @@ sinks: [{name: out, type: stdout}]
 				t.Errorf("the restart delivered the first event again: it did not resume from its checkpoint:\n%s", second)
 			}
 		})
+	}
+}
+
+// With the MySQL checkpoint store on the source server, a checkpoint save
+// is itself a transaction in the binlog the relay reads. The relay passes
+// over its own saves: it saves once for what it delivered, not again for
+// the save it just wrote (an idle relay used to write a save every
+// checkpoint.min_interval, forever: ~93 transactions a second).
+func TestACheckpointSaveOnTheSourceDoesNotAskForAnother(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	srv.Exec(t, "CREATE DATABASE shop",
+		"CREATE TABLE shop.outbox (id CHAR(36) PRIMARY KEY, aggregatetype VARCHAR(64), aggregateid VARCHAR(64), type VARCHAR(64), payload JSON)",
+		"CREATE DATABASE outbox_relay")
+	cfg := writeFile(t, "relay.yaml", fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}
+tables: [{name: shop.outbox}]
+checkpoint: {store: mysql, dsn: "root@tcp(127.0.0.1:%d)/outbox_relay", table: cp, start: earliest}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, testserver.ServerID(), srv.Port))
+	db := srv.DB(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- mainCode(ctx, []string{"run", "--config", cfg}, &out, &errOut) }()
+	seq := func() int64 { // the binlog's last transaction in domain 0
+		var pos string
+		if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		var d, s, n int64
+		fmt.Sscanf(pos, "%d-%d-%d", &d, &s, &n)
+		return n
+	}
+	insert := func(id string) int64 { // the insert's own GTID sequence number
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`INSERT INTO shop.outbox VALUES ('%s', 'order', 'a1', 'created', '{}')`, id)); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		if err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		var d, s, n int64
+		fmt.Sscanf(last, "%d-%d-%d", &d, &s, &n)
+		return n
+	}
+	saved := func(n int64) func() bool { // the checkpoint covers transaction n
+		return func() bool {
+			var gtid string
+			if err := db.QueryRow("SELECT gtid_set FROM outbox_relay.cp WHERE name = 'out'").Scan(&gtid); err != nil {
+				return false
+			}
+			var d, s, m int64
+			fmt.Sscanf(gtid, "%d-%d-%d", &d, &s, &m)
+			return m >= n
+		}
+	}
+	y := insert("y")
+	eventually.Within(t, time.Minute, "the checkpoint to cover y", saved(y))
+	before := seq()
+	z := insert("z") // read after every save of y's
+	eventually.Within(t, time.Minute, "the checkpoint to cover z", saved(z))
+	eventually.Within(t, time.Minute, "z delivered", func() bool { return strings.Contains(out.String(), `"id":"z"`) })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, errOut.String())
+	}
+	// Between before and the end: z, and the one save of z's transaction;
+	// no save for a save.
+	if own := seq() - before - 1; own != 1 {
+		t.Errorf("the relay wrote %d transactions for one event delivered, want its one save: its checkpoint saves ask for more saves", own)
 	}
 }
