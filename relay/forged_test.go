@@ -213,19 +213,9 @@ func TestRedisReadBackProvesWhatItSkips(t *testing.T) {
     redis: {addr: "127.0.0.1:6379", stream: %q, timeout: 2s}
 `, key),
 		read: func(t *testing.T) []outboxtest.Delivered {
-			msgs, err := c.XRange(context.Background(), key, "-", "+").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out []outboxtest.Delivered
-			for _, m := range msgs {
-				if m.Values["relay_sink"] != "redis" || m.Values["payload"] == forgedValue {
-					continue
-				}
-				s := func(k string) string { v, _ := m.Values[k].(string); return v }
-				out = append(out, outboxtest.Delivered{ID: s("id"), AggregateID: s("aggregate_id"), GTID: s("gtid")})
-			}
-			return out
+			return redisDelivered(t, c, key, func(v map[string]any) bool {
+				return v["relay_sink"] == "redis" && v["payload"] != forgedValue
+			})
 		},
 		forge: func(t *testing.T, txns []outboxtest.Committed) {
 			add := func(gtid, id, agg string) {

@@ -365,19 +365,7 @@ func TestRedisReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
     redis: {addr: "127.0.0.1:6379", stream: %q, timeout: 2s}
 `, key),
 		read: func(t *testing.T) []outboxtest.Delivered {
-			msgs, err := c.XRange(context.Background(), key, "-", "+").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out []outboxtest.Delivered
-			for _, m := range msgs {
-				if m.Values["relay_sink"] != "redis" {
-					continue
-				}
-				s := func(k string) string { v, _ := m.Values[k].(string); return v }
-				out = append(out, outboxtest.Delivered{ID: s("id"), AggregateID: s("aggregate_id"), GTID: s("gtid")})
-			}
-			return out
+			return redisDelivered(t, c, key, func(v map[string]any) bool { return v["relay_sink"] == "redis" })
 		},
 		spoil: func(t *testing.T) {
 			if err := c.XAdd(context.Background(), &goredis.XAddArgs{Stream: key, Values: map[string]any{"id": "other", "payload": "{}"}}).Err(); err != nil {
@@ -386,4 +374,23 @@ func TestRedisReadBackFallsBackLoudlyAndRecovers(t *testing.T) {
 		},
 		want: "another producer writes here",
 	})
+}
+
+// redisDelivered reads the stream key back: the entries keep says are the
+// sink's, as deliveries.
+func redisDelivered(t *testing.T, c *goredis.Client, key string, keep func(values map[string]any) bool) []outboxtest.Delivered {
+	t.Helper()
+	msgs, err := c.XRange(context.Background(), key, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []outboxtest.Delivered
+	for _, m := range msgs {
+		if !keep(m.Values) {
+			continue
+		}
+		s := func(k string) string { v, _ := m.Values[k].(string); return v }
+		out = append(out, outboxtest.Delivered{ID: s("id"), AggregateID: s("aggregate_id"), GTID: s("gtid")})
+	}
+	return out
 }
