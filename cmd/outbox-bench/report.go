@@ -15,6 +15,7 @@ type reportInput struct {
 	live    time.Duration
 	table   []backlogRow
 	lives   []liveRow
+	startup startupResult
 	version string
 	took    time.Duration
 	machine string
@@ -65,6 +66,9 @@ func report(in reportInput) string {
 		p("| %s | %d | %.0f | %.2f | %.2f | %.0f | %.1f | %s · %s |\n", r.name, r.res.Events, rate(r), x, cpu,
 			float64(r.res.MaxRSS)/1024, float64(r.stmts)/float64(max(1, r.res.Events))*1000,
 			per100k(r.serverCPU, r.res.Events), per100k(r.brokerCPU, r.res.Events))
+	}
+	if len(in.startup.runs) > 0 || in.startup.err != nil {
+		p("\n%s", startupTable(in.startup))
 	}
 	if len(in.lives) > 0 {
 		p("\n### Live: single-row transactions at a steady rate; latency from the INSERT being sent to the event being seen (ms)\n\n")
@@ -168,6 +172,9 @@ func targets(in reportInput) []string {
 			out = append(out, fmt.Sprintf("relay → webhook, %d endpoints on one stream ≥ 0.6× the HTTP floor at the same total concurrency: %.2f× the floor at %d connections (%.0f/s against the floor's own %.0f/s; %.2f× the floor at %d) — %s",
 				tenants, x, at, rate(r), G, rate(r)/F, floorConcurrency, met(x >= 0.6)))
 		}
+	}
+	if t := startupLine(in.startup); t != "" {
+		out = append(out, t)
 	}
 	if f, ok := findLive(in.lives, "2000/s", "floor"); ok {
 		for _, sub := range []string{"webhook", "Kafka"} {

@@ -54,15 +54,15 @@ type backlogRow struct {
 	serverCPU, brokerCPU float64
 }
 
-func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
+func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
 		case "":
-		case "stdout", "kafka", "webhook", "poller":
+		case "stdout", "kafka", "webhook", "poller", "startup":
 			groups[g] = true
 		default:
-			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook or poller, comma-separated", only, g)
+			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller or startup, comma-separated", only, g)
 		}
 	}
 	runs := func(g string) bool { return len(groups) == 0 || groups[g] }
@@ -257,6 +257,11 @@ sinks: [%s]
 		}
 	}
 
+	var starts startupResult
+	if runs("startup") && startupRuns > 0 {
+		starts = measureStartup(ctx, bin, srv, db, info, tmp, &serverID, startupRuns)
+	}
+
 	var lives []liveRow
 	if !skipLive {
 		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, bin, &serverID, live, runs("poller"))
@@ -264,7 +269,7 @@ sinks: [%s]
 			return err
 		}
 	}
-	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, version: version, took: time.Since(began),
+	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, startup: starts, version: version, took: time.Since(began),
 		machine: machine()})
 	fmt.Print(rep)
 	if outPath != "" {
@@ -287,7 +292,7 @@ sinks: [%s]
 			return fmt.Errorf("%s: %w", r.name, r.err)
 		}
 	}
-	return nil
+	return starts.err
 }
 
 // load commits rows outbox rows in transactions of 10, from 4 connections.
