@@ -32,7 +32,10 @@
 // Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
 // Latency is from the INSERT being sent to the event being seen: by the bare
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
-// poller to the receiver.
+// poller to the receiver. With -live-runs N the live phase runs N times
+// (each with its own relay, broker and bare reader) and each latency is
+// reported as the median of the N runs with their spread (min–max); the
+// targets use the medians.
 //
 // Rates of the relay binary and the floor are clocked where the events
 // arrive (the bench's end of the pipe, the receiver in the bench's process),
