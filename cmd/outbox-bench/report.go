@@ -77,7 +77,11 @@ func report(in reportInput) string {
 	for _, t := range targets(in) {
 		p("- %s\n", t)
 	}
-	p("\nThe relay ran with its default config except for these lines (source, table, checkpoint, sinks); e.g. the stdout run:\n\n```yaml\n%s```\n", configOf(in.table, "stdout"))
+	cfg, which := configOf(in.table, "stdout"), "the stdout run"
+	if cfg == "" && in.startup.config != "" {
+		cfg, which = in.startup.config, "the last startup run"
+	}
+	p("\nThe relay ran with its default config except for these lines (source, table, checkpoint, sinks); e.g. %s:\n\n```yaml\n%s```\n", which, cfg)
 	return b.String()
 }
 
