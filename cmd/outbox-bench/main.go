@@ -45,7 +45,8 @@
 // table, the stdout sink into a pipe, a file checkpoint, the metrics
 // listener) is started -startup-runs times, each with one event committed
 // just after its checkpoint.start, and timed from exec to that event's line
-// read from the pipe (startup.go).
+// read from the pipe: against the backlog's table, and against a fresh table
+// in a fresh binlog file, which the target judges (startup.go).
 //
 // -only webhook runs the limit and the webhook rows only (the floor, one
 // endpoint, 1,000 endpoints); stdout, kafka, poller and startup name the

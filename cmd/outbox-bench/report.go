@@ -15,7 +15,7 @@ type reportInput struct {
 	live    time.Duration
 	table   []backlogRow
 	lives   []liveRow
-	startup startupResult
+	startup []startupResult
 	version string
 	took    time.Duration
 	machine string
@@ -67,7 +67,7 @@ func report(in reportInput) string {
 			float64(r.res.MaxRSS)/1024, float64(r.stmts)/float64(max(1, r.res.Events))*1000,
 			per100k(r.serverCPU, r.res.Events), per100k(r.brokerCPU, r.res.Events))
 	}
-	if len(in.startup.runs) > 0 || in.startup.err != nil {
+	if len(in.startup) > 0 {
 		p("\n%s", startupTable(in.startup))
 	}
 	if len(in.lives) > 0 {
@@ -78,8 +78,10 @@ func report(in reportInput) string {
 		p("- %s\n", t)
 	}
 	cfg, which := configOf(in.table, "stdout"), "the stdout run"
-	if cfg == "" && in.startup.config != "" {
-		cfg, which = in.startup.config, "the last startup run"
+	for _, r := range in.startup {
+		if cfg == "" && r.target && r.config != "" {
+			cfg, which = r.config, "the last quickstart-sized startup run"
+		}
 	}
 	p("\nThe relay ran with its default config except for these lines (source, table, checkpoint, sinks); e.g. %s:\n\n```yaml\n%s```\n", which, cfg)
 	return b.String()

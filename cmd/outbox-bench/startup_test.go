@@ -40,22 +40,23 @@ func TestSpread(t *testing.T) {
 }
 
 func TestStartupLineJudgesTheMedianNotTheSlowestStart(t *testing.T) {
-	r := startupResult{runs: []time.Duration{300 * time.Millisecond, 60 * time.Millisecond, 80 * time.Millisecond}}
-	line := startupLine(r)
+	big := startupResult{what: "big", runs: []time.Duration{400 * time.Millisecond}}
+	r := startupResult{what: "small", target: true, runs: []time.Duration{300 * time.Millisecond, 60 * time.Millisecond, 80 * time.Millisecond}}
+	line := startupLine([]startupResult{big, r})
 	for _, want := range []string{"median 80.0 ms of 3 starts", "(60.0–300.0)", "**met**"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line %q lacks %q", line, want)
 		}
 	}
 	r.runs = []time.Duration{150 * time.Millisecond, 101 * time.Millisecond, 20 * time.Millisecond}
-	if line := startupLine(r); !strings.Contains(line, "**not met**") {
+	if line := startupLine([]startupResult{r, big}); !strings.Contains(line, "**not met**") {
 		t.Errorf("a 101 ms median: %q, want not met", line)
 	}
-	if line := startupLine(startupResult{}); line != "" {
-		t.Errorf("not measured: %q, want no line", line)
+	if line := startupLine([]startupResult{big}); line != "" {
+		t.Errorf("no target row: %q, want no line", line)
 	}
-	table := startupTable(r)
-	if !strings.Contains(table, "| 3 | 101.0 | 20.0–150.0 | 150.0, 101.0, 20.0 |") {
+	table := startupTable([]startupResult{r, big})
+	if !strings.Contains(table, "| small | 3 | 101.0 | 20.0–150.0 | 150.0, 101.0, 20.0 |") || !strings.Contains(table, "| big | 1 | 400.0 |") {
 		t.Errorf("table:\n%s", table)
 	}
 }
