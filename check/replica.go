@@ -13,10 +13,10 @@ import (
 func replicaUpdatesResult(ctx context.Context, db *sql.DB, s server) Result {
 	r := Result{Name: NameReplicaUpdates}
 	name := "log_slave_updates"
-	v, ok := s.vars[name]
+	v, ok := s.vars["log_slave_updates"]
 	if !ok {
 		name = "log_replica_updates"
-		v = s.vars[name]
+		v = s.vars["log_replica_updates"]
 	}
 	if isOn(v) {
 		r.Detail = name + " is ON: replicated transactions are in this server's binlog"

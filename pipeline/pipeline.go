@@ -324,13 +324,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
 	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
 	if !resumed {
-		// Save the resolved start at once: a restart before the first
-		// transaction must resume here, not at a later "current" position,
-		// or the events committed in between would be skipped.
+		// The resolved start is saved at once (below, beside connecting
+		// the stream): a restart must resume here, not at a later
+		// "current" position, or the events committed in between would be
+		// skipped.
 		p.tracker.markUnsaved()
-		if err := p.save(ctx, false, time.Now()); err != nil {
-			return fmt.Errorf("save start checkpoint: %w", err)
-		}
 	}
 
 	// deliverCtx outlives ctx by DrainTimeout so in-flight events can drain.
@@ -389,12 +387,31 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 			return done || err != nil
 		}}
-	saving := &onDemand{rest: p.tracker.rest, run: func() bool {
+	saving := &onDemand{held: !resumed, rest: p.tracker.rest, run: func() bool {
 		p.saveLoop(readCtx, fail)
 		ev, b, oldest := p.tracker.inFlight() // the last report of this run of the saver
 		p.obs.InFlight(ev, b, oldest)
 		return readCtx.Err() != nil
 	}}
+	// The start checkpoint is saved while the stream connects and the
+	// first transactions are read and delivered, not before: its fsyncs
+	// are most of a start's time. Saves stay one at a time and in order:
+	// the saver is held until the start is saved. A failure stops the
+	// pipeline, as before anything was read; what was delivered meanwhile
+	// is sent again from the same start after a restart (at least once),
+	// and a crash loses no more than a crash before the save did.
+	var startSave sync.WaitGroup
+	if !resumed {
+		startSave.Go(func() {
+			if err := p.save(readCtx, false, time.Now()); err != nil {
+				if readCtx.Err() == nil {
+					fail(fmt.Errorf("save start checkpoint: %w", err))
+				}
+				return // stopping: the final save saves the start
+			}
+			saving.release()
+		})
+	}
 	var connecting sync.WaitGroup
 	connecting.Go(func() {
 		if err := p.connect(deliverCtx, readCtx); err != nil {
@@ -501,6 +518,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		stopDelivery()
 	}
 	<-deliveryDone
+	startSave.Wait()
 	saving.wait()
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -201,6 +201,12 @@ func pprofListen() string {
 	if os.Getenv("OUTBOX_BENCH_CPUPROFILE") == "" {
 		return ""
 	}
+	return freeAddr()
+}
+
+// freeAddr returns a loopback address that was free a moment ago ("" when
+// none could be had).
+func freeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return ""

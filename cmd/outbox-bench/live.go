@@ -219,6 +219,54 @@ type liveRow struct {
 	n, got   int
 	p50, p99 time.Duration
 	max      time.Duration
+	// runs is how many live phases the row is the median of (0 or 1: one);
+	// p50s and p99s are each run's, in order.
+	runs       int
+	p50s, p99s []time.Duration
+}
+
+// mergeLiveRuns folds the rows of several live phases into one row per
+// rate and observer, in the first run's order: p50 and p99 are the medians
+// of the runs' (each run's kept in p50s and p99s for the spread), achieved
+// is the median rate, max the greatest, and events sent and seen are
+// summed. A row missing from some run is the median of the runs that have
+// it.
+func mergeLiveRuns(runs [][]liveRow) []liveRow {
+	if len(runs) == 0 {
+		return nil
+	}
+	type key struct{ rate, observer string }
+	var order []key
+	by := map[key][]liveRow{}
+	for _, rows := range runs {
+		for _, r := range rows {
+			k := key{r.rate, r.observer}
+			if _, ok := by[k]; !ok {
+				order = append(order, k)
+			}
+			by[k] = append(by[k], r)
+		}
+	}
+	out := make([]liveRow, 0, len(order))
+	for _, k := range order {
+		rs := by[k]
+		m := liveRow{rate: k.rate, observer: k.observer, runs: len(rs)}
+		var achieved []time.Duration // rates as durations, for spread's median
+		for _, r := range rs {
+			m.n += r.n
+			m.got += r.got
+			m.max = max(m.max, r.max)
+			m.p50s = append(m.p50s, r.p50)
+			m.p99s = append(m.p99s, r.p99)
+			achieved = append(achieved, time.Duration(r.achieved*1000))
+		}
+		m.p50, _, _ = spread(m.p50s)
+		m.p99, _, _ = spread(m.p99s)
+		a, _, _ := spread(achieved)
+		m.achieved = float64(a) / 1000
+		out = append(out, m)
+	}
+	return out
 }
 
 func latencies(sent map[int64]time.Time, s *seen, wait time.Duration) (got int, p50, p99, mx time.Duration) {

@@ -32,14 +32,25 @@
 // Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
 // Latency is from the INSERT being sent to the event being seen: by the bare
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
-// poller to the receiver.
+// poller to the receiver. With -live-runs N the live phase runs N times
+// (each with its own relay, broker and bare reader) and each latency is
+// reported as the median of the N runs with their spread (min–max); the
+// targets use the medians.
 //
 // Rates of the relay binary and the floor are clocked where the events
 // arrive (the bench's end of the pipe, the receiver in the bench's process),
 // from the first to the last; CPU and peak RSS are each child's whole life.
 //
+// Startup phase: the relay binary with a quickstart-sized config (one
+// table, the stdout sink into a pipe, a file checkpoint, the metrics
+// listener) is started -startup-runs times, each with one event committed
+// just after its checkpoint.start, and timed from exec to that event's line
+// read from the pipe: against the backlog's table, and against a fresh table
+// in a fresh binlog file, which the target judges (startup.go).
+//
 // -only webhook runs the limit and the webhook rows only (the floor, one
-// endpoint, 1,000 endpoints); stdout, kafka and poller name the others.
+// endpoint, 1,000 endpoints); stdout, kafka, poller and startup name the
+// others.
 //
 // OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile of its
 // whole life to DIR, and what it allocated as NAME.allocs.pprof (the relay
@@ -83,6 +94,8 @@ func main() {
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
 	benchmarks := flag.String("benchmarks", "", "also write the report into this file (BENCHMARKS.md) as its bench section, between the outbox-bench markers, replacing the last run's")
 	skipLive := flag.Bool("skip-live", false, "backlog phase only")
+	liveRuns := flag.Int("live-runs", 1, "run the live phase this many times and report each latency's median and spread (min–max) over the runs")
+	startupRuns := flag.Int("startup-runs", 5, "start the relay binary this many times, each with one event due, and report the median time from exec to that event and the spread")
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
@@ -125,7 +138,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png, *benchmarks)
+		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png, *benchmarks)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":

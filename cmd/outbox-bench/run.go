@@ -54,15 +54,15 @@ type backlogRow struct {
 	serverCPU, brokerCPU float64
 }
 
-func run(rows int, live time.Duration, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
+func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
 		case "":
-		case "stdout", "kafka", "webhook", "poller":
+		case "stdout", "kafka", "webhook", "poller", "startup":
 			groups[g] = true
 		default:
-			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook or poller, comma-separated", only, g)
+			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller or startup, comma-separated", only, g)
 		}
 	}
 	runs := func(g string) bool { return len(groups) == 0 || groups[g] }
@@ -257,14 +257,41 @@ sinks: [%s]
 		}
 	}
 
+	var starts []startupResult
+	if runs("startup") && startupRuns > 0 {
+		big := measureStartup(ctx, bin, srv, db, info, tmp, &serverID, startupRuns, "bench.outbox")
+		big.what = fmt.Sprintf("the backlog's (%d rows and more, created_at not indexed; the binlog file holds them)", rows)
+		small := startupResult{what: "quickstart-sized: a fresh table of the same shape, in a fresh binlog file (the target's)", target: true}
+		if _, err := root.Exec(fmt.Sprintf(schema, "bench.startup_outbox")); err != nil {
+			small.err = err
+		} else if _, err := root.Exec("FLUSH BINARY LOGS"); err != nil {
+			small.err = err
+		} else {
+			r := measureStartup(ctx, bin, srv, db, info, tmp, &serverID, startupRuns, "bench.startup_outbox")
+			r.what, r.target = small.what, true
+			small = r
+		}
+		starts = []startupResult{small, big}
+	}
+
 	var lives []liveRow
 	if !skipLive {
-		lives, err = runLive(ctx, srv, root, db, info, recv, tmp, bin, &serverID, live, runs("poller"))
-		if err != nil {
-			return err
+		// Each run's own relay, broker and bare reader: a latency's median
+		// and spread over the runs, the bare reader's from the same runs.
+		var each [][]liveRow
+		for k := range max(1, liveRuns) {
+			if liveRuns > 1 {
+				fmt.Fprintf(os.Stderr, "live: run %d of %d…\n", k+1, liveRuns)
+			}
+			rows, err := runLive(ctx, srv, root, db, info, recv, tmp, bin, &serverID, live, runs("poller"))
+			if err != nil {
+				return err
+			}
+			each = append(each, rows)
 		}
+		lives = mergeLiveRuns(each)
 	}
-	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, version: version, took: time.Since(began),
+	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, startup: starts, version: version, took: time.Since(began),
 		machine: machine()})
 	fmt.Print(rep)
 	if outPath != "" {
@@ -285,6 +312,11 @@ sinks: [%s]
 	for _, r := range table {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", r.name, r.err)
+		}
+	}
+	for _, r := range starts {
+		if r.err != nil {
+			return fmt.Errorf("startup, %s: %w", r.what, r.err)
 		}
 	}
 	return nil
