@@ -38,30 +38,14 @@ func TestDocsFieldReference(t *testing.T) {
 		t.Fatal("no sink kind is registered")
 	}
 	for _, k := range kinds {
-		page := filepath.Join("sinks", k.Type+".md")
-		b, err := os.ReadFile(page)
-		if err != nil {
-			t.Errorf("kind %s has no page: write docs/%s with its field reference between %q and %q (see docs/adding-a-sink.md)", k.Type, page, fieldsBegin, fieldsEnd)
-			continue
-		}
-		want := fieldTable(t, k.Type, reflect.TypeOf(k.Config()).Elem())
-		text := string(b)
-		i, j := strings.Index(text, fieldsBegin), strings.Index(text, fieldsEnd)
-		if i < 0 || j < i {
-			t.Errorf("docs/%s has no field reference between %q and %q", page, fieldsBegin, fieldsEnd)
-			continue
-		}
-		got := text[i+len(fieldsBegin) : j]
-		if got == want {
-			continue
-		}
-		if *update {
-			if err := os.WriteFile(page, []byte(text[:i+len(fieldsBegin)]+want+text[j:]), 0o644); err != nil {
-				t.Fatal(err)
+		t.Run(k.Type, func(t *testing.T) {
+			page := filepath.Join("sinks", k.Type+".md")
+			if _, err := os.Stat(page); err != nil {
+				t.Fatalf("kind %s has no page: write docs/%s with its field reference between %q and %q (see docs/adding-a-sink.md)", k.Type, page, fieldsBegin, fieldsEnd)
 			}
-			continue
-		}
-		t.Errorf("docs/%s: the field reference differs from %s's config declarations; run go test ./docs/ -run FieldReference -update\ngot:%s\nwant:%s", page, k.Type, got, want)
+			want := fieldTable(t, k.Type, reflect.TypeOf(k.Config()).Elem())
+			checkGenerated(t, page, fieldsBegin, fieldsEnd, want, "FieldReference")
+		})
 	}
 }
 
