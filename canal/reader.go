@@ -155,7 +155,7 @@ type Reader struct {
 	cfg    Config
 	tables map[string]map[string]*Table // schema -> table -> outbox table
 	watch  map[string]map[string]string // schema -> table -> "schema.table" of a watched table; nil when none
-	own    map[string]bool              // "schema.table" of Config.Own
+	own    map[string]map[string]bool   // schema -> table of Config.Own; nil when none
 	log    *slog.Logger
 	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
 	badTraceLogged bool
@@ -216,10 +216,17 @@ func New(cfg Config) (*Reader, error) {
 		r.watch[w.Schema][w.Name] = w.FullName()
 	}
 	for _, t := range cfg.Own {
-		if r.own == nil {
-			r.own = map[string]bool{}
+		schema, name, ok := strings.Cut(t, ".")
+		if !ok {
+			return nil, fmt.Errorf("canal: own table %q: give it as schema.table", t)
 		}
-		r.own[t] = true
+		if r.own == nil {
+			r.own = map[string]map[string]bool{}
+		}
+		if r.own[schema] == nil {
+			r.own[schema] = map[string]bool{}
+		}
+		r.own[schema][name] = true
 	}
 	return r, nil
 }
@@ -607,7 +614,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			_ = st.exec.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)
 		}
 	case *replication.TableMapEvent:
-		if r.own[string(e.Schema)+"."+string(e.Table)] {
+		if r.own[string(e.Schema)][string(e.Table)] { // no allocation per table map
 			st.own = true
 		} else {
 			st.others = true
