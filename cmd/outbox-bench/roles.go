@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -479,11 +478,4 @@ func childOf(ctx context.Context, bin string, args ...string) (result, error) {
 		return r, fmt.Errorf("%s: %s", strings.Join(args, " "), r.Err)
 	}
 	return r, nil
-}
-
-// tempDir is where children keep their checkpoints.
-func tempDir(parent, name string) string {
-	d := filepath.Join(parent, name)
-	_ = os.MkdirAll(d, 0o755)
-	return d
 }
