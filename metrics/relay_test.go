@@ -337,10 +337,16 @@ func TestEverySinkTypeHasItsSeries(t *testing.T) {
 	}
 	sinks := []string{"out", "js", "rd", "mq"}
 	var mfs map[string]*dto.MetricFamily
-	eventually.Within(t, 60*time.Second, "every sink to deliver every event", func() bool {
+	// A scrape gathers the collectors concurrently: the delivered counter
+	// may be read after an event the latency histogram was read before.
+	// Wait for a scrape in which both hold every event.
+	eventually.Within(t, 60*time.Second, "every sink to deliver every event, with its latency", func() bool {
 		mfs = scrape(t, base)
 		for _, s := range sinks {
-			if d, _ := value(mfs, "outbox_relay_events_delivered_total", map[string]string{"sink": s}); d != want {
+			l := map[string]string{"sink": s}
+			d, _ := value(mfs, "outbox_relay_events_delivered_total", l)
+			n, _ := value(mfs, "outbox_relay_delivery_latency_seconds", l)
+			if d != want || n != want {
 				return false
 			}
 		}
