@@ -1,14 +1,15 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -405,12 +406,15 @@ func (s *Sink) sleep(ctx context.Context, d time.Duration) error {
 func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.client.Produce(ctx, &kafkago.ProduceRequest{
+	set, err := encodeBatch(batch, s.cfg.compression().Codec(), time.Now())
+	if err != nil {
+		return s.messageError(&batch[0].msg, err)
+	}
+	res, err := s.client.RawProduce(ctx, &kafkago.RawProduceRequest{
 		Topic:        key.topic,
 		Partition:    key.partition,
 		RequiredAcks: kafkago.RequireAll,
-		Compression:  s.cfg.compression(),
-		Records:      &records{msgs: batch},
+		RawRecords:   protocol.RawRecordSet{Reader: bytes.NewReader(set)},
 	})
 	if err == nil && res != nil && res.Error != nil {
 		err = res.Error
@@ -423,58 +427,6 @@ func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending) 
 		return nil
 	}
 	return s.messageError(&batch[0].msg, err)
-}
-
-// records reads a batch's messages as kafka-go records, without copying them.
-type records struct {
-	msgs       []*pending
-	i          int
-	rec        kafkago.Record
-	key, value bytesReader
-}
-
-func (r *records) ReadRecord() (*kafkago.Record, error) {
-	if r.i >= len(r.msgs) {
-		return nil, io.EOF
-	}
-	m := &r.msgs[r.i].msg
-	r.i++
-	r.rec = kafkago.Record{Time: m.Time, Headers: m.Headers}
-	if m.Key != nil {
-		r.key.reset(m.Key)
-		r.rec.Key = &r.key
-	}
-	if m.Value != nil {
-		r.value.reset(m.Value)
-		r.rec.Value = &r.value
-	}
-	return &r.rec, nil
-}
-
-// bytesReader is a kafkago.Bytes over a byte slice. It is an io.WriterTo,
-// so kafka-go's io.Copy into a compressor writes it with Write: without
-// it, io.Copy would call the lz4 writer's ReadFrom, which fails after a
-// first Write ("lz4: unhandled state").
-type bytesReader struct {
-	b   []byte
-	off int
-}
-
-func (b *bytesReader) reset(p []byte) { b.b, b.off = p, 0 }
-func (b *bytesReader) Len() int       { return len(b.b) - b.off }
-func (b *bytesReader) Close() error   { return nil }
-func (b *bytesReader) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(b.b[b.off:])
-	b.off += n
-	return int64(n), err
-}
-func (b *bytesReader) Read(p []byte) (int, error) {
-	if b.off >= len(b.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.b[b.off:])
-	b.off += n
-	return n, nil
 }
 
 // deadLetter produces p's message to the dead-letter topic, when one is
