@@ -42,9 +42,7 @@ func BenchmarkPrepare(b *testing.B) {
 // (kafka-go: what Client.Produce ran before, records read through a
 // RecordReader into its paged buffer).
 func BenchmarkEncodeBatch(b *testing.B) {
-	c := startCluster(b, kfake.SeedTopics(1, "bench"))
-	s := newSink(b, Config{Brokers: c.ListenAddrs(), Topic: "bench", Writer: "kafka"})
-	ps := s.prepare(context.Background(), makeEvents(100, 50), func(int, error) {}, false)
+	ps := benchMessages(b, 100)
 	now := time.Now()
 	b.Run("sink", func(b *testing.B) {
 		b.ReportAllocs()
@@ -110,4 +108,24 @@ func (b *bytesReader) Read(p []byte) (int, error) {
 	n := copy(p, b.b[b.off:])
 	b.off += n
 	return n, nil
+}
+
+// benchMessages returns n queued messages as prepare builds them, for a
+// topic of 6 partitions, without a broker.
+func benchMessages(b *testing.B, n int) []*pending {
+	s, err := New(Config{Brokers: []string{"127.0.0.1:9"}, Topic: "bench", Writer: "kafka"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := makeEvents(n, 50)
+	a := newArena(evs, 0)
+	ps := make([]*pending, n)
+	for i, e := range evs {
+		m, err := s.build(e, "bench", 6, &a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps[i] = &pending{ev: e, msg: m, size: messageSize(&m)}
+	}
+	return ps
 }
