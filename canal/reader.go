@@ -12,8 +12,10 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -159,6 +161,13 @@ type Reader struct {
 	log    *slog.Logger
 	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
 	badTraceLogged bool
+	// decodeWhole decodes every column of an outbox row, as go-mysql does,
+	// rather than only those used (narrow.go); tests compare the two.
+	decodeWhole bool
+	// narrowed counts the rows events decoded narrow, unknown those of
+	// outbox tables decoded whole because a value's length could not be
+	// told (for tests).
+	narrowed, unknown atomic.Int64
 }
 
 // New checks cfg and returns a Reader.
@@ -343,6 +352,7 @@ var errFatal = errors.New("fatal binlog error")
 // (MySQL) or GTID list (MariaDB) event (a file start), and each transaction's
 // GTID event; go-mysql's own tracking (GTID starts only) is not used.
 func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, handle Handler) error {
+	narrow := &narrowCache{r: r} // the syncer's goroutine's
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:              r.cfg.ServerID,
 		Flavor:                r.cfg.Flavor,
@@ -363,7 +373,7 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		ParseTime:           true,
 		FillZeroLogPos:      r.cfg.Flavor == mysql.MariaDBFlavor,
 		EventCacheCount:     r.cfg.EventCacheCount,
-		RowsEventDecodeFunc: r.decodeRows,
+		RowsEventDecodeFunc: func(re *replication.RowsEvent, data []byte) error { return r.decodeRows(narrow, re, data) },
 		Logger:              LibraryLogger(r.log),
 	})
 	defer syncer.Close()
@@ -515,23 +525,20 @@ type preparedXA struct {
 
 // tableMap is a TABLE_MAP event of an outbox table with column indexes resolved.
 type tableMap struct {
-	table   *Table
-	name    string
-	id      int
-	aggType int
-	aggID   int
-	typ     int
-	payload int
-	headers []int
-	// traceParent and traceState are the trace context columns, -1 when
-	// not mapped or read from the payload (the paths then).
-	traceParent, traceState         int
+	table *Table
+	name  string
+	fields
+	// width is the number of columns of a row: the table map's, or the
+	// columns used when the rows were decoded narrow (narrow.go).
+	width                           int
 	traceParentPath, traceStatePath []string
 	idBin                           int // declared length of a binary id column, 0 otherwise
 	ev                              *replication.TableMapEvent
 	// dec is the fractional digits of each temporal column (DATETIME,
 	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
 	dec []int8
+	// narrow is this table map for rows decoded narrow; nil in itself.
+	narrow *tableMap
 }
 
 // outboxTable returns the outbox table a TABLE_MAP event names, or nil. It
@@ -540,7 +547,7 @@ func (r *Reader) outboxTable(e *replication.TableMapEvent) *Table {
 	return r.tables[string(e.Schema)][string(e.Table)]
 }
 
-func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
+func (r *Reader) decodeRows(narrow *narrowCache, re *replication.RowsEvent, data []byte) error {
 	pos, err := re.DecodeHeader(data)
 	if err != nil {
 		return err
@@ -548,7 +555,8 @@ func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
 	if re.Table == nil {
 		return nil
 	}
-	if r.outboxTable(re.Table) == nil {
+	t := r.outboxTable(re.Table)
+	if t == nil {
 		if r.watch != nil && r.watchedTable(re.Table) != "" {
 			return re.DecodeData(pos, data) // every row change of a watched table
 		}
@@ -557,7 +565,7 @@ func (r *Reader) decodeRows(re *replication.RowsEvent, data []byte) error {
 	if re.Type() != replication.EnumRowsEventTypeInsert {
 		return nil // UPDATE and DELETE of the outbox are ignored
 	}
-	return re.DecodeData(pos, data)
+	return narrow.decode(t, re, pos, data) // only the columns an event is made of
 }
 
 func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
@@ -881,14 +889,27 @@ func missingMetadata(table string) error {
 	return fmt.Errorf("table %s: the binlog has no column names; set binlog_row_metadata=FULL on the server (MySQL 8.0.1+, MariaDB 10.5+) and restart the relay", table)
 }
 
-func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
-	names := e.ColumnNameString()
+// fields are the columns of a table map that an event's fields are read
+// from (-1: not mapped).
+type fields struct {
+	id, aggType, aggID, typ, payload int
+	headers                          []int
+	// traceParent and traceState are the trace context columns, -1 when
+	// not mapped or read from the payload (the paths then).
+	traceParent, traceState int
+}
+
+// fieldColumns finds the columns of t's fields in table map e. It only
+// reads e: the syncer's goroutine (narrow.go) and Run's call it on the same
+// table map (go-mysql's ColumnNameString would cache its strings in it).
+func fieldColumns(t *Table, e *replication.TableMapEvent) (fields, error) {
+	names := e.ColumnName
 	if len(names) == 0 {
-		return nil, missingMetadata(t.FullName())
+		return fields{}, missingMetadata(t.FullName())
 	}
 	idx := make(map[string]int, len(names))
 	for i, n := range names {
-		idx[strings.ToLower(n)] = i
+		idx[strings.ToLower(string(n))] = i
 	}
 	find := func(field, col string) (int, error) {
 		if col == "" {
@@ -900,48 +921,92 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		}
 		return i, nil
 	}
-	tm := &tableMap{table: t, name: t.FullName(), ev: e, dec: temporalDigits(e)}
+	var f fields
 	var err error
-	if tm.id, err = find("id", t.Columns.ID); err != nil {
-		return nil, err
+	if f.id, err = find("id", t.Columns.ID); err != nil {
+		return f, err
 	}
-	if tm.aggType, err = find("aggregate_type", t.Columns.AggregateType); err != nil {
-		return nil, err
+	if f.aggType, err = find("aggregate_type", t.Columns.AggregateType); err != nil {
+		return f, err
 	}
-	if tm.aggID, err = find("aggregate_id", t.Columns.AggregateID); err != nil {
-		return nil, err
+	if f.aggID, err = find("aggregate_id", t.Columns.AggregateID); err != nil {
+		return f, err
 	}
-	if tm.typ, err = find("type", t.Columns.Type); err != nil {
-		return nil, err
+	if f.typ, err = find("type", t.Columns.Type); err != nil {
+		return f, err
 	}
-	if tm.payload, err = find("payload", t.Columns.Payload); err != nil {
-		return nil, err
+	if f.payload, err = find("payload", t.Columns.Payload); err != nil {
+		return f, err
 	}
-	tm.traceParentPath, tm.traceStatePath = config.PayloadPath(t.Columns.TraceParent), config.PayloadPath(t.Columns.TraceState)
-	tm.traceParent, tm.traceState = -1, -1
-	if tm.traceParentPath == nil {
-		if tm.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
-			return nil, err
+	f.traceParent, f.traceState = -1, -1
+	if config.PayloadPath(t.Columns.TraceParent) == nil {
+		if f.traceParent, err = find("traceparent", t.Columns.TraceParent); err != nil {
+			return f, err
 		}
 	}
-	if tm.traceStatePath == nil {
-		if tm.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
-			return nil, err
+	if config.PayloadPath(t.Columns.TraceState) == nil {
+		if f.traceState, err = find("tracestate", t.Columns.TraceState); err != nil {
+			return f, err
 		}
 	}
 	for _, h := range t.Headers {
 		i, err := find("header", h)
 		if err != nil {
-			return nil, err
+			return f, err
 		}
-		tm.headers = append(tm.headers, i)
+		f.headers = append(f.headers, i)
 	}
+	return f, nil
+}
+
+// used returns the columns f reads, ascending, each once.
+func (f fields) used() []int {
+	cols := append([]int{f.id, f.aggType, f.aggID, f.typ, f.payload, f.traceParent, f.traceState}, f.headers...)
+	cols = slices.DeleteFunc(cols, func(c int) bool { return c < 0 })
+	slices.Sort(cols)
+	return slices.Compact(cols)
+}
+
+// in returns f with each column replaced by its index in cols (which
+// holds every column f reads).
+func (f fields) in(cols []int) fields {
+	at := func(c int) int {
+		if c < 0 {
+			return c
+		}
+		i, _ := slices.BinarySearch(cols, c)
+		return i
+	}
+	n := fields{id: at(f.id), aggType: at(f.aggType), aggID: at(f.aggID), typ: at(f.typ), payload: at(f.payload),
+		traceParent: at(f.traceParent), traceState: at(f.traceState)}
+	for _, h := range f.headers {
+		n.headers = append(n.headers, at(h))
+	}
+	return n
+}
+
+func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
+	f, err := fieldColumns(t, e)
+	if err != nil {
+		return nil, err
+	}
+	tm := &tableMap{table: t, name: t.FullName(), fields: f, width: len(e.ColumnType), ev: e, dec: temporalDigits(e)}
+	tm.traceParentPath, tm.traceStatePath = config.PayloadPath(t.Columns.TraceParent), config.PayloadPath(t.Columns.TraceState)
 	if e.ColumnType[tm.id] == mysql.MYSQL_TYPE_STRING && binaryCollation(e, tm.id) {
 		// BINARY(n): the declared length is in the column metadata.
 		meta := e.ColumnMeta[tm.id]
 		length := int(meta&0xff) | int(((meta>>4)&0x300)^0x300)
 		tm.idBin = length
 	}
+	// The same table map for rows decoded narrow (narrow.go): only the
+	// columns used, in table order.
+	cols := f.used()
+	n := *tm
+	n.fields, n.width, n.dec = f.in(cols), len(cols), make([]int8, len(cols))
+	for i, c := range cols {
+		n.dec[i] = tm.dec[c]
+	}
+	tm.narrow = &n
 	return tm, nil
 }
 
@@ -974,7 +1039,10 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 
 // fill sets e to the event of row.
 func (tm *tableMap) fill(e *event.Event, row []any) error {
-	if len(row) != len(tm.ev.ColumnType) {
+	if len(row) != tm.width {
+		if tm.narrow != nil && len(row) == tm.narrow.width {
+			return tm.narrow.fill(e, row) // decoded narrow
+		}
 		return fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
 	}
 	*e = event.Event{Table: tm.name}

@@ -1,0 +1,9 @@
+package canal
+
+// DecodeWhole makes r decode every column of an outbox row, as go-mysql
+// does, instead of only the columns used.
+func DecodeWhole(r *Reader) { r.decodeWhole = true }
+
+// Narrowed is the number of rows events r decoded narrow, and of those it
+// decoded whole because a value's length could not be told.
+func Narrowed(r *Reader) (narrow, unknown int64) { return r.narrowed.Load(), r.unknown.Load() }
