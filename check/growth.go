@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 // NameOutboxGrowth warns when an outbox table keeps rows older than the
@@ -16,6 +17,18 @@ import (
 const NameOutboxGrowth = "outbox_growth"
 
 const noPruneNeeded = "if your producers insert and delete the row in one transaction, nothing needs pruning (the binlog keeps the INSERT)"
+
+// Growth connects to the source and runs outbox_growth alone: what Run
+// leaves out with Options.SkipGrowth. It returns an error only when it
+// cannot connect.
+func Growth(ctx context.Context, cfg *config.Config) (Report, error) {
+	db, err := source.Open(ctx, cfg.Source)
+	if err != nil {
+		return Report{}, err
+	}
+	defer db.Close()
+	return Report{Results: growthResults(ctx, db, cfg)}, nil
+}
 
 func growthResults(ctx context.Context, db *sql.DB, cfg *config.Config) []Result {
 	var out []Result

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,6 +98,23 @@ func TestCheckCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("run warns of outbox growth once it has started", func(t *testing.T) {
+		srv.Exec(t, "ALTER TABLE shop.outbox ADD COLUMN created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
+			"INSERT INTO shop.outbox (id, aggregatetype, aggregateid, type, payload, created_at) VALUES ('g1', 'order', 'o1', 'created', '{}', '2020-01-02 03:04:05')")
+		defer srv.Exec(t, "DELETE FROM shop.outbox", "ALTER TABLE shop.outbox DROP COLUMN created_at")
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		// Stop the relay (as SIGTERM would) once it has logged the warning.
+		stderr := &watchWriter{want: "check=outbox_growth", seen: cancel}
+		code := mainCode(ctx, []string{"run", "--config", cfg}, &bytes.Buffer{}, stderr)
+		out := stderr.String()
+		// Made after the startup checks, not among them.
+		done, growth := strings.Index(out, "startup checks done"), strings.Index(out, `level=WARN msg="check warning" check=outbox_growth detail="shop.outbox holds rows`)
+		if code != 0 || done < 0 || growth < done || ctx.Err() == context.DeadlineExceeded {
+			t.Errorf("exit %d\nstderr:\n%s", code, out)
+		}
+	})
+
 	t.Run("run rejects an unknown --allow-fail name", func(t *testing.T) {
 		code, _, errOut := runMain(t, ctx, "run", "--config", cfg, "--allow-fail", "binlog_fromat")
 		if code != 1 || !strings.Contains(errOut, `--allow-fail "binlog_fromat" is not a check; the checks are server, log_bin, binlog_format`) {
@@ -128,4 +146,29 @@ func TestCheckCommandReportsConfigAndConnectionErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// watchWriter collects what is written and calls seen once it holds want.
+type watchWriter struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	seen func()
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if w.seen != nil && strings.Contains(w.b.String(), w.want) {
+		w.seen()
+		w.seen = nil
+	}
+	return n, err
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -29,13 +29,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *path))
-	opts := check.Options{RetentionMin: *retentionMin, AllowFail: allowFail}
+	// outbox_growth (it only WARNs, and may scan a whole outbox table) is
+	// made once the relay has started, beside its stream.
+	opts := check.Options{RetentionMin: *retentionMin, AllowFail: allowFail, SkipGrowth: true}
 	if err := startupChecks(ctx, cfg, opts, logger, stderr); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	go growthCheck(ctx, cfg, logger)
 	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).Run(ctx)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")
@@ -63,4 +66,17 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		}
 	}
 	return log
+}
+
+// growthCheck runs the outbox_growth check and logs its warnings, as the
+// startup checks log theirs.
+func growthCheck(ctx context.Context, cfg *config.Config, logger *slog.Logger) {
+	rep, err := check.Growth(ctx, cfg)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Warn("check outbox_growth could not run", slog.Any("err", err))
+		}
+		return
+	}
+	logWarnings(rep, logger)
 }
