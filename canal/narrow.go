@@ -100,11 +100,13 @@ func (c *narrowCache) lookup(t *Table, e *replication.TableMapEvent) *narrowMap 
 }
 
 // sameShape reports whether two table maps have the same columns (names,
-// types, metadata, signedness): a narrow map made for one fits the other.
+// types, metadata, signedness, character sets): what is resolved from one
+// (a narrow map, a tableMap) holds for the other.
 func sameShape(a, b *replication.TableMapEvent) bool {
 	return a.ColumnCount == b.ColumnCount && bytes.Equal(a.ColumnType, b.ColumnType) &&
 		slices.Equal(a.ColumnMeta, b.ColumnMeta) && bytes.Equal(a.SignednessBitmap, b.SignednessBitmap) &&
-		slices.EqualFunc(a.ColumnName, b.ColumnName, bytes.Equal)
+		slices.EqualFunc(a.ColumnName, b.ColumnName, bytes.Equal) &&
+		slices.Equal(a.DefaultCharset, b.DefaultCharset) && slices.Equal(a.ColumnCharset, b.ColumnCharset)
 }
 
 func newNarrowMap(e *replication.TableMapEvent, cols []int) *narrowMap {

@@ -161,6 +161,9 @@ type Reader struct {
 	log    *slog.Logger
 	// badTraceLogged is set once a malformed traceparent was logged (Run's goroutine only).
 	badTraceLogged bool
+	// resolved is the last table map resolved of each outbox table (Run's
+	// goroutine only).
+	resolved map[*Table]*tableMap
 	// decodeWhole decodes every column of an outbox row, as go-mysql does,
 	// rather than only those used (narrow.go); tests compare the two.
 	decodeWhole bool
@@ -634,9 +637,18 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 			}
 			return nil
 		}
-		tm, err := resolve(t, e)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errFatal, err)
+		// Every transaction has its own table map: what was resolved from
+		// the last one of the table holds while its shape does.
+		tm := r.resolved[t]
+		if tm == nil || !sameShape(tm.ev, e) {
+			var err error
+			if tm, err = resolve(t, e); err != nil {
+				return fmt.Errorf("%w: %v", errFatal, err)
+			}
+			if r.resolved == nil {
+				r.resolved = map[*Table]*tableMap{}
+			}
+			r.resolved[t] = tm
 		}
 		if st.tables == nil {
 			st.tables = map[uint64]*tableMap{}

@@ -51,7 +51,7 @@ func setup(t *testing.T) (string, *sql.DB, canal.Config) {
 	return dbname, db, cfg
 }
 
-func serverPosition(t *testing.T, db *sql.DB, earliest bool) event.Position {
+func serverPosition(t testing.TB, db *sql.DB, earliest bool) event.Position {
 	t.Helper()
 	ctx := context.Background()
 	info, err := source.ReadInfo(ctx, db)
