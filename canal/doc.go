@@ -16,6 +16,9 @@
 //     those of watched tables (Config.Watch): each of their inserted,
 //     updated and deleted rows becomes an event.Change of its transaction,
 //     in binlog order, with its column names and normalized values.
+//   - An outbox row's columns that no event field reads are not decoded,
+//     only stepped over; those read are decoded by go-mysql, as before
+//     (narrow.go).
 //   - Column names come from the TABLE_MAP event's optional metadata
 //     (binlog_row_metadata=FULL), so a row is always read with the schema it
 //     was written with.

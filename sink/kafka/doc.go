@@ -1,5 +1,8 @@
 // Package kafka is the sink that produces outbox events to Apache Kafka (or
 // any broker speaking its protocol), built on github.com/segmentio/kafka-go.
+// The sink encodes each produce request's record batch itself (format v2,
+// as kafka-go would, byte for byte: Kafka 0.11 or later, which message
+// headers need anyway) and sends it with kafka-go's RawProduce.
 //
 // # Messages
 //
