@@ -47,7 +47,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	b.Run("sink", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := encodeBatch(ps, nil, now); err != nil {
+			if _, err := encodeBatch(nil, ps, nil, now); err != nil {
 				b.Fatal(err)
 			}
 		}

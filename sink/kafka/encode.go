@@ -28,16 +28,21 @@ const (
 	offAttributes   = 21
 )
 
-// encodeBatch returns msgs as a produce request's record set: its size
-// (int32), then one record batch of format v2 holding every message, its
-// records compressed with codec when codec is not nil. now is the
-// timestamp of a message without one (build always sets one).
-func encodeBatch(msgs []*pending, codec compress.Codec, now time.Time) ([]byte, error) {
+// encodeBatch returns msgs as a produce request's record set, in dst's
+// memory when it is large enough: its size (int32), then one record batch
+// of format v2 holding every message, its records compressed with codec
+// when codec is not nil. now is the timestamp of a message without one
+// (build always sets one).
+func encodeBatch(dst []byte, msgs []*pending, codec compress.Codec, now time.Time) ([]byte, error) {
 	n := 4 + batchHeaderSize
 	for _, p := range msgs {
 		n += p.size + 16 // messageSize counts what a record holds, and a little more
 	}
-	b := make([]byte, 4+batchHeaderSize, n)
+	b := dst[:0]
+	if cap(b) < n {
+		b = make([]byte, 0, n)
+	}
+	b = b[:4+batchHeaderSize]
 	first, maxTS := int64(0), int64(0)
 	for i, p := range msgs {
 		t := millis(p.msg.Time, now)

@@ -284,7 +284,8 @@ func (s *Sink) drain(q *partitionQueue) {
 	bo := retry.Backoff{Policy: s.cfg.Retry}
 	var logged time.Time
 	limit := s.cfg.BatchSize
-	isolating := 0 // messages left of a batch the broker found too large
+	isolating := 0     // messages left of a batch the broker found too large
+	var scratch []byte // the record batches' memory, while requests succeed
 	for {
 		batch := s.next(q, limit)
 		if batch == nil {
@@ -309,7 +310,7 @@ func (s *Sink) drain(q *partitionQueue) {
 			})
 			continue
 		}
-		err := s.produce(head.ctx, q.key, batch)
+		err := s.produce(head.ctx, q.key, batch, &scratch)
 		n := len(batch)
 		switch {
 		case err == nil:
@@ -402,11 +403,18 @@ func (s *Sink) sleep(ctx context.Context, d time.Duration) error {
 
 // produce sends batch as one record batch in one produce request (acks=all)
 // to the partition's leader, and returns the classified error of the whole
-// request: a broker takes or rejects a record batch whole.
-func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending) error {
+// request: a broker takes or rejects a record batch whole. The batch is
+// encoded in *scratch's memory (scratch may be nil), which is kept there
+// for the next request only when this one succeeded: a request that failed
+// or timed out may still be read by kafka-go's connection.
+func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending, scratch *[]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	set, err := encodeBatch(batch, s.cfg.compression().Codec(), time.Now())
+	var dst []byte
+	if scratch != nil {
+		dst, *scratch = *scratch, nil
+	}
+	set, err := encodeBatch(dst, batch, s.cfg.compression().Codec(), time.Now())
 	if err != nil {
 		return s.messageError(&batch[0].msg, err)
 	}
@@ -424,6 +432,9 @@ func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending) 
 		}
 	}
 	if err == nil {
+		if scratch != nil {
+			*scratch = set // answered: kafka-go has written all of it
+		}
 		return nil
 	}
 	return s.messageError(&batch[0].msg, err)
@@ -453,7 +464,7 @@ func (s *Sink) deadLetter(ctx context.Context, p *pending, cause error) error {
 		return sink.Permanent(fmt.Errorf("%w; and it cannot go to the dead-letter topic: %v", cause, err))
 	}
 	key := partitionKey{dlq, s.balancer.Balance(m, indexes(n)...)}
-	if err := s.produce(ctx, key, []*pending{{msg: m}}); err != nil {
+	if err := s.produce(ctx, key, []*pending{{msg: m}}, nil); err != nil {
 		return sink.Permanent(fmt.Errorf("%w; and writing it to dead-letter topic %q failed: %v", cause, dlq, err))
 	}
 	s.log.Warn("event sent to the kafka dead-letter topic",
