@@ -143,7 +143,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		return err
 	}
 	defer closeDL()
-	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), m.Gateway(kg.Webhook)
+	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), r.gateways.Sink(kg.Webhook)
 	var table *tablePoll
 	var polling sync.WaitGroup
 	t, err := fo.Table(r.fanOutParams(hooks, "", store, nil))
@@ -207,11 +207,15 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		}
 		return setup, nil
 	}
+	kgm, err := kafkasource.NewMetrics(m, name)
+	if err != nil {
+		return err
+	}
 	grp, err := kafkasource.New(kafkasource.Config{
 		Brokers: topics.Brokers, Dialer: dialer, Topics: kg.Topics, GroupID: kg.GroupID, Decode: topics.Decode,
 		StartLatest: kg.StartLatest, Store: store, CommitEvery: kg.CommitEvery,
 		SessionTimeout: kg.SessionTimeout, RebalanceTimeout: kg.RebalanceTimeout, HeartbeatInterval: kg.HeartbeatInterval,
-		Partition: partition, Observer: m.KafkaGateway(name), Logger: r.log,
+		Partition: partition, Observer: kgm, Logger: r.log,
 	})
 	if err != nil {
 		return err

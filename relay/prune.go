@@ -77,7 +77,12 @@ func (r *Relay) pruneLoop(ctx context.Context, store checkpoint.Store) {
 	opts := prune.OptionsFrom(r.cfg.Prune)
 	opts.Logger = log
 	if r.metrics != nil {
-		opts.Observer = r.metrics.Prune()
+		pm, err := prune.NewMetrics(r.metrics)
+		if err != nil {
+			log.Error("prune metrics not registered; prune runs without them", slog.Any("err", err))
+		} else {
+			opts.Observer = pm
+		}
 	}
 	log.Info("scheduled prune on", slog.Duration("every", every), slog.Duration("older_than", opts.OlderThan), slog.Duration("safety_margin", opts.SafetyMargin))
 	for {

@@ -79,7 +79,9 @@ type Relay struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics.Metrics // set by Run; nil for Targets used alone (dlq replay)
-	health  *gateway.Health  // every webhook endpoint's run of failures
+	// gateways are the fan-out sinks' metrics, on metrics (set with it).
+	gateways *gateway.Metrics
+	health   *gateway.Health // every webhook endpoint's run of failures
 	// retry is the one retry policy (retry.FromConfig), built here and
 	// passed down to every pipeline, sink, reader and webhook endpoint.
 	retry retry.Policy
@@ -286,6 +288,12 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	gm, err := gateway.NewMetrics(m)
+	if err != nil {
+		m.Unregister()
+		return nil, nil, err
+	}
+	r.gateways = gm
 	if r.cfg.HTTP.Listen == "" {
 		return m, m.Unregister, nil
 	}

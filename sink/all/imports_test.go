@@ -32,7 +32,6 @@ var kindImportsInTests = map[string]string{
 	"config/example_test.go sink/nats":                   "checks the example config's nats section decodes to the nats kind's Config",
 	"config/example_test.go sink/rabbitmq":               "checks the example config's rabbitmq section decodes to the rabbitmq kind's Config",
 	"config/example_test.go sink/redis":                  "checks the example config's redis section decodes to the redis kind's Config",
-	"metrics/metrics_test.go sink/webhook":               "runs a webhook endpoint against a server and reads its metrics",
 	"metrics/sinks_test.go sink/nats":                    "runs the nats sink against the broker and reads its metrics",
 	"metrics/sinks_test.go sink/rabbitmq":                "runs the rabbitmq sink against the broker and reads its metrics",
 	"metrics/sinks_test.go sink/redis":                   "runs the redis sink against the server and reads its metrics",
