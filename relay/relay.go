@@ -6,7 +6,9 @@
 // pipeline per endpoint, its endpoints from the configuration and from its
 // endpoints table, which the kind's package builds and follows on that
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
-// and runs: it imports no sink kind.
+// and runs: it imports no sink kind. Another run loop (the scaled-out
+// gateway, package gateway/scaled) shares the relay's metrics, health,
+// retry policy and dead letters through Start's Parts.
 //
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
