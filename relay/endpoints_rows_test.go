@@ -576,7 +576,7 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	if err := st.Save(context.Background(), "hooks/gone", cp); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := deadletter.OpenFile(relay.DeadLetterDir(rr.cfg))
+	dl, err := deadletter.OpenFile(deadletter.Dir(rr.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

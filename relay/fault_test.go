@@ -894,7 +894,7 @@ sinks:
 		}
 	}
 	expect(kafkaIDs["nonutf8"] == "a\xff", "Kafka key of a non-UTF-8 aggregate id = %q, want the bytes", kafkaIDs["nonutf8"])
-	store, err := deadletter.OpenFile(relay.DeadLetterDir(r.cfg))
+	store, err := deadletter.OpenFile(deadletter.Dir(r.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

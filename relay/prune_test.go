@@ -83,7 +83,7 @@ func presentIDs(t *testing.T, db *sql.DB) []string {
 func runPrune(t testing.TB, cfg *config.Config, opts prune.Options) (prune.Result, error) {
 	t.Helper()
 	ctx := context.Background()
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

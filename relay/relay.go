@@ -115,50 +115,6 @@ func Tables(cfg *config.Config) []canal.Table {
 	return out
 }
 
-// OpenStore opens the configured checkpoint store.
-func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, false, log)
-}
-
-// OpenStoreReadOnly opens the configured checkpoint store for reading only
-// (status): it creates no table, file or directory, and a missing one reads
-// as no checkpoints.
-func OpenStoreReadOnly(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, true, nil)
-}
-
-func openStore(ctx context.Context, cfg *config.Config, readOnly bool, log *slog.Logger) (checkpoint.Store, func(), error) {
-	switch cfg.Checkpoint.Store {
-	case "mysql":
-		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
-		if err != nil {
-			return nil, nil, err
-		}
-		var st *checkpoint.MySQL
-		if readOnly {
-			st, err = checkpoint.OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
-		} else {
-			st, err = checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table, log)
-		}
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		st.LockTimeout = cfg.Checkpoint.LockTimeout
-		return st, func() { db.Close() }, nil
-	default:
-		open := checkpoint.OpenFile
-		if readOnly {
-			open = checkpoint.OpenFileReadOnly
-		}
-		st, err := open(cfg.Checkpoint.Path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, func() {}, nil
-	}
-}
-
 // StartPosition resolves checkpoint.start against the server.
 func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info source.ServerInfo) (event.Position, error) {
 	if g, _ := cfg.StartGTID(); g != "" {
@@ -205,7 +161,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
-	store, closeStore, err := OpenStore(ctx, r.cfg, r.log)
+	store, closeStore, err := checkpoint.Open(ctx, r.cfg, r.log)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
-	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 // secretsKeyEnv holds the endpoints table's secrets key for `endpoints
@@ -164,7 +163,7 @@ func enableEndpoints(ctx context.Context, args []string, stdout, stderr io.Write
 			return fmt.Errorf("a running relay holds %s and would write its own copy over the change: stop it first, or UPDATE the endpoint's row in its endpoints table, or use checkpoint.store mysql (a running relay then notices within seconds)", cfg.Checkpoint.Path)
 		}
 	}
-	store, closeStore, err := relay.OpenStore(ctx, cfg, newLogger(cfg.Log, stderr))
+	store, closeStore, err := checkpoint.Open(ctx, cfg, newLogger(cfg.Log, stderr))
 	if err != nil {
 		return err
 	}

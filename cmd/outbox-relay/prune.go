@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/prune"
@@ -53,7 +54,7 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts.DryRun = *dry
 	opts.Logger = newLogger(cfg.Log, stderr)
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}
