@@ -34,7 +34,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -115,17 +114,6 @@ func Tables(cfg *config.Config) []canal.Table {
 	return out
 }
 
-// StartPosition resolves checkpoint.start against the server.
-func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info source.ServerInfo) (event.Position, error) {
-	if g, _ := cfg.StartGTID(); g != "" {
-		return event.Position{GTIDSet: g}, nil
-	}
-	if cfg.Checkpoint.Start == "earliest" {
-		return source.EarliestPosition(ctx, db, info)
-	}
-	return source.CurrentPosition(ctx, db, info)
-}
-
 // Targets builds every configured sink (one target per webhook endpoint).
 func (r *Relay) Targets() ([]Target, error) {
 	var out []Target
@@ -172,7 +160,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // nil: ctx ended while this relay waited as a standby
 	}
 	defer lock.release()
-	start, err := StartPosition(ctx, src.db, r.cfg, src.info)
+	start, err := source.StartPosition(ctx, src.db, r.cfg, src.info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", r.cfg.Checkpoint.Start, err)
 	}
