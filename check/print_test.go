@@ -6,12 +6,18 @@ import (
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
-	natssink "github.com/outbox-relay/outbox-relay/sink/nats"
-	"github.com/outbox-relay/outbox-relay/sink/rabbitmq"
-	redissink "github.com/outbox-relay/outbox-relay/sink/redis"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
+
+// parsed is the configuration of sinks (YAML), decoded by each kind's
+// section through the registry.
+func parsed(t *testing.T, sinks string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte("tables: [{name: shop.outbox}]\nsinks:\n" + sinks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
 
 // A detail quotes the server (a table name, a variable's value): its
 // control characters are shown escaped, never sent to the terminal.
@@ -25,12 +31,16 @@ func TestPrintEscapesControlCharacters(t *testing.T) {
 }
 
 func TestInsecureResults(t *testing.T) {
-	cfg := &config.Config{Sinks: []config.Sink{{Name: "h", Type: "webhook", Config: &webhook.SinkConfig{Endpoints: []webhook.EndpointConfig{
-		{Name: "tls", URL: "https://h.example/", Headers: map[string]string{"Authorization": "Bearer x"}},
-		{Name: "plain-no-creds", URL: "http://h.example/", Headers: map[string]string{"X-Tenant": "a"}},
-		{Name: "userinfo", URL: "http://u:p@h.example/"},
-		{Name: "apikey", URL: "http://h.example/", Headers: map[string]string{"x-api-key": "k"}},
-	}}}}}
+	cfg := parsed(t, `
+  - name: h
+    type: webhook
+    webhook:
+      endpoints:
+        - {name: tls, url: "https://h.example/", headers: {Authorization: Bearer x}}
+        - {name: plain-no-creds, url: "http://h.example/", headers: {X-Tenant: a}}
+        - {name: userinfo, url: "http://u:p@h.example/"}
+        - {name: apikey, url: "http://h.example/", headers: {x-api-key: k}}
+`)
 	rs := insecureResults(cfg)
 	var details []string
 	for _, r := range rs {
@@ -42,12 +52,12 @@ func TestInsecureResults(t *testing.T) {
 	if len(details) != 2 || !strings.Contains(got, "(h/userinfo)") || !strings.Contains(got, "(h/apikey)") || strings.Contains(got, "u:p@") {
 		t.Fatalf("warnings:\n%s", got)
 	}
-	streams := &config.Config{Sinks: []config.Sink{
-		{Name: "js", Type: "nats", Config: &natssink.Config{User: "u", Password: "p"}},
-		{Name: "rd", Type: "redis", Config: &redissink.Config{TLS: tlsfiles.Settings{Enabled: true, InsecureSkipVerify: true}}},
-		{Name: "mq", Type: "rabbitmq", Config: &rabbitmq.Config{Username: "u", Password: "p", TLS: tlsfiles.Settings{Enabled: true}}},
-		{Name: "rd2", Type: "redis", Config: &redissink.Config{}},
-	}}
+	streams := parsed(t, `
+  - {name: js, type: nats, nats: {urls: ["nats://127.0.0.1:4222"], user: u, password: p}}
+  - {name: rd, type: redis, redis: {addr: "127.0.0.1:6380", tls: {enabled: true, insecure_skip_verify: true}}}
+  - {name: mq, type: rabbitmq, rabbitmq: {addr: "127.0.0.1:5671", username: u, password: p, tls: {enabled: true}}}
+  - {name: rd2, type: redis, redis: {addr: "127.0.0.1:6379"}}
+`)
 	details = nil
 	for _, r := range insecureResults(streams) {
 		if r.Status == Warn {

@@ -37,4 +37,10 @@
 // runs (the …Locked ones under the hub's lock, as from Run's changed
 // function); when Run's context ends, every endpoint's pipeline is cancelled
 // with that context's cause, and Run returns once they all have.
+//
+// Metrics: NewMetrics registers the gateway's figures on a relay's metrics
+// (package metrics): per webhook sink (Metrics.Sink) its endpoints summed
+// on the sink's series, a count of endpoints per state and the
+// TopLaggingEndpoints lag series, every endpoint's figures on /endpoints,
+// and the endpoints stopped for good on /readyz.
 package gateway

@@ -30,6 +30,35 @@ type FanOut struct {
 	// selects (nil: every event, or no such endpoint), without building it
 	// (`outbox-relay audit` of one endpoint).
 	Filter func(sc config.SinkConfig, endpoint string) func(*event.Event) bool
+	// EncryptSecret, for a kind whose endpoints table holds encrypted
+	// secrets, encrypts secret with key for the secrets column of one row
+	// (`outbox-relay endpoints encrypt-secret`): the value decrypts only in
+	// that row. Errors never contain the secret or the key. Nil: the kind's
+	// table holds none.
+	EncryptSecret func(key, secret string, row SecretRow) (string, error)
+}
+
+// SecretRow names the endpoints table's row an encrypted secret is for.
+type SecretRow struct {
+	// Table is the endpoints table, as the sink's section spells it
+	// ("shop.outbox_endpoints").
+	Table string
+	// ID is the row's id column.
+	ID string
+	// URL is the row's url column, exactly as stored.
+	URL string
+}
+
+// SecretKinds returns the fan-out kinds whose endpoints table holds
+// encrypted secrets (FanOut.EncryptSecret set), by type.
+func SecretKinds() map[string]func(key, secret string, row SecretRow) (string, error) {
+	out := map[string]func(key, secret string, row SecretRow) (string, error){}
+	for _, k := range sink.Kinds() {
+		if fo, ok := FanOutOf(k); ok && fo.EncryptSecret != nil {
+			out[k.Type] = fo.EncryptSecret
+		}
+	}
+	return out
 }
 
 // FanOutParams is what FanOut's functions get.

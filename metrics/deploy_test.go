@@ -16,7 +16,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/prune"
 )
 
 const deployDir = "../deploy"
@@ -41,10 +44,11 @@ func referenced(s string) []string {
 	return out
 }
 
-// exposed is every metric family a relay may expose: Names, PruneNames
-// with prune.schedule set, and KafkaGatewayNames for `outbox-relay gateway`.
+// exposed is every metric family a relay may expose: Names, the gateway's
+// with a webhook sink, prune's with prune.schedule set, and the scaled-out
+// gateway's for `outbox-relay gateway`.
 func exposed() []string {
-	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames)
+	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,
@@ -513,7 +517,7 @@ func TestGatewayDeployParsesAndScalesOnItsLag(t *testing.T) {
 		}
 	}
 	hpaMetric := fmt.Sprint(dig(kinds["HorizontalPodAutoscaler"], "spec", "metrics", 0, "external", "metric", "name"))
-	if !slices.Contains(metrics.KafkaGatewayNames, hpaMetric) {
+	if !slices.Contains(kafkasource.MetricNames, hpaMetric) {
 		t.Errorf("the autoscaler scales on %q, not a metric of the gateway", hpaMetric)
 	}
 	checkArgs := func(what string, args []string, cfg *config.Config) {

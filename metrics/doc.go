@@ -16,4 +16,14 @@
 //
 // Handler serves /metrics, /healthz and /readyz; Ready is the readiness rule
 // on its own, for callers that want it elsewhere.
+//
+// It holds what every sink shares: the stream's and the pipeline's series,
+// readiness and the listener. A package that produces figures of its own
+// owns their collectors and registers them here (Register, so Unregister
+// removes them too), with any page beside /metrics (Handle) and lines for
+// /readyz (AddNotes): the gateway's per-endpoint series and /endpoints
+// (gateway.NewMetrics), prune's (prune.NewMetrics) and the scaled-out
+// gateway's (kafkasource.NewMetrics). A fan-out sink's own series are
+// derived from its endpoints' (PipelineObserver.FanOut). So metrics
+// imports none of them: it sits below every package that reports into it.
 package metrics

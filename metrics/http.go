@@ -28,8 +28,9 @@ const DefaultReadyCheckpointAge = 2 * time.Minute
 //   - /healthz: 200 "ok" while the process serves HTTP at all (liveness);
 //   - /readyz: 200 "ready" when m.Ready(maxAge) holds, else 503 with one
 //     line per thing of a sink that is not ready; then, either way, the
-//     webhook endpoints stopped for good and the server each sink reads;
-//   - /endpoints: every gateway endpoint's figures as JSON (?sink=NAME).
+//     packages' notes (AddNotes: the webhook endpoints stopped for good)
+//     and the server each sink reads;
+//   - the pages the packages added with m.Handle (the gateway's /endpoints).
 //
 // maxAge <= 0 means DefaultReadyCheckpointAge.
 func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handler {
@@ -42,7 +43,11 @@ func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handl
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /endpoints", EndpointsHandler(m))
+	m.mu.Lock()
+	for _, r := range m.routes {
+		mux.Handle(r.pattern, r.h)
+	}
+	m.mu.Unlock()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ok, reasons, notes := m.Ready(maxAge)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -17,7 +18,11 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-const namespace = "outbox_relay"
+// Namespace prefixes every metric of outbox-relay (outbox_relay_…), those
+// the packages that produce them register with Register too.
+const Namespace = "outbox_relay"
+
+const namespace = Namespace
 
 // LatencyBuckets are the delivery latency histogram's upper bounds, in
 // seconds: 1 ms to 10 minutes. The commit timestamp has 1 s resolution, so the
@@ -95,8 +100,6 @@ var Names = []string{
 	"outbox_relay_checkpoint_binlog_purge_margin_files",
 	"outbox_relay_checkpoint_binlog_behind_files",
 	"outbox_relay_source_binary_logs",
-	"outbox_relay_gateway_endpoints",
-	"outbox_relay_gateway_endpoint_lag_seconds",
 }
 
 // Metrics holds every outbox-relay metric of one relay. Create it with New.
@@ -131,22 +134,30 @@ type Metrics struct {
 	buildInfo     *prometheus.GaugeVec
 
 	lagDesc, oldestDesc, marginDesc, behindDesc, filesDesc *prometheus.Desc
-	gwStatesDesc, gwLagDesc                                *prometheus.Desc
 
 	mu      sync.Mutex
 	sinks   map[string]*sinkState
 	order   []string
 	binlogs []string // the server's binary logs, oldest first; nil until polled
-	prune   *PruneObserver
-	kgw     *KafkaGatewayObserver
-	// gateways are the webhook sinks run as gateways, by name.
-	gateways map[string]*Gateway
+	// notes are the packages' lines for the body of /readyz (AddNotes).
+	notes []func() []string
+	// routes are the packages' pages served beside /metrics (Handle).
+	routes []route
+}
+
+type route struct {
+	pattern string
+	h       http.Handler
 }
 
 // sinkState is what the time-dependent gauges and readiness are computed from.
 type sinkState struct {
 	mu sync.Mutex
 	facts
+	// derive, for a fan-out sink, gives at scrape time its oldest
+	// unacknowledged event and its oldest checkpoint's binlog file, from
+	// its endpoints' (PipelineObserver.FanOut).
+	derive func() (oldest time.Time, checkpointLog string)
 }
 
 // facts are a sink's last reported facts, copied out under sinkState.mu.
@@ -163,7 +174,7 @@ type facts struct {
 	stopped       string // why the pipeline stopped for good; "" while it runs
 	sinkConnected bool   // the sink's Connect succeeded
 	sinkErr       string // why its last Connect failed, until one succeeds
-	gateway       bool   // a webhook sink run as a gateway: its endpoints' trouble is theirs
+	fanOut        bool   // a sink run as a fan-out gateway: its endpoints' trouble is theirs
 }
 
 // New creates the metrics and registers them on reg. version is reported by
@@ -229,8 +240,6 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 		"how many can be purged before the checkpoint's is. 0: the checkpoint's file is the oldest; -1: it was purged.", "sink")
 	m.behindDesc = desc("checkpoint_binlog_behind_files", "Binary logs on the source newer than the one holding the sink's checkpoint (0: the checkpoint is in the newest).", "sink")
 	m.filesDesc = desc("source_binary_logs", "Binary log files the source still has (SHOW BINARY LOGS, polled).")
-	m.gwStatesDesc = desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), disabled (by the relay: failed without a break for webhook.gateway.disable_after, or answered 410 Gone; waits to be enabled), off (its table row has enabled = 0), invalid (its table row cannot be used), stopped (its pipeline stopped on an error).", "sink", "state")
-	m.gwLagDesc = desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint")
 	m.collectors = append(m.collectors, dynamic{m})
 
 	for i, c := range m.collectors {
@@ -244,13 +253,64 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	return m, nil
 }
 
-// Unregister removes every metric from the Registerer given to New.
+// Unregister removes every metric from the Registerer given to New, those
+// added with Register included.
 func (m *Metrics) Unregister() {
-	for _, c := range m.collectors {
+	m.mu.Lock()
+	cs := slices.Clone(m.collectors)
+	m.mu.Unlock()
+	for _, c := range cs {
 		m.reg.Unregister(c)
 	}
 }
 
+// Register registers the collectors of a package that produces figures of
+// its own (the gateway, prune, the scaled-out gateway) on the Registerer
+// given to New; Unregister removes them with the rest. A collector that
+// cannot be registered is an error, and none of cs stays registered.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for i, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				m.reg.Unregister(done)
+			}
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	m.mu.Lock()
+	m.collectors = append(m.collectors, cs...)
+	m.mu.Unlock()
+	return nil
+}
+
+// Now is the clock every scrape-time figure is computed with (time.Now
+// unless SetClock changed it); a package's own collectors read it too.
+func (m *Metrics) Now() time.Time { return m.now() }
+
+// SetClock replaces the clock (Now) and sets the start to its time, for
+// tests of the scrape-time figures and of readiness; call it before the
+// metrics are used.
+func (m *Metrics) SetClock(now func() time.Time) {
+	m.now = now
+	m.started = now()
+}
+
+// AddNotes adds lines for the body of /readyz, after the reasons it is not
+// ready: notes never make the relay unready (the gateway names the
+// endpoints stopped for good).
+func (m *Metrics) AddNotes(notes func() []string) {
+	m.mu.Lock()
+	m.notes = append(m.notes, notes)
+	m.mu.Unlock()
+}
+
+// Handle adds a page that Handler serves beside /metrics (the gateway's
+// /endpoints). Pages added after Handler was called are not served.
+func (m *Metrics) Handle(pattern string, h http.Handler) {
+	m.mu.Lock()
+	m.routes = append(m.routes, route{pattern, h})
+	m.mu.Unlock()
+}
 func (m *Metrics) state(name string) *sinkState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -318,7 +378,7 @@ func (o *SourceObserver) Heartbeat() {
 	o.heartbeats.Inc()
 	o.s.mu.Lock()
 	o.s.caughtUp = true
-	o.s.lastHeartbeat = o.m.now()
+	o.s.lastHeartbeat = o.m.Now()
 	o.s.mu.Unlock()
 }
 
@@ -450,7 +510,9 @@ func (o *PipelineObserver) CheckpointSaved(pos event.Position, at time.Time) {
 	o.saves.Inc()
 	o.m.lastSave.WithLabelValues(o.name).Set(float64(at.UnixNano()) / 1e9)
 	o.s.mu.Lock()
-	o.s.lastSave = at
+	if at.After(o.s.lastSave) {
+		o.s.lastSave = at
+	}
 	if pos.File != "" {
 		o.s.checkpointLog = pos.File
 	}
@@ -504,6 +566,21 @@ func (o *PipelineObserver) SinkUp(up bool) {
 	}
 }
 
+// FanOut marks the sink as run as a fan-out gateway whose endpoints are
+// pipelines of their own: their trouble (failing, stopped, disabled) is
+// theirs, so the sink's connect and checkpoint age do not make the relay
+// unready. derive gives, at each scrape, the oldest unacknowledged event of
+// any endpoint (zero: none) and the binlog file of the oldest endpoint's
+// saved checkpoint ("": none yet), for the sink's oldest-unacked age and
+// purge margin; the endpoints report InFlight and CheckpointSaved here
+// with neither (a zero time, an empty position).
+func (o *PipelineObserver) FanOut(derive func() (oldest time.Time, checkpointLog string)) {
+	o.s.mu.Lock()
+	o.s.fanOut = true
+	o.s.derive = derive
+	o.s.mu.Unlock()
+}
+
 // dynamic collects the gauges computed at scrape time.
 type dynamic struct{ m *Metrics }
 
@@ -513,13 +590,11 @@ func (d dynamic) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.m.marginDesc
 	ch <- d.m.behindDesc
 	ch <- d.m.filesDesc
-	ch <- d.m.gwStatesDesc
-	ch <- d.m.gwLagDesc
 }
 
 func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 	m := d.m
-	now := m.now()
+	now := m.Now()
 	m.mu.Lock()
 	names := slices.Clone(m.order)
 	states := make([]*sinkState, len(names))
@@ -527,14 +602,7 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 		states[i] = m.sinks[n]
 	}
 	binlogs := m.binlogs
-	gws := make([]*Gateway, 0, len(m.gateways))
-	for _, g := range m.gateways {
-		gws = append(gws, g)
-	}
 	m.mu.Unlock()
-	for _, g := range gws {
-		g.collect(ch, m)
-	}
 
 	if binlogs != nil {
 		ch <- prometheus.MustNewConstMetric(m.filesDesc, prometheus.GaugeValue, float64(len(binlogs)))
@@ -542,8 +610,18 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 	for i, name := range names {
 		s := states[i]
 		s.mu.Lock()
-		st := s.facts
+		st, derive := s.facts, s.derive
 		s.mu.Unlock()
+		if derive != nil {
+			oldest, file := derive()
+			s.mu.Lock()
+			s.oldest = oldest
+			if file != "" {
+				s.checkpointLog = file
+			}
+			st = s.facts
+			s.mu.Unlock()
+		}
 		if lag, ok := replicationLag(&st, now); ok {
 			ch <- prometheus.MustNewConstMetric(m.lagDesc, prometheus.GaugeValue, lag, name)
 		}
@@ -640,7 +718,7 @@ func (m *Metrics) Reading() []string {
 // notes name the endpoints stopped for good, for the body of /readyz. With
 // no sinks yet it is not ready.
 func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []string) {
-	now := m.now()
+	now := m.Now()
 	m.mu.Lock()
 	names := slices.Clone(m.order)
 	states := make([]*sinkState, len(names))
@@ -660,7 +738,7 @@ func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []stri
 			reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", name, st.stopped))
 			continue
 		}
-		if !st.gateway && !st.sinkConnected {
+		if !st.fanOut && !st.sinkConnected {
 			if st.sinkErr != "" {
 				reasons = append(reasons, fmt.Sprintf("sink %s: not connected (retrying): %s", name, st.sinkErr))
 			} else {
@@ -671,7 +749,7 @@ func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []stri
 			reasons = append(reasons, fmt.Sprintf("sink %s: binlog stream not connected to the source", name))
 			continue
 		}
-		if st.gateway || !st.sinkConnected {
+		if st.fanOut || !st.sinkConnected {
 			continue
 		}
 		since := st.lastSave
@@ -683,36 +761,15 @@ func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []stri
 				name, st.inFlight, now.Sub(since).Round(time.Second)))
 		}
 	}
-	// A gateway endpoint stopped for good is noted (at most maxStoppedNamed
-	// of them; the others are counted), not a reason.
+	// What the packages note (AddNotes) is not a reason.
 	m.mu.Lock()
-	gws := make([]*Gateway, 0, len(m.gateways))
-	for _, g := range m.gateways {
-		gws = append(gws, g)
-	}
+	fs := slices.Clone(m.notes)
 	m.mu.Unlock()
-	named, more := 0, 0
-	for _, g := range gws {
-		for _, e := range g.Endpoints() {
-			if e.Stopped == "" {
-				continue
-			}
-			if named < maxStoppedNamed {
-				notes = append(notes, fmt.Sprintf("endpoint %s: stopped after an error it cannot retry (the relay goes on): %s", e.Endpoint, e.Stopped))
-				named++
-			} else {
-				more++
-			}
-		}
-	}
-	if more > 0 {
-		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+	for _, f := range fs {
+		notes = append(notes, f()...)
 	}
 	return len(reasons) == 0, reasons, notes
 }
-
-// maxStoppedNamed caps the stopped gateway endpoints /readyz names.
-const maxStoppedNamed = 20
 
 // Endpoint returns an observer for a sink that runs its own retries (a
 // webhook endpoint, a sink.Submitter), which the pipeline never sees: each

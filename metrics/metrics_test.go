@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,16 +20,13 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 var (
 	_ canal.Observer    = (*SourceObserver)(nil)
 	_ pipeline.Observer = (*PipelineObserver)(nil)
-	_ webhook.Observer  = (*EndpointObserver)(nil)
 )
 
 // clock is a settable time source for the scrape-time gauges.
@@ -46,8 +42,7 @@ func newTest(t *testing.T) (*Metrics, *prometheus.Registry, *clock) {
 		t.Fatal(err)
 	}
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	m.now = c.now
-	m.started = c.t
+	m.SetClock(c.now)
 	return m, reg, c
 }
 
@@ -74,19 +69,8 @@ func populated(t *testing.T) (*Metrics, *prometheus.Registry, *clock) {
 	return m, reg, c
 }
 
-// withGateway adds a webhook sink run as a gateway, with one endpoint.
-func withGateway(m *Metrics, c *clock) {
-	g := m.Gateway("hooks")
-	g.State("hooks/a", gateway.Attached)
-	ep := g.Endpoint("hooks/a")
-	ep.Delivered(&event.Event{ID: "2", CommitTime: c.t.Add(-time.Second)}, c.t)
-	ep.InFlight(1, 100, c.t.Add(-3*time.Second))
-	ep.CheckpointSaved(event.Position{File: "bin.000001", Pos: 4}, c.t)
-}
-
 func TestMetricsPassPromlint(t *testing.T) {
-	m, reg, c := populated(t)
-	withGateway(m, c)
+	_, reg, _ := populated(t)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +88,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 }
 
 func TestEveryNamesMetricIsRegisteredAndNoOther(t *testing.T) {
-	m, reg, c := populated(t)
-	withGateway(m, c)
+	_, reg, _ := populated(t)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -275,23 +258,6 @@ func TestReadiness(t *testing.T) {
 			s.Connected()
 			s.Reconnect()
 		}, false, "sink a: binlog stream not connected"},
-		{"a webhook endpoint failing for an hour leaves the relay ready", func(m *Metrics, c *clock) {
-			m.Source("hooks").Connected()
-			g := m.Gateway("hooks")
-			g.State("hooks/a", gateway.Attached)
-			ep := g.Endpoint("hooks/a")
-			ep.InFlight(5, 100, c.t)
-			ep.Failed(&event.Event{ID: "1"}, errors.New("endpoint answered 503 Service Unavailable"), false)
-			c.t = c.t.Add(time.Hour)
-		}, true, ""},
-		{"a webhook endpoint stopped for good is noted, not a reason", func(m *Metrics, c *clock) {
-			m.Source("hooks").Connected()
-			m.Gateway("hooks").Endpoint("hooks/a").Stopped(errors.New("event 1 failed permanently"))
-		}, true, "endpoint hooks/a: stopped after an error it cannot retry (the relay goes on): event 1 failed permanently"},
-		{"a webhook sink whose shared stream is down is not ready", func(m *Metrics, c *clock) {
-			m.Source("hooks")
-			m.Gateway("hooks")
-		}, false, "sink hooks: binlog stream not connected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _, c := newTest(t)
@@ -344,146 +310,11 @@ func TestNewFailsOnARegistererAlreadyHoldingTheMetricsAndUnregisterFreesIt(t *te
 	}
 }
 
-// A gateway of 10,000 endpoints adds a bounded number of series: a count per
-// state and the top lagging endpoints; its sink's series sum the endpoints,
-// and its purge margin follows the oldest cursor.
-func TestGatewayMetricsAreBounded(t *testing.T) {
-	m, reg, c := newTest(t)
-	m.SetBinaryLogs([]string{"bin.000001", "bin.000002", "bin.000003"})
-	g := m.Gateway("hooks")
-	for i := range 10000 {
-		key := fmt.Sprintf("hooks/ep%d", i)
-		g.State(key, gateway.Attached)
-		ep := g.Endpoint(key)
-		ep.InFlight(1, 10, c.t.Add(-time.Duration(i)*time.Second))
-		file := "bin.000003"
-		if i == 4242 {
-			file = "bin.000002"
-		}
-		ep.CheckpointSaved(event.Position{File: file, Pos: 4}, c.t)
-	}
-	g.State("hooks/ep7", gateway.Disabled)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	series := 0
-	for _, mf := range mfs {
-		series += len(mf.GetMetric())
-		for _, s := range mf.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "sink" && l.GetValue() != "hooks" {
-					t.Errorf("%s has a series of sink %q: endpoints must not be sinks", mf.GetName(), l.GetValue())
-				}
-			}
-		}
-		switch mf.GetName() {
-		case "outbox_relay_in_flight_events":
-			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 10000 {
-				t.Errorf("in_flight_events = %v, want the sum 10000", v)
-			}
-		case "outbox_relay_gateway_endpoint_lag_seconds":
-			if n := len(mf.GetMetric()); n != TopLaggingEndpoints {
-				t.Errorf("%d lag series, want %d", n, TopLaggingEndpoints)
-			}
-		case "outbox_relay_checkpoint_binlog_purge_margin_files":
-			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 1 {
-				t.Errorf("purge margin %v, want 1: the oldest cursor is in bin.000002", v)
-			}
-		case "outbox_relay_gateway_endpoints":
-			for _, s := range mf.GetMetric() {
-				st := ""
-				for _, l := range s.GetLabel() {
-					if l.GetName() == "state" {
-						st = l.GetValue()
-					}
-				}
-				want := map[string]float64{"attached": 9999, "disabled": 1}[st]
-				if v := s.GetGauge().GetValue(); v != want {
-					t.Errorf("gateway_endpoints{state=%q} = %v, want %v", st, v, want)
-				}
-			}
-		}
-	}
-	if series > 200 {
-		t.Errorf("%d series for 10,000 endpoints: the label cardinality is not bounded", series)
-	}
-	if eps := g.Endpoints(); len(eps) != 10000 || eps[0].Endpoint != "hooks/ep9999" {
-		t.Errorf("/endpoints lists %d, worst lag first %q; want all 10000, hooks/ep9999 first", len(eps), eps[0].Endpoint)
-	}
-}
-
-// /endpoints serves every gateway endpoint's figures as JSON, per webhook
-// sink, worst lag first; ?sink= selects one sink.
-func TestEndpointsHandlerServesEveryEndpoint(t *testing.T) {
-	m, _, c := newTest(t)
-	for _, sink := range []string{"hooks", "other"} {
-		g := m.Gateway(sink)
-		for i, lag := range []time.Duration{time.Second, 5 * time.Second} {
-			key := fmt.Sprintf("%s/ep%d", sink, i)
-			g.State(key, gateway.Attached)
-			g.Endpoint(key).InFlight(1, 10, c.t.Add(-lag))
-		}
-	}
-	srv := httptest.NewServer(EndpointsHandler(m))
-	defer srv.Close()
-	get := func(q string) map[string][]EndpointStats {
-		resp, err := http.Get(srv.URL + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string][]EndpointStats
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	all := get("")
-	if len(all) != 2 || len(all["hooks"]) != 2 || all["hooks"][0].Endpoint != "hooks/ep1" || all["hooks"][0].LagSeconds != 5 || all["hooks"][0].State != "attached" {
-		t.Fatalf("/endpoints = %+v", all)
-	}
-	if one := get("?sink=other"); len(one) != 1 || len(one["other"]) != 2 {
-		t.Fatalf("/endpoints?sink=other = %+v", one)
-	}
-}
-
-// A webhook sink's oldest unacknowledged event is its endpoints' oldest
-// now: it moves forward when that endpoint acknowledges, not only when
-// nothing at all is in flight.
-func TestGatewayOldestUnackedFollowsTheEndpoints(t *testing.T) {
-	m, reg, c := newTest(t)
-	g := m.Gateway("hooks")
-	a, b := g.Endpoint("hooks/a"), g.Endpoint("hooks/b")
-	a.InFlight(1, 10, c.t.Add(-60*time.Second))
-	b.InFlight(1, 10, c.t.Add(-5*time.Second))
-	age := func() float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "outbox_relay_oldest_unacked_age_seconds" {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		t.Fatal("no oldest_unacked_age_seconds")
-		return 0
-	}
-	if got := age(); got != 60 {
-		t.Fatalf("age %v, want 60", got)
-	}
-	a.InFlight(0, 0, time.Time{}) // a acknowledged; b still waits
-	if got := age(); got != 5 {
-		t.Fatalf("age %v after a acknowledged, want b's 5", got)
-	}
-}
-
-// Both pipeline observers count what a restart skips and re-sends, the
-// gateway's on its webhook sink's series.
+// The pipeline observer counts what a restart skips and re-sends (the
+// gateway's endpoints count on it too: gateway's
+// TestEndpointMetricsCountResumesOnTheSink).
 func TestPipelineObserversCountResumes(t *testing.T) {
 	var _ pipeline.ResumeObserver = (*PipelineObserver)(nil)
-	var _ pipeline.ResumeObserver = (*GatewayEndpoint)(nil)
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, "test")
 	if err != nil {
@@ -495,10 +326,6 @@ func TestPipelineObserversCountResumes(t *testing.T) {
 	o.Skipped("readback")
 	o.Resent()
 	o.RecoverFellBack()
-	ep := m.Gateway("hooks").Endpoint("a")
-	ep.Skipped("checkpoint")
-	ep.Resent()
-	ep.Resent()
 	for _, c := range []struct {
 		c    prometheus.Collector
 		want float64
@@ -507,8 +334,6 @@ func TestPipelineObserversCountResumes(t *testing.T) {
 		{m.skipped.WithLabelValues("k", "readback"), 2},
 		{m.resent.WithLabelValues("k"), 1},
 		{m.fallbacks.WithLabelValues("k"), 1},
-		{m.skipped.WithLabelValues("hooks", "checkpoint"), 1},
-		{m.resent.WithLabelValues("hooks"), 2},
 	} {
 		if got := testutil.ToFloat64(c.c); got != c.want {
 			t.Errorf("%v = %v, want %v", c.c, got, c.want)

@@ -45,4 +45,7 @@
 //
 // A Pruner is used by one goroutine at a time; two prunes of one table (two
 // processes) are kept apart by a GET_LOCK per table on the source server.
+//
+// NewMetrics registers prune's figures (MetricNames) on a relay's metrics
+// and is the Observer that records them.
 package prune

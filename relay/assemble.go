@@ -253,7 +253,7 @@ func (a *assembly) gateways(ctx context.Context, targets []Target) ([]member, er
 // config.SinkReplicaIDs gives sink i.
 func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gateway.FanOut, targets []Target) (member, error) {
 	r, cfg := a.r, a.cfg
-	name, gc, gm := sc.Name, sc.Config.(config.FanOut).GatewayConfig(), r.metrics.Gateway(sc.Name)
+	name, gc, gm := sc.Name, sc.Config.(config.FanOut).GatewayConfig(), r.gateways.Sink(sc.Name)
 	var eps []gateway.Endpoint
 	for _, t := range targets {
 		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})

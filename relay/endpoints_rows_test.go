@@ -19,11 +19,11 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
-	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -120,18 +120,18 @@ func (rr *rowsRelay) count(key string) int64 {
 }
 
 // endpoints reads /endpoints by endpoint.
-func (rr *rowsRelay) endpoints(t *testing.T) map[string]metrics.EndpointStats {
+func (rr *rowsRelay) endpoints(t *testing.T) map[string]gateway.EndpointStats {
 	t.Helper()
 	resp, err := http.Get("http://" + rr.http + "/endpoints")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var all map[string][]metrics.EndpointStats
+	var all map[string][]gateway.EndpointStats
 	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]metrics.EndpointStats{}
+	out := map[string]gateway.EndpointStats{}
 	for _, e := range all["hooks"] {
 		out[e.Endpoint] = e
 	}
@@ -576,7 +576,7 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	if err := st.Save(context.Background(), "hooks/gone", cp); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := deadletter.OpenFile(relay.DeadLetterDir(rr.cfg))
+	dl, err := deadletter.OpenFile(deadletter.Dir(rr.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,21 +150,13 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
-// faultRelay runs a relay from yaml until stop; Run's error is returned by stop.
-type faultRelay struct {
-	cfg    *config.Config
-	cancel context.CancelFunc
-	done   chan error
-}
+// faultRelay runs a relay from yaml until stop, which fails the test on
+// an error of Run.
+type faultRelay struct{ *run }
 
 func startFaultRelay(t *testing.T, yaml string, out *inbox) *faultRelay {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &faultRelay{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	cfg := parseConfig(t, yaml)
 	level := slog.LevelError
 	if os.Getenv("OUTBOX_RELAY_FAULT_LOG") != "" {
 		level = slog.LevelDebug
@@ -173,8 +165,7 @@ func startFaultRelay(t *testing.T, yaml string, out *inbox) *faultRelay {
 	if out != nil {
 		opts.Stdout = out
 	}
-	go func() { r.done <- relay.New(cfg, opts).Run(ctx) }()
-	t.Cleanup(cancel)
+	r := &faultRelay{startRelay(t, cfg, opts)}
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(300 * time.Millisecond) // every pipeline has saved its start
 	return r
@@ -182,24 +173,16 @@ func startFaultRelay(t *testing.T, yaml string, out *inbox) *faultRelay {
 
 func (r *faultRelay) stop(t *testing.T) {
 	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil && err != context.Canceled {
-			t.Errorf("relay: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not stop within 30s of its context ending")
+	if err := r.run.stop(t); err != nil {
+		t.Errorf("relay: %v", err)
 	}
 }
 
 // running fails the test if the relay has stopped.
 func (r *faultRelay) running(t *testing.T) {
 	t.Helper()
-	select {
-	case err := <-r.done:
+	if err, stopped := r.exited(0); stopped {
 		t.Fatalf("the relay stopped during the fault: %v", err)
-	default:
 	}
 }
 
@@ -619,16 +602,8 @@ sinks: [{name: out, type: stdout}]
 
 func startFaultRelayLines(t *testing.T, yaml string, out *lines) *faultRelay {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &faultRelay{cfg: cfg, cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
-	t.Cleanup(cancel)
+	cfg := parseConfig(t, yaml)
+	r := &faultRelay{startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})}
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	return r
 }
@@ -894,7 +869,7 @@ sinks:
 		}
 	}
 	expect(kafkaIDs["nonutf8"] == "a\xff", "Kafka key of a non-UTF-8 aggregate id = %q, want the bytes", kafkaIDs["nonutf8"])
-	store, err := deadletter.OpenFile(relay.DeadLetterDir(r.cfg))
+	store, err := deadletter.OpenFile(deadletter.Dir(r.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

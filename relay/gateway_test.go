@@ -314,7 +314,7 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	total := w.Events()
 	t.Logf("%d endpoints, %d tenants: committed %d events in %d transactions in %s", n, tenants, total, w.Txns(), produced.Round(time.Millisecond))
 
-	dlq, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
+	dlq, err := deadletter.OpenFile(deadletter.Dir(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

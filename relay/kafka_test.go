@@ -289,7 +289,7 @@ func TestKafkaOversizeMessageIsDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	if strings.Join(ids, ",") != "big-0,big-2,big-3" {
 		t.Fatalf("delivered %v, want big-0,big-2,big-3", ids)
 	}
-	store, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
+	store, err := deadletter.OpenFile(deadletter.Dir(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,22 +46,14 @@ sinks: [{name: out, type: stdout}]
 
 // mysqlRun is a relay running in the background.
 type mysqlRun struct {
-	t      *testing.T
-	cfg    *config.Config
-	out    *lines
-	cancel context.CancelFunc
-	done   chan error
-	err    error
-	ended  bool
+	*run
+	t   *testing.T
+	out *lines
 }
 
 func startMySQLRelay(t *testing.T, cfg *config.Config, out *lines) *mysqlRun {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &mysqlRun{t: t, cfg: cfg, out: out, cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- relay.New(cfg, relay.Options{Stdout: out, Logger: testLogger()}).Run(ctx)
-	}()
+	r := &mysqlRun{run: startRelay(t, cfg, relay.Options{Stdout: out, Logger: testLogger()}), t: t, out: out}
 	t.Cleanup(func() { r.stop() })
 	return r
 }
@@ -70,36 +62,20 @@ func startMySQLRelay(t *testing.T, cfg *config.Config, out *lines) *mysqlRun {
 // clean stop.
 func (r *mysqlRun) stop() error {
 	r.t.Helper()
-	if !r.ended {
-		r.cancel()
-		select {
-		case r.err = <-r.done:
-		case <-time.After(30 * time.Second):
-			r.t.Fatal("the relay did not stop within 30s of its context's end")
-		}
-		r.ended = true
-		if errors.Is(r.err, context.Canceled) {
-			r.err = nil
-		}
-	}
-	return r.err
+	return r.run.stop(r.t)
 }
 
 // failed waits for the relay to stop by itself and returns its error.
 func (r *mysqlRun) failed() error {
 	r.t.Helper()
-	select {
-	case err := <-r.done:
-		r.ended = true
-		r.err = err
-		if err == nil {
-			r.t.Fatal("the relay stopped without an error")
-		}
-		return err
-	case <-time.After(20 * time.Second):
+	err, ok := r.exited(20 * time.Second)
+	if !ok {
 		r.t.Fatalf("the relay did not stop within 20s; delivered %v", ids(r.out.events(r.t)))
 	}
-	return nil
+	if err == nil {
+		r.t.Fatal("the relay stopped without an error")
+	}
+	return err
 }
 
 // waitIDs waits until the events with want's ids were all delivered and

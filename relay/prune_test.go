@@ -83,17 +83,17 @@ func presentIDs(t *testing.T, db *sql.DB) []string {
 func runPrune(t testing.TB, cfg *config.Config, opts prune.Options) (prune.Result, error) {
 	t.Helper()
 	ctx := context.Background()
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeStore()
-	db, info, err := relay.OpenPrimary(ctx, cfg)
+	db, info, err := prune.OpenPrimary(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	return relay.NewPruner(db, info, store, cfg, opts).Run(ctx)
+	return prune.NewFromConfig(db, info, store, cfg, opts).Run(ctx)
 }
 
 func loadCP(t *testing.T, path, name string) checkpoint.Checkpoint {
@@ -483,7 +483,7 @@ sinks: [{name: a, type: stdout}, {name: b, type: stdout}]
 	insertAt(t, sdb, time.Now().Add(-time.Hour), "old")
 	// Only sink a has a checkpoint, and it is caught up.
 	ctx := context.Background()
-	srcDB, info, err := relay.OpenPrimary(ctx, cfg)
+	srcDB, info, err := prune.OpenPrimary(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func BenchmarkPruneRate(b *testing.B) {
 	conn.Close()
 	cfg, _ := config.Parse([]byte(fmt.Sprintf("source: {host: 127.0.0.1, port: %d, user: root}\ntables: [{name: %s.outbox}]\ncheckpoint: {path: %s}\nsinks: [{name: out, type: stdout}]\n",
 		srv.Port, dbname, filepath.Join(t.TempDir(), "cp.json"))))
-	srcDB, info, _ := relay.OpenPrimary(ctx, cfg)
+	srcDB, info, _ := prune.OpenPrimary(ctx, cfg)
 	cur, _ := source.CurrentPosition(ctx, srcDB, info)
 	srcDB.Close()
 	st, _ := checkpoint.OpenFile(cfg.Checkpoint.Path)
@@ -594,7 +594,7 @@ func BenchmarkPruneRate(b *testing.B) {
 			}
 			conn.Close()
 			cur, _ := func() (event.Position, error) {
-				d, i, _ := relay.OpenPrimary(ctx, cfg)
+				d, i, _ := prune.OpenPrimary(ctx, cfg)
 				defer d.Close()
 				return source.CurrentPosition(ctx, d, i)
 			}()
@@ -625,7 +625,7 @@ sinks: [{name: a, type: stdout}]
 	}
 	insertAt(t, sdb, time.Now().Add(-time.Hour), "old1", "old2")
 	ctx := context.Background()
-	srcDB, info, err := relay.OpenPrimary(ctx, cfg)
+	srcDB, info, err := prune.OpenPrimary(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,20 +28,16 @@ import (
 // readBackRun is one run of a relay whose sink reads its destination back
 // on a restart: its own metrics and JSON log.
 type readBackRun struct {
-	reg     *prometheus.Registry
-	log     *lines
-	cancel  context.CancelFunc
-	done    chan error
-	stopped sync.Once
+	*run
+	reg *prometheus.Registry
+	log *lines
 }
 
 func startReadBackRun(t *testing.T, cfg *config.Config) *readBackRun {
 	t.Helper()
-	r := &readBackRun{reg: prometheus.NewRegistry(), log: &lines{}, done: make(chan error, 1)}
-	var ctx context.Context
-	ctx, r.cancel = context.WithCancel(context.Background())
+	r := &readBackRun{reg: prometheus.NewRegistry(), log: &lines{}}
 	logger := slog.New(slog.NewJSONHandler(r.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	go func() { r.done <- relay.New(cfg, relay.Options{Logger: logger, Registerer: r.reg}).Run(ctx) }()
+	r.run = startRelay(t, cfg, relay.Options{Logger: logger, Registerer: r.reg})
 	t.Cleanup(func() {
 		r.stop(t)
 		if t.Failed() {
@@ -55,12 +50,9 @@ func startReadBackRun(t *testing.T, cfg *config.Config) *readBackRun {
 // stop stops the relay (once) and waits for it.
 func (r *readBackRun) stop(t *testing.T) {
 	t.Helper()
-	r.stopped.Do(func() {
-		r.cancel()
-		if err := <-r.done; err != nil && err != context.Canceled {
-			t.Errorf("relay: %v", err)
-		}
-	})
+	if err := r.run.stop(t); err != nil {
+		t.Errorf("relay: %v", err)
+	}
 }
 
 // fallBacks is outbox_relay_readback_fallbacks_total of sink.

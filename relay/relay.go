@@ -6,7 +6,9 @@
 // pipeline per endpoint, its endpoints from the configuration and from its
 // endpoints table, which the kind's package builds and follows on that
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
-// and runs: it imports no sink kind.
+// and runs: it imports no sink kind. Another run loop (the scaled-out
+// gateway, package gateway/scaled) shares the relay's metrics, health,
+// retry policy and dead letters through Start's Parts.
 //
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
@@ -32,7 +34,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -79,7 +80,9 @@ type Relay struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics.Metrics // set by Run; nil for Targets used alone (dlq replay)
-	health  *gateway.Health  // every webhook endpoint's run of failures
+	// gateways are the fan-out sinks' metrics, on metrics (set with it).
+	gateways *gateway.Metrics
+	health   *gateway.Health // every webhook endpoint's run of failures
 	// retry is the one retry policy (retry.FromConfig), built here and
 	// passed down to every pipeline, sink, reader and webhook endpoint.
 	retry retry.Policy
@@ -109,61 +112,6 @@ func Tables(cfg *config.Config) []canal.Table {
 		}})
 	}
 	return out
-}
-
-// OpenStore opens the configured checkpoint store.
-func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, false, log)
-}
-
-// OpenStoreReadOnly opens the configured checkpoint store for reading only
-// (status): it creates no table, file or directory, and a missing one reads
-// as no checkpoints.
-func OpenStoreReadOnly(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
-	return openStore(ctx, cfg, true, nil)
-}
-
-func openStore(ctx context.Context, cfg *config.Config, readOnly bool, log *slog.Logger) (checkpoint.Store, func(), error) {
-	switch cfg.Checkpoint.Store {
-	case "mysql":
-		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
-		if err != nil {
-			return nil, nil, err
-		}
-		var st *checkpoint.MySQL
-		if readOnly {
-			st, err = checkpoint.OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
-		} else {
-			st, err = checkpoint.OpenMySQL(ctx, db, cfg.Checkpoint.Table, log)
-		}
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		st.LockTimeout = cfg.Checkpoint.LockTimeout
-		return st, func() { db.Close() }, nil
-	default:
-		open := checkpoint.OpenFile
-		if readOnly {
-			open = checkpoint.OpenFileReadOnly
-		}
-		st, err := open(cfg.Checkpoint.Path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, func() {}, nil
-	}
-}
-
-// StartPosition resolves checkpoint.start against the server.
-func StartPosition(ctx context.Context, db *sql.DB, cfg *config.Config, info source.ServerInfo) (event.Position, error) {
-	if g, _ := cfg.StartGTID(); g != "" {
-		return event.Position{GTIDSet: g}, nil
-	}
-	if cfg.Checkpoint.Start == "earliest" {
-		return source.EarliestPosition(ctx, db, info)
-	}
-	return source.CurrentPosition(ctx, db, info)
 }
 
 // Targets builds every configured sink (one target per webhook endpoint).
@@ -201,7 +149,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
-	store, closeStore, err := OpenStore(ctx, r.cfg, r.log)
+	store, closeStore, err := checkpoint.Open(ctx, r.cfg, r.log)
 	if err != nil {
 		return err
 	}
@@ -212,7 +160,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // nil: ctx ended while this relay waited as a standby
 	}
 	defer lock.release()
-	start, err := StartPosition(ctx, src.db, r.cfg, src.info)
+	start, err := source.StartPosition(ctx, src.db, r.cfg, src.info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", r.cfg.Checkpoint.Start, err)
 	}
@@ -286,6 +234,12 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	gm, err := gateway.NewMetrics(m)
+	if err != nil {
+		m.Unregister()
+		return nil, nil, err
+	}
+	r.gateways = gm
 	if r.cfg.HTTP.Listen == "" {
 		return m, m.Unregister, nil
 	}

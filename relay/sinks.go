@@ -52,8 +52,8 @@ func (r *Relay) targets(s config.Sink) ([]Target, error) {
 func (r *Relay) fanOutParams(s config.Sink, suffix string, store checkpoint.Store, slots chan struct{}) gateway.FanOutParams {
 	p := gateway.FanOutParams{Sink: s.Name, Config: s.Config, Suffix: suffix, Store: store, Health: r.health,
 		Retry: r.retry, Slots: slots, Logger: r.log}
-	if r.metrics != nil {
-		gm := r.metrics.Gateway(s.Name)
+	if r.gateways != nil {
+		gm := r.gateways.Sink(s.Name)
 		p.States = gm
 		p.Observer = func(key string) any { return gm.Endpoint(key).Retries() }
 	}

@@ -210,7 +210,7 @@ sinks:
 	if cp := loadCP(t, cfg.Checkpoint.Path, "hooks/ep03"); !strings.Contains(cp.Disabled, "410") {
 		t.Errorf("the 410 endpoint's checkpoint: disabled %q, want it disabled for its 410", cp.Disabled)
 	}
-	store, err := deadletter.OpenFile(relay.DeadLetterDir(cfg))
+	store, err := deadletter.OpenFile(deadletter.Dir(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

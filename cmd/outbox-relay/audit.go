@@ -220,12 +220,12 @@ func more(w io.Writer, listed, count int) {
 // dead-letter store, or against the receiver's list of ids.
 func auditWebhook(ctx context.Context, cfg *config.Config, opts audit.Options, rc canal.Config, rng audit.Range, start, cur event.Position,
 	flavor string, endpoints []string, receivedPath string) ([]audit.Report, error) {
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer closeStore()
-	dl, closeDL, err := relay.OpenDeadLettersReadOnly(ctx, cfg)
+	dl, closeDL, err := deadletter.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -89,9 +89,9 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	if err != nil {
 		return err
 	}
-	open := relay.OpenDeadLetters
+	open := deadletter.Open
 	if verb == "list" {
-		open = relay.OpenDeadLettersReadOnly // list writes nothing, not even a table
+		open = deadletter.OpenReadOnly // list writes nothing, not even a table
 	}
 	store, closeStore, err := open(ctx, cfg)
 	if err != nil {

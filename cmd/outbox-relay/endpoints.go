@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
-	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 // secretsKeyEnv holds the endpoints table's secrets key for `endpoints
@@ -46,7 +47,8 @@ deploy/outbox_endpoints.sql).
                   changes. An "enc:v1:..." value on standard input (made by older
                   versions, valid in any row) is encrypted again for the row. The key
                   (the base64 of 32 bytes, the sink's endpoints_table.secrets_key)
-                  comes from $%s or --key-file FILE
+                  comes from $%s or --key-file FILE. --type TYPE names the sink type
+                  whose table the row is in, needed only when several types have one
 `, secretsKeyEnv)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -67,7 +69,8 @@ deploy/outbox_endpoints.sql).
 	}
 	fs := newFlags("endpoints encrypt-secret", "endpoints encrypt-secret --table SCHEMA.TABLE --id ID --url URL [--key-file FILE] < secret.txt", stderr)
 	keyFile := fs.String("key-file", "", "file holding the secrets key (base64 of 32 bytes); default: $"+secretsKeyEnv)
-	var row webhook.SecretRow
+	var row gateway.SecretRow
+	kind := fs.String("type", "", "the sink type whose endpoints table the row is in; default: the only one whose table holds encrypted secrets")
 	fs.StringVar(&row.Table, "table", "", "the endpoints table, as endpoints_table.table spells it (schema.table)")
 	fs.StringVar(&row.ID, "id", "", "the id of the row the secret is for")
 	fs.StringVar(&row.URL, "url", "", "the url of the row, exactly as stored (the value decrypts only with it)")
@@ -106,12 +109,34 @@ deploy/outbox_endpoints.sql).
 	if strings.ContainsAny(secret, " \t\r\n") {
 		return errors.New("standard input holds more than one word: encrypt one secret at a time (the secrets column takes several, space-separated)")
 	}
-	enc, err := webhook.EncryptSecret(key, secret, row)
+	encrypt, err := secretKind(*kind)
+	if err != nil {
+		return err
+	}
+	enc, err := encrypt(key, secret, row)
 	if err != nil {
 		return fmt.Errorf("encrypt the secret: %w", err)
 	}
 	fmt.Fprintln(stdout, enc)
 	return nil
+}
+
+// secretKind returns how the fan-out kind named typ (or, when typ is
+// empty, the only kind whose endpoints table holds encrypted secrets)
+// encrypts a secret for a row.
+func secretKind(typ string) (func(key, secret string, row gateway.SecretRow) (string, error), error) {
+	kinds := gateway.SecretKinds()
+	names := slices.Sorted(maps.Keys(kinds))
+	if typ == "" && len(names) == 1 {
+		typ = names[0]
+	}
+	if f := kinds[typ]; f != nil {
+		return f, nil
+	}
+	if typ == "" {
+		return nil, fmt.Errorf("pass --type with the sink type whose endpoints table the row is in: one of %s", strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("--type %q: no sink type of that name has an endpoints table with encrypted secrets; pass one of %s", typ, strings.Join(names, ", "))
 }
 
 // enableEndpoints clears the disabled flag of endpoints' checkpoints.
@@ -138,7 +163,7 @@ func enableEndpoints(ctx context.Context, args []string, stdout, stderr io.Write
 			return fmt.Errorf("a running relay holds %s and would write its own copy over the change: stop it first, or UPDATE the endpoint's row in its endpoints table, or use checkpoint.store mysql (a running relay then notices within seconds)", cfg.Checkpoint.Path)
 		}
 	}
-	store, closeStore, err := relay.OpenStore(ctx, cfg, newLogger(cfg.Log, stderr))
+	store, closeStore, err := checkpoint.Open(ctx, cfg, newLogger(cfg.Log, stderr))
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,21 @@ func TestEndpointsEncryptSecret(t *testing.T) {
 		}
 		check(t, out)
 	})
+	t.Run("--type webhook names the kind", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, key)
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, append([]string{"--type", "webhook"}, row...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		check(t, out)
+	})
+	t.Run("--type of a kind with no such table", func(t *testing.T) {
+		t.Setenv(secretsKeyEnv, key)
+		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, append([]string{"--type", "kafka"}, row...)...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `--type "kafka": no sink type of that name has an endpoints table with encrypted secrets; pass one of webhook`) {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
 	t.Run("no row", func(t *testing.T) {
 		t.Setenv(secretsKeyEnv, key)
 		code, out, errOut := encryptSecretCmd(t, testWebhookSecret, "--id", "a")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway/scaled"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -17,14 +18,14 @@ import (
 func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gateway", "gateway --config FILE --webhook SINK --kafka SINK [--topic T]...", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the relay's YAML config (its webhook sink, kafka sink, source for the endpoints table, checkpoint.dsn)")
-	var kg relay.KafkaGateway
+	var kg scaled.Config
 	fs.StringVar(&kg.Webhook, "webhook", "", "name of the webhook sink whose endpoints this gateway serves (required)")
 	fs.StringVar(&kg.Kafka, "kafka", "", "name of the kafka sink whose topics this gateway reads (required)")
 	var topics stringList
 	fs.Var(&topics, "topic", "a topic to read; repeatable (default: the kafka sink's topic, when it is not a template)")
 	fs.StringVar(&kg.GroupID, "group", "", "consumer group id, the same on every replica (default outbox-relay-gateway-<webhook>)")
-	fs.StringVar(&kg.CursorTable, "cursor-table", relay.DefaultCursorTable, "MySQL table (in checkpoint.dsn's database) of the endpoints' cursors per partition")
-	fs.DurationVar(&kg.PollEvery, "table-poll", relay.DefaultTablePoll, "how often the endpoints table is read")
+	fs.StringVar(&kg.CursorTable, "cursor-table", scaled.DefaultCursorTable, "MySQL table (in checkpoint.dsn's database) of the endpoints' cursors per partition")
+	fs.DurationVar(&kg.PollEvery, "table-poll", scaled.DefaultTablePoll, "how often the endpoints table is read")
 	fs.IntVar(&kg.MaxRequests, "max-requests", 0, "most webhook requests in flight at once on this replica, over all endpoints and partitions (0: no cap)")
 	start := fs.String("start", "earliest", "where a partition the group has no offset for begins: earliest or latest")
 	fs.DurationVar(&kg.SessionTimeout, "session-timeout", 0, "consumer group session timeout: a replica silent this long loses its partitions (default 30s)")
@@ -54,7 +55,7 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay gateway starting", slog.String("version", buildVersion()), slog.String("config", *path),
 		slog.String("webhook", kg.Webhook), slog.String("kafka", kg.Kafka))
-	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).RunKafkaGateway(ctx, kg)
+	err = scaled.Run(ctx, relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}), kg)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay gateway stopped")
 		return nil

@@ -9,10 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/prune"
-	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 // pruneCmd deletes the outbox rows every sink has acknowledged (or drops
@@ -53,18 +53,18 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts.DryRun = *dry
 	opts.Logger = newLogger(cfg.Log, stderr)
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	defer store.Close()
-	db, info, err := relay.OpenPrimary(ctx, cfg)
+	db, info, err := prune.OpenPrimary(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	res, err := relay.NewPruner(db, info, store, cfg, opts).Run(ctx)
+	res, err := prune.NewFromConfig(db, info, store, cfg, opts).Run(ctx)
 	printPrune(stdout, res, opts)
 	return err
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
-	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -35,7 +34,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := relay.OpenStoreReadOnly(ctx, cfg)
+	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -30,4 +30,7 @@
 // Concurrency: Group.Run owns every goroutine it starts (one per assigned
 // partition for the generation, plus its gateway's) and returns once they
 // have ended. A Source is used by one goroutine at a time.
+//
+// NewMetrics registers a replica's per-partition figures (MetricNames) on a
+// relay's metrics and is the Observer that records them.
 package kafkasource

@@ -42,6 +42,12 @@ func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	return buildAuditor(c, skew)
+}
+
+// buildAuditor returns the Auditor of a sink config with its defaults
+// applied and validated (by NewAuditor, or by config.Load).
+func buildAuditor(c Config, skew time.Duration) (*Auditor, error) {
 	t, err := route.Parse("nats.subject", c.Subject)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,8 @@ func init() {
 		Required: "at least rabbitmq.addr",
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
-			s, err := New(c, p.Logger)
+			// Load has applied the section's defaults and validated it.
+			s, err := build(c, p.Logger)
 			if err != nil {
 				return nil, err
 			}
@@ -24,7 +25,7 @@ func init() {
 			return sink.TLSWarnings("rabbitmq", c.TLS, c.Username != "")
 		},
 		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
-			a, err := NewAuditor(*p.Config.(*Config), p.Queue, p.ClockSkew)
+			a, err := buildAuditor(*p.Config.(*Config), p.Queue, p.ClockSkew)
 			if err != nil {
 				return nil, err
 			}

@@ -47,6 +47,13 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return build(cfg, logger)
+}
+
+// build returns a sink for cfg with its defaults applied and validated (by
+// New, or by config.Load for the sink's section: they are not applied
+// twice).
+func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

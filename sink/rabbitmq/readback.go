@@ -48,6 +48,12 @@ func NewAuditor(c Config, queue string, skew time.Duration) (*Auditor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	return buildAuditor(c, queue, skew)
+}
+
+// buildAuditor returns the Auditor of a sink config with its defaults
+// applied and validated (by NewAuditor, or by config.Load).
+func buildAuditor(c Config, queue string, skew time.Duration) (*Auditor, error) {
 	if queue == "" {
 		return nil, fmt.Errorf("a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", c.Exchange)
 	}

@@ -14,7 +14,8 @@ func init() {
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
 			c.Writer = p.Name // its entries name it, so that a restart can read back its own
-			s, err := New(c, p.Logger)
+			// Load has applied the section's defaults and validated it.
+			s, err := build(c, p.Logger)
 			if err != nil {
 				return nil, err
 			}
@@ -26,7 +27,7 @@ func init() {
 			return sink.TLSWarnings("redis", c.TLS, c.Password != "" || c.PasswordFile != "" || c.PasswordEnv != "")
 		},
 		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
-			a, err := NewAuditor(*p.Config.(*Config), p.ClockSkew)
+			a, err := buildAuditor(*p.Config.(*Config), p.ClockSkew)
 			if err != nil {
 				return nil, err
 			}

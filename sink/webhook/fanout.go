@@ -19,7 +19,10 @@ import (
 // relay nor package gateway: the rows, their secrets, the 410 an endpoint
 // answers and the filters are the webhook's; the gateway only routes,
 // queues and checkpoints whatever endpoints it is given.
-var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable, Filter: endpointFilter}
+var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable, Filter: endpointFilter,
+	EncryptSecret: func(key, secret string, row gateway.SecretRow) (string, error) {
+		return EncryptSecret(key, secret, SecretRow(row))
+	}}
 
 // endpointFilter is the filter of the endpoint of the configuration named
 // name: what it selects (nil: every event, or no such endpoint).

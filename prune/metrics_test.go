@@ -1,4 +1,4 @@
-package metrics_test
+package prune_test
 
 import (
 	"errors"
@@ -9,18 +9,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/prune"
 )
 
-// The prune observer exposes exactly PruneNames once it has observed a run.
-func TestPruneObserverExposesPruneNames(t *testing.T) {
+// Prune's metrics are exactly MetricNames once they have observed a run.
+func TestMetricsExposeMetricNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := m.Prune()
-	if m.Prune() != o {
-		t.Fatal("Prune registered twice")
+	o, err := prune.NewMetrics(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prune.NewMetrics(m); err == nil {
+		t.Fatal("prune's metrics registered twice on one registry")
 	}
 	o.Pruned("s.outbox", 3)
 	o.PartitionDropped("s.outbox")
@@ -44,7 +48,7 @@ func TestPruneObserverExposesPruneNames(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	want := slices.Sorted(slices.Values(metrics.PruneNames))
+	want := slices.Sorted(slices.Values(prune.MetricNames))
 	if !slices.Equal(got, want) {
 		t.Fatalf("prune metrics %v, want %v", got, want)
 	}

@@ -1,4 +1,4 @@
-package metrics_test
+package kafkasource_test
 
 import (
 	"slices"
@@ -7,20 +7,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
-// A gateway replica exposes exactly KafkaGatewayNames for the partitions it
-// runs, and drops a partition's series when it gives the partition up.
-func TestKafkaGatewayObserverExposesItsNamesPerPartition(t *testing.T) {
+// A gateway replica exposes exactly MetricNames for the partitions it runs,
+// and drops a partition's series when it gives the partition up.
+func TestMetricsExposeMetricNamesPerPartition(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := m.KafkaGateway("hooks")
-	if m.KafkaGateway("hooks") != o {
-		t.Fatal("KafkaGateway registered twice")
+	o, err := kafkasource.NewMetrics(m, "hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kafkasource.NewMetrics(m, "hooks"); err == nil {
+		t.Fatal("the gateway replica's metrics registered twice on one registry")
 	}
 	for _, p := range []int{0, 1} {
 		o.Assigned("orders", p, true)
@@ -44,7 +48,7 @@ func TestKafkaGatewayObserverExposesItsNamesPerPartition(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	if want := slices.Sorted(slices.Values(metrics.KafkaGatewayNames)); !slices.Equal(got, want) {
+	if want := slices.Sorted(slices.Values(kafkasource.MetricNames)); !slices.Equal(got, want) {
 		t.Fatalf("gateway replica metrics %v, want %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package relay
+package scaled
 
 import (
 	"context"
@@ -16,15 +16,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// KafkaGateway configures `outbox-relay gateway`: one replica of a webhook
+// Config configures `outbox-relay gateway`: one replica of a webhook
 // sink's gateway whose source is the topics a Kafka sink of the same
 // configuration writes (package gateway/kafkasource).
-type KafkaGateway struct {
+type Config struct {
 	// Webhook names the webhook sink (its endpoints, endpoints table and
 	// gateway settings); Kafka names the Kafka sink whose topics are read
 	// (its brokers, TLS, SASL, envelope).
@@ -52,14 +53,16 @@ type KafkaGateway struct {
 	SessionTimeout, RebalanceTimeout, HeartbeatInterval, CommitEvery time.Duration
 }
 
-// Defaults of KafkaGateway.
+// Defaults of Config.
 const (
 	DefaultCursorTable = "outbox_gateway_cursors"
 	DefaultTablePoll   = 5 * time.Second
 	maxCursorConns     = 8
 )
 
-// RunKafkaGateway runs one gateway replica until ctx ends.
+// Run runs one gateway replica of the relay rl's configuration until ctx
+// ends, with rl's metrics, listener, health, retry policy and dead letters
+// (relay.Parts).
 //
 // Endpoints of the configuration run on every partition. Endpoints of the
 // endpoints table: each replica reads the table when it is assigned a
@@ -68,8 +71,8 @@ const (
 // reads after it (the in-relay gateway applies a change exactly at its
 // transaction in the binlog; here, records of other partitions, or read
 // before the poll, may still be routed by the old row).
-func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
-	cfg := r.cfg
+func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
+	cfg := rl.Config()
 	var hooks config.Sink
 	var fo gateway.FanOut
 	var consume kafkasource.Consume
@@ -118,12 +121,11 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	if err != nil {
 		return err
 	}
-	m, stopMetrics, err := r.startMetrics()
+	r, stopMetrics, err := rl.Start()
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	r.metrics = m
 	cdb, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 	if err != nil {
 		return err
@@ -133,20 +135,20 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 	// the replica's connections (the saves are group-committed anyway), so
 	// that replicas × partitions × endpoints do not exhaust the server's.
 	cdb.SetMaxOpenConns(maxCursorConns)
-	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable, r.log)
+	store, err := checkpoint.OpenMySQL(ctx, cdb, kg.CursorTable, r.Logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	dl, closeDL, err := r.openDeadLetters(ctx)
+	dl, closeDL, err := r.OpenDeadLetters(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeDL()
-	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), m.Gateway(kg.Webhook)
+	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), r.Gateways.Sink(kg.Webhook)
 	var table *tablePoll
 	var polling sync.WaitGroup
-	t, err := fo.Table(r.fanOutParams(hooks, "", store, nil))
+	t, err := fo.Table(r.FanOutParams(hooks, "", store, nil))
 	if err != nil {
 		return err
 	}
@@ -156,7 +158,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 			return err
 		}
 		defer db.Close()
-		table = &tablePoll{table: t, db: db, every: kg.PollEvery, log: r.log.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
+		table = &tablePoll{table: t, db: db, every: kg.PollEvery, log: r.Logger.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
 		if err := table.read(ctx); err != nil {
 			return err
 		}
@@ -173,7 +175,7 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		slots = make(chan struct{}, kg.MaxRequests)
 	}
 	partition := func(ctx context.Context, p kafkasource.Partition) (kafkasource.Setup, error) {
-		params := r.fanOutParams(hooks, p.Suffix, store, slots)
+		params := r.FanOutParams(hooks, p.Suffix, store, slots)
 		eps, err := fo.Endpoints(params)
 		if err != nil {
 			return kafkasource.Setup{}, err
@@ -190,28 +192,32 @@ func (r *Relay) RunKafkaGateway(ctx context.Context, kg KafkaGateway) error {
 		}
 		setup.Gateway = gateway.Config{
 			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-			Store: store, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
+			Store: store, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
 					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
 					BatchSize: min(d.BatchSize, gc.MaxInFlight), BatchBytes: d.BatchBytes, Linger: d.Linger,
 					MaxInFlight: gc.MaxInFlight, MaxInFlightBytes: gc.MaxInFlightBytes,
-					CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.retry,
-					DrainTimeout: d.DrainTimeout, Logger: r.log, Observer: gm.Endpoint(key),
+					CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry,
+					DrainTimeout: d.DrainTimeout, Logger: r.Logger, Observer: gm.Endpoint(key),
 				})
 			},
 			Stopped: func(key string, err error) {
-				r.log.Error("endpoint stopped on a partition; the others go on", slog.String("endpoint", key), slog.Any("err", err))
+				r.Logger.Error("endpoint stopped on a partition; the others go on", slog.String("endpoint", key), slog.Any("err", err))
 				gm.Endpoint(key).Stopped(err)
 			},
 		}
 		return setup, nil
 	}
+	kgm, err := kafkasource.NewMetrics(r.Metrics, name)
+	if err != nil {
+		return err
+	}
 	grp, err := kafkasource.New(kafkasource.Config{
 		Brokers: topics.Brokers, Dialer: dialer, Topics: kg.Topics, GroupID: kg.GroupID, Decode: topics.Decode,
 		StartLatest: kg.StartLatest, Store: store, CommitEvery: kg.CommitEvery,
 		SessionTimeout: kg.SessionTimeout, RebalanceTimeout: kg.RebalanceTimeout, HeartbeatInterval: kg.HeartbeatInterval,
-		Partition: partition, Observer: m.KafkaGateway(name), Logger: r.log,
+		Partition: partition, Observer: kgm, Logger: r.Logger,
 	})
 	if err != nil {
 		return err

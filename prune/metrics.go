@@ -1,16 +1,18 @@
-package metrics
+package prune
 
 import (
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
-// PruneNames lists the metric families of the prune schedule. They are not
-// in Names: they exist only once prune.schedule is set and this relay is
-// the active one (Metrics.Prune).
-var PruneNames = []string{
+// MetricNames lists the metric families of the prune schedule. They are not
+// in metrics.Names: they exist only once prune.schedule is set and this
+// relay is the active one (NewMetrics).
+var MetricNames = []string{
 	"outbox_relay_prune_rows_deleted_total",
 	"outbox_relay_prune_partitions_dropped_total",
 	"outbox_relay_prune_partitions_created_total",
@@ -21,10 +23,10 @@ var PruneNames = []string{
 	"outbox_relay_outbox_oldest_row_age_seconds",
 }
 
-// PruneObserver records what prune does; it implements prune.Observer. Its
+// Metrics records what prune does as metrics; it implements Observer. Its
 // methods are safe for concurrent use.
-type PruneObserver struct {
-	m                  *Metrics
+type Metrics struct {
+	m                  *metrics.Metrics
 	rows, dropped, crt *prometheus.CounterVec
 	runs               *prometheus.CounterVec
 	lastOK             prometheus.Gauge
@@ -35,14 +37,10 @@ type PruneObserver struct {
 	oldest map[string]time.Time // per table; zero: empty
 }
 
-// Prune returns the prune observer, registering its metrics on first use.
-func (m *Metrics) Prune() *PruneObserver {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.prune != nil {
-		return m.prune
-	}
-	o := &PruneObserver{m: m, oldest: map[string]time.Time{}}
+// NewMetrics registers prune's metrics on m and returns their observer.
+func NewMetrics(m *metrics.Metrics) (*Metrics, error) {
+	const namespace = metrics.Namespace
+	o := &Metrics{m: m, oldest: map[string]time.Time{}}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 	}
@@ -58,28 +56,25 @@ func (m *Metrics) Prune() *PruneObserver {
 	o.bytes = gauge("outbox_table_bytes", "Data and index bytes of the outbox table (information_schema.TABLES), as of the last prune run.", "table")
 	o.ageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "outbox_oldest_row_age_seconds"),
 		"Age of the oldest row of the outbox table (its created_at), as found by the last prune run; 0 when empty.", []string{"table"}, nil)
-	for _, c := range []prometheus.Collector{o.rows, o.dropped, o.crt, o.runs, o.lastOK, o.tableRows, o.bytes, pruneAge{o}} {
-		if err := m.reg.Register(c); err == nil {
-			m.collectors = append(m.collectors, c)
-		}
+	if err := m.Register(o.rows, o.dropped, o.crt, o.runs, o.lastOK, o.tableRows, o.bytes, pruneAge{o}); err != nil {
+		return nil, err
 	}
-	m.prune = o
-	return o
+	return o, nil
 }
 
-// Pruned implements prune.Observer.
-func (o *PruneObserver) Pruned(table string, rows int) {
+// Pruned implements Observer.
+func (o *Metrics) Pruned(table string, rows int) {
 	o.rows.WithLabelValues(table).Add(float64(rows))
 }
 
-// PartitionDropped implements prune.Observer.
-func (o *PruneObserver) PartitionDropped(table string) { o.dropped.WithLabelValues(table).Inc() }
+// PartitionDropped implements Observer.
+func (o *Metrics) PartitionDropped(table string) { o.dropped.WithLabelValues(table).Inc() }
 
-// PartitionCreated implements prune.Observer.
-func (o *PruneObserver) PartitionCreated(table string) { o.crt.WithLabelValues(table).Inc() }
+// PartitionCreated implements Observer.
+func (o *Metrics) PartitionCreated(table string) { o.crt.WithLabelValues(table).Inc() }
 
-// TableStats implements prune.Observer.
-func (o *PruneObserver) TableStats(table string, rows, bytes int64, oldest time.Time) {
+// TableStats implements Observer.
+func (o *Metrics) TableStats(table string, rows, bytes int64, oldest time.Time) {
 	o.tableRows.WithLabelValues(table).Set(float64(rows))
 	o.bytes.WithLabelValues(table).Set(float64(bytes))
 	o.mu.Lock()
@@ -87,8 +82,8 @@ func (o *PruneObserver) TableStats(table string, rows, bytes int64, oldest time.
 	o.mu.Unlock()
 }
 
-// Done implements prune.Observer.
-func (o *PruneObserver) Done(at time.Time, err error) {
+// Done implements Observer.
+func (o *Metrics) Done(at time.Time, err error) {
 	if err != nil {
 		o.runs.WithLabelValues("error").Inc()
 		return
@@ -98,12 +93,12 @@ func (o *PruneObserver) Done(at time.Time, err error) {
 }
 
 // pruneAge computes the oldest row's age at scrape time.
-type pruneAge struct{ o *PruneObserver }
+type pruneAge struct{ o *Metrics }
 
 func (p pruneAge) Describe(ch chan<- *prometheus.Desc) { ch <- p.o.ageDesc }
 
 func (p pruneAge) Collect(ch chan<- prometheus.Metric) {
-	now := p.o.m.now()
+	now := p.o.m.Now()
 	p.o.mu.Lock()
 	defer p.o.mu.Unlock()
 	for table, t := range p.o.oldest {

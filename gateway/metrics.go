@@ -1,0 +1,471 @@
+package gateway
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/metrics"
+)
+
+// TopLaggingEndpoints is how many endpoints of each webhook sink get a
+// series of their own in outbox_relay_gateway_endpoint_lag_seconds: the
+// ones with the oldest unacknowledged events. Every other per-endpoint
+// figure is served as JSON on /endpoints, not as series, so a gateway with
+// 10,000 endpoints adds a few dozen series, not hundreds of thousands.
+const TopLaggingEndpoints = 10
+
+// MetricNames lists the metric families of the gateway (NewMetrics). They
+// are not in metrics.Names: only a relay with a webhook sink has series of
+// them.
+var MetricNames = []string{
+	"outbox_relay_gateway_endpoints",
+	"outbox_relay_gateway_endpoint_lag_seconds",
+}
+
+// Metrics holds the gateway's metrics of one relay: per webhook sink run as
+// a gateway (Sink), the sink's series, summed over its endpoints, in
+// package metrics, and the bounded per-endpoint series here. NewMetrics
+// registers them on a relay's metrics, serves /endpoints beside /metrics
+// and notes on /readyz the endpoints stopped for good.
+type Metrics struct {
+	m                   *metrics.Metrics
+	statesDesc, lagDesc *prometheus.Desc
+
+	mu    sync.Mutex
+	sinks map[string]*SinkMetrics
+}
+
+// NewMetrics registers the gateway's metrics on m (call it before
+// metrics.Handler, which then serves /endpoints).
+func NewMetrics(m *metrics.Metrics) (*Metrics, error) {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "", name), help, labels, nil)
+	}
+	gm := &Metrics{m: m, sinks: map[string]*SinkMetrics{},
+		statesDesc: desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), disabled (by the relay: failed without a break for webhook.gateway.disable_after, or answered 410 Gone; waits to be enabled), off (its table row has enabled = 0), invalid (its table row cannot be used), stopped (its pipeline stopped on an error).", "sink", "state"),
+		lagDesc:    desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint"),
+	}
+	if err := m.Register(collector{gm}); err != nil {
+		return nil, err
+	}
+	m.Handle("GET /endpoints", gm.EndpointsHandler())
+	m.AddNotes(gm.stoppedNotes)
+	return gm, nil
+}
+
+// SinkMetrics holds the metrics of one webhook sink run as a gateway. The
+// sink's series (delivered, failed, latency, in flight, checkpoint saves,
+// sink_up) are labeled with the webhook sink's name and sum its endpoints;
+// per endpoint there are only outbox_relay_gateway_endpoints (a count per
+// state) and the TopLaggingEndpoints lag series.
+type SinkMetrics struct {
+	gm      *Metrics
+	name    string
+	base    *metrics.PipelineObserver // the sink-level series
+	retries *metrics.EndpointObserver // the sink-level count of endpoints' own retries
+
+	mu            sync.Mutex
+	eps           map[string]*endpointStats
+	inFlight      int
+	inFlightBytes int
+}
+
+// EndpointStats is what /endpoints reports of one endpoint.
+type EndpointStats struct {
+	Endpoint    string `json:"endpoint"`
+	State       string `json:"state"`
+	Delivered   uint64 `json:"delivered"`
+	Failed      uint64 `json:"failed"`
+	Retried     uint64 `json:"retried"`
+	DeadLetters uint64 `json:"dead_letters"`
+	InFlight    int    `json:"in_flight"`
+	// LagSeconds is the age of its oldest unacknowledged event (0: none).
+	LagSeconds float64 `json:"lag_seconds"`
+	// P99Seconds is the 99th percentile of its commit-to-ack latency, from
+	// metrics.LatencyBuckets (an upper bound), over its life.
+	P99Seconds float64   `json:"p99_seconds"`
+	LastSave   time.Time `json:"last_checkpoint_save,omitzero"`
+	Stopped    string    `json:"stopped,omitempty"`
+	// Invalid says why its row of the endpoints table cannot be used
+	// (state invalid).
+	Invalid string `json:"invalid,omitempty"`
+	// Failing is when its current run of failed attempts began (zero: its
+	// last attempt succeeded).
+	Failing time.Time `json:"failing_since,omitzero"`
+}
+
+type endpointStats struct {
+	EndpointStats
+	bytes   int
+	oldest  time.Time
+	file    string   // binlog file of its last saved cursor
+	latency []uint64 // counts per metrics.LatencyBuckets, and one past the last
+}
+
+// Sink returns the metrics of the webhook sink name (the same each call).
+func (gm *Metrics) Sink(name string) *SinkMetrics {
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	if g := gm.sinks[name]; g != nil {
+		return g
+	}
+	g := &SinkMetrics{gm: gm, name: name, base: gm.m.Pipeline(name), retries: gm.m.Endpoint(name), eps: map[string]*endpointStats{}}
+	g.base.FanOut(g.derive)
+	gm.sinks[name] = g
+	return g
+}
+
+func (g *SinkMetrics) stats(key string) *endpointStats {
+	s := g.eps[key]
+	if s == nil {
+		s = &endpointStats{EndpointStats: EndpointStats{Endpoint: key, State: Stopped.String()}, latency: make([]uint64, len(metrics.LatencyBuckets)+1)}
+		g.eps[key] = s
+	}
+	return s
+}
+
+// State records an endpoint's state (an Observer).
+func (g *SinkMetrics) State(key string, st State) {
+	g.mu.Lock()
+	s := g.stats(key)
+	s.State = st.String()
+	if st != Stopped {
+		s.Stopped = "" // running again, or not running for another reason
+	}
+	if st != Invalid {
+		s.Invalid = ""
+	}
+	g.mu.Unlock()
+}
+
+// Invalid records that key's row of the endpoints table cannot be used,
+// and why (state invalid).
+func (g *SinkMetrics) Invalid(key string, err error) {
+	g.mu.Lock()
+	s := g.stats(key)
+	s.State, s.Stopped, s.Invalid = Invalid.String(), "", err.Error()
+	g.mu.Unlock()
+}
+
+// Forget drops key (its row was deleted): it is no longer listed.
+func (g *SinkMetrics) Forget(key string) {
+	g.mu.Lock()
+	if s := g.eps[key]; s != nil {
+		g.inFlight -= s.InFlight
+		g.inFlightBytes -= s.bytes
+		delete(g.eps, key)
+	}
+	g.mu.Unlock()
+}
+
+// Endpoint returns the pipeline observer of one endpoint.
+func (g *SinkMetrics) Endpoint(key string) *EndpointMetrics {
+	g.mu.Lock()
+	g.stats(key)
+	g.mu.Unlock()
+	return &EndpointMetrics{g: g, key: key}
+}
+
+// EndpointMetrics observes one endpoint's pipeline (a pipeline.Observer).
+type EndpointMetrics struct {
+	g   *SinkMetrics
+	key string
+}
+
+func (o *EndpointMetrics) with(f func(s *endpointStats)) {
+	o.g.mu.Lock()
+	f(o.g.stats(o.key))
+	o.g.mu.Unlock()
+}
+
+// Delivered counts an acknowledged event.
+func (o *EndpointMetrics) Delivered(e *event.Event, at time.Time) {
+	o.g.base.Delivered(e, at)
+	o.with(func(s *endpointStats) {
+		s.Delivered++
+		s.Failing = time.Time{}
+		if !e.CommitTime.IsZero() {
+			d := max(at.Sub(e.CommitTime).Seconds(), 0)
+			i, _ := slices.BinarySearch(metrics.LatencyBuckets, d)
+			s.latency[i]++
+		}
+	})
+}
+
+// Failed counts a failed attempt.
+func (o *EndpointMetrics) Failed(e *event.Event, err error, permanent bool) {
+	o.g.base.Failed(e, err, permanent)
+	o.with(func(s *endpointStats) {
+		s.Failed++
+		if !permanent {
+			s.Retried++
+		}
+		if s.Failing.IsZero() {
+			s.Failing = o.g.gm.m.Now()
+		}
+	})
+}
+
+// Retries returns the endpoint's webhook.Observer: the webhook endpoint
+// runs its own retries, which the pipeline never sees.
+func (o *EndpointMetrics) Retries() EndpointRetries { return EndpointRetries{o} }
+
+// EndpointRetries counts the retries a webhook endpoint schedules itself (a
+// webhook.Observer).
+type EndpointRetries struct{ o *EndpointMetrics }
+
+// Attempt is not counted.
+func (EndpointRetries) Attempt(int, time.Duration) {}
+
+// Delivered is counted by the pipeline.
+func (EndpointRetries) Delivered(time.Duration) {}
+
+// Failed is counted by the pipeline.
+func (EndpointRetries) Failed(string) {}
+
+// Retry counts a failed attempt that will be retried, by the class of err.
+func (r EndpointRetries) Retry(err error) {
+	o := r.o
+	o.g.retries.Retry(err)
+	o.with(func(s *endpointStats) {
+		s.Failed++
+		s.Retried++
+		if s.Failing.IsZero() {
+			s.Failing = o.g.gm.m.Now()
+		}
+	})
+}
+
+// DeadLettered counts a dead letter.
+func (o *EndpointMetrics) DeadLettered(e *event.Event, reason string) {
+	o.g.base.DeadLettered(e, reason)
+	o.with(func(s *endpointStats) { s.DeadLetters++ })
+}
+
+// InFlight records the endpoint's unacknowledged events; the sink's gauges
+// are the sum over its endpoints (its oldest is derived at scrape time).
+func (o *EndpointMetrics) InFlight(events, bytes int, oldest time.Time) {
+	g := o.g
+	g.mu.Lock()
+	s := g.stats(o.key)
+	g.inFlight += events - s.InFlight
+	g.inFlightBytes += bytes - s.bytes
+	s.InFlight, s.bytes, s.oldest = events, bytes, oldest
+	total, totalBytes := g.inFlight, g.inFlightBytes
+	g.mu.Unlock()
+	g.base.InFlight(total, totalBytes, time.Time{})
+}
+
+// CheckpointSaved counts a save of the endpoint's cursor. The sink's
+// binlog purge margin is its oldest cursor's (derived at scrape time).
+func (o *EndpointMetrics) CheckpointSaved(pos event.Position, at time.Time) {
+	o.g.base.CheckpointSaved(event.Position{}, at)
+	o.with(func(s *endpointStats) {
+		s.LastSave = at
+		if pos.File != "" {
+			s.file = pos.File
+		}
+	})
+}
+
+// SinkUp is the sink's: up when any endpoint's last attempt succeeded.
+func (o *EndpointMetrics) SinkUp(up bool) {
+	if up {
+		o.g.base.SinkUp(true)
+	}
+}
+
+// SinkConnected is not recorded: a webhook endpoint connects nothing (its
+// Connect starts its workers), and its trouble is its own (Ready).
+func (o *EndpointMetrics) SinkConnected(error) {}
+
+// Stopped records that the endpoint stopped for good; the sink goes on.
+func (o *EndpointMetrics) Stopped(err error) {
+	o.with(func(s *endpointStats) {
+		s.Stopped = err.Error()
+		s.State = Stopped.String()
+	})
+}
+
+// Skipped counts, on the webhook sink's series, an event the endpoint's
+// restart did not send again (pipeline.ResumeObserver).
+func (o *EndpointMetrics) Skipped(by string) { o.g.base.Skipped(by) }
+
+// Resent counts, on the webhook sink's series, an event the endpoint's
+// restart sent that may have been delivered before.
+func (o *EndpointMetrics) Resent() { o.g.base.Resent() }
+
+// RecoverFellBack counts, on the webhook sink's series, a restart that could
+// not read back (webhooks never can; kept for the interface).
+func (o *EndpointMetrics) RecoverFellBack() { o.g.base.RecoverFellBack() }
+
+// Foreign counts, on the webhook sink's series, a foreign message read back
+// (webhooks are never read back; kept for the interface).
+func (o *EndpointMetrics) Foreign(why string) { o.g.base.Foreign(why) }
+
+// Stopped records that the whole sink stopped (its shared stream failed for good).
+func (g *SinkMetrics) Stopped(err error) { g.base.Stopped(err) }
+
+// Endpoints returns every endpoint's figures, oldest unacknowledged first.
+func (g *SinkMetrics) Endpoints() []EndpointStats {
+	now := g.gm.m.Now()
+	g.mu.Lock()
+	out := make([]EndpointStats, 0, len(g.eps))
+	for _, s := range g.eps {
+		e := s.EndpointStats
+		if s.InFlight > 0 && !s.oldest.IsZero() {
+			e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
+		}
+		e.P99Seconds = quantile(s.latency, 0.99)
+		out = append(out, e)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(out, func(a, b EndpointStats) int {
+		if c := cmp.Compare(b.LagSeconds, a.LagSeconds); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Endpoint, b.Endpoint)
+	})
+	return out
+}
+
+// quantile reads q from per-bucket counts (upper bounds; +Inf past the last).
+func quantile(counts []uint64, q float64) float64 {
+	buckets := metrics.LatencyBuckets
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(n-1)) + 1
+	var seen uint64
+	for i, c := range counts {
+		seen += c
+		if seen >= rank {
+			if i < len(buckets) {
+				return buckets[i]
+			}
+			break
+		}
+	}
+	return buckets[len(buckets)-1]
+}
+
+// derive gives the sink's facts from its endpoints' (metrics'
+// PipelineObserver.FanOut): the oldest unacknowledged event of any, and the
+// oldest cursor's binlog file (the binlog retention the sink needs).
+func (g *SinkMetrics) derive() (oldest time.Time, file string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.eps {
+		if s.file != "" && (file == "" || compareLogs(s.file, file) < 0) {
+			file = s.file
+		}
+		if s.InFlight > 0 && !s.oldest.IsZero() && (oldest.IsZero() || s.oldest.Before(oldest)) {
+			oldest = s.oldest
+		}
+	}
+	return oldest, file
+}
+
+// compareLogs orders binlog file names: same base name, a numeric suffix that
+// may grow past six digits.
+func compareLogs(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return cmp.Compare(a, b)
+}
+
+// collector emits the bounded per-endpoint series of every sink.
+type collector struct{ gm *Metrics }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.gm.statesDesc
+	ch <- c.gm.lagDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for _, g := range c.gm.all() {
+		all := g.Endpoints()
+		states := map[string]int{}
+		for _, s := range States {
+			states[s.String()] = 0
+		}
+		for _, e := range all {
+			states[e.State]++
+		}
+		for st, n := range states {
+			ch <- prometheus.MustNewConstMetric(c.gm.statesDesc, prometheus.GaugeValue, float64(n), g.name, st)
+		}
+		for _, e := range all[:min(len(all), TopLaggingEndpoints)] {
+			if e.LagSeconds > 0 {
+				ch <- prometheus.MustNewConstMetric(c.gm.lagDesc, prometheus.GaugeValue, e.LagSeconds, g.name, e.Endpoint)
+			}
+		}
+	}
+}
+
+// all returns every sink's metrics.
+func (gm *Metrics) all() map[string]*SinkMetrics {
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	out := make(map[string]*SinkMetrics, len(gm.sinks))
+	for k, g := range gm.sinks {
+		out[k] = g
+	}
+	return out
+}
+
+// EndpointsHandler serves every gateway endpoint's figures as JSON
+// (/endpoints; ?sink=NAME for one webhook sink).
+func (gm *Metrics) EndpointsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := r.URL.Query().Get("sink")
+		out := map[string][]EndpointStats{}
+		for k, g := range gm.all() {
+			if want == "" || k == want {
+				out[k] = g.Endpoints()
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+}
+
+// maxStoppedNamed caps the stopped gateway endpoints /readyz names.
+const maxStoppedNamed = 20
+
+// stoppedNotes are /readyz's lines of the endpoints stopped for good (at
+// most maxStoppedNamed of them; the others are counted): notes, never a
+// reason the relay is not ready.
+func (gm *Metrics) stoppedNotes() (notes []string) {
+	named, more := 0, 0
+	for _, g := range gm.all() {
+		for _, e := range g.Endpoints() {
+			if e.Stopped == "" {
+				continue
+			}
+			if named < maxStoppedNamed {
+				notes = append(notes, fmt.Sprintf("endpoint %s: stopped after an error it cannot retry (the relay goes on): %s", e.Endpoint, e.Stopped))
+				named++
+			} else {
+				more++
+			}
+		}
+	}
+	if more > 0 {
+		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+	}
+	return notes
+}

@@ -1,0 +1,330 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+)
+
+var (
+	_ Observer                = (*SinkMetrics)(nil)
+	_ StateShower             = (*SinkMetrics)(nil)
+	_ pipeline.Observer       = (*EndpointMetrics)(nil)
+	_ pipeline.ResumeObserver = (*EndpointMetrics)(nil)
+)
+
+// metricsClock is a settable time source for the scrape-time gauges.
+type metricsClock struct{ t time.Time }
+
+func (c *metricsClock) now() time.Time { return c.t }
+
+func newMetricsTest(t *testing.T) (*metrics.Metrics, *Metrics, *prometheus.Registry, *metricsClock) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg, "v1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &metricsClock{t: time.Unix(1_800_000_000, 0)}
+	m.SetClock(c.now)
+	gm, err := NewMetrics(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, gm, reg, c
+}
+
+// withSink adds a webhook sink run as a gateway, with one endpoint.
+func withSink(m *metrics.Metrics, gm *Metrics, c *metricsClock) *SinkMetrics {
+	m.Source("hooks").Connected()
+	g := gm.Sink("hooks")
+	g.State("hooks/a", Attached)
+	ep := g.Endpoint("hooks/a")
+	ep.Delivered(&event.Event{ID: "2", CommitTime: c.t.Add(-time.Second)}, c.t)
+	ep.InFlight(1, 100, c.t.Add(-3*time.Second))
+	ep.CheckpointSaved(event.Position{File: "bin.000001", Pos: 4}, c.t)
+	return g
+}
+
+func TestMetricsPassPromlint(t *testing.T) {
+	m, gm, reg, c := newMetricsTest(t)
+	withSink(m, gm, c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// A relay with a gateway exposes metrics.Names and MetricNames, no other.
+func TestMetricsExposeMetricNames(t *testing.T) {
+	m, gm, reg, c := newMetricsTest(t)
+	withSink(m, gm, c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if !slices.Contains(metrics.Names, mf.GetName()) {
+			got = append(got, mf.GetName())
+		}
+	}
+	slices.Sort(got)
+	if want := slices.Sorted(slices.Values(MetricNames)); !slices.Equal(got, want) {
+		t.Fatalf("the gateway's metric families %v, want %v", got, want)
+	}
+	if _, err := NewMetrics(m); err == nil {
+		t.Fatal("the gateway's metrics registered twice on one registry")
+	}
+}
+
+func TestReadinessOfAGateway(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(m *metrics.Metrics, gm *Metrics, c *metricsClock)
+		ready  bool
+		reason string
+	}{
+		{"a webhook endpoint failing for an hour leaves the relay ready", func(m *metrics.Metrics, gm *Metrics, c *metricsClock) {
+			m.Source("hooks").Connected()
+			g := gm.Sink("hooks")
+			g.State("hooks/a", Attached)
+			ep := g.Endpoint("hooks/a")
+			ep.InFlight(5, 100, c.t)
+			ep.Failed(&event.Event{ID: "1"}, errors.New("endpoint answered 503 Service Unavailable"), false)
+			c.t = c.t.Add(time.Hour)
+		}, true, ""},
+		{"a webhook endpoint stopped for good is noted, not a reason", func(m *metrics.Metrics, gm *Metrics, c *metricsClock) {
+			m.Source("hooks").Connected()
+			gm.Sink("hooks").Endpoint("hooks/a").Stopped(errors.New("event 1 failed permanently"))
+		}, true, "endpoint hooks/a: stopped after an error it cannot retry (the relay goes on): event 1 failed permanently"},
+		{"more than 20 endpoints stopped: 20 are named, the others counted", func(m *metrics.Metrics, gm *Metrics, c *metricsClock) {
+			m.Source("hooks").Connected()
+			for i := range 25 {
+				gm.Sink("hooks").Endpoint(fmt.Sprintf("hooks/%d", i)).Stopped(errors.New("failed permanently"))
+			}
+		}, true, "and 5 more webhook endpoints stopped (see /endpoints)"},
+		{"a webhook sink whose shared stream is down is not ready", func(m *metrics.Metrics, gm *Metrics, c *metricsClock) {
+			m.Source("hooks")
+			gm.Sink("hooks")
+		}, false, "sink hooks: binlog stream not connected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, gm, _, c := newMetricsTest(t)
+			tc.setup(m, gm, c)
+			srv := httptest.NewServer(metrics.Handler(m, prometheus.NewRegistry(), 2*time.Minute))
+			defer srv.Close()
+			code, body := httpGet(t, srv.URL+"/readyz")
+			if (code == http.StatusOK) != tc.ready {
+				t.Fatalf("/readyz = %d %q, want ready=%v", code, body, tc.ready)
+			}
+			if !strings.Contains(body, tc.reason) {
+				t.Fatalf("/readyz = %d %q, want %q", code, body, tc.reason)
+			}
+		})
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A gateway of 10,000 endpoints adds a bounded number of series: a count per
+// state and the top lagging endpoints; its sink's series sum the endpoints,
+// and its purge margin follows the oldest cursor.
+func TestGatewayMetricsAreBounded(t *testing.T) {
+	m, gm, reg, c := newMetricsTest(t)
+	m.SetBinaryLogs([]string{"bin.000001", "bin.000002", "bin.000003"})
+	g := gm.Sink("hooks")
+	for i := range 10000 {
+		key := fmt.Sprintf("hooks/ep%d", i)
+		g.State(key, Attached)
+		ep := g.Endpoint(key)
+		ep.InFlight(1, 10, c.t.Add(-time.Duration(i)*time.Second))
+		file := "bin.000003"
+		if i == 4242 {
+			file = "bin.000002"
+		}
+		ep.CheckpointSaved(event.Position{File: file, Pos: 4}, c.t)
+	}
+	g.State("hooks/ep7", Disabled)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		series += len(mf.GetMetric())
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "sink" && l.GetValue() != "hooks" {
+					t.Errorf("%s has a series of sink %q: endpoints must not be sinks", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+		switch mf.GetName() {
+		case "outbox_relay_in_flight_events":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 10000 {
+				t.Errorf("in_flight_events = %v, want the sum 10000", v)
+			}
+		case "outbox_relay_gateway_endpoint_lag_seconds":
+			if n := len(mf.GetMetric()); n != TopLaggingEndpoints {
+				t.Errorf("%d lag series, want %d", n, TopLaggingEndpoints)
+			}
+		case "outbox_relay_checkpoint_binlog_purge_margin_files":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 1 {
+				t.Errorf("purge margin %v, want 1: the oldest cursor is in bin.000002", v)
+			}
+		case "outbox_relay_gateway_endpoints":
+			for _, s := range mf.GetMetric() {
+				st := ""
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "state" {
+						st = l.GetValue()
+					}
+				}
+				want := map[string]float64{"attached": 9999, "disabled": 1}[st]
+				if v := s.GetGauge().GetValue(); v != want {
+					t.Errorf("gateway_endpoints{state=%q} = %v, want %v", st, v, want)
+				}
+			}
+		}
+	}
+	if series > 200 {
+		t.Errorf("%d series for 10,000 endpoints: the label cardinality is not bounded", series)
+	}
+	if eps := g.Endpoints(); len(eps) != 10000 || eps[0].Endpoint != "hooks/ep9999" {
+		t.Errorf("/endpoints lists %d, worst lag first %q; want all 10000, hooks/ep9999 first", len(eps), eps[0].Endpoint)
+	}
+}
+
+// /endpoints, served by metrics.Handler once NewMetrics added it, gives
+// every gateway endpoint's figures as JSON, per webhook sink, worst lag
+// first; ?sink= selects one sink.
+func TestEndpointsHandlerServesEveryEndpoint(t *testing.T) {
+	m, gm, _, c := newMetricsTest(t)
+	for _, sink := range []string{"hooks", "other"} {
+		g := gm.Sink(sink)
+		for i, lag := range []time.Duration{time.Second, 5 * time.Second} {
+			key := fmt.Sprintf("%s/ep%d", sink, i)
+			g.State(key, Attached)
+			g.Endpoint(key).InFlight(1, 10, c.t.Add(-lag))
+		}
+	}
+	srv := httptest.NewServer(metrics.Handler(m, prometheus.NewRegistry(), 0))
+	defer srv.Close()
+	get := func(q string) map[string][]EndpointStats {
+		resp, err := http.Get(srv.URL + "/endpoints" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string][]EndpointStats
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	all := get("")
+	if len(all) != 2 || len(all["hooks"]) != 2 || all["hooks"][0].Endpoint != "hooks/ep1" || all["hooks"][0].LagSeconds != 5 || all["hooks"][0].State != "attached" {
+		t.Fatalf("/endpoints = %+v", all)
+	}
+	if one := get("?sink=other"); len(one) != 1 || len(one["other"]) != 2 {
+		t.Fatalf("/endpoints?sink=other = %+v", one)
+	}
+}
+
+// A webhook sink's oldest unacknowledged event is its endpoints' oldest
+// now: it moves forward when that endpoint acknowledges, not only when
+// nothing at all is in flight.
+func TestGatewayOldestUnackedFollowsTheEndpoints(t *testing.T) {
+	_, gm, reg, c := newMetricsTest(t)
+	g := gm.Sink("hooks")
+	a, b := g.Endpoint("hooks/a"), g.Endpoint("hooks/b")
+	a.InFlight(1, 10, c.t.Add(-60*time.Second))
+	b.InFlight(1, 10, c.t.Add(-5*time.Second))
+	age := func() float64 {
+		return gathered(t, reg, "outbox_relay_oldest_unacked_age_seconds", nil)
+	}
+	if got := age(); got != 60 {
+		t.Fatalf("age %v, want 60", got)
+	}
+	a.InFlight(0, 0, time.Time{}) // a acknowledged; b still waits
+	if got := age(); got != 5 {
+		t.Fatalf("age %v after a acknowledged, want b's 5", got)
+	}
+}
+
+// An endpoint counts what its restart skips and re-sends on its webhook
+// sink's series.
+func TestEndpointMetricsCountResumesOnTheSink(t *testing.T) {
+	_, gm, reg, _ := newMetricsTest(t)
+	ep := gm.Sink("hooks").Endpoint("a")
+	ep.Skipped("checkpoint")
+	ep.Resent()
+	ep.Resent()
+	if got := gathered(t, reg, "outbox_relay_events_skipped_on_resume_total", map[string]string{"sink": "hooks", "by": "checkpoint"}); got != 1 {
+		t.Errorf("skipped{by=checkpoint} = %v, want 1", got)
+	}
+	if got := gathered(t, reg, "outbox_relay_events_resent_total", map[string]string{"sink": "hooks"}); got != 2 {
+		t.Errorf("resent = %v, want 2", got)
+	}
+}
+
+// gathered is the value of the one series of family name whose labels
+// include labels (a gauge's or a counter's).
+func gathered(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range mf.GetMetric() {
+			for k, v := range labels {
+				if !slices.ContainsFunc(s.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+					continue series
+				}
+			}
+			if s.GetCounter() != nil {
+				return s.GetCounter().GetValue()
+			}
+			return s.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s%v gathered", name, labels)
+	return 0
+}
