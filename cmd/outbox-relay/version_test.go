@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -38,11 +40,22 @@ func TestVersionLine(t *testing.T) {
 	}
 }
 
-// The binary built as the Dockerfile stamps it prints what was stamped.
+// The binary built with the Dockerfile's -ldflags prints what was stamped.
 func TestVersionPrintsWhatWasStamped(t *testing.T) {
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-ldflags "([^"]+)"`).FindSubmatch(df)
+	if m == nil {
+		t.Fatal(`the Dockerfile has no -ldflags "…"`)
+	}
 	bin := filepath.Join(t.TempDir(), "outbox-relay")
 	const v, rev, at = "v9.8.7-test.1", "0123456789abcdef0123456789abcdef01234567", "2026-12-02T10:00:00Z"
-	ldflags := "-s -w -X main.version=" + v + " -X main.revision=" + rev + " -X main.buildTime=" + at
+	ldflags := strings.NewReplacer("${VERSION}", v, "${REVISION}", rev, "${BUILD_TIME}", at).Replace(string(m[1]))
+	if strings.Contains(ldflags, "${") {
+		t.Fatalf("the Dockerfile's -ldflags use a build argument this test does not set: %s", ldflags)
+	}
 	if out, err := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
