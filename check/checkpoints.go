@@ -32,7 +32,7 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 		var n int
 		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", cfg.Checkpoint.Table).Scan(&n)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint.dsn: read the checkpoint table: %w", err)
+			return nil, checkpoint.Denied(ctx, db, fmt.Errorf("checkpoint.dsn: read the checkpoint table: %w", err))
 		}
 		if n == 0 {
 			return map[string]checkpoint.Checkpoint{}, nil

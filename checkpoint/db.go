@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -99,6 +100,8 @@ func (d dbTime) Scan(v any) error {
 	return nil
 }
 
+var deniedRe = regexp.MustCompile(`user '([^']*)'@'([^']*)'(?: to database '([^']*)')?`)
+
 // StoreGrants are the privileges the user of a MySQL store (checkpoint.dsn)
 // needs on its database: SELECT, INSERT, UPDATE and DELETE on the tables it
 // keeps (checkpoints, the fencing row, dead letters), CREATE for creating
@@ -116,8 +119,16 @@ func Denied(ctx context.Context, db *sql.DB, err error) error {
 		return err
 	}
 	account, schema := "'USER'@'HOST'", "DATABASE"
+	// Error 1044 ("Access denied for user 'u'@'h' to database 'd'") is
+	// the connection's own: it names both, and no query can run.
+	if m := deniedRe.FindStringSubmatch(me.Message); m != nil {
+		account = "'" + m[1] + "'@'" + m[2] + "'"
+		if m[3] != "" {
+			schema = m[3]
+		}
+	}
 	var user, name sql.NullString
-	if db.QueryRowContext(ctx, "SELECT CURRENT_USER(), DATABASE()").Scan(&user, &name) == nil {
+	if me.Number != 1044 && db.QueryRowContext(ctx, "SELECT CURRENT_USER(), DATABASE()").Scan(&user, &name) == nil {
 		if u, h, ok := strings.Cut(user.String, "@"); ok {
 			account = "'" + u + "'@'" + h + "'"
 		}
