@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
 // userPages are the pages a user reads: README.md and docs/ (BENCHMARKS.md
@@ -114,5 +116,56 @@ func TestCheckPageListsEveryCheck(t *testing.T) {
 		if !strings.Contains(string(b), "\n| `"+n+"` |") {
 			t.Errorf("commands/check.md has no row for the check %s", n)
 		}
+	}
+}
+
+// TestTroubleshootingQuotesTheCode: every log message (msg="…") and metric
+// name troubleshooting.md quotes is in the relay's code, and so is the
+// standby's /readyz line.
+func TestTroubleshootingQuotesTheCode(t *testing.T) {
+	b, err := os.ReadFile("troubleshooting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A quote may be wrapped over lines (Markdown): join them.
+	page := strings.Join(strings.Fields(string(b)), " ")
+	var code strings.Builder
+	err = filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "docs" || d.Name() == "internal" || strings.HasPrefix(d.Name(), ".")) && p != ".." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			src, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			code.Write(src)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := code.String()
+	msgs := regexp.MustCompile(`msg="([^"]+)"`).FindAllStringSubmatch(page, -1)
+	if len(msgs) < 10 {
+		t.Fatalf("found %d quoted log messages", len(msgs))
+	}
+	for _, m := range msgs {
+		if !strings.Contains(src, strconv.Quote(m[1])) {
+			t.Errorf("troubleshooting.md quotes msg=%q, which no log call of the relay has", m[1])
+		}
+	}
+	for _, m := range regexp.MustCompile("`(outbox_relay_[a-z_]+)").FindAllStringSubmatch(page, -1) {
+		name := strings.TrimPrefix(m[1], "outbox_relay_")
+		if !strings.Contains(src, strconv.Quote(name)) && !strings.Contains(src, strconv.Quote(m[1])) {
+			t.Errorf("troubleshooting.md names the metric %s, which the relay does not have", m[1])
+		}
+	}
+	if !strings.Contains(page, metrics.StandbyReason) {
+		t.Errorf("troubleshooting.md does not quote the standby's /readyz line %q", metrics.StandbyReason)
 	}
 }
