@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import os
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -28,6 +29,14 @@ def verify(secret, headers, body, now=None):
     raise ValueError("no valid signature")
 
 
+_print_lock = threading.Lock()  # requests are served on threads: one line at a time
+
+
+def report(line):
+    with _print_lock:
+        print(line, flush=True)
+
+
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # raw, before parsing
@@ -35,12 +44,12 @@ class Receiver(BaseHTTPRequestHandler):
         try:
             verify(os.environ["WEBHOOK_SECRET"], self.headers, body)
         except (ValueError, TypeError) as e:
-            print(f"rejected {msg_id}: {e}", flush=True)
+            report(f"rejected {msg_id}: {e}")
             self.send_response(400)
             self.end_headers()
             return
         # Store the event, keyed by webhook-id (a repeat is answered 2xx and not acted on again).
-        print(f"verified {msg_id}", flush=True)
+        report(f"verified {msg_id}")
         self.send_response(204)
         self.end_headers()
 
