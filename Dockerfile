@@ -1,15 +1,20 @@
 # syntax=docker/dockerfile:1
 # Static outbox-relay binary on distroless: no shell, no package manager,
 # runs as the non-root user 65532.
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t outbox-relay .
+#   docker build --build-arg VERSION=$(git describe --tags --always) \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg BUILD_TIME=$(git show -s --format=%cI HEAD) -t outbox-relay .
+# (`outbox-relay version` prints them; .git is not copied into the build.)
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
+ARG REVISION=
+ARG BUILD_TIME=
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X main.version=${VERSION}" \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION} -X main.buildTime=${BUILD_TIME}" \
       -o /out/outbox-relay ./cmd/outbox-relay \
  && mkdir -p /out/state
 

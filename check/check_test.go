@@ -561,7 +561,7 @@ func TestUnreadableCheckpointFileFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := runChecks(t, cfg)
-	expect(t, rep, only(t, rep, NameCheckpointAvailable), Fail, "cannot read the checkpoint store", "restore the checkpoint store")
+	expect(t, rep, only(t, rep, NameCheckpointAvailable), Fail, "cannot read the checkpoint store", "restore the file from a backup")
 }
 
 func TestUnreachableServerIsAnErrorNamingHostPortAndUser(t *testing.T) {

@@ -32,7 +32,7 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 		var n int
 		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", cfg.Checkpoint.Table).Scan(&n)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint.dsn: read the checkpoint table: %w", err)
+			return nil, checkpoint.Denied(ctx, db, fmt.Errorf("checkpoint.dsn: read the checkpoint table: %w", err))
 		}
 		if n == 0 {
 			return map[string]checkpoint.Checkpoint{}, nil
@@ -80,7 +80,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 	if cpErr != nil {
 		return []Result{{Name: NameCheckpointAvailable, Status: Fail,
 			Detail: fmt.Sprintf("cannot read the checkpoint store: %v", cpErr),
-			Fix:    "fix checkpoint.path / checkpoint.dsn, or restore the checkpoint store from a backup"}}
+			Fix:    storeFix(cfg)}}
 	}
 	if len(cps) == 0 {
 		return []Result{
@@ -308,4 +308,13 @@ func serverDecision(key string, cp checkpoint.Checkpoint, s server, foreignHisto
 	}
 	r.Detail = fmt.Sprintf("sink %q: %s is in this server's history (gtid_binlog_pos %s)", key, orEmpty(cp.Position.GTIDSet), orEmpty(s.vars["gtid_binlog_pos"]))
 	return r
+}
+
+// storeFix is the fix for a checkpoint store that cannot be read: a MySQL
+// store's error names the GRANT it lacks, when it lacks one.
+func storeFix(cfg *config.Config) string {
+	if cfg.Checkpoint.Store == "mysql" {
+		return "fix checkpoint.dsn (server, user, password, database), or run the GRANT the error names (the store's user needs " + checkpoint.StoreGrants + " on its database)"
+	}
+	return "fix checkpoint.path, or restore the file from a backup"
 }

@@ -1,8 +1,11 @@
 package checkpoint
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -95,4 +98,43 @@ func (d dbTime) Scan(v any) error {
 	}
 	*d.t = t
 	return nil
+}
+
+var deniedRe = regexp.MustCompile(`user '([^']*)'@'([^']*)'(?: to database '([^']*)')?`)
+
+// StoreGrants are the privileges the user of a MySQL store (checkpoint.dsn)
+// needs on its database: SELECT, INSERT, UPDATE and DELETE on the tables it
+// keeps (checkpoints, the fencing row, dead letters), CREATE for creating
+// them on first use and ALTER for bringing a table of an earlier version up
+// to date.
+const StoreGrants = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
+
+// Denied returns err with the GRANT that would have let it run when the
+// server refused a statement to the store's user for want of a privilege
+// (MySQL errors 1044, 1142 and 1143), else err unchanged. It asks db who the
+// user is (CURRENT_USER()) and which database the DSN names.
+func Denied(ctx context.Context, db *sql.DB, err error) error {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || (me.Number != 1044 && me.Number != 1142 && me.Number != 1143) {
+		return err
+	}
+	account, schema := "'USER'@'HOST'", "DATABASE"
+	// Error 1044 ("Access denied for user 'u'@'h' to database 'd'") is
+	// the connection's own: it names both, and no query can run.
+	if m := deniedRe.FindStringSubmatch(me.Message); m != nil {
+		account = "'" + m[1] + "'@'" + m[2] + "'"
+		if m[3] != "" {
+			schema = m[3]
+		}
+	}
+	var user, name sql.NullString
+	if me.Number != 1044 && db.QueryRowContext(ctx, "SELECT CURRENT_USER(), DATABASE()").Scan(&user, &name) == nil {
+		if u, h, ok := strings.Cut(user.String, "@"); ok {
+			account = "'" + u + "'@'" + h + "'"
+		}
+		if name.Valid {
+			schema = name.String
+		}
+	}
+	return fmt.Errorf("%w; the checkpoint store's user needs these privileges on its database: GRANT %s ON `%s`.* TO %s;", err, StoreGrants, schema, account)
 }

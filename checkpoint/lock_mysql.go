@@ -49,7 +49,7 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 		"holder VARCHAR(255) NOT NULL DEFAULT '',"+
 		"taken_at DATETIME(6) NOT NULL"+
 		") ENGINE=InnoDB"); err != nil {
-		return nil, nil, fmt.Errorf("create fencing table %q: %w", FenceTable, err)
+		return nil, nil, Denied(ctx, m.db, fmt.Errorf("create fencing table %q: %w", FenceTable, err))
 	}
 	conn, err := m.db.Conn(ctx)
 	if err != nil {

@@ -73,7 +73,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0"+
 		") ENGINE=InnoDB")
 	if err != nil {
-		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
+		return nil, Denied(ctx, db, fmt.Errorf("create checkpoint table %q: %w", table, err))
 	}
 	// A table of an earlier version has no commit_time: add it. Earlier
 	// versions name their columns, so they keep working on the new table
@@ -93,11 +93,11 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, c.name).Scan(&n); err != nil {
-			return nil, fmt.Errorf("inspect checkpoint table %q: %w", table, err)
+			return nil, Denied(ctx, db, fmt.Errorf("inspect checkpoint table %q: %w", table, err))
 		}
 		if n == 0 {
 			if _, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` ADD COLUMN "+c.name+" "+c.def); err != nil && !isDuplicateColumn(err) {
-				return nil, fmt.Errorf("add %s to checkpoint table %q: %w", c.name, table, err)
+				return nil, Denied(ctx, db, fmt.Errorf("add %s to checkpoint table %q: %w", c.name, table, err))
 			}
 		}
 	}
@@ -182,7 +182,7 @@ const (
 func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 	all, err := m.query(ctx, " WHERE name = ?", key)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("load checkpoint %q: %w", key, err)
+		return Checkpoint{}, Denied(ctx, m.db, fmt.Errorf("load checkpoint %q: %w", key, err))
 	}
 	cp, ok := all[key]
 	if !ok {
@@ -195,7 +195,7 @@ func (m *MySQL) Load(ctx context.Context, key string) (Checkpoint, error) {
 func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 	all, err := m.query(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints in %q: %w", m.table, err)
+		return nil, Denied(ctx, m.db, fmt.Errorf("list checkpoints in %q: %w", m.table, err))
 	}
 	return all, nil
 }

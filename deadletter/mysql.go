@@ -42,7 +42,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		"KEY ix_sink_stored (sink, stored)"+
 		") ENGINE=InnoDB")
 	if err != nil {
-		return nil, fmt.Errorf("create dead-letter table %q: %w", table, err)
+		return nil, checkpoint.Denied(ctx, db, fmt.Errorf("create dead-letter table %q: %w", table, err))
 	}
 	return &MySQL{db: db, table: table}, nil
 }

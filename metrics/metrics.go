@@ -143,11 +143,25 @@ type Metrics struct {
 	notes []func() []string
 	// routes are the packages' pages served beside /metrics (Handle).
 	routes []route
+	// standby: this relay waits for the checkpoint lock another holds.
+	standby bool
 }
 
 type route struct {
 	pattern string
 	h       http.Handler
+}
+
+// StandbyReason is /readyz's reason while this relay is a hot standby.
+const StandbyReason = "standby: waiting for the checkpoint lock, which another relay holds; this relay takes over when that one stops (not a fault)"
+
+// Standby says whether this relay is waiting, as a hot standby, for the
+// checkpoint lock another relay holds. While it is, Ready is false with
+// StandbyReason alone.
+func (m *Metrics) Standby(waiting bool) {
+	m.mu.Lock()
+	m.standby = waiting
+	m.mu.Unlock()
 }
 
 // sinkState is what the time-dependent gauges and readiness are computed from.
@@ -716,10 +730,15 @@ func (m *Metrics) Reading() []string {
 // disabled) never makes the relay unready: it is that endpoint's, shown by
 // its state (/endpoints, outbox_relay_gateway_endpoints) and its log lines;
 // notes name the endpoints stopped for good, for the body of /readyz. With
-// no sinks yet it is not ready.
+// no sinks yet it is not ready; a standby (see Standby) is not ready, and
+// says so as its only reason.
 func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []string) {
 	now := m.Now()
 	m.mu.Lock()
+	if m.standby {
+		m.mu.Unlock()
+		return false, []string{StandbyReason}, nil
+	}
 	names := slices.Clone(m.order)
 	states := make([]*sinkState, len(names))
 	for i, n := range names {

@@ -219,6 +219,9 @@ func TestReadiness(t *testing.T) {
 		reason string
 	}{
 		{"no pipeline yet is not ready", func(*Metrics, *clock) {}, false, "no pipeline"},
+		{"a standby says it waits for the lock, not that a stream is down", func(m *Metrics, c *clock) {
+			m.Standby(true)
+		}, false, "standby: waiting for the checkpoint lock, which another relay holds"},
 		{"a stream not yet connected is not ready", func(m *Metrics, c *clock) {
 			m.Source("a")
 			m.Pipeline("a").SinkConnected(nil)

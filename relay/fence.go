@@ -43,7 +43,13 @@ func (r *Relay) holdLock(ctx context.Context, store checkpoint.Store) (context.C
 		return ctx, h, nil
 	}
 	r.log.Info("taking the checkpoint lock (a relay that already holds it stays active; this one waits as a standby)")
+	if r.metrics != nil {
+		r.metrics.Standby(true)
+	}
 	release, lost, err := locker.Lock(ctx)
+	if r.metrics != nil {
+		r.metrics.Standby(false)
+	}
 	switch {
 	case errors.Is(err, checkpoint.ErrLockUnsupported):
 		r.log.Warn("this platform cannot lock the checkpoint file: make sure only one relay runs on it")

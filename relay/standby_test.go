@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,7 +36,15 @@ sinks: [{name: out, type: stdout}]
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := func(out *lines) (context.CancelFunc, chan error) {
+			// B, the standby, serves /readyz.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfgB := *cfg
+			cfgB.HTTP.Listen = l.Addr().String()
+			l.Close()
+			start := func(cfg *config.Config, out *lines) (context.CancelFunc, chan error) {
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() {
@@ -42,7 +53,7 @@ sinks: [{name: out, type: stdout}]
 				return cancel, done
 			}
 			outA, outB := &lines{}, &lines{}
-			stopA, doneA := start(outA)
+			stopA, doneA := start(cfg, outA)
 			// A is active once its start checkpoint is saved.
 			if store == "file" {
 				waitForCheckpoint(t, cfg.Checkpoint.Path)
@@ -68,8 +79,24 @@ sinks: [{name: out, type: stdout}]
 					outboxtest.Produce(context.Background(), t, db, w1, 1, 5, []int{2}, 3)
 				}
 			}
-			stopB, doneB := start(outB)
+			stopB, doneB := start(&cfgB, outB)
 			defer func() { stopB(); <-doneB }()
+			// B's /readyz says it is a standby waiting for the lock, not a fault.
+			var readyz string
+			code := 0
+			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(readyz, "standby"); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the standby's /readyz = %d %q, want it to say it is a standby", code, readyz)
+				}
+				if resp, err := http.Get("http://" + cfgB.HTTP.Listen + "/readyz"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					readyz, code = string(b), resp.StatusCode
+				}
+			}
+			if code != http.StatusServiceUnavailable || strings.Contains(readyz, "not connected") {
+				t.Fatalf("the standby's /readyz = %d %q", code, readyz)
+			}
 			outboxtest.Produce(context.Background(), t, db, w, 1, 20, []int{2}, 3)
 			for deadline := time.Now().Add(20 * time.Second); len(outA.events(t)) < w1.Events()+w.Events() && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)

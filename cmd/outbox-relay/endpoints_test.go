@@ -197,3 +197,36 @@ sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https
 		t.Fatalf("enable again: exit %d, %q", code, out)
 	}
 }
+
+// TestDocsEncryptSecretExamplesRun runs each `outbox-relay endpoints
+// encrypt-secret` command of the docs' shell examples as written.
+func TestDocsEncryptSecretExamplesRun(t *testing.T) {
+	t.Setenv(secretsKeyEnv, base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	ran := 0
+	for _, page := range []string{"../../docs/commands/endpoints.md", "../../docs/sinks/webhook.md"} {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, block := range strings.Split(string(b), "```sh\n")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			block = strings.ReplaceAll(block, "\\\n", " ")
+			for _, line := range strings.Split(block, "\n") {
+				line, _, _ = strings.Cut(line, "#")
+				args, ok := strings.CutPrefix(strings.TrimSpace(line), "outbox-relay endpoints encrypt-secret")
+				if !ok {
+					continue
+				}
+				args, _, _ = strings.Cut(args, "<")
+				ran++
+				code, out, errOut := encryptSecretCmd(t, testWebhookSecret+"\n", strings.Fields(args)...)
+				if code != 0 || !strings.HasPrefix(out, "enc:v2:") {
+					t.Errorf("%s: %q: exit %d: %s%s", page, line, code, out, errOut)
+				}
+			}
+		}
+	}
+	if ran < 2 {
+		t.Fatalf("found %d examples in the docs, want one on each page", ran)
+	}
+}

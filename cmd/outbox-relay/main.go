@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/outbox-relay/outbox-relay/internal/gcfloor"
@@ -21,8 +22,14 @@ import (
 	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind of this build
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// Stamped at build time, as the Dockerfile does:
+//
+//	-ldflags "-X main.version=v1.2.3 -X main.revision=<commit> -X main.buildTime=<RFC 3339>"
+//
+// Unstamped, version is the module version of the build info (go install
+// …@v1.2.3 gives it), and revision and buildTime are its VCS settings (a
+// build from a git checkout gives them).
+var version, revision, buildTime = "dev", "", ""
 
 type command struct {
 	name    string
@@ -143,15 +150,67 @@ func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "outbox-relay %s\n", buildVersion())
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, versionLine(bi))
 	return nil
 }
 
 // buildVersion is the -X main.version value, else the module version from
 // the build info, else "dev".
 func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	bi, _ := debug.ReadBuildInfo()
+	v, _, _ := stamp(bi)
+	return v
+}
+
+// stamp is the version, VCS revision and build time of this binary: each
+// the -X value when stamped, else what bi says (the module version; the
+// vcs.revision, "-dirty" when vcs.modified, and vcs.time settings).
+func stamp(bi *debug.BuildInfo) (v, rev, at string) {
+	v, rev, at = version, revision, buildTime
+	if bi == nil {
+		return v, rev, at
 	}
-	return version
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			if rev == "" {
+				rev = s.Value
+			}
+		case "vcs.time":
+			if at == "" {
+				at = s.Value
+			}
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && revision == "" && rev != "" {
+		rev += "-dirty"
+	}
+	return v, rev, at
+}
+
+// versionLine is what `outbox-relay version` prints.
+func versionLine(bi *debug.BuildInfo) string {
+	v, rev, at := stamp(bi)
+	line := "outbox-relay " + v
+	var parts []string
+	if rev != "" {
+		parts = append(parts, "revision "+rev)
+	}
+	if at != "" {
+		parts = append(parts, "built "+at)
+	}
+	if bi != nil && bi.GoVersion != "" {
+		parts = append(parts, bi.GoVersion)
+	}
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return line
 }

@@ -26,6 +26,18 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
+// TestHelpShowsNoSentinelDefault: a flag whose default is the config's says
+// so in words, not with a sentinel such as "(default -1)".
+func TestHelpShowsNoSentinelDefault(t *testing.T) {
+	for _, c := range commands() {
+		var out, errOut bytes.Buffer
+		mainCode(context.Background(), []string{c.name, "--help"}, &out, &errOut)
+		if help := out.String() + errOut.String(); strings.Contains(help, "(default -") {
+			t.Errorf("%s --help shows a negative default:\n%s", c.name, help)
+		}
+	}
+}
+
 func TestUnknownCommandAndBadFlagAreUsageErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := mainCode(context.Background(), []string{"frobnicate"}, &out, &errOut); code != 2 {

@@ -25,7 +25,8 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&margin, "safety-margin", "taken off the oldest sink's acknowledged commit time; default prune.safety_margin (1h)")
 	dry := fs.Bool("dry-run", false, "say what would be deleted and dropped, change nothing")
 	batch := fs.Int("batch-size", 0, fmt.Sprintf("rows per DELETE; default prune.batch_size (%d)", config.DefaultPruneBatchSize))
-	rate := fs.Int("rate", -1, "max rows deleted per second (0: no cap beyond the pause); default prune.rate")
+	var rate count
+	fs.Var(&rate, "rate", "max `rows` deleted per second (0: no cap beyond the pause); default prune.rate (0)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -48,8 +49,8 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *batch > 0 {
 		opts.BatchSize = min(*batch, 10000)
 	}
-	if *rate >= 0 {
-		opts.Rate = *rate
+	if rate.set {
+		opts.Rate = rate.n
 	}
 	opts.DryRun = *dry
 	opts.Logger = newLogger(cfg.Log, stderr)
@@ -126,6 +127,29 @@ func printPrune(w io.Writer, res prune.Result, opts prune.Options) {
 }
 
 // days is a duration flag that also takes whole days ("7d").
+// count is a flag's whole number of zero or more; unset, it prints no
+// default (its default is the config's, which the flag's text names).
+type count struct {
+	n   int
+	set bool
+}
+
+func (c *count) String() string {
+	if c == nil || !c.set {
+		return ""
+	}
+	return strconv.Itoa(c.n)
+}
+
+func (c *count) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q: write a whole number, 0 or more", v)
+	}
+	c.n, c.set = n, true
+	return nil
+}
+
 type days struct {
 	d   time.Duration
 	set bool
