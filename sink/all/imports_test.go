@@ -27,6 +27,7 @@ var kindImportsInTests = map[string]string{
 	"cmd/outbox-relay/auditfilter_test.go sink/webhook":  "builds a webhook section with endpoint filters to audit one endpoint against",
 	"config/defaults_test.go sink/kafka":                 "holds the kafka kind's declared defaults to its exported constants",
 	"config/endpoints_table_test.go sink/webhook":        "decodes and validates the webhook endpoints table's section into its own type",
+	"docs/retries_test.go sink/webhook":                  "generates receiving-webhooks.md's retry schedule from the webhook endpoint's declared retry defaults",
 	"metrics/sinks_test.go sink/nats":                    "runs the nats sink against the broker and reads its metrics",
 	"metrics/sinks_test.go sink/rabbitmq":                "runs the rabbitmq sink against the broker and reads its metrics",
 	"metrics/sinks_test.go sink/redis":                   "runs the redis sink against the server and reads its metrics",
