@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
@@ -23,8 +24,12 @@ type Window struct {
 	Source pipeline.Source
 	Job    *Job
 	Flavor string
+	// Select, if set, is a further filter (a webhook endpoint's own).
+	Select func(*event.Event) bool
 	// Skipped is told of each event the filters pass over.
 	Skipped func()
+	// Read is told the commit time of each transaction handed on.
+	Read func(commit time.Time)
 
 	mu    sync.Mutex
 	saved event.Position
@@ -79,6 +84,9 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 				return err
 			}
 			last = txn.Position
+			if w.Read != nil {
+				w.Read(txn.CommitTime)
+			}
 			if w.covered(txn.Position, until) {
 				end = true
 				stop()
@@ -117,12 +125,12 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 }
 
 func (w *Window) filter(evs []*event.Event) []*event.Event {
-	if len(w.Job.Types) == 0 {
+	if len(w.Job.Types) == 0 && w.Select == nil {
 		return evs
 	}
 	var out []*event.Event
 	for _, e := range evs {
-		if w.Job.Selects(e.Type) {
+		if w.Job.Selects(e.Type) && (w.Select == nil || w.Select(e)) {
 			out = append(out, e)
 		} else if w.Skipped != nil {
 			w.Skipped()
