@@ -57,13 +57,17 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 	}
 	rest := fs.Args()
 	if name != "replay" {
-		if len(rest) != 1 || !strings.Contains(rest[0], "/") {
+		if len(rest) == 0 || !strings.Contains(rest[0], "/") {
 			fmt.Fprintln(stderr, "name one endpoint as SINK/ENDPOINT (outbox-relay status lists them)")
 			fs.Usage()
 			return errUsage
 		}
 		ask.Sink, ask.Endpoint, _ = strings.Cut(rest[0], "/")
-		rest = rest[1:]
+		// Flags may follow the endpoint too.
+		if err := parseFlags(fs, rest[1:]); err != nil {
+			return err
+		}
+		rest = fs.Args()
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "unexpected argument %q\n", rest[0])
