@@ -71,12 +71,15 @@ func (l *Locator) Locate(ctx context.Context, t time.Time) (event.Position, erro
 		}
 		return true, nil // no transaction in or before the file
 	}
-	ok, err := atOrBefore(0)
+	m0, err := first(0)
 	if err != nil {
 		return event.Position{}, err
 	}
-	if !ok { // the oldest binary log's first transaction is after t
-		m, _ := first(0)
+	// The oldest binary log's first transaction is at or after t: the
+	// purged files may have held transactions of the window (commit times
+	// have whole seconds: one of the same second may be before it).
+	if m0.Found && !m0.Commit.Before(t) {
+		m := m0
 		// Transactions before the oldest file: its GTID list (MariaDB) or
 		// PREVIOUS_GTIDS (MySQL), the state before its first transaction,
 		// is not empty.

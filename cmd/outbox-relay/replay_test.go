@@ -220,3 +220,162 @@ func liveReqs(rc *receiver.Receiver, path string) []receiver.Request {
 	}
 	return out
 }
+
+// run runs the command in-process and returns its exit code and output.
+func run(ctx context.Context, args ...string) (int, string) {
+	var out bytes.Buffer
+	code := mainCode(ctx, args, &out, &out)
+	return code, out.String()
+}
+
+// replay --dry-run reads the window and counts what it would send (all of
+// it, or what --type selects), sends nothing and makes no job; replay list
+// and cancel, with no relay running, work on the file store itself. Bad
+// asks are refused with what to give instead: an unknown sink, a webhook
+// sink without --endpoint, a --since in the future, an --until before
+// --since, no start at all, and a window the server purged (naming
+// --source table).
+func TestReplayCommandDryRunAndBadInput(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{ServerID: 10})
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	if _, err := db.Exec(outboxtest.Schema); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cpPath := filepath.Join(dir, "checkpoints.json")
+	cfgPath := writeFile(t, "relay.yaml", fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s}
+sinks:
+  - {name: out, type: stdout}
+  - name: hooks
+    type: webhook
+    webhook: {endpoints: [{name: a, url: "http://127.0.0.1:1/a"}]}
+log: {level: warn}
+`, srv.Port, testserver.ServerID(), dbname, cpPath))
+	ctx := context.Background()
+	insert := func(id, typ string) {
+		t.Helper()
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'order', ?, ?, '{}')", id, "agg-"+id[:1], typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("x-before", "order.created")
+	since := secondAfter(time.Now())
+	for i := range 5 {
+		insert(fmt.Sprintf("c%d", i), "order.created")
+	}
+	for i := range 3 {
+		insert(fmt.Sprintf("p%d", i), "order.paid")
+	}
+
+	code, out := run(ctx, "replay", "--config", cfgPath, "--sink", "out", "--since", since.Format(time.RFC3339), "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: 8 events would be sent to out, 0 passed over") {
+		t.Fatalf("dry run of the window (exit %d): %s; want 8 events", code, out)
+	}
+	code, out = run(ctx, "replay", "--config", cfgPath, "--sink", "out", "--since", since.Format(time.RFC3339), "--type", "order.c*", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: 5 events would be sent to out, 3 passed over") {
+		t.Fatalf("dry run with --type order.c* (exit %d): %s; want 5 sent, 3 passed over", code, out)
+	}
+	code, out = run(ctx, "endpoints", "replay", "--config", cfgPath, "hooks/a", "--since", since.Format(time.RFC3339), "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: 8 events would be sent to hooks/a") {
+		t.Fatalf("endpoint dry run (exit %d): %s", code, out)
+	}
+	if code, out = run(ctx, "replay", "list", "--config", cfgPath); code != 0 || !strings.Contains(out, "no replay jobs") {
+		t.Fatalf("after dry runs, replay list (exit %d): %s; want no jobs", code, out)
+	}
+
+	// No relay runs: a job is written to the file store, and cancelled there.
+	code, out = run(ctx, "replay", "--config", cfgPath, "--sink", "out", "--since", since.Format(time.RFC3339))
+	m := jobIDRe.FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, "no relay runs now") {
+		t.Fatalf("replay with no relay running (exit %d): %s", code, out)
+	}
+	if code, out = run(ctx, "replay", "list", "--config", cfgPath); code != 0 || !strings.Contains(out, m[1]) || !strings.Contains(out, "pending") {
+		t.Fatalf("replay list (exit %d): %s; want job %s pending", code, out, m[1])
+	}
+	if code, out = run(ctx, "replay", "cancel", "--config", cfgPath, m[1]); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("replay cancel (exit %d): %s", code, out)
+	}
+	if j := readJob(t, cpPath, m[1]); j.State != replay.Cancelled {
+		t.Fatalf("job %s is %s after cancel, want cancelled", m[1], j.State)
+	}
+	if code, out = run(ctx, "replay", "cancel", "--config", cfgPath, m[1]); code != 1 || !strings.Contains(out, "already cancelled") {
+		t.Fatalf("cancelling twice (exit %d): %s", code, out)
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown sink", []string{"replay", "--sink", "nope", "--since", "1h"}, `sink "nope" is not in the configuration: use one of [out hooks]`},
+		{"a webhook sink without endpoint", []string{"replay", "--sink", "hooks", "--since", "1h"}, "name the endpoint to replay to with --endpoint"},
+		{"an unknown endpoint", []string{"endpoints", "replay", "hooks/zz", "--since", "1h"}, `sink "hooks" has no endpoint "zz"`},
+		{"since in the future", []string{"replay", "--sink", "out", "--since", "2099-01-01T00:00:00Z"}, "is in the future"},
+		{"until before since", []string{"replay", "--sink", "out", "--since", "1h", "--until", "2h"}, "is not after --since"},
+		{"no start", []string{"replay", "--sink", "out", "--until", "1h"}, "--since TIME or --from GTID"},
+		{"a bad type pattern", []string{"replay", "--sink", "out", "--since", "1h", "--type", "order.[x"}, "is not a valid pattern"},
+		{"a time that is not one", []string{"replay", "--sink", "out", "--since", "yesterday"}, "is not a time"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{c.args[0]}, c.args[1:]...)
+			if c.args[0] == "endpoints" {
+				args = append([]string{"endpoints", "replay", "--config", cfgPath}, c.args[2:]...)
+			} else {
+				args = append([]string{"replay", "--config", cfgPath}, c.args[1:]...)
+			}
+			code, out := run(ctx, args...)
+			if code == 0 || !strings.Contains(out, c.want) {
+				t.Fatalf("exit %d, output %q; want an error containing %q", code, out, c.want)
+			}
+		})
+	}
+
+	// The server purges the binlog holding the window's start.
+	if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	insert("y-after-purge", "order.created")
+	var last string
+	rows, err := db.Query("SHOW BINARY LOGS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, size string
+		cols, _ := rows.Columns()
+		dest := []any{&name, &size}
+		for len(dest) < len(cols) {
+			dest = append(dest, new(any))
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		last = name
+	}
+	rows.Close()
+	// The server keeps a file a binlog dump (the dry runs') still reads
+	// until it notices the dump's connection closed.
+	eventually.Within(t, 60*time.Second, "the server to purge the binary logs before "+last, func() bool {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + last + "'"); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		rows, err := db.Query("SHOW BINARY LOGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			n++
+		}
+		return n == 1
+	})
+	code, out = run(ctx, "replay", "--config", cfgPath, "--sink", "out", "--since", since.Format(time.RFC3339))
+	if code == 0 || !strings.Contains(out, "no longer holds") || !strings.Contains(out, "--source table") {
+		t.Fatalf("a purged window (exit %d): %s; want an error naming --source table", code, out)
+	}
+}
