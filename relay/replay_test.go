@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
+	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/replay"
@@ -147,4 +149,106 @@ sinks: [{name: out, type: stdout}]
 	if entries, _ := os.ReadDir(replay.SpoolFor(cfg.Checkpoint.Path).Dir()); len(entries) != 0 {
 		t.Errorf("the spool still holds %d requests after the relay adopted them", len(entries))
 	}
+}
+
+// A replay that cannot finish (its endpoint refuses every replayed event)
+// is cancelled through the spool, as `outbox-relay replay cancel` does with
+// a relay running on a file store: the relay stops its pipeline and marks
+// it cancelled, removes its progress, and the live stream goes on.
+func TestReplayCancelStopsIt(t *testing.T) {
+	dbname, _ := newOutbox(t)
+	db := srv.DB(t, dbname)
+	rc := receiver.Start(t, func(r *http.Request, _ []byte, _ time.Duration) receiver.Reply {
+		if r.Header.Get("webhook-replay") != "" {
+			return receiver.Reply{Status: 503}
+		}
+		return receiver.Reply{Status: 200}
+	})
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {path: %s, interval: 200ms, start: current}
+replay: {poll: 200ms}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook: {endpoints: [{name: a, url: "%s/a", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 200ms}}]}
+`, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), rc.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	waitForCheckpoint(t, cfg.Checkpoint.Path)
+	info, err := source.ReadInfo(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &outboxtest.Workload{}
+	outboxtest.Produce(ctx, t, db, w, 1, 10, []int{2}, 3)
+	until, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := replayJob("hooks", from, until)
+	job.Endpoint = "a"
+	spool := replay.SpoolFor(cfg.Checkpoint.Path)
+	if err := spool.Put(replay.Request{Job: &job}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Within(t, 60*time.Second, "the replay to be refused by the endpoint", func() bool {
+		for _, r := range rc.Requests() {
+			if r.Replay == job.ID && r.Status == 503 {
+				return jobOf(t, cfg.Checkpoint.Path, job.ID).State == replay.Running
+			}
+		}
+		return false
+	})
+	if err := spool.Put(replay.Request{Cancel: job.ID, Why: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Within(t, 60*time.Second, "the replay to be cancelled", func() bool {
+		return jobOf(t, cfg.Checkpoint.Path, job.ID).State == replay.Cancelled
+	})
+	st, err := checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
+		if _, err := st.Load(ctx, k); err != checkpoint.ErrNotFound {
+			t.Errorf("%s is still stored after the job was cancelled (%v)", k, err)
+		}
+	}
+	// The live stream goes on.
+	more := &outboxtest.Workload{Prefix: "more-"}
+	outboxtest.Produce(ctx, t, db, more, 1, 5, []int{1}, 3)
+	eventually.Within(t, 60*time.Second, "the live stream to deliver everything", func() bool {
+		return len(liveOf(rc)) >= w.Events()+more.Events()
+	})
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+	if j := jobOf(t, cfg.Checkpoint.Path, job.ID); j.Sent != 0 || j.Error != "test" {
+		t.Errorf("cancelled job: %d sent, error %q; want 0 sent (every replayed event refused) and the reason given", j.Sent, j.Error)
+	}
+}
+
+// liveOf are rc's accepted requests without webhook-replay, by event id.
+func liveOf(rc *receiver.Receiver) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rc.Accepted("") {
+		if r.Replay == "" {
+			out[r.EventID] = true
+		}
+	}
+	return out
 }
