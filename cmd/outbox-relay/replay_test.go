@@ -151,6 +151,13 @@ log: {level: info}
 		j := readJob(t, cpPath, id)
 		return refused > 0 && j.State == replay.Running && j.Sent > 0
 	}, relayLog)
+	// status and replay list show it, running; status lists no job key as a sink.
+	if code, out := run(ctx, "status", "--config", cfgPath); code != 0 || !strings.Contains(out, "replay "+id+" running to hooks/a") || strings.Contains(out, "/replay/") {
+		t.Errorf("status (exit %d) does not show the running replay apart from the sinks:\n%s", code, out)
+	}
+	if code, out := run(ctx, "replay", "list", "--config", cfgPath); code != 0 || !regexp.MustCompile(id+`\s+running\s+hooks/a`).MatchString(out) {
+		t.Errorf("replay list (exit %d) does not show the running replay:\n%s", code, out)
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
