@@ -18,7 +18,6 @@ package checkpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -51,9 +50,10 @@ type Checkpoint struct {
 	// checkpoint saved by a version before 0.5).
 	Acked *Acked `json:"acked,omitempty"`
 	// Record is a record of the relay's own kept under a reserved key (see
-	// Reserved): a replay job's definition, state and counts (package
-	// replay). Nil in every sink's checkpoint; a pipeline never saves one.
-	Record json.RawMessage `json:"record,omitempty"`
+	// Reserved), as JSON text: a replay job's definition, state and counts
+	// (package replay). Empty in every sink's checkpoint; a pipeline never
+	// saves one. (Text, not json.RawMessage: a Checkpoint stays comparable.)
+	Record string `json:"record,omitempty"`
 }
 
 // ReservedPrefix starts the keys of the relay's own records (Record), which

@@ -263,7 +263,7 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 			}
 		}
 		if record.Valid && record.String != "" {
-			cp.Record = json.RawMessage(record.String)
+			cp.Record = record.String
 		}
 		cp.UpdatedAt = cp.UpdatedAt.UTC()
 		if !cp.CommitTime.IsZero() {
@@ -396,8 +396,8 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 		acked = string(b)
 	}
 	var record any // NULL: not one of the relay's own records
-	if len(cp.Record) > 0 {
-		record = string(cp.Record)
+	if cp.Record != "" {
+		record = cp.Record
 	}
 	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID, record)
 }

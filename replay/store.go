@@ -62,7 +62,7 @@ func (s *Store) Put(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	if err := s.st.Save(ctx, JobKey(j.ID), checkpoint.Checkpoint{Record: b, UpdatedAt: j.UpdatedAt}); err != nil {
+	if err := s.st.Save(ctx, JobKey(j.ID), checkpoint.Checkpoint{Record: string(b), UpdatedAt: j.UpdatedAt}); err != nil {
 		return fmt.Errorf("save replay job %s: %w", j.ID, err)
 	}
 	return nil
@@ -82,7 +82,7 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 
 func decode(key string, cp checkpoint.Checkpoint) (Job, error) {
 	var j Job
-	if err := json.Unmarshal(cp.Record, &j); err != nil {
+	if err := json.Unmarshal([]byte(cp.Record), &j); err != nil {
 		return Job{}, fmt.Errorf("replay job record %q does not decode: %v; remove it (a job that cannot be read cannot be run)", key, err)
 	}
 	return j, nil
