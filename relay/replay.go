@@ -55,7 +55,7 @@ type replays struct {
 	a     *assembly
 	jobs  *replay.Store
 	spool *replay.Spool // nil: the MySQL store, which commands write
-	obs   *metrics.ReplayObserver
+	obs   *metrics.ReplayObserver // registered when the first job starts
 	log   *slog.Logger
 	free  []uint32
 	runs  map[string]*replayRun
@@ -91,7 +91,7 @@ func (a *assembly) replays() (member, error) {
 	if err != nil {
 		return member{}, err
 	}
-	rr := &replays{a: a, jobs: jobs, obs: a.r.metrics.Replay(), log: a.r.log.With(slog.String("component", "replay")),
+	rr := &replays{a: a, jobs: jobs, log: a.r.log.With(slog.String("component", "replay")),
 		free: a.cfg.ReplayReplicaIDs(), runs: map[string]*replayRun{}, ended: make(chan *replayRun)}
 	if a.cfg.Checkpoint.Store != "mysql" {
 		sp := replay.SpoolFor(a.cfg.Checkpoint.Path)
@@ -207,6 +207,9 @@ func (rr *replays) adopt(ctx context.Context) {
 // why.
 func (rr *replays) start(ctx context.Context, j replay.Job) {
 	a := rr.a
+	if rr.obs == nil {
+		rr.obs = a.r.metrics.Replay()
+	}
 	slot := rr.free[0]
 	run := &replayRun{job: j, target: j.Key(), slot: slot, base: [2]int64{j.Sent, j.Skipped}}
 	fail := func(err error) {

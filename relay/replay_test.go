@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -21,6 +24,14 @@ import (
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
 
 // replayJob returns a pending binlog job of sink over the window (from, until].
 func replayJob(sink string, from, until event.Position) replay.Job {
@@ -67,11 +78,12 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &lines{}
+	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+		done <- relay.New(cfg, relay.Options{Stdout: out, Registerer: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
 	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	info, err := source.ReadInfo(ctx, db)
@@ -123,6 +135,27 @@ sinks: [{name: out, type: stdout}]
 		return live, replayed
 	}
 	eventually.Within(t, 60*time.Second, "the live stream to deliver every event", func() bool { l, _ := live(); return len(l) >= total })
+	// The metrics count the job's events, and no job runs any more.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sentMetric, running float64 = -1, -1
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "outbox_relay_replay_events_total":
+				if labels(m)["job"] == job.ID && labels(m)["sink"] == "out" {
+					sentMetric = m.GetCounter().GetValue()
+				}
+			case "outbox_relay_replays_running":
+				running = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if sentMetric != float64(window.Events()) || running != 0 {
+		t.Errorf("metrics: replay_events_total{sink=out,job=%s} = %v, replays_running = %v; want %d and 0", job.ID, sentMetric, running, window.Events())
+	}
 	cancel()
 	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
