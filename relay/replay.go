@@ -54,7 +54,7 @@ var errReplayCancelled = errors.New("replay cancelled")
 type replays struct {
 	a     *assembly
 	jobs  *replay.Store
-	spool *replay.Spool // nil: the MySQL store, which commands write
+	spool *replay.Spool           // nil: the MySQL store, which commands write
 	obs   *metrics.ReplayObserver // registered when the first job starts
 	log   *slog.Logger
 	free  []uint32
