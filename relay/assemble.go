@@ -149,18 +149,32 @@ func (o *oneServer) pick(ctx context.Context, pos event.Position) (canal.Endpoin
 // newReader returns the binlog reader of one stream, registering as replica
 // serverID, guarded against a replica id in use.
 func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (pipeline.Source, error) {
+	rc := a.readerConfig(name, serverID, obs, watch...)
+	rc.Own = a.own()
+	return a.guardedReader(rc)
+}
+
+// readerConfig is the configuration of a stream's binlog reader,
+// registering as replica serverID (without Own).
+func (a *assembly) readerConfig(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) canal.Config {
 	cfg := a.cfg
 	pick := a.pickFromSet
 	if a.servers.Len() == 1 {
 		pick = (&oneServer{a: a}).pick
 	}
-	reader, err := canal.New(canal.Config{
+	return canal.Config{
 		Host: a.first.Host, Port: uint16(a.first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
 		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, Retry: a.r.retry.Within(0, cfg.Source.MaxReconnectBackoff),
-		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs, Own: a.own(),
-	})
+		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs,
+	}
+}
+
+// guardedReader returns the reader of rc, guarded against a replica id in
+// use.
+func (a *assembly) guardedReader(rc canal.Config) (pipeline.Source, error) {
+	reader, err := canal.New(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -224,7 +224,11 @@ func (rr *replays) start(ctx context.Context, j replay.Job) {
 	}
 	name := "replay " + j.ID
 	var src pipeline.Source
-	binlog := func() (pipeline.Source, error) { return a.newReader(name, slot, nil) }
+	// The relay's own checkpoint writes (a MySQL store on the source) are
+	// handed on, empty, unlike a live stream's: the window ends at the
+	// transaction that reaches Until, which may be one of them. The
+	// window is finite, so the job's own saves cannot feed it for ever.
+	binlog := func() (pipeline.Source, error) { return a.guardedReader(a.readerConfig(name, slot, nil)) }
 	switch j.Source {
 	case replay.SourceBinlog:
 		src, err = binlog()

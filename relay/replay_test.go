@@ -285,3 +285,73 @@ func liveOf(rc *receiver.Receiver) map[string]bool {
 	}
 	return out
 }
+
+// With checkpoint.store: mysql, a job written into the checkpoint table
+// (as the command does, the relay running) is listed and run by the relay:
+// the window is replayed, marked, and the job ends done in the table.
+func TestReplayJobWrittenToTheMySQLStoreIsRun(t *testing.T) {
+	dbname, _ := newOutbox(t)
+	db := srv.DB(t, dbname)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+tables: [{name: %s.outbox}]
+checkpoint: {store: mysql, dsn: "root@tcp(127.0.0.1:%d)/%s", table: cp, interval: 200ms, start: current}
+delivery: {batch_size: 20}
+replay: {poll: 200ms}
+sinks: [{name: out, type: stdout}]
+`, srv.Port, testserver.ServerID(), dbname, srv.Port, dbname)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lines{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
+	store, closeStore, err := relay.OpenStore(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	eventually.Within(t, 60*time.Second, "the relay's start checkpoint", func() bool { _, err := store.Load(ctx, "out"); return err == nil })
+	info, err := source.ReadInfo(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := &outboxtest.Workload{Prefix: "window-"}
+	outboxtest.Produce(ctx, t, db, window, 2, 30, []int{1, 3}, 6)
+	until, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := replay.NewStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := replayJob("out", from, until)
+	if err := jobs.Put(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Within(t, 90*time.Second, "the job to be done", func() bool {
+		j, err := jobs.Get(ctx, job.ID)
+		return err == nil && j.State == replay.Done
+	})
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("relay: %v", err)
+	}
+	var replayed []outboxtest.Delivered
+	for _, e := range out.events(t) {
+		if e.Headers[event.HeaderReplay] == job.ID {
+			replayed = append(replayed, outboxtest.Delivered{ID: e.ID, AggregateID: e.AggregateID, GTID: e.GTID})
+		}
+	}
+	rep := outboxtest.Check(t, window, replayed, true)
+	t.Logf("replayed %d of the window's %d", rep.Delivered, rep.Committed)
+}
