@@ -8,6 +8,13 @@
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
 // and runs: it imports no sink kind.
 //
+// Beside the live pipelines it runs the replay jobs of its checkpoint store
+// (relay/replay.go, package replay): each a pipeline of its own, with its
+// own binlog stream on one of the replay slots' replica ids
+// (config.ReplayReplicaIDs), its own sink built from the target's
+// configuration and its own in-flight limit, so a replay never stops or
+// slows the live stream; a failed replay fails its job only.
+//
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
 // it saved its checkpoint: the other sinks go on, and /readyz and the logs name
