@@ -333,6 +333,10 @@ type member struct {
 	// stream's, then a gateway's catch-up streams'.
 	replicaIDs []uint32
 	run        func(ctx context.Context) error
+	// aside: it runs beside the others (the replay jobs' runner) and is
+	// stopped once every other member has returned, so that a relay whose
+	// sinks have all stopped for good returns.
+	aside bool
 }
 
 // group runs members until each has returned. A member's fatal error (or a
@@ -369,11 +373,19 @@ func (g *group) stopped(name string, obs interface{ Stopped(error) }, err error)
 // run runs every member until each has returned (by shutdown, or each by
 // its own error), and returns their errors.
 func (g *group) run(ctx context.Context, members []member) error {
-	var wg sync.WaitGroup
+	asideCtx, stopAside := context.WithCancel(ctx)
+	defer stopAside()
+	var wg, aside sync.WaitGroup
 	for _, m := range members {
+		if m.aside {
+			aside.Go(func() { g.stopped(m.name, m.obs, m.run(asideCtx)) })
+			continue
+		}
 		wg.Go(func() { g.stopped(m.name, m.obs, m.run(ctx)) })
 	}
 	wg.Wait()
+	stopAside()
+	aside.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.failures...)

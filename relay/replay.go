@@ -97,7 +97,7 @@ func (a *assembly) replays() (member, error) {
 		sp := replay.SpoolFor(a.cfg.Checkpoint.Path)
 		rr.spool = &sp
 	}
-	return member{name: "replay", run: rr.run}, nil
+	return member{name: "replay", run: rr.run, aside: true}, nil
 }
 
 func (rr *replays) run(ctx context.Context) error {

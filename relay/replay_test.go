@@ -205,7 +205,7 @@ replay: {poll: 200ms}
 sinks:
   - name: hooks
     type: webhook
-    webhook: {endpoints: [{name: a, url: "%s/a", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 200ms}}]}
+    webhook: {endpoints: [{name: a, url: "%s/a", body: envelope, retry: {initial_backoff: 50ms, max_backoff: 200ms, max_attempts: 100000}}]}
 `, srv.Port, testserver.ServerID(), dbname, filepath.Join(t.TempDir(), "cp.json"), rc.URL)))
 	if err != nil {
 		t.Fatal(err)
