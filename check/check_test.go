@@ -334,20 +334,21 @@ func TestServerIDCollisions(t *testing.T) {
 		cfg := testConfig(t, srv, "root", "")
 		cfg.Source.ServerID = 1
 		rep := runChecks(t, cfg)
-		expect(t, rep, only(t, rep, NameServerID), Fail, "the server's own server_id is 1", "set source.server_id to 2")
+		// ids 1..3: the sink's stream and the two replay slots (replay.max_running)
+		expect(t, rep, only(t, rep, NameServerID), Fail, "the server's own server_id is 1", "set source.server_id to 4")
 	})
 	t.Run("the second sink's id colliding with the server fails", func(t *testing.T) {
 		cfg := testConfig(t, srv, "root", "", "sinks: [{name: a, type: stdout}, {name: b, type: stdout}]")
-		cfg.Source.ServerID = 0 // ids 0..1: sink b is replica 1
+		cfg.Source.ServerID = 0 // ids 0..3: sink b is replica 1, the replay slots 2 and 3
 		rep := runChecks(t, cfg)
-		expect(t, rep, only(t, rep, NameServerID), Fail, "replica ids 0..1 collide", "source.server_id+1")
+		expect(t, rep, only(t, rep, NameServerID), Fail, "replica ids 0..3 collide", "source.server_id+3")
 	})
 	t.Run("a connected replica with the relay's id fails", func(t *testing.T) {
 		registerReplica(t, 5001, "other-replica")
 		cfg := testConfig(t, srv, "root", "", "sinks: [{name: a, type: stdout}, {name: b, type: stdout}]")
 		cfg.Source.ServerID = 5000
 		rep := runChecks(t, cfg)
-		expect(t, rep, only(t, rep, NameServerID), Fail, "connected replica other-replica uses server_id 5001", "set source.server_id to 5002")
+		expect(t, rep, only(t, rep, NameServerID), Fail, "connected replica other-replica uses server_id 5001", "set source.server_id to 5004")
 	})
 	t.Run("a replica of this host with the relay's id only warns", func(t *testing.T) {
 		host, _ := os.Hostname()

@@ -62,7 +62,7 @@ func serverIDDecision(ids idRange, own uint32, reps []replica, listErr error, ho
 	for _, x := range reps {
 		free = max(free, x.ID)
 	}
-	suggest := fmt.Sprintf("set source.server_id to %d in the config (the relay uses source.server_id to source.server_id+%d, one id per pipeline)", free+1, max(ids.n, 1)-1)
+	suggest := fmt.Sprintf("set source.server_id to %d in the config (the relay uses source.server_id to source.server_id+%d, one id per pipeline and replay slot)", free+1, max(ids.n, 1)-1)
 	var fails, warns []string
 	if ids.contains(own) {
 		fails = append(fails, fmt.Sprintf("the server's own server_id is %d", own))

@@ -526,3 +526,52 @@ func TestMySQLStoreMigratesACollatedKeyColumnOnce(t *testing.T) {
 	}
 	checkKeysCompareAsBytes(t, st)
 }
+
+// A record of the relay's own (a replay job's, under a reserved key) is
+// kept as it was saved by both stores, beside the sinks' checkpoints, which
+// carry none; Reserved tells its key from a sink's or an endpoint's.
+func TestStoresKeepRecordsUnderReservedKeys(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	my, err := checkpoint.OpenMySQL(ctx, db, "cp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cp.json")
+	file, err := checkpoint.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := checkpoint.Checkpoint{Record: `{"id":"j1","state":"running","note":"é \"quoted\""}`, UpdatedAt: time.Unix(7, 0).UTC()}
+	for name, st := range map[string]interface {
+		checkpoint.Store
+		checkpoint.Lister
+	}{"mysql": my, "file": file} {
+		t.Run(name, func(t *testing.T) {
+			if err := st.Save(ctx, "/replay/j1", rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Save(ctx, "out", cp(3)); err != nil {
+				t.Fatal(err)
+			}
+			all, err := st.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all["/replay/j1"] != rec || all["out"] != cp(3) {
+				t.Fatalf("List = %+v; want the record %+v and the sink's checkpoint %+v", all, rec, cp(3))
+			}
+			if !checkpoint.Reserved("/replay/j1") || checkpoint.Reserved("out") || checkpoint.Reserved("hooks/a") {
+				t.Fatal("Reserved does not tell the relay's records from sinks' and endpoints' keys")
+			}
+		})
+	}
+	reopened, err := checkpoint.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := reopened.Load(ctx, "/replay/j1"); err != nil || got != rec {
+		t.Fatalf("the file reopened holds %+v, %v; want %+v", got, err, rec)
+	}
+}

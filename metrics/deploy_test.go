@@ -45,10 +45,10 @@ func referenced(s string) []string {
 }
 
 // exposed is every metric family a relay may expose: Names, the gateway's
-// with a webhook sink, prune's with prune.schedule set, and the scaled-out
-// gateway's for `outbox-relay gateway`.
+// with a webhook sink, prune's with prune.schedule set, the scaled-out
+// gateway's for `outbox-relay gateway`, and ReplayNames once a replay job ran.
 func exposed() []string {
-	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames)
+	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, metrics.ReplayNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

@@ -143,6 +143,7 @@ type Metrics struct {
 	notes []func() []string
 	// routes are the packages' pages served beside /metrics (Handle).
 	routes []route
+	replay *ReplayObserver // replay jobs' figures (Replay), once one ran
 	// standby: this relay waits for the checkpoint lock another holds.
 	standby bool
 }

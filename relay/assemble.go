@@ -149,18 +149,32 @@ func (o *oneServer) pick(ctx context.Context, pos event.Position) (canal.Endpoin
 // newReader returns the binlog reader of one stream, registering as replica
 // serverID, guarded against a replica id in use.
 func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (pipeline.Source, error) {
+	rc := a.readerConfig(name, serverID, obs, watch...)
+	rc.Own = a.own()
+	return a.guardedReader(rc)
+}
+
+// readerConfig is the configuration of a stream's binlog reader,
+// registering as replica serverID (without Own).
+func (a *assembly) readerConfig(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) canal.Config {
 	cfg := a.cfg
 	pick := a.pickFromSet
 	if a.servers.Len() == 1 {
 		pick = (&oneServer{a: a}).pick
 	}
-	reader, err := canal.New(canal.Config{
+	return canal.Config{
 		Host: a.first.Host, Port: uint16(a.first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
 		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, Retry: a.r.retry.Within(0, cfg.Source.MaxReconnectBackoff),
-		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs, Own: a.own(),
-	})
+		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs,
+	}
+}
+
+// guardedReader returns the reader of rc, guarded against a replica id in
+// use.
+func (a *assembly) guardedReader(rc canal.Config) (pipeline.Source, error) {
+	reader, err := canal.New(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +333,10 @@ type member struct {
 	// stream's, then a gateway's catch-up streams'.
 	replicaIDs []uint32
 	run        func(ctx context.Context) error
+	// aside: it runs beside the others (the replay jobs' runner) and is
+	// stopped once every other member has returned, so that a relay whose
+	// sinks have all stopped for good returns.
+	aside bool
 }
 
 // group runs members until each has returned. A member's fatal error (or a
@@ -355,11 +373,19 @@ func (g *group) stopped(name string, obs interface{ Stopped(error) }, err error)
 // run runs every member until each has returned (by shutdown, or each by
 // its own error), and returns their errors.
 func (g *group) run(ctx context.Context, members []member) error {
-	var wg sync.WaitGroup
+	asideCtx, stopAside := context.WithCancel(ctx)
+	defer stopAside()
+	var wg, aside sync.WaitGroup
 	for _, m := range members {
+		if m.aside {
+			aside.Go(func() { g.stopped(m.name, m.obs, m.run(asideCtx)) })
+			continue
+		}
 		wg.Go(func() { g.stopped(m.name, m.obs, m.run(ctx)) })
 	}
 	wg.Wait()
+	stopAside()
+	aside.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.failures...)

@@ -10,6 +10,13 @@
 // gateway, package gateway/scaled) shares the relay's metrics, health,
 // retry policy and dead letters through Start's Parts.
 //
+// Beside the live pipelines it runs the replay jobs of its checkpoint store
+// (relay/replay.go, package replay): each a pipeline of its own, with its
+// own binlog stream on one of the replay slots' replica ids
+// (config.ReplayReplicaIDs), its own sink built from the target's
+// configuration and its own in-flight limit, so a replay never stops or
+// slows the live stream; a failed replay fails its job only.
+//
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
 // it saved its checkpoint: the other sinks go on, and /readyz and the logs name
@@ -132,7 +139,7 @@ func (r *Relay) Targets() ([]Target, error) {
 // checkpoint store and take its lock (a standby waits there), resolve the
 // start, open the dead letters, build a stream per sink and a gateway per
 // webhook sink (all before any runs, so a bad one leaves none running), and
-// run them as a group.
+// run them as a group, with the replay jobs' runner (relay/replay.go).
 func (r *Relay) Run(ctx context.Context) error {
 	m, stopMetrics, err := r.startMetrics()
 	if err != nil {
@@ -190,7 +197,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.runGroup(ctx, a.group, store, append(streams, gateways...))
+	replays, err := a.replays()
+	if err != nil {
+		return err
+	}
+	return r.runGroup(ctx, a.group, store, append(append(streams, gateways...), replays))
 }
 
 // runGroup runs every member until each has returned, and prunes on

@@ -131,9 +131,9 @@ func (g *idGuard) advice(reps []source.Replica) string {
 	if len(used) > 0 {
 		inUse = strings.Join(used, ", ")
 	}
-	uses := "one id per pipeline: this relay uses 1"
+	uses := "one id per pipeline and replay slot: this relay uses 1"
 	if n > 1 {
-		uses = fmt.Sprintf("one id per pipeline: this relay uses %d, source.server_id to source.server_id+%d", n, n-1)
+		uses = fmt.Sprintf("one id per pipeline and replay slot: this relay uses %d, source.server_id to source.server_id+%d", n, n-1)
 	}
 	return fmt.Sprintf("replica ids in use: %s; the server's own id: %d. Two replicas with one id make the server drop one whenever the other connects. "+
 		"If this is a copy of another relay's config, give it its own ids: set source.server_id to %d (%s); "+

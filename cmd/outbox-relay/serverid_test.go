@@ -83,7 +83,7 @@ log: {level: info}
 			}
 			t.Logf("the %s relay stopped %s after the copy started", tc.wantStopped, time.Since(started).Round(10*time.Millisecond))
 			log := stopped.logText()
-			want := []string{fmt.Sprintf("server_id %d", id), "replica ids in use", fmt.Sprintf("%d (", id), fmt.Sprintf("set source.server_id to %d", id+1)}
+			want := []string{fmt.Sprintf("server_id %d", id), "replica ids in use", fmt.Sprintf("%d (", id), fmt.Sprintf("set source.server_id to %d", id+3)} // the range: the sink's id and the two replay slots
 			for _, w := range want {
 				if exitErr == nil || !strings.Contains(log, w) {
 					t.Errorf("the %s relay exited with %v; its log lacks %q:\n%s", tc.wantStopped, exitErr, w, tail([]byte(log)))

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
+	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -130,10 +131,48 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "%s sink %s: %d endpoint cursors, %d disabled; the binlog must go back to its oldest, %s at %s (%s)\n",
 			sc.Type, p(sc.Name), n, off, p(oldest), p(cps[oldest].Position.String()), p(behind(files, cps[oldest].Position.File)))
 	}
+	replayStatus(ctx, stdout, store, cfg)
 	if srcDB != nil {
 		tableStates(ctx, stdout, srcDB, cfg)
 	}
 	return nil
+}
+
+// replayStatus prints the replay jobs that are not over, with their
+// progress, and how many are.
+func replayStatus(ctx context.Context, stdout io.Writer, store checkpoint.Store, cfg *config.Config) {
+	jobs, err := replay.NewStore(store)
+	if err != nil {
+		return
+	}
+	l, err := jobs.List(ctx)
+	if err != nil {
+		fmt.Fprintf(stdout, "replay jobs: %s\n", printable.String(err.Error()))
+	}
+	var spooled []replay.Spooled
+	if cfg.Checkpoint.Store != "mysql" {
+		spooled, _ = replay.SpoolFor(cfg.Checkpoint.Path).Take()
+	}
+	if len(l.Jobs) == 0 && len(spooled) == 0 {
+		return
+	}
+	counts := map[replay.State]int{}
+	for _, j := range l.Jobs {
+		counts[j.State]++
+	}
+	fmt.Fprintf(stdout, "replay jobs: %d running, %d pending, %d requested, %d done, %d cancelled, %d failed (outbox-relay replay list shows them all)\n",
+		counts[replay.Running], counts[replay.Pending], len(spooled), counts[replay.Done], counts[replay.Cancelled], counts[replay.Failed])
+	for _, j := range l.Jobs {
+		if j.State.Final() {
+			continue
+		}
+		at := "not started"
+		if cp, ok := l.Progress[j.ID]; ok {
+			at = "at " + cp.Position.String()
+		}
+		fmt.Fprintf(stdout, "  replay %s %s to %s: %d sent, %s, up to %s\n", j.ID, j.State, printable.String(j.Key()), j.Sent,
+			printable.String(at), printable.String(j.Until.String()))
+	}
 }
 
 // tableStates prints, for each sink whose kind keeps something in the
@@ -164,6 +203,7 @@ func otherKeys(ctx context.Context, store checkpoint.Store, names []string) ([]s
 	for _, n := range names {
 		delete(all, n)
 	}
+	maps.DeleteFunc(all, func(k string, _ checkpoint.Checkpoint) bool { return checkpoint.Reserved(k) }) // replay jobs: listed apart
 	return slices.Sorted(maps.Keys(all)), nil
 }
 

@@ -32,8 +32,9 @@ type Request struct {
 	Gen    int64
 	Path   string
 	Status int
-	// WebhookID is its webhook-id header, TraceParent its W3C traceparent.
-	WebhookID, TraceParent string
+	// WebhookID is its webhook-id header, TraceParent its W3C traceparent,
+	// Replay its webhook-replay header (a replayed event's job).
+	WebhookID, TraceParent, Replay string
 	// The envelope's id, aggregate id and data (empty when the body is not
 	// an envelope). Only these are kept: a fault test counts the heap of
 	// the process the receiver runs in.
@@ -88,7 +89,7 @@ func Start(t testing.TB, answer func(r *http.Request, body []byte, since time.Du
 			t.Errorf("endpoint got a body that is not the JSON envelope: %q", body)
 		}
 		req := Request{Gen: gen, Path: r.URL.Path, Status: rep.Status, WebhookID: r.Header.Get("webhook-id"),
-			TraceParent: r.Header.Get("traceparent"), EventID: env.ID, AggregateID: env.AggregateID, Data: env.Data, At: time.Now()}
+			TraceParent: r.Header.Get("traceparent"), Replay: r.Header.Get("webhook-replay"), EventID: env.ID, AggregateID: env.AggregateID, Data: env.Data, At: time.Now()}
 		rc.mu.Lock()
 		rc.reqs = append(rc.reqs, req)
 		onAccept := rc.onAccept

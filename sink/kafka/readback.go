@@ -106,6 +106,9 @@ type Record struct {
 	// Partitions is the relay_partitions header (the topic's partition
 	// count when the sink produced the message); 0 without it.
 	Partitions int
+	// Replay is the relay_replay header (event.HeaderReplay): the message
+	// is a replay job's copy of an event, not the live stream's.
+	Replay bool
 	// Key and Digest (see digest) are read only by a reader with digests
 	// set (Recover's).
 	Key    []byte
@@ -292,6 +295,8 @@ func (r reader) recordOf(topic string, partition int, rec *kafkago.Record) (Reco
 			out.Sink, out.HasSink = string(h.Value), true
 		case HeaderPartitions:
 			out.Partitions, _ = strconv.Atoi(string(h.Value))
+		case event.HeaderReplay:
+			out.Replay = true
 		}
 	}
 	if !r.digests {

@@ -267,3 +267,31 @@ func BenchmarkRecover(b *testing.B) {
 		}
 	}
 }
+
+// A replay job's copies of older events (relay_replay header), appended to
+// the partitions after the live messages, are passed over: the read goes
+// on past them to the live messages after the checkpoint, and reports
+// only those.
+func TestRecoverPassesOverReplayedMessages(t *testing.T) {
+	cl := startCluster(t)
+	cfg := Config{Brokers: cl.ListenAddrs(), Writer: "orders-sink", BatchSize: 16,
+		CreateTopics: CreateTopicsConfig{Enabled: true, Partitions: 3}}
+	s := newSink(t, cfg)
+	evs := gtidEvents(0, 100, 7, mariadbGTID) // transactions 1..50
+	write(t, s, evs)
+	// The replay of transactions 1..20, marked, after them.
+	var replayed []*event.Event
+	for _, e := range evs[:40] {
+		c := *e
+		c.Headers = append(append([]event.Header(nil), e.Headers...), event.Header{Key: event.HeaderReplay, Value: "job-1"})
+		replayed = append(replayed, &c)
+	}
+	write(t, s, replayed)
+	got, err := recoverIDs(t, s, "0-1-40", evs)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if want := idsOf(evs[80:]); !slices.Equal(got, want) {
+		t.Fatalf("Recover reported %d ids %v…, want the %d live messages of transactions 41-50 %v…", len(got), head(got), len(want), head(want))
+	}
+}

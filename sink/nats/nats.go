@@ -219,7 +219,7 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 				}
 				msgs[i] = m
 			}
-			f, err := js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(batch[i].ID))
+			f, err := js.PublishMsgAsync(msgs[i], jetstream.WithMsgID(msgID(batch[i])))
 			if err != nil {
 				res[i] = s.classify(fmt.Errorf("publish event %s to nats subject %q: %w", batch[i].ID, msgs[i].Subject, err))
 				continue
@@ -245,6 +245,16 @@ func (s *Sink) Write(ctx context.Context, batch []*event.Event) error {
 		}
 		return res
 	})
+}
+
+// msgID is e's Nats-Msg-Id: its id, or for a replayed event its id and
+// the replay job's ("<id>/replay/<job>"), so that JetStream's duplicate
+// window does not drop the replay as a copy of the live message.
+func msgID(e *event.Event) string {
+	if job := e.Replay(); job != "" {
+		return e.ID + "/replay/" + job
+	}
+	return e.ID
 }
 
 // message builds e's NATS message; an error is permanent.

@@ -163,6 +163,7 @@ func entryOf(r any) (entry, error) {
 type fields struct {
 	id, gtid, sink string
 	hasSink        bool // a relay_sink field, maybe empty
+	replay         bool // a relay_replay field: a replay job's copy
 }
 
 // fieldsOf reads the read-back fields of e; of a name given twice, the
@@ -177,6 +178,8 @@ func fieldsOf(e entry) fields {
 			f.gtid = v
 		case FieldSink:
 			f.sink, f.hasSink = v, true
+		case HeaderFieldPrefix + event.HeaderReplay:
+			f.replay = true
 		}
 	}
 	return f

@@ -237,3 +237,31 @@ func TestRecoverFallsBackWhenItCannotTell(t *testing.T) {
 		}
 	})
 }
+
+// A replay job's copies of older events (relay_replay field), appended to
+// the streams after the live entries, are passed over: the read goes on
+// past them to the live entries after the checkpoint, and reports only
+// those.
+func TestRecoverPassesOverReplayedEntries(t *testing.T) {
+	prefix := "t" + sinktest.Unique()
+	s := recoverSink(t, prefix, prefix+":outbox", "orders-sink")
+	evs := sinktest.Events(prefix, 60, 5)
+	for i, e := range evs {
+		e.Source.GTID = fmt.Sprintf("0-1-%d", 100+i)
+	}
+	writeAll(t, s, evs, 10)
+	var replayed []*event.Event
+	for _, e := range evs[:30] {
+		c := *e
+		c.Headers = append(append([]event.Header(nil), e.Headers...), event.Header{Key: event.HeaderReplay, Value: "job-1"})
+		replayed = append(replayed, &c)
+	}
+	writeAll(t, s, replayed, 10)
+	got, err := recovered(t, s, "0-1-139", evs)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if want := sortedIDs(evs[40:]); !slices.Equal(got, want) {
+		t.Fatalf("Recover reported %d ids, want the %d live entries after the checkpoint", len(got), len(want))
+	}
+}

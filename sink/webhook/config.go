@@ -178,6 +178,7 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Event-Type":     true,
 	"Webhook-Aggregate-Type": true,
 	"Webhook-Aggregate-Id":   true,
+	"Webhook-Replay":         true, // a replayed event's job (send.go)
 	"Webhook-Gtid":           true,
 	"Webhook-Binlog-File":    true,
 	"Webhook-Binlog-Pos":     true,

@@ -150,6 +150,9 @@ const (
 	HeaderBinlogFile    = "webhook-binlog-file"
 	HeaderBinlogPos     = "webhook-binlog-pos"
 	HeaderTable         = "webhook-table"
+	// HeaderReplay is sent with a replayed event only (outbox-relay
+	// replay): the replay job's id. Live events never carry it.
+	HeaderReplay = "webhook-replay"
 )
 
 // Canonical forms of the header names set per request: the header map is
@@ -167,6 +170,7 @@ var (
 	keyBinlogFile    = http.CanonicalHeaderKey(HeaderBinlogFile)
 	keyBinlogPos     = http.CanonicalHeaderKey(HeaderBinlogPos)
 	keyTable         = http.CanonicalHeaderKey(HeaderTable)
+	keyReplay        = http.CanonicalHeaderKey(HeaderReplay)
 	keyTraceParent   = http.CanonicalHeaderKey("traceparent")
 	keyTraceState    = http.CanonicalHeaderKey("tracestate")
 )
@@ -232,6 +236,9 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 	set(keyBinlogFile, url.PathEscape(ev.Source.File))
 	set(keyTable, url.PathEscape(ev.Table))
 	set(keyBinlogPos, strconv.FormatUint(uint64(ev.Source.Pos), 10))
+	if job := ev.Replay(); job != "" {
+		set(keyReplay, url.PathEscape(job))
+	}
 	switch ce := &e.cfg.CloudEvents; ce.Mode {
 	case cloudevent.Binary:
 		// HTTP protocol binding, binary mode: ce-<attribute> headers,
