@@ -75,18 +75,25 @@ func (l *Locator) Locate(ctx context.Context, t time.Time) (event.Position, erro
 	if err != nil {
 		return event.Position{}, err
 	}
-	// The oldest binary log's first transaction is at or after t: the
-	// purged files may have held transactions of the window (commit times
-	// have whole seconds: one of the same second may be before it).
-	if m0.Found && !m0.Commit.Before(t) {
-		m := m0
+	// The first transaction the server holds (in the oldest binary log,
+	// or the first after it with one: the oldest may hold none) is at or
+	// after t: the purged files may have held transactions of the window
+	// (commit times have whole seconds: one of the same second may be
+	// before it).
+	mk := m0
+	for k := 1; !mk.Found && k < len(files); k++ {
+		if mk, err = first(k); err != nil {
+			return event.Position{}, err
+		}
+	}
+	if mk.Found && !mk.Commit.Before(t) {
 		// Transactions before the oldest file: its GTID list (MariaDB) or
 		// PREVIOUS_GTIDS (MySQL), the state before its first transaction,
 		// is not empty.
-		if m.Before.GTIDSet != "" || !l.Info.GTIDMode {
-			return event.Position{}, fmt.Errorf("%w: its oldest binary log %s starts with a transaction committed at %s, after %s: replay with --source table (the outbox table's retained rows), or from a later time", ErrPurged, files[0].Name, m.Commit.Format(time.RFC3339), t.Format(time.RFC3339))
+		if m0.Before.GTIDSet != "" || !l.Info.GTIDMode {
+			return event.Position{}, fmt.Errorf("%w: its oldest binary log %s holds no transaction before one committed at %s, after %s: replay with --source table (the outbox table's retained rows), or from a later time", ErrPurged, files[0].Name, mk.Commit.Format(time.RFC3339), t.Format(time.RFC3339))
 		}
-		return m.Before, nil
+		return m0.Before, nil
 	}
 	// The last file whose first transaction is at or before t.
 	lo, hi := 0, len(files)-1 // atOrBefore(lo) holds

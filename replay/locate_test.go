@@ -145,8 +145,23 @@ func TestLocateFindsTheFileAndTransactionOfATime(t *testing.T) {
 	}
 
 	// Purged: the oldest file left starts at base+200s.
-	if _, err := db.Exec("PURGE BINARY LOGS TO '" + files[3].Name + "'"); err != nil {
-		t.Fatal(err)
+	// A file a binlog dump thread still reads is not purged (the server
+	// warns and stops there): the readers above have returned, but their
+	// threads on the server may not have ended yet. Purge until it took.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + files[3].Name + "'"); err != nil {
+			t.Fatal(err)
+		}
+		left, err := source.BinaryLogs(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left[0].Name == files[3].Name {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PURGE BINARY LOGS TO %s left %s as the oldest", files[3].Name, left[0].Name)
+		}
 	}
 	l = &replay.Locator{DB: db, Info: info, Scan: scan}
 	_, err = l.Locate(ctx, base.Add(150*time.Second))
