@@ -528,9 +528,10 @@ type tableMap struct {
 	traceParent, traceState         int
 	traceParentPath, traceStatePath []string
 	idBin                           int // declared length of a binary id column, 0 otherwise
-	ev                              *replication.TableMapEvent
+	ncols                           int // the table's columns (a row's values)
 	// dec is the fractional digits of each temporal column (DATETIME,
-	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
+	// TIMESTAMP), -1 for the others: a time.Time value is formatted with
+	// it. Nil for rows of a SELECT, whose values are the server's text.
 	dec []int8
 }
 
@@ -830,12 +831,8 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
-		if e.TraceParent != "" {
-			if tp, ok := event.ParseTraceParent(e.TraceParent); ok {
-				e.TraceParent, e.TraceState = tp, event.BoundTraceState(e.TraceState)
-			} else {
-				r.badTraceParent(e)
-			}
+		if !finishTrace(e) {
+			r.badTraceParent(e)
 		}
 		if e.ID == "" {
 			e.ID = GeneratedID(e.Table, e.Source, i)
@@ -853,6 +850,21 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		r.cfg.Observer.Transaction(commitTime)
 	}
 	return handle(ctx, txn)
+}
+
+// finishTrace sets e's trace context to what the relay carries (ParseTraceParent,
+// BoundTraceState), and reports false when its traceparent is malformed
+// (left as read: the caller drops it and counts it).
+func finishTrace(e *event.Event) bool {
+	if e.TraceParent == "" {
+		return true
+	}
+	tp, ok := event.ParseTraceParent(e.TraceParent)
+	if !ok {
+		return false
+	}
+	e.TraceParent, e.TraceState = tp, event.BoundTraceState(e.TraceState)
+	return true
 }
 
 // TraceObserver is implemented by an Observer that also counts the rows
@@ -886,6 +898,23 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 	if len(names) == 0 {
 		return nil, missingMetadata(t.FullName())
 	}
+	tm, err := resolveNames(t, names)
+	if err != nil {
+		return nil, err
+	}
+	tm.dec = temporalDigits(e)
+	if e.ColumnType[tm.id] == mysql.MYSQL_TYPE_STRING && binaryCollation(e, tm.id) {
+		// BINARY(n): the declared length is in the column metadata.
+		meta := e.ColumnMeta[tm.id]
+		length := int(meta&0xff) | int(((meta>>4)&0x300)^0x300)
+		tm.idBin = length
+	}
+	return tm, nil
+}
+
+// resolveNames maps t's columns to their indexes among names (the table's
+// columns in their order, as a TABLE_MAP event or a SELECT * lists them).
+func resolveNames(t *Table, names []string) (*tableMap, error) {
 	idx := make(map[string]int, len(names))
 	for i, n := range names {
 		idx[strings.ToLower(n)] = i
@@ -900,7 +929,7 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		}
 		return i, nil
 	}
-	tm := &tableMap{table: t, name: t.FullName(), ev: e, dec: temporalDigits(e)}
+	tm := &tableMap{table: t, name: t.FullName(), ncols: len(names)}
 	var err error
 	if tm.id, err = find("id", t.Columns.ID); err != nil {
 		return nil, err
@@ -936,12 +965,6 @@ func resolve(t *Table, e *replication.TableMapEvent) (*tableMap, error) {
 		}
 		tm.headers = append(tm.headers, i)
 	}
-	if e.ColumnType[tm.id] == mysql.MYSQL_TYPE_STRING && binaryCollation(e, tm.id) {
-		// BINARY(n): the declared length is in the column metadata.
-		meta := e.ColumnMeta[tm.id]
-		length := int(meta&0xff) | int(((meta>>4)&0x300)^0x300)
-		tm.idBin = length
-	}
 	return tm, nil
 }
 
@@ -974,8 +997,8 @@ func (tm *tableMap) toEvent(row []any) (*event.Event, error) {
 
 // fill sets e to the event of row.
 func (tm *tableMap) fill(e *event.Event, row []any) error {
-	if len(row) != len(tm.ev.ColumnType) {
-		return fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+	if len(row) != tm.ncols {
+		return fmt.Errorf("row has %d columns, table map %d", len(row), tm.ncols)
 	}
 	*e = event.Event{Table: tm.name}
 	if tm.idBin == 16 {
