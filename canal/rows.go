@@ -19,8 +19,8 @@ import (
 // outbox row holds (integers, character and binary strings, JSON,
 // temporal columns as the server prints them). Two differ: a BIT column
 // mapped as a header (the binlog's integer, the table's bytes) and a
-// TIMESTAMP header, printed in the session's time zone (set it to the
-// relay's: package backfill does).
+// TIMESTAMP header (the binlog's is printed in the relay's time zone, the
+// table's in the session's).
 //
 // A RowMapper is used by one goroutine at a time.
 type RowMapper struct {
@@ -30,11 +30,11 @@ type RowMapper struct {
 
 // RowMapper returns the mapper of rows of the outbox table schema.name (one
 // of Config.Tables). names are the table's columns in the order SELECT *
-// returns them; idBinaryLen is the declared length n of the id column
-// when it is BINARY(n) (information_schema.COLUMNS: DATA_TYPE 'binary',
+// returns them; binaryLen[i] is the declared length n of column i when it
+// is BINARY(n) (information_schema.COLUMNS: DATA_TYPE 'binary',
 // CHARACTER_OCTET_LENGTH), else 0: a BINARY(16) id is rendered as a UUID,
 // as from the binlog.
-func (r *Reader) RowMapper(schema, name string, names []string, idBinaryLen int) (*RowMapper, error) {
+func (r *Reader) RowMapper(schema, name string, names []string, binaryLen []int) (*RowMapper, error) {
 	t := r.tables[schema][name]
 	if t == nil {
 		return nil, fmt.Errorf("canal: %s.%s is not a configured outbox table", schema, name)
@@ -43,7 +43,10 @@ func (r *Reader) RowMapper(schema, name string, names []string, idBinaryLen int)
 	if err != nil {
 		return nil, err
 	}
-	tm.idBin = idBinaryLen
+	if len(binaryLen) != len(names) {
+		return nil, fmt.Errorf("canal: %d binary lengths for %d columns", len(binaryLen), len(names))
+	}
+	tm.idBin = binaryLen[tm.id]
 	return &RowMapper{r: r, tm: tm}, nil
 }
 
