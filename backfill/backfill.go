@@ -35,7 +35,7 @@ type Config struct {
 	// Schema and Table name the outbox table.
 	Schema, Table string
 	// Where is a condition on the table's columns that a row must meet
-	// (CheckWhere), e.g. "status = 'pending'". Default none.
+	// (sqlident.CheckCondition), e.g. "status = 'pending'". Default none.
 	Where string
 	// CreatedAt is the table's insert time column, needed by Since.
 	CreatedAt string
@@ -73,7 +73,7 @@ func New(cfg Config) (*Source, error) {
 	case cfg.ChunkSize < 0:
 		return nil, fmt.Errorf("backfill: chunk size %d is negative", cfg.ChunkSize)
 	}
-	if err := CheckWhere(cfg.Where); err != nil {
+	if err := sqlident.CheckCondition(cfg.Where); err != nil {
 		return nil, fmt.Errorf("backfill %s.%s: %w", cfg.Schema, cfg.Table, err)
 	}
 	if cfg.ChunkSize == 0 {

@@ -23,7 +23,7 @@
 //     dropped are learnt by a binlog reader of the backfill's own, run from
 //     P beside it; it keeps one id per outbox row inserted into the table
 //     since P, while Run runs.
-//   - A WHERE filter is checked (CheckWhere: no ';', no comment, balanced
+//   - A WHERE filter is checked (sqlident.CheckCondition: no ';', no comment, balanced
 //     parentheses and quotes), run inside parentheses, and once by the
 //     server with LIMIT 0 before any row is read, so a mistake is an error
 //     that names the filter, not a failed chunk later.

@@ -1,4 +1,4 @@
-package backfill
+package sqlident
 
 import (
 	"errors"
@@ -6,15 +6,15 @@ import (
 	"strings"
 )
 
-// CheckWhere checks a backfill's WHERE filter before any server sees it: a
-// condition on the table's columns (status = 'pending'), run inside
-// parentheses after the backfill's own conditions. It refuses what would
-// let the text end the condition or the statement, or hide part of it: a
-// ';', a comment ("--", "#", "/*"), a parenthesis closed before it was
-// opened or left open, a quote left open. "" is no filter. That the
-// columns exist and the condition parses is for the server to say (New's
-// caller runs it once with LIMIT 0: Source.Check).
-func CheckWhere(where string) error {
+// CheckCondition checks a WHERE filter from the configuration or the
+// command line before any server sees it: one condition on a table's
+// columns (status = 'pending'), which the relay runs inside parentheses
+// after its own conditions. It refuses what would let the text end the
+// condition or the statement, or hide part of it: a ';' or a comment
+// ("--", "#", "/*") outside a quoted string, a parenthesis closed before it
+// was opened or left open, a quote left open. "" is no filter. Whether the
+// columns exist and the condition parses is for the server to say.
+func CheckCondition(where string) error {
 	if strings.TrimSpace(where) == "" {
 		return nil
 	}
