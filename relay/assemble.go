@@ -149,22 +149,27 @@ func (o *oneServer) pick(ctx context.Context, pos event.Position) (canal.Endpoin
 // newReader returns the binlog reader of one stream, registering as replica
 // serverID, guarded against a replica id in use.
 func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (pipeline.Source, error) {
+	reader, err := a.canalReader(name, serverID, obs, watch...)
+	if err != nil {
+		return nil, err
+	}
+	return a.r.guardServerID(a.src.db, a.src.info.ServerID, a.lock.tookOver, reader), nil
+}
+
+// canalReader is newReader's reader, unguarded.
+func (a *assembly) canalReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (*canal.Reader, error) {
 	cfg := a.cfg
 	pick := a.pickFromSet
 	if a.servers.Len() == 1 {
 		pick = (&oneServer{a: a}).pick
 	}
-	reader, err := canal.New(canal.Config{
+	return canal.New(canal.Config{
 		Host: a.first.Host, Port: uint16(a.first.Port), User: cfg.Source.User, Password: cfg.Source.Password.Reveal(),
 		Pick: pick, FailoverAfter: cfg.Source.FailoverAfter,
 		ServerID: serverID, Flavor: a.src.info.Flavor, GTIDMode: a.src.info.GTIDMode, Tables: a.src.tables, Watch: watch, TLS: a.tls,
 		HeartbeatPeriod: cfg.Source.Heartbeat, ReadTimeout: cfg.Source.ReadTimeout, Retry: a.r.retry.Within(0, cfg.Source.MaxReconnectBackoff),
 		Logger: a.r.log.With(slog.String("sink", name)), Observer: obs, Own: a.own(),
 	})
-	if err != nil {
-		return nil, err
-	}
-	return a.r.guardServerID(a.src.db, a.src.info.ServerID, a.lock.tookOver, reader), nil
 }
 
 // own lists the tables only the relay writes, for the reader to pass over
@@ -218,7 +223,12 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{name: t.Name, obs: obs, replicaIDs: []uint32{id}, run: func(ctx context.Context) error { return p.Run(ctx, reader) }})
+		out = append(out, member{name: t.Name, obs: obs, replicaIDs: []uint32{id}, run: func(ctx context.Context) error {
+			if err := a.backfillFirst(ctx, i, id); err != nil {
+				return err
+			}
+			return p.Run(ctx, reader)
+		}})
 	}
 	return out, nil
 }
