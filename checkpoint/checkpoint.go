@@ -18,7 +18,9 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
@@ -48,7 +50,22 @@ type Checkpoint struct {
 	// restart does not send it again. Nil when nothing was (and in a
 	// checkpoint saved by a version before 0.5).
 	Acked *Acked `json:"acked,omitempty"`
+	// Record is a record of the relay's own kept under a reserved key (see
+	// Reserved): a replay job's definition, state and counts (package
+	// replay). Nil in every sink's checkpoint; a pipeline never saves one.
+	Record json.RawMessage `json:"record,omitempty"`
 }
+
+// ReservedPrefix starts the keys of the relay's own records (Record), which
+// are not sinks: no sink name holds a '/', so no pipeline's key (a sink's
+// name, or "<sink>/<endpoint>") starts with one.
+const ReservedPrefix = "/"
+
+// Reserved reports whether key is one of the relay's own records (a replay
+// job, its progress, a request to cancel it), not a sink's or an
+// endpoint's checkpoint: what lists keys as sinks (status, prune, the
+// gateways' cursors, audit) passes over it.
+func Reserved(key string) bool { return strings.HasPrefix(key, ReservedPrefix) }
 
 // Acked is what a sink acknowledged after its checkpoint's position: events
 // of transactions the position does not cover yet, because an earlier event

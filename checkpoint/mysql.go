@@ -70,7 +70,8 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		"commit_time DATETIME(6) NULL,"+
 		"disabled VARCHAR(1024) NOT NULL DEFAULT '',"+
 		"acked MEDIUMTEXT NULL,"+
-		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0"+
+		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
+		"record MEDIUMTEXT NULL"+
 		") ENGINE=InnoDB")
 	if err != nil {
 		return nil, fmt.Errorf("create checkpoint table %q: %w", table, err)
@@ -90,6 +91,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		{"disabled", "VARCHAR(1024) NOT NULL DEFAULT ''"},
 		{"acked", "MEDIUMTEXT NULL"},
 		{"binlog_server_id", "INT UNSIGNED NOT NULL DEFAULT 0"},
+		{"record", "MEDIUMTEXT NULL"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, c.name).Scan(&n); err != nil {
@@ -171,7 +173,8 @@ func IsMissingTable(err error) bool {
 // columns are a checkpoint row's columns after name, in the order scanRow
 // and upsertArgs use; columnsV1 those of a table of an earlier version.
 const (
-	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id"
+	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id, record"
+	columnsV5 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id"
 	columnsV4 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked"
 	columnsV3 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled"
 	columnsV2 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time"
@@ -206,6 +209,9 @@ func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
 	all, err := m.queryColumns(ctx, columns, where, args)
 	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		all, err = m.queryColumns(ctx, columnsV5, where, args)
+	}
+	if isUnknownColumn(err) {
 		all, err = m.queryColumns(ctx, columnsV4, where, args)
 	}
 	if isUnknownColumn(err) {
@@ -233,17 +239,19 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 	for rows.Next() {
 		var key string
 		var cp Checkpoint
-		var acked sql.NullString
-		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID}
+		var acked, record sql.NullString
+		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID, &record}
 		switch cols {
-		case columnsV4:
+		case columnsV5:
 			dest = dest[:len(dest)-1]
-		case columnsV3:
+		case columnsV4:
 			dest = dest[:len(dest)-2]
-		case columnsV2:
+		case columnsV3:
 			dest = dest[:len(dest)-3]
-		case columnsV1:
+		case columnsV2:
 			dest = dest[:len(dest)-4]
+		case columnsV1:
+			dest = dest[:len(dest)-5]
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -253,6 +261,9 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 			if err := json.Unmarshal([]byte(acked.String), cp.Acked); err != nil {
 				return nil, fmt.Errorf("checkpoint %q: %s: set it to NULL to send the events after the checkpoint's position again (none is skipped), or mend it", key, jsonProblem("acked", err, true))
 			}
+		}
+		if record.Valid && record.String != "" {
+			cp.Record = json.RawMessage(record.String)
 		}
 		cp.UpdatedAt = cp.UpdatedAt.UTC()
 		if !cp.CommitTime.IsZero() {
@@ -293,7 +304,7 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
 	if err := m.write(ctx, len(chunks), func(ex execer) error {
 		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*11)
+			args := make([]any, 0, len(chunk)*13)
 			for _, k := range chunk {
 				args = m.upsertArgs(args, k, cps[k])
 			}
@@ -367,10 +378,10 @@ func (m *MySQL) write(ctx context.Context, statements int, do func(execer) error
 
 // upsert is the INSERT … ON DUPLICATE KEY UPDATE of rows checkpoints.
 func (m *MySQL) upsert(rows int) string {
-	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
 	return "INSERT INTO `" + m.table + "` (name, " + columns + ") " +
 		"VALUES " + values + " ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked), binlog_server_id=VALUES(binlog_server_id)"
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked), binlog_server_id=VALUES(binlog_server_id), record=VALUES(record)"
 }
 
 // upsertArgs appends the arguments of one row of upsert to args.
@@ -384,7 +395,11 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 		b := cp.Acked.appendJSON(nil)
 		acked = string(b)
 	}
-	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID)
+	var record any // NULL: not one of the relay's own records
+	if len(cp.Record) > 0 {
+		record = string(cp.Record)
+	}
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID, record)
 }
 
 // Close implements Store; the caller owns db and closes it.

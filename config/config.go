@@ -41,6 +41,27 @@ type Config struct {
 	HTTP    HTTP    `yaml:"http"`
 	Prune   Prune   `yaml:"prune"`
 	Tracing Tracing `yaml:"tracing"`
+	Replay  Replay  `yaml:"replay"`
+}
+
+// Replay configures how the running relay runs replay jobs (`outbox-relay
+// replay`, docs/replay.md): each a pipeline of its own beside the live
+// ones, with its own binlog stream, replica id and in-flight limits.
+type Replay struct {
+	// MaxRunning is how many replay jobs run at once; more wait, pending,
+	// in the order they were made. Each takes a replica id of its own after
+	// the sinks' (Config.ReplayReplicaIDs). 0 runs none (jobs stay pending).
+	// Default 2.
+	MaxRunning int `yaml:"max_running" default:"2"`
+	// Poll is how often the relay looks for new replay jobs and requests to
+	// cancel one (in its checkpoint store, or in the request directory
+	// beside a checkpoint file), and saves the running jobs' counts.
+	// Default 2s.
+	Poll time.Duration `yaml:"poll" default:"2s"`
+	// MaxInFlight caps a replay's events sent and not yet acknowledged
+	// (with those whose save is not over): its own limit, apart from the
+	// live pipelines'. Default 1000.
+	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 }
 
 // Tracing configures the relay's own OpenTelemetry spans (docs/tracing.md):
@@ -930,6 +951,15 @@ func (c *Config) Validate() error {
 		names[s.Name] = true
 		s.validate(i, bad)
 	}
+	if rp := c.Replay; rp.MaxRunning < 0 || rp.MaxRunning > 64 {
+		bad("replay.max_running: %d is not between 0 and 64", rp.MaxRunning)
+	}
+	if c.Replay.Poll < 100*time.Millisecond {
+		bad("replay.poll: %s: use at least 100ms", c.Replay.Poll)
+	}
+	if c.Replay.MaxInFlight < 1 {
+		bad("replay.max_in_flight: %d: use at least 1", c.Replay.MaxInFlight)
+	}
 	pr := c.Prune
 	if pr.Schedule < 0 || (pr.Schedule > 0 && pr.Schedule < time.Minute) {
 		bad("prune.schedule: %s: use at least 1m, or 0 (never; run `outbox-relay prune` yourself)", pr.Schedule)
@@ -982,7 +1012,8 @@ func (c *Config) StartGTID() (string, error) {
 // ReplicaIDs is how many replica ids the relay registers with, from
 // source.server_id on: one stream per sink (ServerID+i for sink i), then
 // each webhook sink's catch-up streams (gateway.max_catch_up each), in sink
-// order.
+// order, then one per running replay job (replay.max_running). The ids
+// after them are the commands' (audit, replay --dry-run).
 func (c *Config) ReplicaIDs() int {
 	n := len(c.Sinks)
 	for _, s := range c.Sinks {
@@ -990,7 +1021,23 @@ func (c *Config) ReplicaIDs() int {
 			n += f.GatewayConfig().MaxCatchUp
 		}
 	}
-	return n
+	return n + max(c.Replay.MaxRunning, 0)
+}
+
+// ReplayReplicaIDs returns the replica ids of the running replay jobs, one
+// per slot of replay.max_running: the last ids of the relay's range
+// (ReplicaIDs), after every sink's stream and catch-up streams. A job
+// takes a free slot's id while it runs, so no two streams of one relay
+// ever share an id, and the live streams' ids do not move when
+// max_running changes.
+func (c *Config) ReplayReplicaIDs() []uint32 {
+	n := max(c.Replay.MaxRunning, 0)
+	first := c.Source.ServerID + uint32(c.ReplicaIDs()-n)
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = first + uint32(i)
+	}
+	return out
 }
 
 // SinkReplicaIDs returns the replica ids sink i registers with, by the rule

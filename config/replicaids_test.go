@@ -9,7 +9,8 @@ import (
 
 // TestSinkReplicaIDsFollowTheRule: sink i's stream registers with
 // server_id+i whatever its kind, and the webhook sinks' catch-up streams
-// take the ids after every sink's stream, in sink order.
+// take the ids after every sink's stream, in sink order, and the replay
+// jobs' slots the ids after those: together, the relay's range.
 func TestSinkReplicaIDsFollowTheRule(t *testing.T) {
 	cfg, err := config.Parse([]byte(`
 source: {host: 127.0.0.1, server_id: 100}
@@ -40,8 +41,12 @@ sinks:
 		}
 		all = append(append(all, stream), catchUp...)
 	}
+	if got := cfg.ReplayReplicaIDs(); !slices.Equal(got, []uint32{107, 108}) {
+		t.Errorf("replay slots' ids %v, want [107 108] (replay.max_running 2, after the sinks' 7)", got)
+	}
+	all = append(all, cfg.ReplayReplicaIDs()...)
 	slices.Sort(all)
 	if n := cfg.ReplicaIDs(); len(all) != n || all[0] != 100 || all[len(all)-1] != 100+uint32(n)-1 || len(slices.Compact(all)) != n {
-		t.Errorf("the sinks' ids %v are not the %d ids from source.server_id on (Config.ReplicaIDs)", all, n)
+		t.Errorf("the sinks' and replays' ids %v are not the %d ids from source.server_id on (Config.ReplicaIDs)", all, n)
 	}
 }

@@ -55,6 +55,26 @@ type Header struct {
 	Value string
 }
 
+// HeaderReplay is the header a replayed event carries (package replay): its
+// value is the replay job's id. Live events never carry it. Sinks carry it
+// as they carry the extra columns (a Kafka, NATS or RabbitMQ header, a Redis
+// field, a stdout header); the webhook sink as its webhook-replay HTTP
+// header, and the NATS sink also makes it part of the Nats-Msg-Id, so that
+// JetStream's duplicate window does not drop a replayed event as a copy of
+// the live one.
+const HeaderReplay = "relay_replay"
+
+// Replay returns the value of the event's HeaderReplay header: the id of
+// the replay job re-sending it, "" for a live event.
+func (e *Event) Replay() string {
+	for i := len(e.Headers) - 1; i >= 0; i-- {
+		if e.Headers[i].Key == HeaderReplay {
+			return e.Headers[i].Value
+		}
+	}
+	return ""
+}
+
 // Source locates an event's transaction in the binlog.
 type Source struct {
 	// GTID is the transaction's own GTID ("" when GTIDs are off).

@@ -42,9 +42,10 @@ func referenced(s string) []string {
 }
 
 // exposed is every metric family a relay may expose: Names, PruneNames
-// with prune.schedule set, and KafkaGatewayNames for `outbox-relay gateway`.
+// with prune.schedule set, KafkaGatewayNames for `outbox-relay gateway`,
+// and ReplayNames once a replay job ran.
 func exposed() []string {
-	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames)
+	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames, metrics.ReplayNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

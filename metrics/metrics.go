@@ -138,6 +138,7 @@ type Metrics struct {
 	order   []string
 	binlogs []string // the server's binary logs, oldest first; nil until polled
 	prune   *PruneObserver
+	replay  *ReplayObserver
 	kgw     *KafkaGatewayObserver
 	// gateways are the webhook sinks run as gateways, by name.
 	gateways map[string]*Gateway

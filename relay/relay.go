@@ -184,7 +184,7 @@ func (r *Relay) Targets() ([]Target, error) {
 // checkpoint store and take its lock (a standby waits there), resolve the
 // start, open the dead letters, build a stream per sink and a gateway per
 // webhook sink (all before any runs, so a bad one leaves none running), and
-// run them as a group.
+// run them as a group, with the replay jobs' runner (relay/replay.go).
 func (r *Relay) Run(ctx context.Context) error {
 	m, stopMetrics, err := r.startMetrics()
 	if err != nil {
@@ -242,7 +242,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.runGroup(ctx, a.group, store, append(streams, gateways...))
+	replays, err := a.replays()
+	if err != nil {
+		return err
+	}
+	return r.runGroup(ctx, a.group, store, append(append(streams, gateways...), replays))
 }
 
 // runGroup runs every member until each has returned, and prunes on

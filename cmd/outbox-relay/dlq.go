@@ -119,13 +119,13 @@ Dead letters are events a sink could not deliver for good. Selectors:
 		fmt.Fprintf(stdout, "purged %d dead letters\n", len(recs))
 		return nil
 	default:
-		return replay(ctx, cfg, store, recs, stdout, newLogger(cfg.Log, stderr))
+		return replayDeadLetters(ctx, cfg, store, recs, stdout, newLogger(cfg.Log, stderr))
 	}
 }
 
-// replay delivers each record's event to its sink again, in stored order per
+// replayDeadLetters delivers each record's event to its sink again, in stored order per
 // sink, and deletes the record once the sink acknowledged it.
-func replay(ctx context.Context, cfg *config.Config, store deadletter.Store, recs []deadletter.Record, stdout io.Writer, logger *slog.Logger) error {
+func replayDeadLetters(ctx context.Context, cfg *config.Config, store deadletter.Store, recs []deadletter.Record, stdout io.Writer, logger *slog.Logger) error {
 	rl := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout})
 	targets, err := rl.Targets()
 	if err != nil {

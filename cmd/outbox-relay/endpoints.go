@@ -26,7 +26,7 @@ var stdin io.Reader = os.Stdin
 // endpointsCmd works on the webhook endpoints table's values.
 func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, `Usage: outbox-relay endpoints <enable|encrypt-secret> [flags]
+		fmt.Fprintf(w, `Usage: outbox-relay endpoints <enable|replay|encrypt-secret> [flags]
 
 Helpers for webhook endpoints (of the configuration or of a table,
 deploy/outbox_endpoints.sql).
@@ -37,6 +37,11 @@ deploy/outbox_endpoints.sql).
                   seconds with a MySQL checkpoint store; with the file store, stop
                   the relay first (or UPDATE the endpoint's table row, which a
                   running relay applies at once)
+
+  replay          send one endpoint what it was sent since a time, again
+                  ("recover since"): --config FILE SINK/ENDPOINT --since TIME
+                  [--until TIME] [--type GLOB]... [--dry-run]; the running relay
+                  runs it beside the live stream, as outbox-relay replay does
 
   encrypt-secret  read a signing secret ("whsec_...") on standard input and print it
                   encrypted for one row ("enc:v2:..."), for its secrets column:
@@ -59,6 +64,9 @@ deploy/outbox_endpoints.sql).
 	}
 	if args[0] == "enable" {
 		return enableEndpoints(ctx, args[1:], stdout, stderr)
+	}
+	if args[0] == "replay" {
+		return replayCreate(ctx, "endpoints replay", args[1:], "SINK/ENDPOINT", stdout, stderr)
 	}
 	if args[0] != "encrypt-secret" {
 		fmt.Fprintf(stderr, "unknown endpoints command %q\n", args[0])

@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+)
+
+// Header is the header (Kafka header, HTTP header, NATS header, Redis field,
+// RabbitMQ header) every replayed event carries: its value is the job's id.
+// Live events never carry it.
+const Header = "relay_replay"
+
+// Source kinds of a job: where its events are read.
+const (
+	// SourceBinlog reads the window from the source server's binlog.
+	SourceBinlog = "binlog"
+	// SourceTable reads the outbox table's retained rows (the backfill).
+	SourceTable = "table"
+)
+
+// State is where a job is in its life.
+type State string
+
+// The states of a job. Pending and Running jobs are run by the relay;
+// Done, Cancelled and Failed are final and stay listed with their counts.
+const (
+	Pending   State = "pending"
+	Running   State = "running"
+	Done      State = "done"
+	Cancelled State = "cancelled"
+	Failed    State = "failed"
+)
+
+// Final reports whether s is a state a job does not leave.
+func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed }
+
+// Job is one replay: what to send again, to whom, and how far it got.
+type Job struct {
+	// ID names the job (its keys, its metrics, the Header's value).
+	ID string `json:"id"`
+	// Sink is the configured sink the events are sent to again.
+	Sink string `json:"sink"`
+	// Endpoint, for a webhook sink, is the one endpoint (its name in the
+	// sink, not the "<sink>/<endpoint>" key) they are sent to; empty for
+	// every other sink.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Source is SourceBinlog or SourceTable.
+	Source string `json:"source"`
+	// From is where the window starts: the events after it are replayed.
+	// Resolved when the job is made (from Since, or as asked).
+	From event.Position `json:"from"`
+	// Until is where the window ends: the events up to it are replayed.
+	// Resolved when the job is made: the position of UntilTime, or as
+	// asked, or by default the source's position at that moment.
+	Until event.Position `json:"until"`
+	// Since and UntilTime are the times asked for (zero when a position was
+	// given instead), for humans.
+	Since     time.Time `json:"since,omitzero"`
+	UntilTime time.Time `json:"until_time,omitzero"`
+	// Types select events by type, as path.Match globs ("order.*"); none
+	// selects every event.
+	Types []string `json:"types,omitempty"`
+	// Where selects rows of the table source (an SQL condition); the
+	// binlog source refuses it.
+	Where string `json:"where,omitempty"`
+
+	State State  `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Sent counts the events the target acknowledged; Skipped those the
+	// filters passed over.
+	Sent    int64 `json:"sent"`
+	Skipped int64 `json:"skipped"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Key is the checkpoint name of the job's target: the sink's, or
+// "<sink>/<endpoint>".
+func (j *Job) Key() string {
+	if j.Endpoint != "" {
+		return j.Sink + "/" + j.Endpoint
+	}
+	return j.Sink
+}
+
+// Selects reports whether the type filters select an event of type t.
+func (j *Job) Selects(t string) bool {
+	if len(j.Types) == 0 {
+		return true
+	}
+	for _, g := range j.Types {
+		if ok, _ := path.Match(g, t); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Check reports what is wrong with a job as asked (before it is stored),
+// each problem with its fix.
+func (j *Job) Check() error {
+	var errs []error
+	if j.Sink == "" {
+		errs = append(errs, errors.New("no sink: name the sink to replay to with --sink (outbox-relay status lists them)"))
+	}
+	switch j.Source {
+	case SourceBinlog:
+		if j.Where != "" {
+			errs = append(errs, errors.New("--where selects rows of the outbox table: use it with --source table"))
+		}
+	case SourceTable:
+	default:
+		errs = append(errs, fmt.Errorf("source %q: use %s or %s", j.Source, SourceBinlog, SourceTable))
+	}
+	for _, g := range j.Types {
+		if _, err := path.Match(g, ""); err != nil {
+			errs = append(errs, fmt.Errorf("--type %q is not a valid pattern (* ? [a-z] as in path.Match): %v", g, err))
+		}
+	}
+	if !j.Since.IsZero() && !j.UntilTime.IsZero() && !j.UntilTime.After(j.Since) {
+		errs = append(errs, fmt.Errorf("--until %s is not after --since %s: give a later --until, or leave it out to replay up to now", j.UntilTime.Format(time.RFC3339), j.Since.Format(time.RFC3339)))
+	}
+	if !ValidID(j.ID) {
+		errs = append(errs, fmt.Errorf("job id %q: use letters, digits, '-' and '_' only", j.ID))
+	}
+	return errors.Join(errs...)
+}
+
+// NewID returns a new job id: the time it was made and 4 random hex digits
+// ("20261202-101503-a3f9"), so that ids sort by age.
+func NewID(now time.Time) string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether id can name a job (its keys, its spool files).
+func ValidID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	return strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) < 0
+}

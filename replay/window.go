@@ -1,0 +1,140 @@
+package replay
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/position"
+)
+
+// Window is the source of a job's pipeline: it reads Source from where the
+// pipeline asks, hands on each transaction up to the job's Until with only
+// the events its type filters select (a transaction whose events are all
+// passed over is handed on empty, so the job's progress moves), and ends
+// the run — Run returns nil — once the transaction that reaches Until (or
+// the last one before a transaction past it) is handed on and the
+// pipeline has saved its progress past it (Saved): then every event of the
+// window is acknowledged, and the pipeline's own drain at the end has
+// nothing left to send.
+type Window struct {
+	Source pipeline.Source
+	Job    *Job
+	Flavor string
+	// Select, if set, is a further filter (a webhook endpoint's own).
+	Select func(*event.Event) bool
+	// Skipped is told of each event the filters pass over.
+	Skipped func()
+	// Read is told the commit time of each transaction handed on.
+	Read func(commit time.Time)
+
+	mu    sync.Mutex
+	saved event.Position
+	wake  chan struct{}
+	done  atomic.Bool
+}
+
+// Saved is told each position the job's pipeline saved (its observer's
+// CheckpointSaved).
+func (w *Window) Saved(pos event.Position) {
+	w.mu.Lock()
+	w.saved = pos
+	if w.wake != nil {
+		close(w.wake)
+		w.wake = nil
+	}
+	w.mu.Unlock()
+}
+
+// Reached reports whether the window's end has been read and delivered.
+func (w *Window) Reached() bool { return w.done.Load() }
+
+// covered reports whether position have holds every transaction of want.
+func (w *Window) covered(have, want event.Position) bool {
+	return position.Covers(w.Flavor, have, want)
+}
+
+// Run implements pipeline.Source.
+func (w *Window) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	until := w.Job.Until
+	if w.covered(from, until) {
+		w.done.Store(true) // resumed after the whole window was delivered
+		return nil
+	}
+	last := from
+	{
+		readCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		var end bool
+		err := w.Source.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+			if !w.covered(until, txn.Position) {
+				end = true // past the window: not handed on
+				stop()
+				return context.Canceled
+			}
+			if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
+				cp := *txn
+				cp.Events = evs
+				txn = &cp
+			}
+			if err := handle(ctx, txn); err != nil {
+				return err
+			}
+			last = txn.Position
+			if w.Read != nil {
+				w.Read(txn.CommitTime)
+			}
+			if w.covered(txn.Position, until) {
+				end = true
+				stop()
+				return context.Canceled
+			}
+			return nil
+		})
+		if !end {
+			return err
+		}
+	}
+	if last == from {
+		w.done.Store(true) // nothing of the window was left after from
+		return nil
+	}
+	// Every transaction of the window is handed on: wait until the
+	// pipeline has saved past the last one.
+	for {
+		w.mu.Lock()
+		if w.covered(w.saved, last) {
+			w.mu.Unlock()
+			w.done.Store(true)
+			return nil
+		}
+		if w.wake == nil {
+			w.wake = make(chan struct{})
+		}
+		wake := w.wake
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+func (w *Window) filter(evs []*event.Event) []*event.Event {
+	if len(w.Job.Types) == 0 && w.Select == nil {
+		return evs
+	}
+	var out []*event.Event
+	for _, e := range evs {
+		if w.Job.Selects(e.Type) && (w.Select == nil || w.Select(e)) {
+			out = append(out, e)
+		} else if w.Skipped != nil {
+			w.Skipped()
+		}
+	}
+	return out
+}
