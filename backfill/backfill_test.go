@@ -256,3 +256,29 @@ func TestWhereFilter(t *testing.T) {
 		t.Errorf("a filter on a missing column: %v", err)
 	}
 }
+
+// A MySQL checkpoint store keeps a table cursor (a backfill's progress),
+// and a binlog position stays without one.
+func TestMySQLStoreKeepsTheTableCursor(t *testing.T) {
+	_, db, _ := setup(t)
+	ctx := context.Background()
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := event.Position{GTIDSet: "0-1-5", File: "binlog.000001", Pos: 400,
+		Table: &event.TableCursor{Table: "s.outbox", Key: []string{"17", "ab"}, Done: true}}
+	if err := st.Save(ctx, "/backfill/out/s.outbox", checkpoint.Checkpoint{Flavor: "mariadb", Position: cur}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(ctx, "out", checkpoint.Checkpoint{Flavor: "mariadb", Position: event.Position{GTIDSet: "0-1-5"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Load(ctx, "/backfill/out/s.outbox")
+	if err != nil || got.Position.String() != cur.String() || got.Position.Table == nil || !got.Position.Table.Done {
+		t.Errorf("loaded %v (%v), want %v", got.Position, err, cur)
+	}
+	if got, err := st.Load(ctx, "out"); err != nil || got.Position.Table != nil {
+		t.Errorf("a binlog position loaded as %v (%v)", got.Position, err)
+	}
+}
