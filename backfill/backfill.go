@@ -25,11 +25,20 @@ type Config struct {
 	// DB is a pool on the source server the binlog is read from (the
 	// snapshots' positions are that server's). Required.
 	DB *sql.DB
-	// Reader is a binlog reader whose tables include Schema.Table, with a
-	// replica server id of its own. Its mapping turns rows into events
-	// (canal.RowMapper), and run from the backfill's start it reads which
-	// rows a chunk's snapshot saw were committed after the start. Required.
+	// Reader is a binlog reader whose tables include Schema.Table. Its
+	// mapping turns rows into events (canal.RowMapper), and, unless Follow
+	// is set, run from the backfill's start it reads which rows a chunk's
+	// snapshot saw were committed after the start (it needs a replica
+	// server id of its own then). Required.
 	Reader *canal.Reader
+	// Follow, if set, is the binlog reader run from the backfill's start
+	// instead of Reader (a reader guarded against a replica id in use).
+	Follow Binlog
+	// Until, when set, is the binlog position the backfill reads the table
+	// as of, instead of now (Start): the rows committed before it. The
+	// server must still hold the binlog from there (a replay's window
+	// end).
+	Until event.Position
 	// Flavor is the source's ("mariadb"; "mysql" is refused by Start).
 	Flavor string
 	// Schema and Table name the outbox table.
@@ -42,10 +51,18 @@ type Config struct {
 	// Since, when > 0, reads only rows whose CreatedAt is at most this old
 	// when Run starts (the server's clock).
 	Since time.Duration
+	// After and Before, when set, read only rows whose CreatedAt is at or
+	// after After and before Before (a replay's --since and --until).
+	After, Before time.Time
 	// ChunkSize is the rows read per chunk (one SELECT, one short
 	// snapshot, one transaction handed on). Default DefaultChunkSize.
 	ChunkSize int
 	Logger    *slog.Logger
+}
+
+// Binlog is a binlog reader (canal.Reader, pipeline.Source).
+type Binlog interface {
+	Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
 }
 
 // Source reads an outbox table's rows as a pipeline.Source: Run hands them
@@ -68,7 +85,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, errors.New("backfill: name the outbox table (schema and table)")
 	case cfg.Since < 0:
 		return nil, fmt.Errorf("backfill: since %s is negative", cfg.Since)
-	case cfg.Since > 0 && cfg.CreatedAt == "":
+	case (cfg.Since > 0 || !cfg.After.IsZero() || !cfg.Before.IsZero()) && cfg.CreatedAt == "":
 		return nil, fmt.Errorf("backfill %s.%s: since needs the table's insert time column: set tables[].columns.created_at", cfg.Schema, cfg.Table)
 	case cfg.ChunkSize < 0:
 		return nil, fmt.Errorf("backfill: chunk size %d is negative", cfg.ChunkSize)
@@ -81,6 +98,9 @@ func New(cfg Config) (*Source, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Follow == nil {
+		cfg.Follow = cfg.Reader
 	}
 	t := cfg.Schema + "." + cfg.Table
 	return &Source{cfg: cfg, table: t, log: cfg.Logger.With(slog.String("backfill", t))}, nil
@@ -171,6 +191,11 @@ func (sn *snapshot) close() {
 // the filter); a live stream of the same sink that starts at P hands on
 // the rest, with none twice.
 func (s *Source) Start(ctx context.Context) (event.Position, error) {
+	if !s.cfg.Until.IsZero() {
+		p := s.cfg.Until
+		p.Table = &event.TableCursor{Table: s.table}
+		return p, nil
+	}
 	sn, err := s.open(ctx)
 	if err != nil {
 		return event.Position{}, err
@@ -220,25 +245,19 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 	f := newFollower(s.cfg.Flavor, start, s.table)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := s.cfg.Reader.Run(ctx, start, f.handle)
+		err := s.cfg.Follow.Run(ctx, start, f.handle)
 		f.fail(err)
 	})
 	defer wg.Wait()
 	defer cancel()
 
-	var cutoff any
-	if s.cfg.Since > 0 {
-		// On the server's clock, in its time zone, as the column's
-		// DEFAULT CURRENT_TIMESTAMP is: once, so every chunk has the same.
-		var c string
-		if err := s.cfg.DB.QueryRowContext(ctx, "SELECT CAST(NOW(6) - INTERVAL ? MICROSECOND AS CHAR)", s.cfg.Since.Microseconds()).Scan(&c); err != nil {
-			return fmt.Errorf("backfill: read the server's clock: %w", err)
-		}
-		cutoff = c
+	bounds, err := s.bounds(ctx)
+	if err != nil {
+		return err
 	}
 	key := from.Table.Key
 	for {
-		rows, last, g, err := s.chunk(ctx, tab, key, cutoff)
+		rows, last, g, err := s.chunk(ctx, tab, key, bounds)
 		if err != nil {
 			return err
 		}
@@ -267,6 +286,46 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 		}
 		key = cur.Key
 	}
+}
+
+// bounds are the values of the CreatedAt conditions (tables' conds):
+// on the server's clock, in its time zone, as the column's DEFAULT
+// CURRENT_TIMESTAMP is, taken once, so every chunk has the same.
+func (s *Source) bounds(ctx context.Context) ([]any, error) {
+	local := func(t time.Time) (string, error) {
+		var c string
+		err := s.cfg.DB.QueryRowContext(ctx, "SELECT CAST(NOW(6) - INTERVAL TIMESTAMPDIFF(MICROSECOND, ?, UTC_TIMESTAMP(6)) MICROSECOND AS CHAR)",
+			t.UTC().Format("2006-01-02 15:04:05.999999")).Scan(&c)
+		if err != nil {
+			return "", fmt.Errorf("backfill: read the server's clock: %w", err)
+		}
+		return c, nil
+	}
+	var out []any
+	after := s.cfg.After
+	if s.cfg.Since > 0 {
+		var c string
+		if err := s.cfg.DB.QueryRowContext(ctx, "SELECT CAST(UTC_TIMESTAMP(6) AS CHAR)").Scan(&c); err != nil {
+			return nil, fmt.Errorf("backfill: read the server's clock: %w", err)
+		}
+		now, err := time.Parse("2006-01-02 15:04:05.999999", c)
+		if err != nil {
+			return nil, fmt.Errorf("backfill: the server's clock %q: %w", c, err)
+		}
+		if t := now.Add(-s.cfg.Since); t.After(after) {
+			after = t
+		}
+	}
+	for _, t := range []time.Time{after, s.cfg.Before} {
+		if !t.IsZero() {
+			c, err := local(t)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // table is what Run learnt of the outbox table.
@@ -348,19 +407,21 @@ func (s *Source) inspect(ctx context.Context) (*table, error) {
 	if s.cfg.Where != "" {
 		conds = append(conds, "("+s.cfg.Where+")")
 	}
-	if s.cfg.Since > 0 {
+	var checkArgs []any
+	if s.cfg.Since > 0 || !s.cfg.After.IsZero() {
 		conds = append(conds, sqlident.Quote(s.cfg.CreatedAt)+" >= ?")
+		checkArgs = append(checkArgs, "2000-01-01 00:00:00")
+	}
+	if !s.cfg.Before.IsZero() {
+		conds = append(conds, sqlident.Quote(s.cfg.CreatedAt)+" < ?")
+		checkArgs = append(checkArgs, "2000-01-01 00:00:00")
 	}
 	tail := " ORDER BY " + strings.Join(order, ", ") + fmt.Sprintf(" LIMIT %d", s.cfg.ChunkSize)
 	t.first = base + strings.Join(append(conds, "TRUE"), " AND ") + tail
 	t.query = base + strings.Join(append(conds, after(t.pkName)), " AND ") + tail
 	// The filter's columns and syntax, checked by the server once.
 	check := "SELECT 1 FROM " + sqlident.Table(s.cfg.Schema, s.cfg.Table) + " WHERE " + strings.Join(append(conds, "TRUE"), " AND ") + " LIMIT 0"
-	var args []any
-	if s.cfg.Since > 0 {
-		args = append(args, "2000-01-01 00:00:00")
-	}
-	if r, err := s.cfg.DB.QueryContext(ctx, check, args...); err != nil {
+	if r, err := s.cfg.DB.QueryContext(ctx, check, checkArgs...); err != nil {
 		if s.cfg.Where != "" {
 			return nil, fmt.Errorf("backfill %s: the server refused the where filter %q: %w; it is one condition on the table's columns, e.g. status = 'pending'", s.table, s.cfg.Where, err)
 		}
@@ -418,11 +479,8 @@ func binaryType(t string) bool {
 
 // chunk reads the rows after key in a snapshot of its own, and returns
 // their events, the last row's key, and the snapshot's binlog position.
-func (s *Source) chunk(ctx context.Context, t *table, key []string, cutoff any) ([]*event.Event, []string, event.Position, error) {
-	var args []any
-	if cutoff != nil {
-		args = append(args, cutoff)
-	}
+func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any) ([]*event.Event, []string, event.Position, error) {
+	args := append([]any(nil), bounds...)
 	q := t.first
 	if len(key) > 0 {
 		if len(key) != len(t.pk) {

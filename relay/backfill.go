@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/backfill"
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -77,14 +81,8 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 	}
 	source := func(j int) (*backfill.Source, error) {
 		t := a.src.tables[j]
-		created := "created_at"
-		for _, ct := range a.cfg.Tables {
-			if s, n := ct.SchemaTable(); s == t.Schema && n == t.Name && ct.Columns.CreatedAt != "" {
-				created = ct.Columns.CreatedAt
-			}
-		}
 		return backfill.New(backfill.Config{DB: a.src.db, Reader: reader, Flavor: a.src.info.Flavor, Schema: t.Schema, Table: t.Name,
-			Where: st.Where, Since: st.Since, CreatedAt: created, ChunkSize: st.ChunkSize, Logger: log})
+			Where: st.Where, Since: st.Since, CreatedAt: createdAt(a.cfg, t), ChunkSize: st.ChunkSize, Logger: log})
 	}
 	if start == nil {
 		src, err := source(pending[0])
@@ -143,4 +141,58 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 		log.Info("backfill of a table done", slog.String("table", t))
 	}
 	return nil
+}
+
+// createdAt is the insert time column of outbox table t
+// (tables[].columns.created_at, as prune has it).
+func createdAt(cfg *config.Config, t canal.Table) string {
+	for _, ct := range cfg.Tables {
+		if s, n := ct.SchemaTable(); s == t.Schema && n == t.Name && ct.Columns.CreatedAt != "" {
+			return ct.Columns.CreatedAt
+		}
+	}
+	return "created_at"
+}
+
+func init() { ReplaySources[replay.SourceTable] = openTableReplay }
+
+// openTableReplay is the table source of a replay job (replay.SourceTable:
+// the window's start is no longer in the binlog, or it was asked for):
+// every outbox table's rows committed before the job's Until (the binlog
+// from there is read to drop those committed after it), created at or
+// after its Since (and before its UntilTime, when one was asked), meeting
+// its Where, one table after the other (backfill.Chain).
+func openTableReplay(ctx context.Context, p ReplaySourceParams) (pipeline.Source, error) {
+	j := p.Job
+	if p.Flavor == "" || p.Config == nil || len(p.Tables) == 0 {
+		return nil, errors.New("replay from the outbox table: the relay gave no tables")
+	}
+	follow, err := p.Binlog()
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := canal.New(canal.Config{ServerID: p.ReplicaID, Flavor: p.Flavor, Tables: p.Tables, Logger: p.Logger})
+	if err != nil {
+		return nil, err
+	}
+	var chain backfill.Chain
+	for _, t := range p.Tables {
+		src, err := backfill.New(backfill.Config{DB: p.DB, Reader: mapping, Follow: follow, Until: j.Until, Flavor: p.Flavor,
+			Schema: t.Schema, Table: t.Name, Where: j.Where, After: j.Since, Before: untilSecond(j.UntilTime), CreatedAt: createdAt(p.Config, t),
+			ChunkSize: backfill.DefaultChunkSize, Logger: p.Logger})
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, src)
+	}
+	return chain, nil
+}
+
+// untilSecond is the bound "created at or before t's second" (created_at
+// columns often have whole seconds); zero stays zero.
+func untilSecond(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Second).Add(time.Second)
 }
