@@ -56,8 +56,8 @@ type Workload struct {
 	// commit order is then their insert order.
 	OwnAggregates bool
 	mu            sync.Mutex
-	Txns       []Committed
-	RolledBack map[string]bool
+	Txns          []Committed
+	RolledBack    map[string]bool
 }
 
 // Committed returns a copy of the transactions committed so far; safe while
