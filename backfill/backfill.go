@@ -335,26 +335,30 @@ type table struct {
 	pk     []int // indexes of the primary key's columns among the row's
 	pkName []string
 	binary []bool // per primary key column: compared as bytes (hex in the cursor)
-	query  string // the chunk SELECT after the first
+	// layouts format a temporal column's value as the server prints it
+	// (a pool with parseTime scans it as a time.Time); "" for the others.
+	layouts []string
+	query   string // the chunk SELECT after the first
 	first  string // the first chunk's SELECT (no cursor yet)
 }
 
 func (s *Source) inspect(ctx context.Context) (*table, error) {
-	rows, err := s.cfg.DB.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0), COLUMN_KEY = 'PRI' FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", s.cfg.Schema, s.cfg.Table)
+	rows, err := s.cfg.DB.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(CHARACTER_OCTET_LENGTH, 0), COALESCE(DATETIME_PRECISION, 0) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", s.cfg.Schema, s.cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("backfill: read the columns of %s: %w", s.table, err)
 	}
 	var names, types []string
 	var lengths []int
+	var layouts []string
 	for rows.Next() {
 		var name, typ string
-		var length int
-		var pri bool
-		if err := rows.Scan(&name, &typ, &length, &pri); err != nil {
+		var length, prec int
+		if err := rows.Scan(&name, &typ, &length, &prec); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		names, types, lengths = append(names, name), append(types, strings.ToLower(typ)), append(lengths, length)
+		layouts = append(layouts, timeLayout(strings.ToLower(typ), prec))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -368,7 +372,7 @@ func (s *Source) inspect(ctx context.Context) (*table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backfill: read the primary key of %s: %w", s.table, err)
 	}
-	t := &table{cols: len(names)}
+	t := &table{cols: len(names), layouts: layouts}
 	for krows.Next() {
 		var c string
 		if err := krows.Scan(&c); err != nil {
@@ -512,19 +516,21 @@ func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any
 	}
 	var out []*event.Event
 	var last []string
-	raw := make([][]byte, len(cols))
+	vals := make([]any, len(cols))
 	dest := make([]any, len(cols))
-	for i := range raw {
-		dest[i] = &raw[i]
+	raw := make([][]byte, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, event.Position{}, err
 		}
 		row := make([]any, len(cols))
-		for i, b := range raw {
-			if b != nil {
-				row[i] = b
+		for i, v := range vals {
+			raw[i] = text(v, t.layouts[i])
+			if raw[i] != nil {
+				row[i] = raw[i]
 			}
 		}
 		last = make([]string, len(t.pk))
@@ -616,4 +622,39 @@ func (f *follower) committedAfter(id string) bool {
 	defer f.mu.Unlock()
 	_, ok := f.ids[id]
 	return ok
+}
+
+// timeLayout is the layout of a temporal column of type typ and fractional
+// digits prec, as the server prints it; "" for other columns.
+func timeLayout(typ string, prec int) string {
+	switch typ {
+	case "date":
+		return "2006-01-02"
+	case "datetime", "timestamp":
+		if prec > 0 {
+			return "2006-01-02 15:04:05." + strings.Repeat("0", min(prec, 6))
+		}
+		return "2006-01-02 15:04:05"
+	}
+	return ""
+}
+
+// text is a scanned value as the server's text: bytes as they are, a
+// time.Time (a pool with parseTime) in the column's layout, nil for NULL.
+func text(v any, layout string) []byte {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []byte:
+		return x
+	case time.Time:
+		if layout == "" {
+			layout = "2006-01-02 15:04:05.999999"
+		}
+		return []byte(x.Format(layout))
+	case string:
+		return []byte(x)
+	default:
+		return fmt.Append(nil, x)
+	}
 }

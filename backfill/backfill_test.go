@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -171,16 +172,22 @@ func TestBackfilledEventIsTheBinlogsEvent(t *testing.T) {
 	schema, db, cfg := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := db.Exec(`ALTER TABLE outbox ADD COLUMN tenant VARCHAR(16) NULL, ADD COLUMN traceparent VARCHAR(64) NULL, ADD COLUMN raw BINARY(16) NULL`); err != nil {
+	if _, err := db.Exec(`ALTER TABLE outbox ADD COLUMN tenant VARCHAR(16) NULL, ADD COLUMN traceparent VARCHAR(64) NULL, ADD COLUMN raw BINARY(16) NULL, ADD COLUMN at DATETIME(3) NULL`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant, traceparent) VALUES
-		('e1', 'order', 'o1', 'created', '{"a": 1.50}', 't1', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'),
-		('e2', 'order', 'o1', 'paid', '[]', NULL, 'not a traceparent'),
-		('', 'user', 'u1', 'created', '{}', NULL, NULL)`); err != nil {
+	var info struct{ file string }
+	var pos uint32
+	var x, y any
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&info.file, &pos, &x, &y); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tables[0].Headers = []string{"tenant"}
+	if _, err := db.Exec(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant, traceparent, at) VALUES
+		('e1', 'order', 'o1', 'created', '{"a": 1.50}', 't1', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '2026-05-01 12:00:00.120'),
+		('e2', 'order', 'o1', 'paid', '[]', NULL, 'not a traceparent', NULL),
+		('', 'user', 'u1', 'created', '{}', NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tables[0].Headers = []string{"tenant", "at"}
 	cfg.Tables[0].Columns.TraceParent = "traceparent"
 	reader, err := canal.New(cfg)
 	if err != nil {
@@ -202,9 +209,35 @@ func TestBackfilledEventIsTheBinlogsEvent(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("got %d events, want 3", len(got))
 	}
+	// The binlog's events of the same rows (but the empty id's, which
+	// names its transaction there).
+	binlog, err := canal.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBinlog []*event.Event
+	bctx, stop := context.WithCancel(ctx)
+	_ = binlog.Run(bctx, event.Position{File: info.file, Pos: pos}, func(_ context.Context, txn *event.Txn) error {
+		fromBinlog = append(fromBinlog, txn.Events...)
+		if len(fromBinlog) >= 3 {
+			stop()
+		}
+		return nil
+	})
+	stop()
+	if len(fromBinlog) != 3 {
+		t.Fatalf("the binlog reader read %d events, want 3", len(fromBinlog))
+	}
+	for i := range 2 {
+		b, g := *fromBinlog[i], *got[i]
+		b.Source, b.CommitTime = event.Source{}, time.Time{}
+		if fmt.Sprintf("%+v", b) != fmt.Sprintf("%+v", g) {
+			t.Errorf("row %d from the binlog %+v\nfrom the table %+v", i, b, g)
+		}
+	}
 	e := got[0]
 	if e.ID != "e1" || e.AggregateType != "order" || e.AggregateID != "o1" || e.Type != "created" || string(e.Payload) != `{"a": 1.50}` ||
-		len(e.Headers) != 1 || e.Headers[0] != (event.Header{Key: "tenant", Value: "t1"}) ||
+		len(e.Headers) != 2 || e.Headers[0] != (event.Header{Key: "tenant", Value: "t1"}) || e.Headers[1] != (event.Header{Key: "at", Value: "2026-05-01 12:00:00.120"}) ||
 		e.TraceParent != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" || e.Table != schema+".outbox" {
 		t.Errorf("first event %+v", e)
 	}
