@@ -118,7 +118,11 @@ type snapshot struct {
 // binlog_snapshot_position, read inside it), which no other statement can:
 // a position read before or after the snapshot may be off by the
 // transactions committing meanwhile.
-func (s *Source) open(ctx context.Context) (*snapshot, error) {
+//
+// The GTID position at that point (BINLOG_GTID_POS, which reads the binlog
+// file from its start: costly on a big file) is looked up only when
+// withGTID is set: a start's, not every chunk's.
+func (s *Source) open(ctx context.Context, withGTID bool) (*snapshot, error) {
 	if s.cfg.Flavor != "mariadb" {
 		return nil, fmt.Errorf("backfill: the source is %s; a backfill needs MariaDB's consistent snapshot position (binlog_snapshot_file), which MySQL does not report: use replay from the binlog instead", s.cfg.Flavor)
 	}
@@ -167,17 +171,28 @@ func (s *Source) open(ctx context.Context) (*snapshot, error) {
 		return nil, errors.New("backfill: the server reports no binlog_snapshot_file: binary logging is off; start it with log_bin")
 	}
 	p := event.Position{File: file, Pos: pos}
-	var gtid sql.NullString
-	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, pos).Scan(&gtid); err != nil {
-		return nil, fmt.Errorf("backfill: GTID position of %s:%d: %w", file, pos, err)
-	}
-	p.GTIDSet = gtid.String
-	var serverID uint32
-	if err := conn.QueryRowContext(ctx, "SELECT @@server_id").Scan(&serverID); err == nil {
-		p.ServerID = serverID
+	if withGTID {
+		if p.GTIDSet, err = gtidAt(ctx, conn, file, pos); err != nil {
+			return nil, err
+		}
+		var serverID uint32
+		if err := conn.QueryRowContext(ctx, "SELECT @@server_id").Scan(&serverID); err == nil {
+			p.ServerID = serverID
+		}
 	}
 	ok = true
 	return &snapshot{conn: conn, pos: p}, nil
+}
+
+// gtidAt is MariaDB's GTID position at file:pos.
+func gtidAt(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, file string, pos uint32) (string, error) {
+	var gtid sql.NullString
+	if err := q.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, pos).Scan(&gtid); err != nil {
+		return "", fmt.Errorf("backfill: GTID position of %s:%d: %w", file, pos, err)
+	}
+	return gtid.String, nil
 }
 
 func (sn *snapshot) close() {
@@ -196,7 +211,7 @@ func (s *Source) Start(ctx context.Context) (event.Position, error) {
 		p.Table = &event.TableCursor{Table: s.table}
 		return p, nil
 	}
-	sn, err := s.open(ctx)
+	sn, err := s.open(ctx, true)
 	if err != nil {
 		return event.Position{}, err
 	}
@@ -261,7 +276,7 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 		if err != nil {
 			return err
 		}
-		if err := f.wait(ctx, g); err != nil {
+		if err := f.wait(ctx, g, func() (string, error) { return gtidAt(ctx, s.cfg.DB, g.File, g.Pos) }); err != nil {
 			return err
 		}
 		txn := &event.Txn{Position: start}
@@ -497,7 +512,7 @@ func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any
 		args = append(args, a...)
 		q = t.query
 	}
-	sn, err := s.open(ctx)
+	sn, err := s.open(ctx, false)
 	if err != nil {
 		return nil, nil, event.Position{}, err
 	}
@@ -594,11 +609,20 @@ func (f *follower) fail(err error) {
 	f.changed = make(chan struct{})
 }
 
-// wait returns once the binlog has been read up to g.
-func (f *follower) wait(ctx context.Context, g event.Position) error {
+// wait returns once the binlog has been read up to g (a file and
+// position). Binlog coordinates tell at once, but for one case: g at the
+// start of a file the server has rotated to, with no transaction after
+// it yet (the reader's last position is in the file before). When they
+// have not told within a second, g's GTID position (gtid, looked up once)
+// is compared too.
+func (f *follower) wait(ctx context.Context, g event.Position, gtid func() (string, error)) error {
+	slow := time.NewTimer(time.Second)
+	defer slow.Stop()
+	var byGTID event.Position
 	for {
 		f.mu.Lock()
-		done, err, ch := position.Covers(f.flavor, f.reached, g), f.err, f.changed
+		done := position.Covers(f.flavor, f.reached, g) || (byGTID.GTIDSet != "" && position.Covers(f.flavor, f.reached, byGTID))
+		err, ch := f.err, f.changed
 		f.mu.Unlock()
 		switch {
 		case done:
@@ -608,6 +632,12 @@ func (f *follower) wait(ctx context.Context, g event.Position) error {
 		}
 		select {
 		case <-ch:
+		case <-slow.C:
+			set, err := gtid()
+			if err != nil {
+				return err
+			}
+			byGTID = event.Position{GTIDSet: set}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
