@@ -382,6 +382,15 @@ func (s *Source) inspect(ctx context.Context) (*table, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("backfill: outbox table %s does not exist, or the relay's user cannot SELECT it: grant SELECT on it", s.table)
 	}
+	if s.cfg.Since > 0 || !s.cfg.After.IsZero() || !s.cfg.Before.IsZero() {
+		found := false
+		for _, n := range names {
+			found = found || strings.EqualFold(n, s.cfg.CreatedAt)
+		}
+		if !found {
+			return nil, fmt.Errorf("backfill: selecting rows by age needs the table's insert time column, and %s has no column %s: add one (DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)), or name it with tables[].columns.created_at", s.table, s.cfg.CreatedAt)
+		}
+	}
 	// The primary key's columns in the key's order.
 	krows, err := s.cfg.DB.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", s.cfg.Schema, s.cfg.Table)
 	if err != nil {

@@ -315,3 +315,21 @@ func TestMySQLStoreKeepsTheTableCursor(t *testing.T) {
 		t.Errorf("a binlog position loaded as %v (%v)", got.Position, err)
 	}
 }
+
+// Selecting rows by age without the insert time column is an error that
+// says how to fix it.
+func TestSinceNeedsTheInsertTimeColumn(t *testing.T) {
+	schema, db, _ := setup(t)
+	r, err := canal.New(readerConfig(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: "mariadb", Schema: schema, Table: "outbox", Since: time.Hour, CreatedAt: "created_at"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = src.Run(context.Background(), event.Position{}, func(context.Context, *event.Txn) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "tables[].columns.created_at") {
+		t.Errorf("Run = %v, want an error naming tables[].columns.created_at", err)
+	}
+}
