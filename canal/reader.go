@@ -536,9 +536,10 @@ type tableMap struct {
 	width                           int
 	traceParentPath, traceStatePath []string
 	idBin                           int // declared length of a binary id column, 0 otherwise
-	ev                              *replication.TableMapEvent
+	ev                              *replication.TableMapEvent // nil for rows of a SELECT (RowMapper)
 	// dec is the fractional digits of each temporal column (DATETIME,
-	// TIMESTAMP), -1 for the others: a time.Time value is formatted with it.
+	// TIMESTAMP), -1 for the others: a time.Time value is formatted with
+	// it. Nil for rows of a SELECT, whose values are the server's text.
 	dec []int8
 	// narrow is this table map for rows decoded narrow; nil in itself.
 	narrow *tableMap
@@ -850,12 +851,8 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	for i, e := range st.events {
 		e.CommitTime = commitTime
 		e.Source = event.Source{GTID: st.gtid, File: pos.File, Pos: pos.Pos}
-		if e.TraceParent != "" {
-			if tp, ok := event.ParseTraceParent(e.TraceParent); ok {
-				e.TraceParent, e.TraceState = tp, event.BoundTraceState(e.TraceState)
-			} else {
-				r.badTraceParent(e)
-			}
+		if !finishTrace(e) {
+			r.badTraceParent(e)
 		}
 		if e.ID == "" {
 			e.ID = GeneratedID(e.Table, e.Source, i)
@@ -873,6 +870,21 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 		r.cfg.Observer.Transaction(commitTime)
 	}
 	return handle(ctx, txn)
+}
+
+// finishTrace sets e's trace context to what the relay carries (ParseTraceParent,
+// BoundTraceState), and reports false when its traceparent is malformed
+// (left as read: the caller drops it and counts it).
+func finishTrace(e *event.Event) bool {
+	if e.TraceParent == "" {
+		return true
+	}
+	tp, ok := event.ParseTraceParent(e.TraceParent)
+	if !ok {
+		return false
+	}
+	e.TraceParent, e.TraceState = tp, event.BoundTraceState(e.TraceState)
+	return true
 }
 
 // TraceObserver is implemented by an Observer that also counts the rows
@@ -915,10 +927,15 @@ type fields struct {
 // reads e: the syncer's goroutine (narrow.go) and Run's call it on the same
 // table map (go-mysql's ColumnNameString would cache its strings in it).
 func fieldColumns(t *Table, e *replication.TableMapEvent) (fields, error) {
-	names := e.ColumnName
-	if len(names) == 0 {
+	if len(e.ColumnName) == 0 {
 		return fields{}, missingMetadata(t.FullName())
 	}
+	return fieldsOf(t, e.ColumnName)
+}
+
+// fieldsOf finds the columns of t's fields among names (the table's
+// columns in their order, as a TABLE_MAP event or a SELECT * lists them).
+func fieldsOf[S ~string | ~[]byte](t *Table, names []S) (fields, error) {
 	idx := make(map[string]int, len(names))
 	for i, n := range names {
 		idx[strings.ToLower(string(n))] = i
@@ -1055,7 +1072,7 @@ func (tm *tableMap) fill(e *event.Event, row []any) error {
 		if tm.narrow != nil && len(row) == tm.narrow.width {
 			return tm.narrow.fill(e, row) // decoded narrow
 		}
-		return fmt.Errorf("row has %d columns, table map %d", len(row), len(tm.ev.ColumnType))
+		return fmt.Errorf("row has %d columns, table map %d", len(row), tm.width)
 	}
 	*e = event.Event{Table: tm.name}
 	if tm.idBin == 16 {

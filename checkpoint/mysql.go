@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event"
 )
 
 // MySQL keeps checkpoints in a table (default outbox_relay_checkpoints) of a
@@ -71,7 +72,8 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		"disabled VARCHAR(1024) NOT NULL DEFAULT '',"+
 		"acked MEDIUMTEXT NULL,"+
 		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
-		"record MEDIUMTEXT NULL"+
+		"record MEDIUMTEXT NULL,"+
+		"table_cursor TEXT NULL"+
 		") ENGINE=InnoDB")
 	if err != nil {
 		return nil, Denied(ctx, db, fmt.Errorf("create checkpoint table %q: %w", table, err))
@@ -92,6 +94,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		{"acked", "MEDIUMTEXT NULL"},
 		{"binlog_server_id", "INT UNSIGNED NOT NULL DEFAULT 0"},
 		{"record", "MEDIUMTEXT NULL"},
+		{"table_cursor", "TEXT NULL"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, c.name).Scan(&n); err != nil {
@@ -173,7 +176,8 @@ func IsMissingTable(err error) bool {
 // columns are a checkpoint row's columns after name, in the order scanRow
 // and upsertArgs use; columnsV1 those of a table of an earlier version.
 const (
-	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id, record"
+	columns   = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id, record, table_cursor"
+	columnsV6 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id, record"
 	columnsV5 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked, binlog_server_id"
 	columnsV4 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled, acked"
 	columnsV3 = "flavor, server_uuid, server_id, gtid_set, binlog_file, binlog_pos, updated_at, commit_time, disabled"
@@ -209,6 +213,9 @@ func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
 	all, err := m.queryColumns(ctx, columns, where, args)
 	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
+		all, err = m.queryColumns(ctx, columnsV6, where, args)
+	}
+	if isUnknownColumn(err) {
 		all, err = m.queryColumns(ctx, columnsV5, where, args)
 	}
 	if isUnknownColumn(err) {
@@ -239,19 +246,21 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 	for rows.Next() {
 		var key string
 		var cp Checkpoint
-		var acked, record sql.NullString
-		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID, &record}
+		var acked, record, cursor sql.NullString
+		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID, &record, &cursor}
 		switch cols {
-		case columnsV5:
+		case columnsV6:
 			dest = dest[:len(dest)-1]
-		case columnsV4:
+		case columnsV5:
 			dest = dest[:len(dest)-2]
-		case columnsV3:
+		case columnsV4:
 			dest = dest[:len(dest)-3]
-		case columnsV2:
+		case columnsV3:
 			dest = dest[:len(dest)-4]
-		case columnsV1:
+		case columnsV2:
 			dest = dest[:len(dest)-5]
+		case columnsV1:
+			dest = dest[:len(dest)-6]
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -260,6 +269,12 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 			cp.Acked = new(Acked)
 			if err := json.Unmarshal([]byte(acked.String), cp.Acked); err != nil {
 				return nil, fmt.Errorf("checkpoint %q: %s: set it to NULL to send the events after the checkpoint's position again (none is skipped), or mend it", key, jsonProblem("acked", err, true))
+			}
+		}
+		if cursor.Valid && cursor.String != "" {
+			cp.Position.Table = new(event.TableCursor)
+			if err := json.Unmarshal([]byte(cursor.String), cp.Position.Table); err != nil {
+				return nil, fmt.Errorf("checkpoint %q: %s: it is a backfill's progress; delete this checkpoint row to run that backfill again from its start", key, jsonProblem("table_cursor", err, true))
 			}
 		}
 		if record.Valid && record.String != "" {
@@ -304,7 +319,7 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
 	if err := m.write(ctx, len(chunks), func(ex execer) error {
 		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*13)
+			args := make([]any, 0, len(chunk)*14)
 			for _, k := range chunk {
 				args = m.upsertArgs(args, k, cps[k])
 			}
@@ -378,10 +393,10 @@ func (m *MySQL) write(ctx context.Context, statements int, do func(execer) error
 
 // upsert is the INSERT … ON DUPLICATE KEY UPDATE of rows checkpoints.
 func (m *MySQL) upsert(rows int) string {
-	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
+	values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)[2:]
 	return "INSERT INTO `" + m.table + "` (name, " + columns + ") " +
 		"VALUES " + values + " ON DUPLICATE KEY UPDATE flavor=VALUES(flavor), server_uuid=VALUES(server_uuid), " +
-		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked), binlog_server_id=VALUES(binlog_server_id), record=VALUES(record)"
+		"server_id=VALUES(server_id), gtid_set=VALUES(gtid_set), binlog_file=VALUES(binlog_file), binlog_pos=VALUES(binlog_pos), updated_at=VALUES(updated_at), commit_time=VALUES(commit_time), disabled=VALUES(disabled), acked=VALUES(acked), binlog_server_id=VALUES(binlog_server_id), record=VALUES(record), table_cursor=VALUES(table_cursor)"
 }
 
 // upsertArgs appends the arguments of one row of upsert to args.
@@ -399,7 +414,12 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 	if cp.Record != "" {
 		record = cp.Record
 	}
-	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID, record)
+	var cursor any // NULL: a binlog position
+	if cp.Position.Table != nil {
+		b, _ := json.Marshal(cp.Position.Table)
+		cursor = string(b)
+	}
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID, record, cursor)
 }
 
 // Close implements Store; the caller owns db and closes it.

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 )
 
 // SinkConfig is the section of one sink kind (sinks[i].<type>): a plain
@@ -61,7 +64,7 @@ func RegisterSink(k SinkKind) {
 	if _, ok := kinds[k.Type]; ok {
 		panic(fmt.Sprintf("config: sink type %q registered twice", k.Type))
 	}
-	if k.Type == "name" || k.Type == "type" {
+	if k.Type == "name" || k.Type == "type" || k.Type == "start" {
 		panic(fmt.Sprintf("config: sink type %q would clash with the key sinks[].%s", k.Type, k.Type))
 	}
 	kinds[k.Type] = k
@@ -102,8 +105,35 @@ type Sink struct {
 	// Load; nil when the type is unknown, or its section is required and
 	// missing (both errors of Validate).
 	Config SinkConfig `yaml:"-"`
+	// Start is how the sink begins when it has no checkpoint yet, beyond
+	// checkpoint.start: with backfill, it is first sent the rows the
+	// outbox tables still hold (docs/replay.md, Backfill).
+	Start SinkStart `yaml:"start"`
 
 	sections map[string]*yaml.Node // every section as written, by type
+}
+
+// SinkStart is how a sink with no checkpoint begins (sinks[].start).
+type SinkStart struct {
+	// Backfill, when true, sends a sink that has no checkpoint yet the rows
+	// the outbox tables hold (each table in primary key order) before it
+	// goes live: the live stream begins at the binlog position the
+	// backfill began at, after the backfill is done, so together they send
+	// each row once. MariaDB only; not for a webhook sink (use replay per
+	// endpoint). A sink that has a checkpoint is not backfilled. Default
+	// false.
+	Backfill bool `yaml:"backfill"`
+	// Where selects the rows backfilled: one condition on the outbox
+	// table's columns, e.g. status = 'pending' (no ';', no comment). Default
+	// none: every row.
+	Where string `yaml:"where"`
+	// Since, when above 0, backfills only the rows at most this old, by
+	// the table's tables[].columns.created_at (e.g. 168h). Default 0: every
+	// row the table holds.
+	Since time.Duration `yaml:"since"`
+	// ChunkSize is how many rows one backfill read takes (one short
+	// consistent snapshot, one batch handed on). Default 1000.
+	ChunkSize int `yaml:"chunk_size" default:"1000"`
 }
 
 // UnmarshalYAML keeps each section's node for decodeSections (checkKeys
@@ -122,6 +152,10 @@ func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
 			}
 		case "type":
 			if err := v.Decode(&s.Type); err != nil {
+				return err
+			}
+		case "start":
+			if err := v.Decode(&s.Start); err != nil {
 				return err
 			}
 		default:
@@ -170,6 +204,22 @@ func (s *Sink) validate(i int, bad func(format string, a ...any)) {
 		bad("sinks[%d].type: %q is not one of %s", i, s.Type, strings.Join(types, ", "))
 		return
 	}
+	if st := s.Start; st.Backfill {
+		if _, ok := s.Config.(FanOut); ok {
+			bad("sinks[%d].start.backfill: a %s sink fans out to endpoints, each with a checkpoint of its own, which a backfill does not serve yet: replay to an endpoint instead (docs/replay.md)", i, s.Type)
+		}
+	} else if st.Where != "" || st.Since != 0 {
+		bad("sinks[%d].start: where and since select the rows of a backfill: set start.backfill: true, or remove them", i)
+	}
+	if err := sqlident.CheckCondition(s.Start.Where); err != nil {
+		bad("sinks[%d].start.where: %v", i, err)
+	}
+	if s.Start.Since < 0 {
+		bad("sinks[%d].start.since: %s must not be negative", i, s.Start.Since)
+	}
+	if s.Start.ChunkSize < 1 || s.Start.ChunkSize > 100000 {
+		bad("sinks[%d].start.chunk_size: %d is not between 1 and 100000", i, s.Start.ChunkSize)
+	}
 	if s.Config == nil {
 		bad("sinks[%d].%s: the %s section is required for type %s (%s)", i, s.Type, s.Type, s.Type, k.Required)
 		return
@@ -196,5 +246,5 @@ var sinkType = reflect.TypeFor[Sink]()
 // sinkKeys lists the keys a sink takes: name, type and every registered
 // section.
 func sinkKeys() []string {
-	return append([]string{"name", "type"}, SinkTypes()...)
+	return append([]string{"name", "type", "start"}, SinkTypes()...)
 }

@@ -274,14 +274,14 @@ func TestExampleConfig(t *testing.T) {
 		// One sink on: stdout. Every other kind, commented out.
 		b.WriteString("sinks:\n")
 		var on strings.Builder
-		writeSink(t, &on, "console", "stdout")
+		writeSink(t, &on, "console", "stdout", true)
 		b.WriteString(indent(on.String(), "  "))
 		for _, k := range sink.Kinds() {
 			if k.Type == "stdout" {
 				continue
 			}
 			var off strings.Builder
-			writeSink(t, &off, k.Type, k.Type)
+			writeSink(t, &off, k.Type, k.Type, false)
 			b.WriteString("\n")
 			comment(&b, "  ", fmt.Sprintf("A %s sink (docs/sinks/%s.md), with every key of its section:", k.Type, k.Type))
 			b.WriteString(indent(off.String(), "  # "))
@@ -291,28 +291,36 @@ func TestExampleConfig(t *testing.T) {
 	checkGenerated(t, exampleFile, exampleBegin, exampleEnd, b.String(), "ExampleConfig")
 }
 
-// writeSink writes one sink of the kind typ, named name: an item of sinks.
-func writeSink(t *testing.T, b *strings.Builder, name, typ string) {
+// writeSink writes one sink of the kind typ, named name: an item of sinks;
+// withStart writes its start section too (one sink shows it for all).
+func writeSink(t *testing.T, b *strings.Builder, name, typ string, withStart bool) {
 	var k sink.Kind
 	for _, kk := range sink.Kinds() {
 		if kk.Type == typ {
 			k = kk
 		}
 	}
-	// name and type: the keys of a sink beside its section.
-	var docs [2]string
+	// name, type and start: the keys of a sink beside its section.
+	var docs [3]string
 	for _, e := range fields(t, "", reflect.TypeFor[config.Sink]()) {
 		switch e.name {
 		case "name":
 			docs[0] = e.doc
 		case "type":
 			docs[1] = e.doc
+		case "start":
+			docs[2] = e.doc
 		}
 	}
 	comment(b, "", docs[0])
 	fmt.Fprintf(b, "- name: %s\n", name)
 	comment(b, "  ", docs[1])
 	fmt.Fprintf(b, "  type: %s\n", typ)
+	if withStart {
+		comment(b, "  ", docs[2])
+		b.WriteString("  start:\n")
+		writeEntries(b, fields(t, "start.", reflect.TypeFor[config.SinkStart]()), "    ", false)
+	}
 	ct := reflect.TypeOf(k.Config()).Elem()
 	comment(b, "  ", fieldDocs(t, ct)[""])
 	fmt.Fprintf(b, "  %s:\n", typ)

@@ -252,16 +252,47 @@ type Position struct {
 	// whether its binlog is the one the position was read from (package
 	// source, ServerState.Gaps). Resuming elsewhere is decided by GTIDs.
 	ServerID uint32 `json:"server_id,omitempty"`
+	// Table, when set, is a table source's progress (package backfill):
+	// the outbox table is read by primary key, consistently with the
+	// binlog position the other fields name (the position the table's
+	// rows are read as of: the backfill's start). Nil for a binlog
+	// position.
+	Table *TableCursor `json:"table,omitempty"`
+}
+
+// TableCursor is how far a table source has read an outbox table.
+type TableCursor struct {
+	// Table is the outbox table, "schema.table".
+	Table string `json:"table"`
+	// Key is the primary key of the last row handed on, one value per key
+	// column in the key's order: the column's text as the server sends
+	// it, or, for a binary column (BINARY, VARBINARY, BLOB), its bytes in
+	// hex. Empty: no row yet.
+	Key []string `json:"key,omitempty"`
+	// Done says the table was read to its end: nothing is left to hand on.
+	Done bool `json:"done,omitempty"`
 }
 
 // IsZero reports whether p names no position at all.
-func (p Position) IsZero() bool { return p.GTIDSet == "" && p.File == "" }
+func (p Position) IsZero() bool { return p.GTIDSet == "" && p.File == "" && p.Table == nil }
 
 func (p Position) String() string {
 	if p.Server != "" {
 		q := p
 		q.Server = ""
 		return q.String() + " on " + p.Server
+	}
+	if p.Table != nil {
+		q := p
+		q.Table = nil
+		state := "key " + strings.Join(p.Table.Key, ",")
+		switch {
+		case p.Table.Done:
+			state = "done"
+		case len(p.Table.Key) == 0:
+			state = "start"
+		}
+		return fmt.Sprintf("table %s at %s, as of %s", p.Table.Table, state, q)
 	}
 	switch {
 	case p.GTIDSet != "" && p.File != "":

@@ -154,6 +154,14 @@ func (a *assembly) newReader(name string, serverID uint32, obs canal.Observer, w
 	return a.guardedReader(rc)
 }
 
+// canalReader is newReader's reader, unguarded (a backfill's follower:
+// package backfill reads with it, beside the sink's own stream).
+func (a *assembly) canalReader(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) (*canal.Reader, error) {
+	rc := a.readerConfig(name, serverID, obs, watch...)
+	rc.Own = a.own()
+	return canal.New(rc)
+}
+
 // readerConfig is the configuration of a stream's binlog reader,
 // registering as replica serverID (without Own).
 func (a *assembly) readerConfig(name string, serverID uint32, obs canal.Observer, watch ...canal.Watched) canal.Config {
@@ -232,7 +240,12 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{name: t.Name, obs: obs, replicaIDs: []uint32{id}, run: func(ctx context.Context) error { return p.Run(ctx, reader) }})
+		out = append(out, member{name: t.Name, obs: obs, replicaIDs: []uint32{id}, run: func(ctx context.Context) error {
+			if err := a.backfillFirst(ctx, i, id); err != nil {
+				return err
+			}
+			return p.Run(ctx, reader)
+		}})
 	}
 	return out, nil
 }

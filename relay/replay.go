@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -37,6 +38,11 @@ type ReplaySourceParams struct {
 	// table source merges with its chunks, as DBLog does).
 	Binlog func() (pipeline.Source, error)
 	Logger *slog.Logger
+	// Flavor is the source's; Tables the outbox tables (their mapping);
+	// Config the relay's (tables[].columns.created_at).
+	Flavor string
+	Tables []canal.Table
+	Config *config.Config
 }
 
 // errReplayCancelled is the cause a job's context is cancelled with when
@@ -238,7 +244,8 @@ func (rr *replays) start(ctx context.Context, j replay.Job) {
 			err = fmt.Errorf("replay source %q is not supported by this build", j.Source)
 			break
 		}
-		src, err = open(ctx, ReplaySourceParams{Job: j, DB: a.src.db, ReplicaID: slot, Binlog: binlog, Logger: rr.log.With(slog.String("job", j.ID))})
+		src, err = open(ctx, ReplaySourceParams{Job: j, DB: a.src.db, ReplicaID: slot, Binlog: binlog, Logger: rr.log.With(slog.String("job", j.ID)),
+			Flavor: a.src.info.Flavor, Tables: a.src.tables, Config: a.cfg})
 	}
 	if err != nil {
 		fail(err)

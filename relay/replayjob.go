@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/backfill"
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -140,6 +141,12 @@ func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) 
 					// its own start from Since).
 					j.Source, j.From = replay.SourceTable, event.Position{}
 					p.r.log.Warn("the binlog no longer holds the window's start: replaying from the outbox table instead", slog.Any("why", err))
+					if j.Gone, err = p.gone(ctx, j.Since); err != nil {
+						return j, err
+					}
+					for _, g := range j.Gone {
+						p.r.log.Warn("rows of the window are gone", slog.String("what", g))
+					}
 					break
 				}
 			}
@@ -160,7 +167,10 @@ func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) 
 		if j.Until, err = source.CurrentPosition(ctx, p.db, p.info); err != nil {
 			return j, err
 		}
-		if j.UntilTime.IsZero() {
+		if j.UntilTime.IsZero() && j.Source != replay.SourceTable {
+			// For humans. Not for a table job: it would bound the rows
+			// by their insert time, and rows committed while the plan ran
+			// (before Until) were inserted after now.
 			j.UntilTime = now.Truncate(time.Second)
 		}
 	}
@@ -197,4 +207,18 @@ func (p *ReplayPlanner) DryRun(ctx context.Context, j replay.Job) (send, skipped
 		return nil
 	})
 	return send, skipped, err
+}
+
+// gone says, per outbox table, what the table no longer holds of a window
+// starting at since (backfill.Pruned).
+func (p *ReplayPlanner) gone(ctx context.Context, since time.Time) ([]string, error) {
+	var out []string
+	for _, t := range Tables(p.r.cfg) {
+		g, err := backfill.Pruned(ctx, p.db, t.Schema, t.Name, createdAt(p.r.cfg, t), since)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g.String())
+	}
+	return out, nil
 }

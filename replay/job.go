@@ -71,6 +71,10 @@ type Job struct {
 	// binlog source refuses it.
 	Where string `json:"where,omitempty"`
 
+	// Gone, for a table job, says what the table no longer holds of the
+	// window (backfill.Gone, per table): those rows cannot be sent.
+	Gone []string `json:"gone,omitempty"`
+
 	State State  `json:"state"`
 	Error string `json:"error,omitempty"`
 	// Sent counts the events the target acknowledged; Skipped those the

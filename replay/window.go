@@ -59,6 +59,9 @@ func (w *Window) covered(have, want event.Position) bool {
 
 // Run implements pipeline.Source.
 func (w *Window) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	if w.Job.Source == SourceTable {
+		return w.runTable(ctx, from, handle)
+	}
 	until := w.Job.Until
 	if w.covered(from, until) {
 		w.done.Store(true) // resumed after the whole window was delivered
@@ -137,4 +140,56 @@ func (w *Window) filter(evs []*event.Event) []*event.Event {
 		}
 	}
 	return out
+}
+
+// runTable is Run for a table source (package backfill): its positions are
+// table cursors as of the window's end, not binlog positions, and it ends
+// on its own once every table is read (a Done cursor); the window is
+// reached once the pipeline has saved that cursor.
+func (w *Window) runTable(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	if from.Table != nil && from.Table.Done {
+		w.done.Store(true) // resumed after the whole window was delivered
+		return nil
+	}
+	var last *event.TableCursor
+	err := w.Source.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
+		if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
+			cp := *txn
+			cp.Events = evs
+			txn = &cp
+		}
+		if err := handle(ctx, txn); err != nil {
+			return err
+		}
+		last = txn.Position.Table
+		if w.Read != nil {
+			w.Read(txn.CommitTime)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if last == nil {
+		w.done.Store(true)
+		return nil
+	}
+	for {
+		w.mu.Lock()
+		if t := w.saved.Table; t != nil && t.Done {
+			w.mu.Unlock()
+			w.done.Store(true)
+			return nil
+		}
+		if w.wake == nil {
+			w.wake = make(chan struct{})
+		}
+		wake := w.wake
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
 }

@@ -99,7 +99,7 @@ func main() {
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
-	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, comma-separated (default: all)")
+	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, backfill, comma-separated (default: all)")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -149,6 +149,10 @@ func main() {
 		finish(roleFloor(*url, *n, *concurrency, *secret))
 	case "poller":
 		finish(rolePoller(*dsn, *table, *workers))
+	case "select":
+		finish(roleSelect(*dsn, *table))
+	case "backfill":
+		finish(roleBackfill(*dsn, *host, *port, *table, *n))
 	case "poller-live":
 		err = rolePollerLive(*dsn, *table, *url, *interval)
 	default:

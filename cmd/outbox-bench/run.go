@@ -59,10 +59,10 @@ func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, trac
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
 		case "":
-		case "stdout", "kafka", "webhook", "poller", "startup":
+		case "stdout", "kafka", "webhook", "poller", "backfill", "startup":
 			groups[g] = true
 		default:
-			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller or startup, comma-separated", only, g)
+			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller, backfill or startup, comma-separated", only, g)
 		}
 	}
 	runs := func(g string) bool { return len(groups) == 0 || groups[g] }
@@ -243,6 +243,15 @@ sinks: [%s]
 		// its floor posts over as many connections.
 		table = append(table, floor(fmt.Sprintf("HTTP floor at the gateway row's total concurrency, %d keep-alive connections", tenants), tenants))
 		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
+	}
+	// The backfill's table source against a bare SELECT of the same rows
+	// (before the poller rows, which rewrite every row's status).
+	if runs("backfill") {
+		dsn := srv.DSN("bench")
+		table = append(table, measure("bare SELECT * of the table, every row scanned (the backfill's floor)", "",
+			"-role", "select", "-dsn", dsn, "-table", "bench.outbox"))
+		table = append(table, measure("backfill: table source, chunks of 1000, a snapshot each, rows mapped to events", "",
+			"-role", "backfill", "-dsn", dsn, "-host", srv.Host, "-port", fmt.Sprint(srv.Port), "-table", "bench.outbox", "-n", "1000"))
 	}
 	if runs("poller") {
 		pollDSN := srv.DSN("bench") + "&interpolateParams=true"

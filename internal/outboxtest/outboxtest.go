@@ -46,10 +46,18 @@ type Workload struct {
 	// NetChange is set for a server that logs a transaction's net change
 	// (Dolt): an insert-then-delete transaction leaves nothing in its
 	// binlog, so Produce runs none.
-	NetChange  bool
-	mu         sync.Mutex
-	Txns       []Committed
-	RolledBack map[string]bool
+	NetChange bool
+	// Retained: every committed row stays in the table (Produce runs no
+	// insert-then-delete), as a test of reading the table needs.
+	Retained bool
+	// OwnAggregates gives each producer aggregates of its own, so that an
+	// aggregate's events are written by one connection in turn (as an
+	// application that locks the aggregate's row writes them): their
+	// commit order is then their insert order.
+	OwnAggregates bool
+	mu            sync.Mutex
+	Txns          []Committed
+	RolledBack    map[string]bool
 }
 
 // Committed returns a copy of the transactions committed so far; safe while
@@ -95,11 +103,15 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 			}
 			defer conn.Close()
 			noLastGTID := false // MySQL: no @@last_gtid
+			aggPrefix := "agg-"
+			if w.OwnAggregates {
+				aggPrefix = fmt.Sprintf("%sagg-p%d-", w.Prefix, p)
+			}
 			for i := 0; i < txns && ctx.Err() == nil && !closed(w.Until); i++ {
 				n := sizes[(p+i)%len(sizes)]
 				prefix := fmt.Sprintf("%sp%d-t%d", w.Prefix, p, i)
 				if i%7 == 3 { // a transaction that rolls back
-					ids, _, err := insertTxn(ctx, conn, r, prefix+"-rb", n, aggregates, false, true)
+					ids, _, err := insertTxn(ctx, conn, r, prefix+"-rb", aggPrefix, n, aggregates, false, true)
 					if err != nil {
 						errs <- err
 						return
@@ -110,7 +122,7 @@ func Produce(ctx context.Context, t testing.TB, db *sql.DB, w *Workload, produce
 					}
 					w.mu.Unlock()
 				}
-				ids, aggs, err := insertTxn(ctx, conn, r, prefix, n, aggregates, i%5 == 2 && !w.NetChange, false)
+				ids, aggs, err := insertTxn(ctx, conn, r, prefix, aggPrefix, n, aggregates, i%5 == 2 && !w.NetChange && !w.Retained, false)
 				if err != nil {
 					errs <- err
 					return
@@ -164,9 +176,9 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-func insertTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
+func insertTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix, aggPrefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
 	for attempt := 0; ; attempt++ {
-		ids, aggs, err := tryTxn(ctx, conn, r, prefix, n, aggregates, deleteAfter, rollback)
+		ids, aggs, err := tryTxn(ctx, conn, r, prefix, aggPrefix, n, aggregates, deleteAfter, rollback)
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) && attempt < 20 {
 			continue // deadlock or lock wait timeout: the application retries
@@ -175,7 +187,7 @@ func insertTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string,
 	}
 }
 
-func tryTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
+func tryTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix, aggPrefix string, n, aggregates int, deleteAfter, rollback bool) ([]string, []string, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, err
@@ -191,7 +203,7 @@ func tryTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand, prefix string, n,
 	multi := r.IntN(2) == 0
 	for k := range n {
 		ids[k] = fmt.Sprintf("%s-r%d", prefix, k)
-		aggs[k] = "agg-" + strconv.Itoa(r.IntN(aggregates))
+		aggs[k] = aggPrefix + strconv.Itoa(r.IntN(aggregates))
 		payload := fmt.Sprintf(`{"id": %q, "n": %d, "nested": {"b": 1.50, "a": [true, null]}}`, ids[k], k)
 		if multi {
 			vals = append(vals, "(?, 'order', ?, 'created', ?)")
