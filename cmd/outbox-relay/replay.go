@@ -222,17 +222,11 @@ func replayList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	// list reads the checkpoints only: a sink's unset ${SECRET} does not stop it.
-	cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "log")
-	if err != nil {
-		return err
-	}
-	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
+	cfg, store, closeStore, err := openCheckpointsReadOnly(ctx, *path)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	defer store.Close()
 	jobs, err := replay.NewStore(store)
 	if err != nil {
 		return err

@@ -29,18 +29,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	// status reads the server and the checkpoints: a sink's unset ${SECRET}
-	// does not stop it.
-	cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "log")
-	if err != nil {
-		return err
-	}
-	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)
+	cfg, store, closeStore, err := openCheckpointsReadOnly(ctx, *path)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	defer store.Close()
 
 	var server, logs string
 	var files []string
@@ -244,4 +237,20 @@ func inTable(cfg *config.Config, key string) bool {
 		}
 	}
 	return false
+}
+
+// openCheckpointsReadOnly loads the sections a reader of the checkpoints
+// needs (a sink's unset ${SECRET} does not stop it) and opens the
+// checkpoint store read-only; closeStore closes the store and its
+// connection.
+func openCheckpointsReadOnly(ctx context.Context, path string) (*config.Config, checkpoint.Store, func(), error) {
+	cfg, err := config.LoadSections(path, "source", "tables", "checkpoint", "log")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	store, closeConn, err := checkpoint.OpenReadOnly(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, store, func() { store.Close(); closeConn() }, nil
 }
