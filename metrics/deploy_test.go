@@ -45,7 +45,7 @@ func referenced(s string) []string {
 // with prune.schedule set, KafkaGatewayNames for `outbox-relay gateway`,
 // and ReplayNames once a replay job ran.
 func exposed() []string {
-	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames, metrics.ReplayNames)
+	return slices.Concat(metrics.Names, metrics.PruneNames, metrics.KafkaGatewayNames, metrics.ReplayNames, metrics.SwitchOverNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

@@ -133,13 +133,14 @@ type Metrics struct {
 	lagDesc, oldestDesc, marginDesc, behindDesc, filesDesc *prometheus.Desc
 	gwStatesDesc, gwLagDesc                                *prometheus.Desc
 
-	mu      sync.Mutex
-	sinks   map[string]*sinkState
-	order   []string
-	binlogs []string // the server's binary logs, oldest first; nil until polled
-	prune   *PruneObserver
-	replay  *ReplayObserver
-	kgw     *KafkaGatewayObserver
+	mu         sync.Mutex
+	sinks      map[string]*sinkState
+	order      []string
+	binlogs    []string // the server's binary logs, oldest first; nil until polled
+	prune      *PruneObserver
+	replay     *ReplayObserver
+	switchOver *SwitchOverObserver
+	kgw        *KafkaGatewayObserver
 	// gateways are the webhook sinks run as gateways, by name.
 	gateways map[string]*Gateway
 }
