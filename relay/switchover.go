@@ -17,7 +17,7 @@ import (
 // claimTable is an outbox table under switch-over (tables[].switch_over):
 // its quoted name, id and status columns, and the statuses.
 type claimTable struct {
-	name, id, status  string // quoted: `schema`.`table`, `id`, `status`
+	name, id, status string // quoted: `schema`.`table`, `id`, `status`
 	pending, claimed string
 }
 

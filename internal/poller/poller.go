@@ -142,4 +142,3 @@ func inList(ids []int64) string {
 	}
 	return string(b)
 }
-
