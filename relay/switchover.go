@@ -160,7 +160,9 @@ func (c *claimSink) claim(ctx context.Context, batch []*event.Event) ([]int, err
 		return keep, nil
 	}
 	drop := map[int]bool{}
-	tx, err := c.db.BeginTx(ctx, nil)
+	// READ COMMITTED: the rows are locked by primary key, with no gap
+	// locks that would make the application's inserts wait or deadlock.
+	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("switch-over claim: %w", err)
 	}
