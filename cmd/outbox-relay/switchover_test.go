@@ -176,7 +176,7 @@ log: {level: info}
 sinks:
   - name: orders
     type: kafka
-    start: {backfill: true, where: "status = 'pending'", chunk_size: 100}
+    start: {backfill: true, where: "status IN ('pending', 'relayed')", chunk_size: 100}
     kafka: {brokers: [%q], topic: orders}
 `, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "checkpoints.json"), brokers[0])
 	if os.Getenv("SWITCHOVER_NO_CLAIM") != "" { // to see the test fail without the claim
