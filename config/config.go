@@ -223,6 +223,26 @@ type Table struct {
 	Columns Columns `yaml:"columns"`
 	// Headers are extra columns delivered as headers. Default none.
 	Headers []string `yaml:"headers"`
+	// SwitchOver makes the relay claim each row of this table before it
+	// sends it, as a polling worker still running on the table does, so that
+	// the two together send each row once (docs/replay.md, "Switch-over from
+	// a polling worker"). Needs UPDATE on the table. Remove it once the
+	// poller is gone. Default none (no claim).
+	SwitchOver *SwitchOver `yaml:"switch_over"`
+}
+
+// SwitchOver is the status column a polling worker claims rows by, and the
+// values the relay claims them with.
+type SwitchOver struct {
+	// StatusColumn is the poller's status column. Default status.
+	StatusColumn string `yaml:"status_column" default:"status"`
+	// Pending is the status of a row no one has claimed. Default pending.
+	Pending string `yaml:"pending" default:"pending"`
+	// Claimed is the status the relay sets on the rows it claims: a value
+	// the column accepts (add it to an ENUM) and the poller never sets, so
+	// that after a crash the relay knows the rows it claimed. Default
+	// relayed.
+	Claimed string `yaml:"claimed" default:"relayed"`
 }
 
 // Columns maps event fields to column names.
@@ -894,6 +914,17 @@ func (c *Config) Validate() error {
 		for field, v := range map[string]string{"id": t.Columns.ID, "aggregate_id": t.Columns.AggregateID, "payload": t.Columns.Payload} {
 			if v == "-" {
 				bad("tables[%d].columns.%s: this field is required and cannot be \"-\"", i, field)
+			}
+		}
+		if so := t.SwitchOver; so != nil {
+			if !identRe.MatchString(so.StatusColumn) {
+				bad("tables[%d].switch_over.status_column: %q: use letters, digits, _ and $ only", i, so.StatusColumn)
+			}
+			if !identRe.MatchString(t.Columns.ID) {
+				bad("tables[%d].switch_over: the id column %q must be a plain column name (letters, digits, _ and $): the claim selects rows by it", i, t.Columns.ID)
+			}
+			if so.Pending == "" || so.Claimed == "" || so.Pending == so.Claimed {
+				bad("tables[%d].switch_over: pending (%q) and claimed (%q) must be set and differ: claimed is the status only the relay sets", i, so.Pending, so.Claimed)
 			}
 		}
 	}

@@ -48,7 +48,7 @@ func referenced(s string) []string {
 // with a webhook sink, prune's with prune.schedule set, the scaled-out
 // gateway's for `outbox-relay gateway`, and ReplayNames once a replay job ran.
 func exposed() []string {
-	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, metrics.ReplayNames)
+	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, metrics.ReplayNames, metrics.SwitchOverNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

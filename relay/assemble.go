@@ -235,7 +235,7 @@ func (a *assembly) streams(targets []Target) ([]member, error) {
 			return nil, err
 		}
 		obs := m.Pipeline(t.Name)
-		p, err := a.newPipeline(t.Name, t.Sink, a.saver, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes,
+		p, err := a.newPipeline(t.Name, a.claiming(t.Name, t.Sink), a.saver, a.start, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes,
 			tracing.Observer(a.tracer, a.kindOf(t.Name), t.Name, obs))
 		if err != nil {
 			return nil, err
@@ -323,7 +323,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
 		Store: a.store, Start: a.start, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-			return a.newPipeline(key, s, saver, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))
+			return a.newPipeline(key, a.claiming(key, s), saver, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))
 		},
 		Stopped: func(key string, err error) { a.group.stopped(key, gm.Endpoint(key), err) },
 	})

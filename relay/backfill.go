@@ -128,7 +128,7 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 		from.Table = &event.TableCursor{Table: t}
 		// A plain sink: its read-back (Kafka, Redis) finds records by the
 		// binlog's GTIDs, which a table's rows have none of.
-		p, err := a.newPipeline(BackfillKey(sc.Name, t), plainSink{ts[0].Sink}, a.saver, from, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, nil)
+		p, err := a.newPipeline(BackfillKey(sc.Name, t), a.claiming(sc.Name, plainSink{ts[0].Sink}), a.saver, from, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, nil)
 		if err != nil {
 			return err
 		}

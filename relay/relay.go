@@ -156,6 +156,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
+	if err := checkSwitchOver(ctx, src.db, r.cfg); err != nil {
+		return err
+	}
 	store, closeStore, err := checkpoint.Open(ctx, r.cfg, r.log)
 	if err != nil {
 		return err

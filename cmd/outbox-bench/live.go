@@ -19,6 +19,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-relay/outbox-relay/internal/poller"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -180,7 +181,7 @@ func produce(db *sql.DB, table string, rate float64, d time.Duration) (map[int64
 				res, err := db.Exec("INSERT INTO "+table+` (aggregatetype, aggregateid, type, payload) VALUES ('order', ?, 'order.created', ?)`,
 					fmt.Sprintf("ord-%06d", at.UnixNano()%5000),
 					fmt.Sprintf(`{"order_id": "ord-%d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}`, at.UnixNano(), at.UnixNano()%9973))
-				if deadlock(err) {
+				if poller.Deadlock(err) {
 					goto again
 				}
 				mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,12 +19,11 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	mysqldriver "github.com/go-sql-driver/mysql"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/poller"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
@@ -250,126 +248,6 @@ func delivered(g prometheus.Gatherer) int {
 	return int(total)
 }
 
-// poller is the seeds' polling relay, as written there: claim a batch of
-// pending rows with SELECT … FOR UPDATE SKIP LOCKED and mark them
-// processing under a lease (claimed_at, claimed_by, attempts+1), commit,
-// publish outside the transaction, then mark them published; a reaper
-// returns rows whose lease expired to pending.
-type poller struct {
-	db       *sql.DB
-	table    string
-	batch    int
-	interval time.Duration // sleep when a poll finds nothing
-	publish  func(ids []int64) error
-}
-
-// run polls until ctx ends, or, with drain, until a poll finds nothing.
-func (p *poller) run(ctx context.Context, drain bool) (int, error) {
-	token := uuid.New()
-	total := 0
-	for ctx.Err() == nil {
-		ids, err := p.claim(ctx, token[:])
-		if deadlock(err) {
-			continue // InnoDB chose this transaction as a deadlock victim: claim again
-		}
-		if err != nil {
-			return total, err
-		}
-		if len(ids) == 0 {
-			if drain {
-				return total, nil
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(p.interval):
-			}
-			continue
-		}
-		if err := p.publish(ids); err != nil {
-			return total, err
-		}
-		for {
-			_, err := p.db.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'published', published_at = NOW(6),
-			claimed_at = NULL, claimed_by = NULL, last_error = NULL WHERE id IN (`+inList(ids)+`) AND claimed_by = ?`, token[:])
-			if deadlock(err) {
-				continue
-			}
-			if err != nil {
-				return total, err
-			}
-			break
-		}
-		total += len(ids)
-	}
-	return total, nil
-}
-
-func (p *poller) claim(ctx context.Context, token []byte) ([]int64, error) {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, "SELECT id, aggregateid, type, payload FROM "+p.table+
-		` WHERE status = 'pending' AND available_at <= NOW(6) ORDER BY id LIMIT `+strconv.Itoa(p.batch)+` FOR UPDATE SKIP LOCKED`)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		var agg, typ string
-		var payload []byte
-		if err := rows.Scan(&id, &agg, &typ, &payload); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(ids) == 0 {
-		return nil, tx.Commit()
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'processing', claimed_at = NOW(6), claimed_by = ?,
-		attempts = attempts + 1 WHERE id IN (`+inList(ids)+`)`, token); err != nil {
-		return nil, err
-	}
-	return ids, tx.Commit()
-}
-
-// reap returns rows whose lease (5 minutes) expired to pending, every 5 s.
-func (p *poller) reap(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Second):
-		}
-		_, _ = p.db.ExecContext(ctx, "UPDATE "+p.table+` SET status = 'pending', available_at = DATE_ADD(NOW(6), INTERVAL 30 SECOND),
-			claimed_at = NULL, claimed_by = NULL WHERE status = 'processing' AND claimed_at < NOW(6) - INTERVAL 5 MINUTE`)
-	}
-}
-
-// deadlock reports a deadlock or lock wait timeout, which a poller retries.
-func deadlock(err error) bool {
-	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
-}
-
-func inList(ids []int64) string {
-	b := make([]byte, 0, len(ids)*8)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
-	return string(b)
-}
-
 // rolePoller drains table with workers pollers (no-op publish) and reports.
 func rolePoller(dsn, table string, workers int) result {
 	db, err := sql.Open("mysql", dsn)
@@ -388,9 +266,9 @@ func rolePoller(dsn, table string, workers int) result {
 	)
 	start := time.Now()
 	for range workers {
-		p := &poller{db: db, table: table, batch: 100, interval: 100 * time.Millisecond, publish: func([]int64) error { return nil }}
+		p := &poller.Poller{DB: db, Table: table, Batch: 100, Interval: 100 * time.Millisecond, Publish: func([]int64) error { return nil }}
 		wg.Go(func() {
-			n, err := p.run(ctx, true)
+			n, err := p.Run(ctx, true)
 			mu.Lock()
 			total += n
 			if err != nil && ferr == nil {
@@ -399,7 +277,7 @@ func rolePoller(dsn, table string, workers int) result {
 			mu.Unlock()
 		})
 	}
-	go (&poller{db: db, table: table}).reap(ctx)
+	go (&poller.Poller{DB: db, Table: table}).Reap(ctx)
 	wg.Wait()
 	r := result{Events: total, Seconds: time.Since(start).Seconds()}
 	if ferr != nil {
@@ -420,7 +298,7 @@ func rolePollerLive(dsn, table, url string, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
 	client := &http.Client{Timeout: 10 * time.Second}
-	p := &poller{db: db, table: table, batch: 100, interval: interval, publish: func(ids []int64) error {
+	p := &poller.Poller{DB: db, Table: table, Batch: 100, Interval: interval, Publish: func(ids []int64) error {
 		for _, id := range ids {
 			res, err := client.Post(url, "text/plain", strings.NewReader(strconv.FormatInt(id, 10)))
 			if err != nil {
@@ -431,8 +309,8 @@ func rolePollerLive(dsn, table, url string, interval time.Duration) error {
 		}
 		return nil
 	}}
-	go p.reap(ctx)
-	_, err = p.run(ctx, false)
+	go p.Reap(ctx)
+	_, err = p.Run(ctx, false)
 	if ctx.Err() != nil {
 		return nil
 	}
