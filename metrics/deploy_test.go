@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/replay"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,9 +48,9 @@ func referenced(s string) []string {
 
 // exposed is every metric family a relay may expose: Names, the gateway's
 // with a webhook sink, prune's with prune.schedule set, the scaled-out
-// gateway's for `outbox-relay gateway`, and ReplayNames once a replay job ran.
+// gateway's for `outbox-relay gateway`, replay's once a replay job ran, and the switch-over's once a sink claimed rows.
 func exposed() []string {
-	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, metrics.ReplayNames, metrics.SwitchOverNames)
+	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, replay.MetricNames, relay.SwitchOverMetricNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

@@ -143,9 +143,6 @@ type Metrics struct {
 	notes []func() []string
 	// routes are the packages' pages served beside /metrics (Handle).
 	routes []route
-	replay *ReplayObserver // replay jobs' figures (Replay), once one ran
-	// switchOver: the switch-over claim's figures (SwitchOver), once used.
-	switchOver *SwitchOverObserver
 	// standby: this relay waits for the checkpoint lock another holds.
 	standby bool
 }

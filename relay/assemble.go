@@ -91,6 +91,10 @@ type assembly struct {
 	canResume func(ctx context.Context, pos event.Position) error
 
 	group *group
+
+	// switchOver: the switch-over claim's metrics (switchOverMetrics).
+	switchOverOnce sync.Once
+	switchOver     *switchOverMetrics
 }
 
 func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held, dl deadletter.Putter, start event.Position) (*assembly, error) {

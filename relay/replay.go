@@ -15,7 +15,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
-	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -60,8 +59,8 @@ var errReplayCancelled = errors.New("replay cancelled")
 type replays struct {
 	a     *assembly
 	jobs  *replay.Store
-	spool *replay.Spool           // nil: the MySQL store, which commands write
-	obs   *metrics.ReplayObserver // registered when the first job starts
+	spool *replay.Spool   // nil: the MySQL store, which commands write
+	obs   *replay.Metrics // registered when the first job starts
 	log   *slog.Logger
 	free  []uint32
 	runs  map[string]*replayRun
@@ -214,7 +213,10 @@ func (rr *replays) adopt(ctx context.Context) {
 func (rr *replays) start(ctx context.Context, j replay.Job) {
 	a := rr.a
 	if rr.obs == nil {
-		rr.obs = a.r.metrics.Replay()
+		var err error
+		if rr.obs, err = replay.NewMetrics(a.r.metrics); err != nil {
+			rr.log.Warn("replay metrics not exposed", slog.Any("err", err))
+		}
 	}
 	slot := rr.free[0]
 	run := &replayRun{job: j, target: j.Key(), slot: slot, base: [2]int64{j.Sent, j.Skipped}}
@@ -327,7 +329,7 @@ func (rr *replays) save(ctx context.Context, j replay.Job, final bool) {
 // acknowledged and tells the window what is saved.
 type replayObserver struct {
 	run *replayRun
-	obs *metrics.ReplayObserver
+	obs *replay.Metrics
 }
 
 func (o *replayObserver) Delivered(*event.Event, time.Time) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"strings"
 
@@ -96,10 +97,7 @@ func (a *assembly) claiming(name string, s sink.Sink) sink.Sink {
 	if tables == nil {
 		return s
 	}
-	var obs *metrics.SwitchOverObserver
-	if a.r.metrics != nil {
-		obs = a.r.metrics.SwitchOver()
-	}
+	obs := a.switchOverMetrics()
 	// A plain sink: one batch at a time (a sink.Submitter's batches would
 	// need their claims ordered with their deliveries), and no read-back on
 	// a restart (what a crash re-sends is claimed by the relay: it is sent
@@ -123,7 +121,7 @@ type claimSink struct {
 	name   string
 	db     *sql.DB
 	tables map[string]claimTable
-	obs    *metrics.SwitchOverObserver
+	obs    *switchOverMetrics
 	log    *slog.Logger
 }
 
@@ -236,4 +234,54 @@ func deniedHint(err error, table string) string {
 	}
 	s, n, _ := strings.Cut(table, ".")
 	return fmt.Sprintf(": grant the relay's user UPDATE on %s (GRANT UPDATE ON %s.%s TO <user>;) or remove tables[].switch_over", table, quoteIdent(s), quoteIdent(n))
+}
+
+// SwitchOverMetricNames lists the metric families of a switch-over from a
+// polling worker (tables[].switch_over). They are not in metrics.Names:
+// they exist once a sink claims rows.
+var SwitchOverMetricNames = []string{
+	"outbox_relay_switchover_claimed_total",
+	"outbox_relay_switchover_dropped_total",
+}
+
+// switchOverMetrics counts what the switch-over's claim decided; nil counts
+// nothing. Its methods are safe for concurrent use.
+type switchOverMetrics struct {
+	claimed, dropped *prometheus.CounterVec
+}
+
+// switchOverMetrics returns the assembly's switch-over metrics, registered
+// on the relay's metrics on first use; nil without metrics.
+func (a *assembly) switchOverMetrics() *switchOverMetrics {
+	if a.r.metrics == nil {
+		return nil
+	}
+	a.switchOverOnce.Do(func() {
+		const namespace = metrics.Namespace
+		o := &switchOverMetrics{
+			claimed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "switchover_claimed_total",
+				Help: "Rows a sink's pipeline claimed (or found claimed by the relay) and sent, during a switch-over from a polling worker, per sink and table."}, []string{"sink", "table"}),
+			dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "switchover_dropped_total",
+				Help: "Rows a sink's pipeline did not send during a switch-over because the polling worker had claimed them, per sink and table."}, []string{"sink", "table"}),
+		}
+		if err := a.r.metrics.Register(o.claimed, o.dropped); err != nil {
+			a.r.log.Warn("switch-over metrics not exposed", slog.Any("err", err))
+		}
+		a.switchOver = o
+	})
+	return a.switchOver
+}
+
+// Claimed counts n rows of table that sink sent as the relay's.
+func (o *switchOverMetrics) Claimed(sink, table string, n int) {
+	if o != nil && n > 0 {
+		o.claimed.WithLabelValues(sink, table).Add(float64(n))
+	}
+}
+
+// Dropped counts n rows of table that sink left to the poller.
+func (o *switchOverMetrics) Dropped(sink, table string, n int) {
+	if o != nil && n > 0 {
+		o.dropped.WithLabelValues(sink, table).Add(float64(n))
+	}
 }
