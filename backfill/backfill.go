@@ -354,7 +354,7 @@ type table struct {
 	// (a pool with parseTime scans it as a time.Time); "" for the others.
 	layouts []string
 	query   string // the chunk SELECT after the first
-	first  string // the first chunk's SELECT (no cursor yet)
+	first   string // the first chunk's SELECT (no cursor yet)
 }
 
 func (s *Source) inspect(ctx context.Context) (*table, error) {

@@ -535,7 +535,7 @@ type tableMap struct {
 	// columns used when the rows were decoded narrow (narrow.go).
 	width                           int
 	traceParentPath, traceStatePath []string
-	idBin                           int // declared length of a binary id column, 0 otherwise
+	idBin                           int                        // declared length of a binary id column, 0 otherwise
 	ev                              *replication.TableMapEvent // nil for rows of a SELECT (RowMapper)
 	// dec is the fractional digits of each temporal column (DATETIME,
 	// TIMESTAMP), -1 for the others: a time.Time value is formatted with
