@@ -107,24 +107,7 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 	}
 	// Every transaction of the window is handed on: wait until the
 	// pipeline has saved past the last one.
-	for {
-		w.mu.Lock()
-		if w.covered(w.saved, last) {
-			w.mu.Unlock()
-			w.done.Store(true)
-			return nil
-		}
-		if w.wake == nil {
-			w.wake = make(chan struct{})
-		}
-		wake := w.wake
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-		}
-	}
+	return w.waitSaved(ctx, func(saved event.Position) bool { return w.covered(saved, last) })
 }
 
 func (w *Window) filter(evs []*event.Event) []*event.Event {
@@ -174,9 +157,15 @@ func (w *Window) runTable(ctx context.Context, from event.Position, handle func(
 		w.done.Store(true)
 		return nil
 	}
+	return w.waitSaved(ctx, func(saved event.Position) bool { return saved.Table != nil && saved.Table.Done })
+}
+
+// waitSaved waits until the pipeline's last save makes reached true, then
+// marks the window done; or until ctx ends.
+func (w *Window) waitSaved(ctx context.Context, reached func(saved event.Position) bool) error {
 	for {
 		w.mu.Lock()
-		if t := w.saved.Table; t != nil && t.Done {
+		if reached(w.saved) {
 			w.mu.Unlock()
 			w.done.Store(true)
 			return nil
