@@ -35,7 +35,8 @@
 // canal only reads the binlog stream. Asking the server about itself
 // (flavor, binlog list, GTID state, replicas, outbox table columns) is
 // package source's; comparing positions (containment, gaps) is package
-// position's. canal imports no source and, of config, only the payload-path syntax (config.PayloadPath) that a trace column may name.
+// position's. canal imports no source and, of config, only the
+// payload-path syntax (config.PayloadPath) that a trace column may name.
 //
 // A Reader is used by one goroutine at a time: Run blocks until ctx ends.
 package canal
