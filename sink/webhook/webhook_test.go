@@ -196,10 +196,16 @@ func ev(id, aggregate string) *event.Event {
 	}
 }
 
+// write is e.Write, failing the test if it does not return within 30 s.
+// Its ctx lives until the test ends, not until Write returns: an endpoint
+// reads a Submit ctx that ended as the pipeline stopping (releaseLane), and
+// a permanently failed event's lane is released once its ack has returned,
+// which may be after Write returned; a ctx cancelled at Write's return
+// would then drop the aggregate's next event as ErrPredecessorAbandoned.
 func write(t *testing.T, e *Endpoint, batch ...*event.Event) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	err := e.Write(ctx, batch)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("Write did not return within 30s")
