@@ -61,11 +61,12 @@ type Attempt struct {
 	Answer []byte `json:"answer,omitempty"`
 	// Replay names the replay job that sent it; empty for the live stream.
 	Replay string `json:"replay,omitempty"`
-	// GTID, File and Pos are the event's transaction (event.Source): what a
-	// resend reads the event back from.
-	GTID string `json:"gtid,omitempty"`
-	File string `json:"file,omitempty"`
-	Pos  uint32 `json:"pos,omitempty"`
+	// Committed, GTID, File and Pos are the event's transaction
+	// (event.CommitTime, event.Source): where a resend reads it back from.
+	Committed time.Time `json:"committed,omitzero"`
+	GTID      string    `json:"gtid,omitempty"`
+	File      string    `json:"file,omitempty"`
+	Pos       uint32    `json:"pos,omitempty"`
 }
 
 // Record is a stored Attempt. IDs grow with the order attempts were stored.
