@@ -121,6 +121,7 @@ func TestManifestsDecodeStrictlyIntoTheKubernetesAPI(t *testing.T) {
 			t.Fatalf("%s/kustomization.yaml: %v", dir, err)
 		}
 		k := objs[0].(*kustomization)
+		var all []any
 		for _, img := range k.Images {
 			if img.NewTag == "" && img.Digest == "" {
 				t.Errorf("%s/kustomization.yaml: image %s pins neither a tag nor a digest", dir, img.Name)
@@ -143,7 +144,9 @@ func TestManifestsDecodeStrictlyIntoTheKubernetesAPI(t *testing.T) {
 					checkPodSpec(t, p, d.Spec.Template.Spec)
 				}
 			}
+			all = append(all, objs...)
 		}
+		checkScraped(t, dir, all)
 	}
 	b, err := os.ReadFile("k8s-secret.example.yaml")
 	if err != nil {
@@ -155,6 +158,48 @@ func TestManifestsDecodeStrictlyIntoTheKubernetesAPI(t *testing.T) {
 	for _, want := range []string{"*v1.Deployment", "*v1.ConfigMap", "*v1.Service", "*v1.NetworkPolicy", "*v2.HorizontalPodAutoscaler", "*deploy_test.serviceMonitor"} {
 		if kinds[want] == 0 {
 			t.Errorf("no %s among the manifests: %v", want, kinds)
+		}
+	}
+}
+
+// checkScraped: every Deployment's pods are the endpoints of a Service with a
+// "metrics" port, which a ServiceMonitor of the same directory selects: the
+// alerts, the dashboard and the gateway's HorizontalPodAutoscaler read what
+// Prometheus scrapes from them.
+func checkScraped(t *testing.T, dir string, objs []any) {
+	t.Helper()
+	matches := func(sel map[string]string, labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return len(sel) > 0
+	}
+	for _, o := range objs {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		pods := d.Spec.Template.Labels
+		scraped := false
+		for _, o := range objs {
+			svc, ok := o.(*corev1.Service)
+			if !ok || !matches(svc.Spec.Selector, pods) {
+				continue
+			}
+			hasPort := false
+			for _, p := range svc.Spec.Ports {
+				hasPort = hasPort || p.Name == "metrics"
+			}
+			for _, o := range objs {
+				if sm, ok := o.(*serviceMonitor); ok && hasPort && matches(sm.Spec.Selector.MatchLabels, svc.Labels) {
+					scraped = true
+				}
+			}
+		}
+		if !scraped {
+			t.Errorf("%s: the pods of Deployment %s are not scraped: no Service with a metrics port selects them, or no ServiceMonitor selects that Service", dir, d.Name)
 		}
 	}
 }
