@@ -10,9 +10,9 @@ import (
 )
 
 // sinkResults probes each sink whose kind can check its destination
-// (sink.Kind.Probes: NATS JetStream, Redis Streams, RabbitMQ), one line
-// each: reachable, the credentials accepted, and the stream, key or exchange
-// there or created by the sink on connect. The others are not probed.
+// (sink.Kind.Probes: Kafka, NATS JetStream, Redis Streams, RabbitMQ), one line
+// each: reachable, the credentials accepted, and the topic, stream, key or
+// exchange there or created by the sink on connect. The others are not probed.
 func sinkResults(ctx context.Context, cfg *config.Config) []Result {
 	var out []Result
 	for i, s := range cfg.Sinks {

@@ -17,6 +17,7 @@ func init() {
 		Type:     "kafka",
 		Config:   func() config.SinkConfig { return new(Config) },
 		Required: "at least kafka.brokers",
+		Probes:   true,
 		Consume:  kafkasource.Consume(consumeSection),
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
