@@ -121,7 +121,7 @@ type writeCall struct {
 	deliveries []*delivery
 	ack        func(i int, err error)
 	stop       func() bool     // stops watching the Submit ctx
-	done       <-chan struct{} // the Submit ctx's Done
+	done       <-chan struct{} // closed when the stream stops: the Submit ctx's Done (see Write)
 	// Guarded by Endpoint.mu.
 	pending int   // events not yet done
 	ctxErr  error // the Submit ctx ended first
@@ -262,6 +262,14 @@ func (e *Endpoint) start() bool {
 // ends first; see the package doc. Events that the filter rejects are
 // acknowledged at once, without a request.
 func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error)) {
+	e.submit(ctx, ctx.Done(), batch, ack)
+}
+
+// submit is Submit, with stopped the signal that the stream stops (read
+// when a permanently failed event's ack has returned: see failHeadLocked).
+// For Submit it is ctx's end: the pipeline ends a Submit ctx inside the ack
+// when it stops.
+func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []*event.Event, ack func(i int, err error)) {
 	failAll := func(err error) {
 		for i := range batch {
 			ack(i, err)
@@ -275,7 +283,7 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 		failAll(errClosed)
 		return
 	}
-	c := &writeCall{ack: ack, done: ctx.Done()}
+	c := &writeCall{ack: ack, done: stopped}
 	now := time.Now()
 	for i, ev := range batch {
 		if ev == nil || !e.cfg.Filter.Match(ev) {
@@ -329,11 +337,30 @@ func (e *Endpoint) Selects(ev *event.Event) bool {
 
 // Write delivers batch and waits: it is Submit and a wait for every ack.
 // Calls may be concurrent; their events are queued in the order the calls
-// take the endpoint's lock.
+// take the endpoint's lock. ctx ending while Write waits abandons the batch
+// and stops the aggregates of its failed events; once Write has returned,
+// ctx's end says nothing: a caller that cancels its ctx as Write returns
+// does not stop the later events of a failed event's aggregate (the
+// caller decides with Write's error).
 func (e *Endpoint) Write(ctx context.Context, batch []*event.Event) error {
+	var mu sync.Mutex
+	returned := false
+	stopped := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !returned {
+			close(stopped)
+		}
+	})
+	defer stop()
 	result := make(chan error, 1)
-	e.Submit(ctx, batch, sink.Collect(len(batch), func(err error) { result <- err }))
-	return <-result
+	e.submit(ctx, stopped, batch, sink.Collect(len(batch), func(err error) { result <- err }))
+	err := <-result
+	mu.Lock()
+	returned = true
+	mu.Unlock()
+	return err
 }
 
 // abandon drops c's undone events after its ctx ended, with every later

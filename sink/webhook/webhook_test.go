@@ -197,15 +197,10 @@ func ev(id, aggregate string) *event.Event {
 }
 
 // write is e.Write, failing the test if it does not return within 30 s.
-// Its ctx lives until the test ends, not until Write returns: an endpoint
-// reads a Submit ctx that ended as the pipeline stopping (releaseLane), and
-// a permanently failed event's lane is released once its ack has returned,
-// which may be after Write returned; a ctx cancelled at Write's return
-// would then drop the aggregate's next event as ErrPredecessorAbandoned.
 func write(t *testing.T, e *Endpoint, batch ...*event.Event) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+	defer cancel()
 	err := e.Write(ctx, batch)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("Write did not return within 30s")
@@ -674,6 +669,45 @@ func TestURLUserinfoIsSentAsBasicAuth(t *testing.T) {
 	}
 	if got := srv.requests()[1].header.Get("Authorization"); got != "Bearer t0ken" {
 		t.Errorf("Authorization %q, want the configured header", got)
+	}
+}
+
+// A permanently failed event's aggregate goes on unless the stream stops.
+// A Write's caller that cancels its ctx as Write returns has not stopped
+// it: the aggregate's next event, queued by another call, is delivered,
+// however the cancel and the release of the failed event's lane interleave
+// (each round tries one interleaving).
+func TestAWriteCancelledAfterItReturnedStopsNothing(t *testing.T) {
+	arrived := make(chan string, 100)
+	release := make(chan struct{}, 100)
+	srv := newServer(t, nil, func(w http.ResponseWriter, r *http.Request, req request) {
+		id := r.Header.Get("webhook-id")
+		arrived <- id
+		if strings.HasPrefix(id, "bad") {
+			<-release
+			w.WriteHeader(http.StatusBadRequest) // permanent
+		}
+	})
+	e := newEndpoint(t, testConfig(srv.URL))
+	for i := range 50 {
+		agg := fmt.Sprintf("a%d", i)
+		ctx, cancel := context.WithCancel(context.Background())
+		errA := make(chan error, 1)
+		go func() { errA <- e.Write(ctx, []*event.Event{ev(fmt.Sprintf("bad%d", i), agg)}) }()
+		<-arrived
+		// The aggregate's next event, queued behind the failing one.
+		errB := make(chan error, 1)
+		e.Submit(context.Background(), []*event.Event{ev(fmt.Sprintf("good%d", i), agg)}, sink.Collect(1, func(err error) { errB <- err }))
+		release <- struct{}{}
+		err := <-errA
+		cancel() // as Write returns
+		if !sink.IsPermanent(sink.ErrorFor(err, 0)) {
+			t.Fatalf("round %d: Write = %v, want a permanent failure", i, err)
+		}
+		if err := <-errB; err != nil {
+			t.Fatalf("round %d: the aggregate's next event: %v, want delivered (a Write's ctx cancelled after it returned stops nothing)", i, err)
+		}
+		<-arrived
 	}
 }
 
