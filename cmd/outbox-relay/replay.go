@@ -155,7 +155,7 @@ func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, as
 			return err
 		}
 		fmt.Fprintf(stdout, "dry run: %d events would be sent to %s, %d passed over by the filters; window %s (%s) up to %s (%s); nothing was sent, no job was made\n",
-			send, printable.String(job.Key()), skipped, when(job.Since), job.From, when(job.UntilTime), job.Until)
+			send, printable.String(job.Key()), skipped, when(job.Since), job.From.File, when(job.UntilTime), job.Until.File)
 		return nil
 	}
 	jobs, closeJobs, err := scaled.OpenJobs(ctx, cfg, kg.CursorTable, false)
@@ -167,7 +167,7 @@ func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, as
 		return err
 	}
 	fmt.Fprintf(stdout, "replay job %s made: %s to %s, window %s (%s) up to %s (%s); a running gateway replica starts it within replay.poll (%s): outbox-relay replay list --gateway shows it\n",
-		job.ID, job.Source, printable.String(job.Key()), when(job.Since), job.From, when(job.UntilTime), job.Until, cfg.Replay.Poll)
+		job.ID, job.Source, printable.String(job.Key()), when(job.Since), job.From.File, when(job.UntilTime), job.Until.File, cfg.Replay.Poll)
 	return nil
 }
 

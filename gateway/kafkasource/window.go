@@ -67,7 +67,9 @@ func ParseOffsets(pos event.Position) (Offsets, error) {
 	o := Offsets{}
 	for item := range strings.SplitSeq(rest, ",") {
 		name, off, ok1 := strings.Cut(item, "=")
-		topic, part, ok2 := strings.Cut(strings.TrimSuffix(name, "]"), "[")
+		i := strings.LastIndexByte(name, '[')
+		ok2 := i > 0
+		topic, part := name[:max(i, 0)], strings.TrimSuffix(name[max(i, 0)+1:], "]")
 		n, err1 := strconv.Atoi(part)
 		v, err2 := strconv.ParseInt(off, 10, 64)
 		if !ok1 || !ok2 || err1 != nil || err2 != nil || v < 0 || !strings.HasSuffix(name, "]") {
