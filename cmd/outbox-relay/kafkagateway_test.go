@@ -43,8 +43,8 @@ type kafkaGatewayRig struct {
 	aggregates int
 	args       []string
 
-	mu       sync.Mutex
-	got      [][]string // per endpoint, the event ids received live, in order
+	mu  sync.Mutex
+	got [][]string // per endpoint, the event ids received live, in order
 	// replayed are, per endpoint, the events received with webhook-replay
 	// (accepted ones), in order; beyond replayCap of them (0: no cap) the
 	// receivers refuse replayed events (503) until replayOpen.
@@ -52,11 +52,11 @@ type kafkaGatewayRig struct {
 	replayCap  int64
 	replayOpen atomic.Bool
 	replayOK   atomic.Int64
-	receipts atomic.Int64
-	procs    []*exec.Cmd
-	db       *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
-	url      string  // the receivers' base URL
-	produced []*event.Event
+	receipts   atomic.Int64
+	procs      []*exec.Cmd
+	db         *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
+	url        string  // the receivers' base URL
+	produced   []*event.Event
 }
 
 const kgwMaxInFlight = 20
