@@ -31,7 +31,8 @@ const gatewayReplayMaxInFlight = 8
 // the time or after the job was made, nothing to the other endpoints; and
 // the live stream delivered every event to every endpoint, per aggregate in
 // order, with live deliveries to the endpoint going on while its replay was
-// stalled.
+// stalled. A second job, cancelled while it runs, ends cancelled and sends
+// nothing.
 func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process run skipped with -short")
@@ -82,13 +83,14 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	}
 	id := m[1]
 	t.Logf("%s", strings.TrimSpace(out))
-	state := func() string {
+	stateOf := func(id string) string {
 		_, out := run(ctx, "replay", "list", "--gateway", "--config", rig.cfg)
 		if m := regexp.MustCompile(regexp.QuoteMeta(id) + `\s+(\S+)\s+hooks/e0000`).FindStringSubmatch(out); m != nil {
 			return m[1]
 		}
 		return ""
 	}
+	state := func() string { return stateOf(id) }
 
 	// Live traffic while the replay runs (after the window's end).
 	produced := make(chan struct{})
@@ -109,6 +111,20 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 		defer rig.mu.Unlock()
 		return len(rig.got[0]) >= liveBefore+10
 	}, rig.logs)
+	// A second job for the same endpoint runs beside it (replay.max_running
+	// is 2), gets only refusals, and is cancelled: it ends cancelled, and
+	// sends nothing once the receiver accepts again.
+	code, out = run(ctx, args...)
+	m2 := jobIDRe.FindStringSubmatch(out)
+	if code != 0 || m2 == nil {
+		t.Fatalf("a second endpoints replay (exit %d) made no job:\n%s", code, out)
+	}
+	id2 := m2[1]
+	kgwWaitFor(t, time.Minute, "the second job to run", func() bool { return stateOf(id2) == "running" }, rig.logs)
+	if code, out := run(ctx, "replay", "cancel", "--gateway", "--config", rig.cfg, id2); code != 0 {
+		t.Fatalf("replay cancel --gateway exited %d:\n%s", code, out)
+	}
+	kgwWaitFor(t, time.Minute, "the second job to be cancelled", func() bool { return stateOf(id2) == "cancelled" }, rig.logs)
 	runner := -1
 	for i := range rig.procs {
 		b, _ := os.ReadFile(filepath.Join(rig.dir, fmt.Sprintf("replica-%d.log", i)))
@@ -172,6 +188,9 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	}
 	if dups > gatewayReplayMaxInFlight {
 		t.Errorf("the resumed replay sent %d events twice, more than replay.max_in_flight (%d): it did not resume from its progress", dups, gatewayReplayMaxInFlight)
+	}
+	if s := stateOf(id2); s != "cancelled" {
+		t.Errorf("the cancelled job is %q in the end", s)
 	}
 	for i := 1; i < rig.n; i++ {
 		if len(rig.replayed[i]) > 0 {
