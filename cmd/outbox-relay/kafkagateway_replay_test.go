@@ -121,6 +121,9 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	}
 	id2 := m2[1]
 	kgwWaitFor(t, time.Minute, "the second job to run", func() bool { return stateOf(id2) == "running" }, rig.logs)
+	if code, out := run(ctx, "replay", "list", "--gateway", "--config", rig.cfg); code != 0 || !strings.Contains(out, "no replay jobs") {
+		t.Fatalf("replay list --gateway before any gateway ran: exit %d, output:\n%s", code, out)
+	}
 	if code, out := run(ctx, "replay", "cancel", "--gateway", "--config", rig.cfg, id2); code != 0 {
 		t.Fatalf("replay cancel --gateway exited %d:\n%s", code, out)
 	}
@@ -207,5 +210,45 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	}
 	if t.Failed() {
 		rig.logs()
+	}
+}
+
+// endpoints replay --kafka refuses what it cannot do, saying what to give
+// instead; replay cancel --gateway refuses an unknown job.
+func TestKafkaGatewayReplayRefusesBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process run skipped with -short")
+	}
+	rig := newKafkaGatewayRig(t, 2, 2, 2, 0, "queue: 16")
+	ctx := context.Background()
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	base := []string{"endpoints", "replay", "--config", rig.cfg}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown kafka sink", []string{"hooks/e0000", "--kafka", "nosuch", "--since", since}, `no kafka sink named "nosuch"`},
+		{"a GTID start", []string{"hooks/e0000", "--kafka", "orders", "--from", "0-1-5"}, "bounded by times"},
+		{"an unknown endpoint", []string{"hooks/nosuch", "--kafka", "orders", "--since", since}, `has no endpoint "nosuch"`},
+		{"a where filter", []string{"hooks/e0000", "--kafka", "orders", "--since", since, "--where", "1=1"}, "--where selects rows of the outbox table"},
+		{"a time in the future", []string{"hooks/e0000", "--kafka", "orders", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, "is in the future"},
+		{"an empty window (nothing produced)", []string{"hooks/e0000", "--kafka", "orders", "--since", since}, "the window is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := run(ctx, append(base, tc.args...)...)
+			if code == 0 || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, output:\n%s\nwant an error containing %q", code, out, tc.want)
+			}
+		})
+	}
+	if code, out := run(ctx, "replay", "list", "--gateway", "--config", rig.cfg); code != 0 || !strings.Contains(out, "no replay jobs") {
+		t.Fatalf("replay list --gateway before any gateway ran: exit %d, output:\n%s", code, out)
+	}
+	if code, out := run(ctx, "replay", "cancel", "--gateway", "--config", rig.cfg, "20261202-000000-abcd"); code == 0 || !strings.Contains(out, "no such replay job") {
+		t.Fatalf("replay cancel --gateway of an unknown job: exit %d, output:\n%s", code, out)
+	}
+	if code, out := run(ctx, "replay", "list", "--gateway", "--config", rig.cfg); code != 0 || !strings.Contains(out, "no replay jobs") {
+		t.Fatalf("replay list --gateway: exit %d, output:\n%s", code, out)
 	}
 }
