@@ -6,7 +6,9 @@
 // (From, resolved to a binlog position when the job is made, to Until),
 // filters (event types) and a source kind ("binlog" here; "table", the
 // outbox table's retained rows, is another package's and plugs in through
-// Runner.Sources). Jobs are persisted in the relay's checkpoint store under
+// Runner.Sources; "kafka", the topics the scaled-out gateway reads, is run
+// by package gateway/scaled, with its window's offsets from package
+// gateway/kafkasource). Jobs are persisted in the relay's checkpoint store under
 // reserved keys (checkpoint.Reserved): the job's record under JobKey, the
 // progress of its pipeline under ProgressKey, a request to cancel it under
 // CancelKey. A pipeline's save never writes a job's record (they are

@@ -23,6 +23,10 @@ const (
 	SourceBinlog = "binlog"
 	// SourceTable reads the outbox table's retained rows (the backfill).
 	SourceTable = "table"
+	// SourceKafka reads the topics a Kafka sink wrote, for an endpoint of
+	// the scaled-out gateway (package gateway/scaled): From and Until are
+	// every partition's offsets (kafkasource.Offsets).
+	SourceKafka = "kafka"
 )
 
 // State is where a job is in its life.
@@ -51,7 +55,7 @@ type Job struct {
 	// sink, not the "<sink>/<endpoint>" key) they are sent to; empty for
 	// every other sink.
 	Endpoint string `json:"endpoint,omitempty"`
-	// Source is SourceBinlog or SourceTable.
+	// Source is SourceBinlog, SourceTable or SourceKafka.
 	Source string `json:"source"`
 	// From is where the window starts: the events after it are replayed.
 	// Resolved when the job is made (from Since, or as asked).
@@ -121,6 +125,13 @@ func (j *Job) Check() error {
 			errs = append(errs, errors.New("--where selects rows of the outbox table: use it with --source table"))
 		}
 	case SourceTable:
+	case SourceKafka:
+		if j.Where != "" {
+			errs = append(errs, errors.New("--where selects rows of the outbox table: a replay from Kafka selects by --type and the endpoint's filter"))
+		}
+		if j.Endpoint == "" {
+			errs = append(errs, errors.New("a replay from Kafka is for one endpoint of the scaled-out gateway: name it as SINK/ENDPOINT"))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("source %q: use %s or %s", j.Source, SourceBinlog, SourceTable))
 	}

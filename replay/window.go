@@ -59,8 +59,11 @@ func (w *Window) covered(have, want event.Position) bool {
 
 // Run implements pipeline.Source.
 func (w *Window) Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
-	if w.Job.Source == SourceTable {
+	switch w.Job.Source {
+	case SourceTable:
 		return w.runTable(ctx, from, handle)
+	case SourceKafka:
+		return w.runToUntil(ctx, from, handle)
 	}
 	until := w.Job.Until
 	if w.covered(from, until) {
@@ -158,6 +161,42 @@ func (w *Window) runTable(ctx context.Context, from event.Position, handle func(
 		return nil
 	}
 	return w.waitSaved(ctx, func(saved event.Position) bool { return saved.Table != nil && saved.Table.Done })
+}
+
+// runToUntil is Run for a source that ends on its own once it has handed
+// on the transaction at Until (kafkasource.Window: a position holding
+// every partition's offset, which reaches Until exactly, as equal text);
+// the window is reached once the pipeline has saved Until.
+func (w *Window) runToUntil(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error {
+	until := w.Job.Until
+	if from.File == until.File && from.GTIDSet == until.GTIDSet {
+		w.done.Store(true) // resumed after the whole window was delivered
+		return nil
+	}
+	handed := false
+	err := w.Source.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
+		if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
+			cp := *txn
+			cp.Events = evs
+			txn = &cp
+		}
+		if err := handle(ctx, txn); err != nil {
+			return err
+		}
+		handed = true
+		if w.Read != nil {
+			w.Read(txn.CommitTime)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !handed {
+		w.done.Store(true)
+		return nil
+	}
+	return w.waitSaved(ctx, func(saved event.Position) bool { return saved.File == until.File && saved.GTIDSet == until.GTIDSet })
 }
 
 // waitSaved waits until the pipeline's last save makes reached true, then

@@ -52,6 +52,8 @@ type backlogRow struct {
 	// serverCPU and brokerCPU are the CPU seconds the private MariaDB and
 	// the Kafka broker spent while the row ran (-1: not measured).
 	serverCPU, brokerCPU float64
+	// reads are the server's row-read counters' growth while the row ran.
+	reads tableReads
 }
 
 func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
@@ -132,10 +134,10 @@ sinks: [%s]
 	}
 	measureWith := func(bin, name, config string, args ...string) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
-		q0 := questions(root)
+		q0, r0 := questions(root), readCounters(root)
 		done := span()
 		r, err := childOf(ctx, bin, args...)
-		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config, reads: readCounters(root).since(r0)}
 		done(&row)
 		return row
 	}

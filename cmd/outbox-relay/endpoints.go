@@ -42,7 +42,11 @@ deploy/outbox_endpoints.sql).
   replay          send one endpoint what it was sent since a time, again
                   ("recover since"): --config FILE SINK/ENDPOINT --since TIME
                   [--until TIME] [--type GLOB]... [--dry-run]; the running relay
-                  runs it beside the live stream, as outbox-relay replay does
+                  runs it beside the live stream, as outbox-relay replay does.
+                  For an endpoint of the scaled-out gateway (outbox-relay gateway),
+                  add --kafka SINK (and --topic T, --cursor-table TABLE as the
+                  gateway has them): the window is read from the Kafka topics, and
+                  one gateway replica runs it (outbox-relay replay list --gateway)
 
   encrypt-secret  read a signing secret ("whsec_...") on standard input and print it
                   encrypted for one row ("enc:v2:..."), for its secrets column:

@@ -43,16 +43,27 @@ type kafkaGatewayRig struct {
 	aggregates int
 	args       []string
 
-	mu       sync.Mutex
-	got      [][]string // per endpoint, the event ids received, in order
-	receipts atomic.Int64
-	procs    []*exec.Cmd
-	db       *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
-	url      string  // the receivers' base URL
-	produced []*event.Event
+	mu  sync.Mutex
+	got [][]string // per endpoint, the event ids received live, in order
+	// replayed are, per endpoint, the events received with webhook-replay
+	// (accepted ones), in order; beyond replayCap of them (0: no cap) the
+	// receivers refuse replayed events (503) until replayOpen.
+	replayed   [][]replayReceipt
+	replayCap  int64
+	replayOpen atomic.Bool
+	replayOK   atomic.Int64
+	receipts   atomic.Int64
+	procs      []*exec.Cmd
+	db         *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
+	url        string  // the receivers' base URL
+	produced   []*event.Event
 }
 
 const kgwMaxInFlight = 20
+
+// replayReceipt is a replayed event a receiver accepted: its id and the
+// webhook-replay header's value.
+type replayReceipt struct{ ID, Job string }
 
 // rigReceivers is how many receivers beyond the static endpoints' the rig
 // serves (/e/<n>…), for endpoints of the endpoints table.
@@ -65,7 +76,7 @@ func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Dura
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, partitions: partitions, got: make([][]string, n+rigReceivers), delay: delay, aggregates: 7}
+	rig := &kafkaGatewayRig{t: t, bin: bin, dir: t.TempDir(), n: n, groups: groups, partitions: partitions, got: make([][]string, n+rigReceivers), replayed: make([][]replayReceipt, n+rigReceivers), delay: delay, aggregates: 7}
 	srv := testserver.Start(t, testserver.Options{ServerID: 31})
 	dbname := srv.NewDatabase(t)
 	rig.db = srv.DB(t, dbname)
@@ -80,6 +91,17 @@ func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Dura
 		}
 		if rig.delay > 0 {
 			time.Sleep(rig.delay)
+		}
+		if job := r.Header.Get("webhook-replay"); job != "" {
+			if rig.replayCap > 0 && !rig.replayOpen.Load() && rig.replayOK.Load() >= rig.replayCap {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			rig.replayOK.Add(1)
+			rig.mu.Lock()
+			rig.replayed[i] = append(rig.replayed[i], replayReceipt{ID: r.Header.Get("webhook-id"), Job: job})
+			rig.mu.Unlock()
+			return
 		}
 		rig.mu.Lock()
 		rig.got[i] = append(rig.got[i], r.Header.Get("webhook-id"))

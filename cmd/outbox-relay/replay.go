@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway/scaled"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/replay"
@@ -35,7 +37,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func replayCreate(ctx context.Context, name string, args []string, target string, stdout, stderr io.Writer) error {
 	synopsis := "replay --config FILE --sink SINK [--endpoint ENDPOINT] --since TIME|--from GTID [--until TIME|GTID] [--type GLOB]... [--source binlog|table] [--dry-run]\n       outbox-relay replay list --config FILE\n       outbox-relay replay cancel --config FILE ID"
 	if target != "" || name != "replay" {
-		synopsis = "endpoints replay --config FILE SINK/ENDPOINT --since TIME|--from GTID [--until TIME|GTID] [--type GLOB]... [--dry-run]"
+		synopsis = "endpoints replay --config FILE SINK/ENDPOINT --since TIME|--from GTID [--until TIME|GTID] [--type GLOB]... [--dry-run]\n       outbox-relay endpoints replay --config FILE SINK/ENDPOINT --kafka SINK [--topic T]... [--cursor-table TABLE] --since TIME [--until TIME] [--type GLOB]... [--dry-run]"
 	}
 	fs := newFlags(name, synopsis, stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
@@ -52,6 +54,13 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 	fs.StringVar(&ask.Source, "source", replay.SourceBinlog, "where to read the window: binlog (the source server's binlog) or table (the outbox table's retained rows)")
 	fs.StringVar(&ask.Where, "where", "", "--source table: an SQL condition selecting the rows")
 	dry := fs.Bool("dry-run", false, "read the window and count what would be sent; send nothing, make no job")
+	var kg scaled.Config
+	var topics stringList
+	if name != "replay" {
+		fs.StringVar(&kg.Kafka, "kafka", "", "the endpoint is served by the scaled-out gateway (outbox-relay gateway) reading this kafka sink's topics: the window is read from them")
+		fs.Var(&topics, "topic", "with --kafka: a topic the gateway reads; repeatable (default: the kafka sink's topic), as outbox-relay gateway --topic")
+		fs.StringVar(&kg.CursorTable, "cursor-table", scaled.DefaultCursorTable, "with --kafka: the gateway's cursor table (outbox-relay gateway --cursor-table), where the job is kept")
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -99,6 +108,10 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
+	if kg.Kafka != "" {
+		kg.Topics = topics
+		return replayGateway(ctx, cfg, kg, ask, now, *dry, stdout, stderr)
+	}
 	p, err := relay.NewReplayPlanner(ctx, relay.New(cfg, relay.Options{Logger: log}))
 	if err != nil {
 		return err
@@ -123,6 +136,38 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 	}
 	fmt.Fprintf(stdout, "replay job %s made: %s to %s, window %s (after %s) up to %s (%s); %s\n",
 		job.ID, job.Source, printable.String(job.Key()), when(job.Since), job.From, when(job.UntilTime), job.Until, how)
+	return nil
+}
+
+// replayGateway makes a replay job for an endpoint of the scaled-out
+// gateway: its window is read from the Kafka topics (endpoints replay
+// --kafka), and it is kept in the gateway's cursor table, where the
+// replica that holds that table's lock runs it.
+func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, ask relay.ReplayAsk, now time.Time, dry bool, stdout, stderr io.Writer) error {
+	rl := relay.New(cfg, relay.Options{Logger: newLogger(cfg.Log, stderr)})
+	job, err := scaled.PlanReplay(ctx, rl, kg, ask, now)
+	if err != nil {
+		return err
+	}
+	if dry {
+		send, skipped, err := scaled.DryRunReplay(ctx, rl, kg, job)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "dry run: %d events would be sent to %s, %d passed over by the filters; window %s (%s) up to %s (%s); nothing was sent, no job was made\n",
+			send, printable.String(job.Key()), skipped, when(job.Since), job.From.File, when(job.UntilTime), job.Until.File)
+		return nil
+	}
+	jobs, closeJobs, err := scaled.OpenJobs(ctx, cfg, kg.CursorTable, false)
+	if err != nil {
+		return err
+	}
+	defer closeJobs()
+	if err := jobs.Put(ctx, job); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "replay job %s made: %s to %s, window %s (%s) up to %s (%s); a running gateway replica starts it within replay.poll (%s): outbox-relay replay list --gateway shows it\n",
+		job.ID, job.Source, printable.String(job.Key()), when(job.Since), job.From.File, when(job.UntilTime), job.Until.File, cfg.Replay.Poll)
 	return nil
 }
 
@@ -217,10 +262,28 @@ func submit(ctx context.Context, cfg *config.Config, req replay.Request) (string
 
 // replayList prints every replay job.
 func replayList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay list", "replay list --config FILE", stderr)
+	fs := newFlags("replay list", "replay list --config FILE [--gateway [--cursor-table TABLE]]", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	gw, table := gatewayFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *gw {
+		cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "log")
+		if err != nil {
+			return err
+		}
+		jobs, closeJobs, err := scaled.OpenJobs(ctx, cfg, *table, true)
+		if err != nil {
+			return err
+		}
+		defer closeJobs()
+		l, err := jobs.List(ctx)
+		if err != nil {
+			return err
+		}
+		printJobs(stdout, l, nil)
+		return nil
 	}
 	cfg, store, closeStore, err := openCheckpointsReadOnly(ctx, *path)
 	if err != nil {
@@ -277,6 +340,14 @@ func printJobs(w io.Writer, l replay.Listing, spooled []replay.Spooled) {
 	tw.Flush()
 }
 
+// gatewayFlags are the flags of replay list and cancel that name the
+// scaled-out gateway's jobs instead of the relay's.
+func gatewayFlags(fs *flag.FlagSet) (gw *bool, table *string) {
+	gw = fs.Bool("gateway", false, "the jobs of the scaled-out gateway (outbox-relay gateway; endpoints replay --kafka), kept in its cursor table, instead of the relay's")
+	table = fs.String("cursor-table", scaled.DefaultCursorTable, "with --gateway: the gateway's cursor table (outbox-relay gateway --cursor-table)")
+	return gw, table
+}
+
 func orPos(t time.Time, pos string) string {
 	if !t.IsZero() {
 		return t.UTC().Format(time.RFC3339)
@@ -286,8 +357,9 @@ func orPos(t time.Time, pos string) string {
 
 // replayCancel cancels a job.
 func replayCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay cancel", "replay cancel --config FILE ID", stderr)
+	fs := newFlags("replay cancel", "replay cancel --config FILE [--gateway [--cursor-table TABLE]] ID", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	gw, table := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -303,6 +375,18 @@ func replayCancel(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
+	}
+	if *gw {
+		jobs, closeJobs, err := scaled.OpenJobs(ctx, cfg, *table, false)
+		if err != nil {
+			return err
+		}
+		defer closeJobs()
+		if err := jobs.RequestCancel(ctx, id, "cancelled at "+time.Now().UTC().Format(time.RFC3339)+" by outbox-relay replay cancel"); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "replay job %s: the gateway replica running it stops it within replay.poll (%s)\n", id, cfg.Replay.Poll)
+		return nil
 	}
 	// The job must exist (a request for an unknown id would wait for ever).
 	store, closeStore, err := checkpoint.OpenReadOnly(ctx, cfg)

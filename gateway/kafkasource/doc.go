@@ -31,6 +31,10 @@
 // partition for the generation, plus its gateway's) and returns once they
 // have ended. A Source is used by one goroutine at a time.
 //
+// Window reads a replay window (every partition from one Offsets up to
+// another, one partition after the other) for package gateway/scaled's
+// replays; OffsetsAt finds the offsets of a time.
+//
 // NewMetrics registers a replica's per-partition figures (MetricNames) on a
 // relay's metrics and is the Observer that records them.
 package kafkasource

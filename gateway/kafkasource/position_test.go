@@ -33,3 +33,35 @@ func TestCoversOrdersOffsetsOfOnePartition(t *testing.T) {
 		t.Fatalf("Offset = %q %d %v", name, next, ok)
 	}
 }
+
+func TestOffsetsPositionsReadBackAndCompareAsText(t *testing.T) {
+	o := Offsets{{"orders", 10}: 7, {"orders", 2}: 1 << 33, {"a.b[3]", 0}: 0, {"audit", 1}: 5}
+	pos := o.Position()
+	if want := "kafka:a.b[3][0]=0,audit[1]=5,orders[2]=8589934592,orders[10]=7"; pos.File != want {
+		t.Fatalf("Position = %q, want %q (partitions in order)", pos.File, want)
+	}
+	back, err := ParseOffsets(pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Position() != pos || len(back) != len(o) {
+		t.Fatalf("read back %v, want %v", back, o)
+	}
+	for _, tc := range []struct {
+		name string
+		pos  event.Position
+	}{
+		{"a partition's position is not a set", Position("orders", 1, 5)},
+		{"a binlog position is not a set", event.Position{File: "bin.000001", Pos: 4}},
+		{"a negative offset", event.Position{File: "kafka:orders[0]=-1"}},
+		{"no partition", event.Position{File: "kafka:orders=1"}},
+		{"no offset", event.Position{File: "kafka:orders[0]"}},
+		{"a GTID set beside it", event.Position{File: "kafka:orders[0]=1", GTIDSet: "0-1-5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseOffsets(tc.pos); err == nil {
+				t.Fatalf("ParseOffsets(%v) read it", tc.pos)
+			}
+		})
+	}
+}

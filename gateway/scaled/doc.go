@@ -11,4 +11,10 @@
 // each partition at the first record it reads after the poll); the
 // endpoints' cursors are kept per partition in MySQL (Config.CursorTable).
 // Run returns when its context ends, or on an error before the group runs.
+//
+// Replays of one endpoint ("recover since", replay.SourceKafka): PlanReplay
+// resolves a window to every partition's offsets (ListOffsets by
+// timestamp) and the command stores the job in the cursor table
+// (OpenJobs); of the replicas, the one holding the cursor store's lock
+// runs every job as a fenced pipeline of its own (see replay.go).
 package scaled

@@ -73,43 +73,9 @@ const (
 // before the poll, may still be routed by the old row).
 func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 	cfg := rl.Config()
-	var hooks config.Sink
-	var fo gateway.FanOut
-	var consume kafkasource.Consume
-	var kafkaSink config.Sink
-	for _, s := range cfg.Sinks {
-		switch s.Name {
-		case kg.Webhook:
-			if f, ok := gateway.FanOutFor(s); ok {
-				hooks, fo = s, f
-			}
-		case kg.Kafka:
-			if c, ok := kafkasource.ConsumeFor(s); ok {
-				kafkaSink, consume = s, c
-			}
-		}
-	}
-	if fo.Endpoints == nil {
-		return fmt.Errorf("gateway: no webhook sink named %q in the configuration; pass --webhook with the name of a sink of type webhook", kg.Webhook)
-	}
-	if consume == nil {
-		return fmt.Errorf("gateway: no kafka sink named %q in the configuration; pass --kafka with the name of the sink of type kafka whose topics the gateway reads", kg.Kafka)
-	}
-	topics, err := consume(kafkaSink.Config)
+	hooks, fo, topics, err := resolve(cfg, &kg)
 	if err != nil {
-		return fmt.Errorf("gateway: kafka sink %q %w", kg.Kafka, err)
-	}
-	if len(kg.Topics) == 0 {
-		if topics.Templated {
-			return fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, topics.Topic)
-		}
-		kg.Topics = []string{topics.Topic}
-	}
-	if kg.GroupID == "" {
-		kg.GroupID = "outbox-relay-gateway-" + kg.Webhook
-	}
-	if kg.CursorTable == "" {
-		kg.CursorTable = DefaultCursorTable
+		return err
 	}
 	if kg.PollEvery <= 0 {
 		kg.PollEvery = DefaultTablePoll
@@ -152,12 +118,14 @@ func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 	if err != nil {
 		return err
 	}
+	var sourceDB *sql.DB // the endpoints table's, when there is one
 	if t != nil {
 		db, err := source.Open(ctx, cfg.Source)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
+		sourceDB = db
 		table = &tablePoll{table: t, db: db, every: kg.PollEvery, log: r.Logger.With(slog.String("sink", name)), subs: map[chan []event.Change]bool{}}
 		if err := table.read(ctx); err != nil {
 			return err
@@ -222,7 +190,62 @@ func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 	if err != nil {
 		return err
 	}
-	return grp.Run(ctx)
+	rr, closeReplays, err := newReplays(ctx, rl, r, replayParts{cursorTable: kg.CursorTable, dl: dl, db: sourceDB,
+		window: func(until kafkasource.Offsets) *kafkasource.Window {
+			return &kafkasource.Window{Brokers: topics.Brokers, Dialer: dialer, Until: until, Decode: topics.Decode, Logger: r.Logger}
+		}})
+	if err != nil {
+		return err
+	}
+	defer closeReplays()
+	var replaying sync.WaitGroup
+	rctx, stopReplays := context.WithCancel(ctx)
+	replaying.Go(func() { rr.run(rctx) })
+	err = grp.Run(ctx)
+	stopReplays()
+	replaying.Wait()
+	return err
+}
+
+// resolve finds kg's webhook and kafka sinks in cfg, and sets kg's
+// defaults (Topics, GroupID): what Run and a replay's planning share.
+func resolve(cfg *config.Config, kg *Config) (hooks config.Sink, fo gateway.FanOut, topics kafkasource.Topics, err error) {
+	var consume kafkasource.Consume
+	var kafkaSink config.Sink
+	for _, s := range cfg.Sinks {
+		switch s.Name {
+		case kg.Webhook:
+			if f, ok := gateway.FanOutFor(s); ok {
+				hooks, fo = s, f
+			}
+		case kg.Kafka:
+			if c, ok := kafkasource.ConsumeFor(s); ok {
+				kafkaSink, consume = s, c
+			}
+		}
+	}
+	if fo.Endpoints == nil {
+		return hooks, fo, topics, fmt.Errorf("gateway: no webhook sink named %q in the configuration; pass --webhook with the name of a sink of type webhook", kg.Webhook)
+	}
+	if consume == nil {
+		return hooks, fo, topics, fmt.Errorf("gateway: no kafka sink named %q in the configuration; pass --kafka with the name of the sink of type kafka whose topics the gateway reads", kg.Kafka)
+	}
+	if topics, err = consume(kafkaSink.Config); err != nil {
+		return hooks, fo, topics, fmt.Errorf("gateway: kafka sink %q %w", kg.Kafka, err)
+	}
+	if len(kg.Topics) == 0 {
+		if topics.Templated {
+			return hooks, fo, topics, fmt.Errorf("gateway: kafka sink %q routes to templated topics (%q); list the topics to read with --topic", kg.Kafka, topics.Topic)
+		}
+		kg.Topics = []string{topics.Topic}
+	}
+	if kg.GroupID == "" {
+		kg.GroupID = "outbox-relay-gateway-" + kg.Webhook
+	}
+	if kg.CursorTable == "" {
+		kg.CursorTable = DefaultCursorTable
+	}
+	return hooks, fo, topics, nil
 }
 
 // tablePoll reads the endpoints table every so often and hands each

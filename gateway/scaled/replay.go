@@ -1,0 +1,471 @@
+package scaled
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
+	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/replay"
+	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/source"
+)
+
+// Replays of the scaled-out gateway ("recover since" for one endpoint,
+// docs/replay.md): a replay.Job of source replay.SourceKafka, kept under
+// the replay keys (replay.JobKey, ProgressKey, CancelKey) in the gateway's
+// cursor table, which every replica shares. Its window is every partition
+// of the gateway's topics from the offsets of its start time up to the
+// offsets the partitions ended at when it was made.
+//
+// One replica runs every job: the one holding the cursor store's lock
+// (checkpoint.MySQL.Lock, GET_LOCK on a connection of its own), taken in
+// the background by every replica. A replica that dies frees it at once
+// (its connection ends), one that freezes within checkpoint.lock_timeout;
+// another takes it and resumes the jobs from their saved progress. Its
+// saves are fenced (a replica that lost the lock saves nothing more). The
+// job runs as a pipeline of its own (its own endpoint sink and in-flight
+// limit, replay.max_in_flight), apart from the partitions' live gateways.
+
+// OpenJobs opens the replay jobs of the scaled-out gateway whose cursors
+// are in table (default DefaultCursorTable), in checkpoint.dsn's database:
+// for the commands that make, list and cancel them. readOnly opens the
+// table without creating it.
+func OpenJobs(ctx context.Context, cfg *config.Config, table string, readOnly bool) (*replay.Store, func(), error) {
+	if cfg.Checkpoint.Store != "mysql" {
+		return nil, nil, errors.New("the scaled-out gateway keeps its cursors and replay jobs in MySQL: set checkpoint.store: mysql and checkpoint.dsn, as for outbox-relay gateway")
+	}
+	if table == "" {
+		table = DefaultCursorTable
+	}
+	db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
+	if err != nil {
+		return nil, nil, err
+	}
+	var st *checkpoint.MySQL
+	if readOnly {
+		st, err = checkpoint.OpenMySQLReadOnly(db, table)
+	} else {
+		st, err = checkpoint.OpenMySQL(ctx, db, table, nil)
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	jobs, err := replay.NewStore(st)
+	if err != nil {
+		st.Close()
+		db.Close()
+		return nil, nil, err
+	}
+	return jobs, func() { st.Close(); db.Close() }, nil
+}
+
+// PlanReplay resolves a replay of one endpoint of the scaled-out gateway
+// that reads kg's Kafka sink's topics: the window starts, on every
+// partition, at the first record whose timestamp (the event's commit time,
+// as the Kafka sink writes it) is at or after ask.Since, found with a
+// ListOffsets request by timestamp, and ends at ask.UntilTime's offsets or,
+// by default, at the partitions' ends now. It returns the job, pending,
+// to store with OpenJobs. Every error says what to give instead.
+func PlanReplay(ctx context.Context, rl *relay.Relay, kg Config, ask relay.ReplayAsk, now time.Time) (replay.Job, error) {
+	now = now.UTC()
+	j := replay.Job{ID: replay.NewID(now), Sink: ask.Sink, Endpoint: ask.Endpoint, Source: replay.SourceKafka, Since: ask.Since.UTC(),
+		UntilTime: ask.UntilTime.UTC(), Types: ask.Types, Where: ask.Where, State: replay.Pending, CreatedAt: now}
+	switch {
+	case ask.From != "" || ask.Until != "":
+		return j, errors.New("a replay from Kafka is bounded by times: give --since TIME (and --until TIME), not GTID sets")
+	case ask.Source != "" && ask.Source != replay.SourceBinlog && ask.Source != replay.SourceKafka:
+		return j, fmt.Errorf("--source %s: a replay of the scaled-out gateway (--kafka) reads the Kafka topics; leave out --source", ask.Source)
+	case ask.Since.IsZero():
+		return j, errors.New("give where the window starts: --since TIME")
+	case ask.Since.After(now):
+		return j, fmt.Errorf("--since %s is in the future (it is %s now): give a past time, such as --since 2h (two hours ago)", ask.Since.UTC().Format(time.RFC3339), now.Format(time.RFC3339))
+	case !ask.UntilTime.IsZero() && ask.UntilTime.After(now):
+		return j, fmt.Errorf("--until %s is in the future: leave it out to replay up to now", ask.UntilTime.UTC().Format(time.RFC3339))
+	}
+	if err := j.Check(); err != nil {
+		return j, err
+	}
+	kg.Webhook = ask.Sink
+	_, _, topics, err := resolve(rl.Config(), &kg)
+	if err != nil {
+		return j, err
+	}
+	if err := checkTarget(ctx, rl, j); err != nil {
+		return j, err
+	}
+	dialer, err := topics.Dialer()
+	if err != nil {
+		return j, err
+	}
+	c := kafkasource.Client(topics.Brokers, dialer)
+	from, err := kafkasource.OffsetsAt(ctx, c, kg.Topics, ask.Since)
+	if err != nil {
+		return j, err
+	}
+	until, err := kafkasource.OffsetsAt(ctx, c, kg.Topics, ask.UntilTime)
+	if err != nil {
+		return j, err
+	}
+	if len(from) != len(until) {
+		return j, fmt.Errorf("the partitions of %v changed while the window was looked up: make the replay again", kg.Topics)
+	}
+	empty := true
+	for p, off := range until {
+		f, ok := from[p]
+		if !ok {
+			return j, fmt.Errorf("the partitions of %v changed while the window was looked up: make the replay again", kg.Topics)
+		}
+		from[p] = min(f, off)
+		empty = empty && from[p] == off
+	}
+	if empty {
+		return j, fmt.Errorf("the window is empty: the topics %v hold no record from %s up to %s; give an earlier --since", kg.Topics,
+			ask.Since.UTC().Format(time.RFC3339), cmpTime(ask.UntilTime, now).Format(time.RFC3339))
+	}
+	j.From, j.Until = from.Position(), until.Position()
+	if j.UntilTime.IsZero() {
+		j.UntilTime = now.Truncate(time.Second) // for humans: the offsets are the end
+	}
+	return j, nil
+}
+
+func cmpTime(t, or time.Time) time.Time {
+	if t.IsZero() {
+		return or
+	}
+	return t
+}
+
+// checkTarget checks that the job's endpoint exists (of the configuration
+// or of the endpoints table, read from the source server).
+func checkTarget(ctx context.Context, rl *relay.Relay, j replay.Job) error {
+	db, dbErr := source.Open(ctx, rl.Config().Source)
+	if dbErr == nil {
+		defer db.Close()
+	} else {
+		db = nil
+	}
+	s, _, err := rl.ReplayTarget(ctx, db, j)
+	if err != nil {
+		if dbErr != nil {
+			return fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
+		}
+		return err
+	}
+	_ = s.Close(ctx) // built to check it; the replica builds its own
+	return nil
+}
+
+// DryRunReplay reads job's window from the Kafka topics, as a replica
+// would, and counts the events it would send and those its filters pass
+// over; it sends nothing.
+func DryRunReplay(ctx context.Context, rl *relay.Relay, kg Config, j replay.Job) (send, skipped int64, err error) {
+	kg.Webhook = j.Sink
+	_, _, topics, err := resolve(rl.Config(), &kg)
+	if err != nil {
+		return 0, 0, err
+	}
+	db, dbErr := source.Open(ctx, rl.Config().Source)
+	if dbErr == nil {
+		defer db.Close()
+	} else {
+		db = nil
+	}
+	s, match, err := rl.ReplayTarget(ctx, db, j)
+	if err != nil {
+		return 0, 0, err
+	}
+	_ = s.Close(ctx)
+	dialer, err := topics.Dialer()
+	if err != nil {
+		return 0, 0, err
+	}
+	until, err := kafkasource.ParseOffsets(j.Until)
+	if err != nil {
+		return 0, 0, err
+	}
+	w := &replay.Window{Source: &kafkasource.Window{Brokers: topics.Brokers, Dialer: dialer, Until: until, Decode: topics.Decode},
+		Job: &j, Select: match, Skipped: func() { skipped++ }}
+	err = w.Run(ctx, j.From, func(_ context.Context, txn *event.Txn) error {
+		send += int64(len(txn.Events))
+		w.Saved(txn.Position) // nothing to deliver: each is done once read
+		return nil
+	})
+	return send, skipped, err
+}
+
+// replayParts are what a replica's replay runner is built with.
+type replayParts struct {
+	cursorTable string
+	dl          deadletter.Putter
+	db          *sql.DB // the endpoints table's source; nil: none
+	window      func(until kafkasource.Offsets) *kafkasource.Window
+}
+
+// replays runs the gateway's replay jobs while this replica holds the
+// cursor store's lock: every replay.poll it lists the jobs, starts the
+// pending or running ones it does not run yet (at most
+// replay.max_running), stops those asked to be cancelled, and saves the
+// running ones' counts.
+type replays struct {
+	replayParts
+	rl    *relay.Relay
+	r     *relay.Parts
+	cfg   *config.Config
+	store *checkpoint.MySQL // its own connection pool; locked while it runs jobs
+	jobs  *replay.Store
+	saver checkpoint.Store
+	obs   *replay.Metrics
+	log   *slog.Logger
+	runs  map[string]*replayRun
+	ended chan *replayRun
+}
+
+type replayRun struct {
+	job           replay.Job
+	cancel        context.CancelCauseFunc
+	ctx           context.Context
+	window        *replay.Window
+	sent, skipped atomic.Int64
+	base          [2]int64
+	err           error
+}
+
+func (run *replayRun) counts() replay.Job {
+	j := run.job
+	j.Sent, j.Skipped = run.base[0]+run.sent.Load(), run.base[1]+run.skipped.Load()
+	return j
+}
+
+var errReplayCancelled = errors.New("replay cancelled")
+
+func newReplays(ctx context.Context, rl *relay.Relay, r *relay.Parts, rp replayParts) (*replays, func(), error) {
+	cfg := rl.Config()
+	db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := checkpoint.OpenMySQL(ctx, db, rp.cursorTable, r.Logger)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	st.LockTimeout = cfg.Checkpoint.LockTimeout
+	jobs, err := replay.NewStore(st)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	obs, err := replay.NewMetrics(r.Metrics)
+	if err != nil {
+		r.Logger.Warn("replay metrics not exposed", slog.Any("err", err))
+	}
+	rr := &replays{replayParts: rp, rl: rl, r: r, cfg: cfg, store: st, jobs: jobs, saver: checkpoint.NewGroupCommit(st), obs: obs,
+		log: r.Logger.With(slog.String("component", "replay")), runs: map[string]*replayRun{}, ended: make(chan *replayRun)}
+	return rr, func() { st.Close(); db.Close() }, nil
+}
+
+// run takes the lock, runs the jobs while it holds it, and takes it again
+// when it is lost, until ctx ends.
+func (rr *replays) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		release, lost, err := rr.store.Lock(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				rr.log.Warn("take the replay runner's lock (retried)", slog.Any("err", err))
+				_ = retry.Sleep(ctx, time.Second)
+			}
+			continue
+		}
+		rr.log.Info("this replica runs the gateway's replay jobs (it holds its cursor store's lock)")
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-lost:
+				rr.log.Warn("the replay runner's lock is lost: its jobs stop here and resume on the replica that takes it")
+				cancel()
+			case <-lctx.Done():
+			}
+		}()
+		rr.serve(lctx)
+		cancel()
+		release()
+	}
+}
+
+func (rr *replays) serve(ctx context.Context) {
+	tick := time.NewTicker(rr.cfg.Replay.Poll)
+	defer tick.Stop()
+	for {
+		rr.poll(ctx)
+		select {
+		case <-ctx.Done():
+			for len(rr.runs) > 0 {
+				rr.finish(ctx, <-rr.ended)
+			}
+			return
+		case run := <-rr.ended:
+			rr.finish(ctx, run)
+		case <-tick.C:
+		}
+	}
+}
+
+func (rr *replays) poll(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	l, err := rr.jobs.List(ctx)
+	if err != nil && ctx.Err() == nil {
+		rr.log.Warn("list replay jobs (retried every replay.poll)", slog.Any("err", err))
+	}
+	for _, j := range l.Jobs {
+		if j.State.Final() {
+			continue
+		}
+		why, cancelAsked := l.Cancel[j.ID]
+		if run, ok := rr.runs[j.ID]; ok {
+			if cancelAsked {
+				run.job.Error = why
+				run.cancel(errReplayCancelled)
+				continue
+			}
+			if err := rr.jobs.Put(ctx, run.counts()); err != nil && ctx.Err() == nil {
+				rr.log.Warn("save a replay job's counts (retried)", slog.String("job", j.ID), slog.Any("err", err))
+			}
+			continue
+		}
+		if cancelAsked {
+			j.State, j.Error = replay.Cancelled, why
+			rr.save(ctx, j, true)
+			rr.log.Info("replay cancelled before it ran", slog.String("job", j.ID))
+			continue
+		}
+		if len(rr.runs) >= rr.cfg.Replay.MaxRunning {
+			continue // pending until one ends: jobs start oldest first
+		}
+		rr.start(ctx, j)
+	}
+}
+
+func (rr *replays) start(ctx context.Context, j replay.Job) {
+	fail := func(err error) {
+		j.State, j.Error = replay.Failed, err.Error()
+		rr.save(ctx, j, true)
+		rr.log.Error("replay job failed to start", slog.String("job", j.ID), slog.Any("err", err))
+	}
+	if j.Source != replay.SourceKafka {
+		fail(fmt.Errorf("a %s replay is the relay's: the scaled-out gateway runs replays from Kafka only (make it with outbox-relay endpoints replay --kafka)", j.Source))
+		return
+	}
+	until, err := kafkasource.ParseOffsets(j.Until)
+	if err != nil {
+		fail(err)
+		return
+	}
+	s, match, err := rr.rl.ReplayTarget(ctx, rr.db, j)
+	if err != nil {
+		fail(err)
+		return
+	}
+	run := &replayRun{job: j, base: [2]int64{j.Sent, j.Skipped}}
+	wjob := j
+	target := j.Key()
+	run.window = &replay.Window{Source: rr.window(until), Job: &wjob, Select: match,
+		Skipped: func() { run.skipped.Add(1); rr.obs.Skipped(target, j.ID) },
+		Read:    func(commit time.Time) { rr.obs.Progress(target, j.ID, commit) }}
+	d, maxEvents := rr.cfg.Delivery, rr.cfg.Replay.MaxInFlight
+	p, err := pipeline.New(pipeline.Config{
+		Name: replay.ProgressKey(j.ID), Sink: replay.Marked(s, j.ID), Store: rr.saver, Identity: checkpoint.Checkpoint{Flavor: "kafka"},
+		Start: j.From, DeadLetters: rr.dl,
+		BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
+		MaxInFlight: maxEvents, MaxInFlightBytes: d.MaxInFlightBytes,
+		CheckpointInterval: rr.cfg.Checkpoint.Interval, Retry: rr.r.Retry, DrainTimeout: d.DrainTimeout,
+		Logger: rr.r.Logger, Observer: &replayObserver{run: run, obs: rr.obs}, Fence: rr.store.Fence,
+	})
+	if err != nil {
+		fail(err)
+		return
+	}
+	run.job.State, run.job.Error = replay.Running, ""
+	if err := rr.jobs.Put(ctx, run.counts()); err != nil {
+		rr.log.Warn("save a replay job's state (it starts all the same)", slog.String("job", j.ID), slog.Any("err", err))
+	}
+	rr.runs[j.ID] = run
+	run.ctx, run.cancel = context.WithCancelCause(ctx)
+	rr.obs.Started(target, j.ID, j.UntilTime)
+	rr.log.Info("replay started", slog.String("job", j.ID), slog.String("target", target), slog.String("source", j.Source),
+		slog.String("from", j.From.String()), slog.String("until", j.Until.String()))
+	go func() {
+		run.err = p.Run(run.ctx, run.window)
+		rr.ended <- run
+	}()
+}
+
+// finish records how run ended.
+func (rr *replays) finish(ctx context.Context, run *replayRun) {
+	delete(rr.runs, run.job.ID)
+	rr.obs.Ended(run.job.Key(), run.job.ID)
+	j := run.counts()
+	final := true
+	switch cause := context.Cause(run.ctx); {
+	case errors.Is(cause, errReplayCancelled):
+		j.State = replay.Cancelled
+		rr.log.Info("replay cancelled", slog.String("job", j.ID), slog.Int64("sent", j.Sent))
+	case run.err == nil && run.window.Reached():
+		j.State = replay.Done
+		rr.log.Info("replay done", slog.String("job", j.ID), slog.String("target", j.Key()), slog.Int64("sent", j.Sent), slog.Int64("skipped", j.Skipped))
+	case ctx.Err() != nil, errors.Is(run.err, checkpoint.ErrFenced):
+		final = false // the replica stops or lost the lock: the job resumes where the lock goes
+	case run.err != nil:
+		j.State, j.Error = replay.Failed, run.err.Error()
+		rr.log.Error("replay failed", slog.String("job", j.ID), slog.Any("err", run.err))
+	default:
+		final = false
+	}
+	rr.save(context.WithoutCancel(ctx), j, final)
+}
+
+func (rr *replays) save(ctx context.Context, j replay.Job, final bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rr.jobs.Put(ctx, j); err != nil {
+		rr.log.Warn("save a replay job", slog.String("job", j.ID), slog.String("state", string(j.State)), slog.Any("err", err))
+		return
+	}
+	if final {
+		if err := rr.jobs.Forget(ctx, j.ID); err != nil {
+			rr.log.Warn("remove a finished replay job's progress", slog.String("job", j.ID), slog.Any("err", err))
+		}
+	}
+}
+
+// replayObserver counts what a job's pipeline acknowledges and tells its
+// window what is saved.
+type replayObserver struct {
+	run *replayRun
+	obs *replay.Metrics
+}
+
+func (o *replayObserver) Delivered(*event.Event, time.Time) {
+	o.run.sent.Add(1)
+	o.obs.Delivered(o.run.job.Key(), o.run.job.ID)
+}
+func (o *replayObserver) CheckpointSaved(pos event.Position, _ time.Time) { o.run.window.Saved(pos) }
+func (o *replayObserver) Failed(*event.Event, error, bool)                {}
+func (o *replayObserver) DeadLettered(*event.Event, string)               {}
+func (o *replayObserver) InFlight(int, int, time.Time)                    {}
+func (o *replayObserver) SinkUp(bool)                                     {}
+func (o *replayObserver) SinkConnected(error)                             {}
