@@ -262,6 +262,47 @@ func TestMySQLStoreUpgradesATableWithoutCommitTime(t *testing.T) {
 	}
 }
 
+// Relays whose checkpoint tables have one name in two databases of one
+// server are not each other's standby: each takes its own lock at once
+// (GET_LOCK names are server-wide), and each is fenced only by its own.
+func TestMySQLStoresInTwoDatabasesLockApart(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	ctx := context.Background()
+	var released []func()
+	defer func() {
+		for _, r := range released {
+			r()
+		}
+	}()
+	for i := range 2 {
+		name := srv.NewDatabase(t)
+		db := srv.DB(t, name)
+		s, err := checkpoint.OpenMySQL(ctx, db, "outbox_relay_checkpoints", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		release, _, err := s.Lock(lctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("relay %d: %v (it waited for the other database's relay)", i, err)
+		}
+		released = append(released, release)
+		if s.LockWaited() {
+			t.Fatalf("relay %d waited for the lock of another database's relay", i)
+		}
+		if held, err := checkpoint.MySQLLockHeld(ctx, db, "outbox_relay_checkpoints"); err != nil || !held {
+			t.Fatalf("relay %d: MySQLLockHeld = %v, %v; want held", i, held, err)
+		}
+	}
+	// A long name stays unique: the server's 64 characters end in a hash.
+	a := checkpoint.MySQLLockName(strings.Repeat("d", 60)+"1", "outbox_relay_checkpoints")
+	b := checkpoint.MySQLLockName(strings.Repeat("d", 60)+"2", "outbox_relay_checkpoints")
+	if a == b || len(a) > 64 || len(b) > 64 {
+		t.Errorf("long lock names %q and %q: want distinct, at most 64 characters", a, b)
+	}
+}
+
 // Two relays on one MySQL store: when the second takes the lock (here: the
 // first's lock connection is killed), the first's saves fail with ErrFenced,
 // in the save's own transaction, and so does its Fence; the second saves.
@@ -331,7 +372,7 @@ func TestMySQLStoreFencesTheOldHolder(t *testing.T) {
 			t.Fatal("the second store never waited for the lock")
 		}
 	}
-	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", checkpoint.MySQLLockName("cp_old")).Scan(&holder); err != nil {
+	if err := db.QueryRow("SELECT IS_USED_LOCK(?)", checkpoint.MySQLLockName(name, "cp_old")).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(fmt.Sprintf("KILL %d", holder)); err != nil {

@@ -2,10 +2,13 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -42,7 +45,10 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 	}
 	timeout = max(timeout.Round(time.Second), 2*time.Second)
 	every := timeout / 5
-	name := MySQLLockName(m.table)
+	name, err := lockName(ctx, m.db, m.table)
+	if err != nil {
+		return nil, nil, err
+	}
 	if _, err := m.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+FenceTable+"` ("+
 		"name VARCHAR(255) NOT NULL PRIMARY KEY,"+
 		"epoch BIGINT UNSIGNED NOT NULL,"+
@@ -171,19 +177,43 @@ func isLockWaitTimeout(err error) bool {
 // this relay was a standby and has taken over.
 func (m *MySQL) LockWaited() bool { return m.waited }
 
-// MySQLLockName is the GET_LOCK name of the MySQL store using table.
-func MySQLLockName(table string) string {
+// MySQLLockName is the GET_LOCK name of the MySQL store using table in
+// database (the connection's default database; a table named
+// "schema.table" names its own). GET_LOCK names are server-wide, so the
+// database is part of it: relays whose checkpoint tables share a name in
+// two databases of one server are not each other's standby. A name over
+// the server's 64 characters ends in a hash of the whole.
+func MySQLLockName(database, table string) string {
 	name := "outbox-relay:" + table
+	if !strings.Contains(table, ".") {
+		name = "outbox-relay:" + database + "." + table
+	}
 	if len(name) > 64 {
-		name = name[:64]
+		sum := sha256.Sum256([]byte(name))
+		name = name[:64-17] + "#" + hex.EncodeToString(sum[:8])
 	}
 	return name
 }
 
+// lockName is MySQLLockName for the store's table, in db's database.
+func lockName(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, table string) (string, error) {
+	var database sql.NullString
+	if err := q.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&database); err != nil {
+		return "", fmt.Errorf("read the checkpoint connection's database: %w", err)
+	}
+	return MySQLLockName(database.String, table), nil
+}
+
 // MySQLLockHeld reports whether a relay holds the lock of the store using
-// table in db's server, without taking it.
+// table in db's server and database, without taking it.
 func MySQLLockHeld(ctx context.Context, db *sql.DB, table string) (bool, error) {
+	name, err := lockName(ctx, db, table)
+	if err != nil {
+		return false, err
+	}
 	var holder sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", MySQLLockName(table)).Scan(&holder)
+	err = db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&holder)
 	return holder.Valid, err
 }
