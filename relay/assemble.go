@@ -44,7 +44,7 @@ func (r *Relay) openSource(ctx context.Context) (*sourceConn, error) {
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var polling sync.WaitGroup
 	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, r.metrics) })
-	s := &sourceConn{db: db, tables: Tables(r.cfg), close: func() {
+	s := &sourceConn{db: db, tables: canal.TablesOf(r.cfg.Tables), close: func() {
 		stopPolling()
 		polling.Wait()
 		db.Close()

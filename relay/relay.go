@@ -38,7 +38,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
@@ -101,24 +100,6 @@ func New(cfg *config.Config, opts Options) *Relay {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
-}
-
-// Tables converts the configured outbox tables.
-func Tables(cfg *config.Config) []canal.Table {
-	var out []canal.Table
-	for _, t := range cfg.Tables {
-		schema, name := t.SchemaTable()
-		out = append(out, canal.Table{Schema: schema, Name: name, Headers: t.Headers, Columns: canal.Columns{
-			ID:            config.Column(t.Columns.ID),
-			AggregateType: config.Column(t.Columns.AggregateType),
-			AggregateID:   config.Column(t.Columns.AggregateID),
-			Type:          config.Column(t.Columns.Type),
-			Payload:       config.Column(t.Columns.Payload),
-			TraceParent:   t.Columns.TraceParent,
-			TraceState:    t.Columns.TraceState,
-		}})
-	}
-	return out
 }
 
 // Targets builds every configured sink (one target per webhook endpoint).
