@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/switchover"
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
@@ -94,7 +95,7 @@ type assembly struct {
 
 	// switchOver: the switch-over claim's metrics (switchOverMetrics).
 	switchOverOnce sync.Once
-	switchOver     *switchOverMetrics
+	switchOver     *switchover.Metrics
 }
 
 func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held, dl deadletter.Putter, start event.Position) (*assembly, error) {
