@@ -25,6 +25,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -107,15 +108,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
-			t.Errorf("relay: %v", err)
-		}
-	})
+	relaytest.Start(t, cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).StopAtEnd(t)
+	ctx := context.Background()
 	// The relay starts at the server's position: its first checkpoint
 	// says it is reading, so the workload is after its start.
 	eventually.Within(t, 30*time.Second, "the relay's first checkpoint", func() bool {
