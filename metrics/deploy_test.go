@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/replay"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outbox-relay/outbox-relay/replay"
+	"github.com/outbox-relay/outbox-relay/switchover"
 
 	"go.yaml.in/yaml/v3"
 
@@ -50,7 +51,7 @@ func referenced(s string) []string {
 // with a webhook sink, prune's with prune.schedule set, the scaled-out
 // gateway's for `outbox-relay gateway`, replay's once a replay job ran, and the switch-over's once a sink claimed rows.
 func exposed() []string {
-	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, replay.MetricNames, relay.SwitchOverMetricNames)
+	return slices.Concat(metrics.Names, gateway.MetricNames, prune.MetricNames, kafkasource.MetricNames, replay.MetricNames, switchover.MetricNames)
 }
 
 // checkNames fails for every name in exprs that the relay does not expose,

@@ -28,6 +28,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
 )
 
@@ -234,22 +235,9 @@ http: {listen: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	opts.Stdout, opts.Version = io.Discard, "v9.9.9-test"
-	go func() { done <- relay.New(cfg, opts).Run(ctx) }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
-			return err
-		}
-		return nil
-	}
+	r := relaytest.Start(t, cfg, opts)
+	stop := func() error { return r.Stop(t) }
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + addr
 	eventually.Within(t, 30*time.Second, "/healthz to answer 200", func() bool {

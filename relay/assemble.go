@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/switchover"
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
@@ -44,7 +45,7 @@ func (r *Relay) openSource(ctx context.Context) (*sourceConn, error) {
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var polling sync.WaitGroup
 	polling.Go(func() { r.pollBinaryLogs(pollCtx, db, r.metrics) })
-	s := &sourceConn{db: db, tables: Tables(r.cfg), close: func() {
+	s := &sourceConn{db: db, tables: canal.TablesOf(r.cfg.Tables), close: func() {
 		stopPolling()
 		polling.Wait()
 		db.Close()
@@ -94,7 +95,7 @@ type assembly struct {
 
 	// switchOver: the switch-over claim's metrics (switchOverMetrics).
 	switchOverOnce sync.Once
-	switchOver     *switchOverMetrics
+	switchOver     *switchover.Metrics
 }
 
 func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held, dl deadletter.Putter, start event.Position) (*assembly, error) {

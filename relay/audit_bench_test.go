@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-relay/outbox-relay/audit"
-	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink/kafka"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -41,7 +40,7 @@ func BenchmarkAudit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rc, err := relay.AuditReader(cfg, info, slog.New(slog.DiscardHandler))
+	rc, err := audit.Reader(cfg, info, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

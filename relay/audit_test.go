@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -24,47 +21,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/position"
-	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/sinktest"
+	"github.com/outbox-relay/outbox-relay/sink/sinktest/audittest"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// auditSink audits cfg's first sink over (from, to] with the Auditor its
-// kind declares (sink.Kind.Audit), allowing a minute of clock skew; queue
-// is the stream queue of a rabbitmq sink.
+// auditSink audits cfg's first sink over (from, to]; queue is the stream
+// queue of a rabbitmq sink (its audit flag).
 func auditSink(t *testing.T, cfg *config.Config, from, to event.Position, opts audit.Options, queue string) (audit.Report, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	db, err := source.Open(ctx, cfg.Source)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	info, err := source.Inspect(ctx, db, cfg.Source)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := source.CurrentPosition(ctx, db, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := relay.AuditReader(cfg, info, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kind, ok := sink.KindOf(cfg.Sinks[0].Type)
-	if !ok || kind.Audit == nil {
-		t.Fatalf("sink type %s declares no read-back", cfg.Sinks[0].Type)
-	}
-	a, err := kind.Audit(sink.AuditParams{Config: cfg.Sinks[0].Config, ClockSkew: time.Minute, Queue: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	rng := audit.Range{From: audit.Bound{GTID: from.GTIDSet}, To: audit.Bound{GTID: to.GTIDSet}}
-	return audit.Run(ctx, opts, rc, rng, from, cur, cfg.Sinks[0].Name, a)
+	return audittest.Audit(t, cfg, from, to, opts, map[string]string{"queue": queue})
 }
 
 // auditRange audits cfg's first sink over (from, to]; an error fails t.
@@ -77,159 +43,10 @@ func auditRange(t *testing.T, cfg *config.Config, from, to event.Position, opts 
 	return r
 }
 
-// healthy fails unless r found every one of n events and nothing else wrong.
-func healthy(t *testing.T, r audit.Report, n int) {
-	t.Helper()
-	if r.Events != n || !r.OK() || r.UnexpectedCount != 0 || r.OrderCount != 0 {
-		t.Fatalf("a healthy run: %d events (want %d), missing %v, unexpected %v, order %v", r.Events, n, missingIDs(r), r.Unexpected, r.Order)
-	}
-}
-
-// streamAudit runs a relay with sinkYAML, commits a workload, waits until
-// read (the destination's ids in order, and a function that deletes one)
-// holds every event, and checks that an audit finds the run healthy and,
-// after every 7th id is deleted from the destination, exactly those
-// missing.
-func streamAudit(t *testing.T, sinkYAML string, read func() (ids []string, del func(i int)),
-	auditWith func(cfg *config.Config, from, to event.Position) audit.Report) {
-	t.Helper()
-	dbname, w := newOutbox(t)
-	db := srv.DB(t, dbname)
-	cfg := streamRelay(t, dbname, sinkYAML)
-	ctx := context.Background()
-	info, _ := source.ReadInfo(ctx, db)
-	from, err := source.CurrentPosition(ctx, db, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outboxtest.Produce(ctx, t, db, w, 2, 30, []int{1, 3, 2}, 8)
-	var ids []string
-	var del func(int)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ids, del = read()
-		if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); distinct >= w.Events() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events at the destination", len(ids), w.Events())
-		}
-	}
-	to, err := source.CurrentPosition(ctx, db, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	healthy(t, auditWith(cfg, from, to), w.Events())
-
-	var lost []string
-	for i, id := range ids {
-		if i%7 == 3 {
-			lost = append(lost, id)
-		}
-	}
-	for i, id := range ids { // every copy of a lost id
-		if slices.Contains(lost, id) {
-			del(i)
-		}
-	}
-	slices.Sort(lost)
-	lost = slices.Compact(lost)
-	r := auditWith(cfg, from, to)
-	if got := missingIDs(r); !slices.Equal(got, lost) || r.Events != w.Events() {
-		t.Fatalf("after deleting %d ids: %d events, missing %v; want exactly %v", len(lost), r.Events, got, lost)
-	}
-}
-
-// An audit of a healthy NATS JetStream run reports nothing; deleting
-// messages from the stream makes it report exactly their ids.
-func TestAuditNATSFindsExactlyTheDeletedMessages(t *testing.T) {
-	sinktest.Require(t, "nats-server (JetStream)", "127.0.0.1:4222")
-	u := sinktest.Unique()
-	stream, prefix := "A"+u, "a"+u
-	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	defer js.DeleteStream(context.Background(), stream)
-	streamAudit(t, fmt.Sprintf(`
-  - name: nats
-    type: nats
-    nats:
-      urls: [nats://127.0.0.1:4222]
-      stream: %s
-      subject: %s.outbox.event.{{.AggregateType}}
-      create_stream: {enabled: true, subjects: [%s.>], storage: memory}
-`, stream, prefix, prefix), func() ([]string, func(int)) {
-		ctx := context.Background()
-		st, err := js.Stream(ctx, stream)
-		if err != nil {
-			return nil, nil
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		var seqs []uint64
-		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				continue // deleted
-			}
-			ids, seqs = append(ids, m.Header.Get("id")), append(seqs, seq)
-		}
-		return ids, func(i int) {
-			if err := st.DeleteMsg(ctx, seqs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		return auditRange(t, cfg, from, to, audit.Options{})
-	})
-}
-
-// An audit of a healthy Redis Streams run reports nothing; deleting entries
-// (XDEL) makes it report exactly their ids.
-func TestAuditRedisFindsExactlyTheDeletedEntries(t *testing.T) {
-	sinktest.Require(t, "redis-server", "127.0.0.1:6379")
-	prefix := "a" + sinktest.Unique()
-	cl := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-	defer cl.Close()
-	key := prefix + ":outbox:event:order"
-	defer cl.Del(context.Background(), key)
-	streamAudit(t, fmt.Sprintf(`
-  - name: redis
-    type: redis
-    redis: {addr: "127.0.0.1:6379", stream: "%s:outbox:event:{{.AggregateType}}"}
-`, prefix), func() ([]string, func(int)) {
-		ctx := context.Background()
-		msgs, err := cl.XRange(ctx, key, "-", "+").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i], _ = m.Values["id"].(string)
-		}
-		return ids, func(i int) {
-			if err := cl.XDel(ctx, key, msgs[i].ID).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}, func(cfg *config.Config, from, to event.Position) audit.Report {
-		return auditRange(t, cfg, from, to, audit.Options{})
-	})
-}
-
-func missingIDs(r audit.Report) []string {
-	var out []string
-	for _, m := range r.Missing {
-		out = append(out, m.ID)
-	}
-	slices.Sort(out)
-	return out
-}
+var (
+	healthy    = audittest.Healthy
+	missingIDs = audittest.MissingIDs
+)
 
 // An audit of a healthy run reports nothing; dropping a partition's records
 // makes it report exactly their ids; an event committed while the relay was
@@ -434,7 +251,7 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := relay.AuditReader(cfg, info, slog.New(slog.DiscardHandler))
+	rc, err := audit.Reader(cfg, info, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

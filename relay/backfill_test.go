@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/replay"
 )
 
@@ -60,11 +60,7 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 23}}]
 		t.Fatal(err)
 	}
 	out := &lines{}
-	rctx, stopRelay := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(rctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: relaytest.Stderr(slog.LevelWarn)})
 	eventually.Within(t, 3*time.Minute, "the backfill done", func() bool {
 		store, err := checkpoint.OpenFileReadOnly(path)
 		if err != nil {
@@ -100,8 +96,7 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 23}}]
 		}
 		return len(seen) >= all.Events()
 	})
-	stopRelay()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	got := delivered()
@@ -204,10 +199,7 @@ sinks: [{name: out, type: stdout}]
 	}
 	out := &lines{} // batches of 20: each sink's write is whole lines, which two sinks' writes do not interleave
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rl := relay.New(cfg, relay.Options{Stdout: out, Logger: log})
-	rctx, stopRelay := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rl.Run(rctx) }()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: log})
 	waitForCheckpoint(t, path)
 
 	stop := make(chan struct{})
@@ -251,8 +243,7 @@ sinks: [{name: out, type: stdout}]
 	close(stop)
 	stopped = true
 	produced.Wait()
-	stopRelay()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 
@@ -376,12 +367,9 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 5}}]
 		return cp.Position.Table
 	}
 	run := func(until func() bool) {
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- relay.New(cfg, relay.Options{Stdout: out, Logger: log}).Run(rctx) }()
+		rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: log})
 		eventually.Within(t, 3*time.Minute, "the backfill's progress", until)
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		if err := rl.stop(t); err != nil {
 			t.Fatalf("relay: %v", err)
 		}
 	}

@@ -130,10 +130,9 @@ sinks: [{name: kafka, type: kafka, kafka: {brokers: [%s]}}]
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	ctx := context.Background()
 	start := time.Now()
-	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	rl := startRelay(b, cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)})
 	for {
 		if st, err := checkpoint.OpenFile(cpPath); err == nil {
 			if cp, err := st.Load(ctx, "kafka"); err == nil && cp.Position.GTIDSet == backlog.end.GTIDSet {
@@ -143,7 +142,6 @@ sinks: [{name: kafka, type: kafka, kafka: {brokers: [%s]}}]
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	cancel()
-	<-done
+	rl.stop(b)
 	return cfg, elapsed
 }

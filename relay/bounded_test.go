@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 // The relay's memory depends on the events it has not delivered, not on the
@@ -103,12 +104,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	insert := func(id, agg string) {
 		t.Helper()
@@ -150,8 +147,7 @@ sinks:
 	mu.Lock()
 	tries, n := stuckTries, len(delivered)
 	mu.Unlock()
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	t.Logf("%d transactions in %s; %d events delivered, the stuck one tried %d times; heap after GC %.1f → %.1f MB (%+.1f MB), RSS %.1f → %.1f MB (%+.1f MB)",

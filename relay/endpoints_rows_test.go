@@ -84,17 +84,14 @@ sinks:
 // run starts the relay; stop ends it and fails the test on its error.
 func (rr *rowsRelay) run(t *testing.T) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.New(rr.cfg, relay.Options{Logger: slog.New(rr.logs)}).Run(ctx) }()
+	rl := startRelay(t, rr.cfg, relay.Options{Logger: slog.New(rr.logs)})
 	stopped := false
 	stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+		if err := rl.stop(t); err != nil {
 			t.Fatalf("relay: %v", err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
@@ -60,12 +60,7 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
 	var seq int
@@ -159,8 +154,7 @@ sinks:
 	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'static'`, c.URL+"/hook")
 	wantC := commit("t3", "t3")
 	waitForIDs(c, wantC)
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	// Each received exactly its events, once, in order per aggregate (one
@@ -236,21 +230,13 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() (context.CancelFunc, chan error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))}).Run(ctx)
-		}()
-		return cancel, done
-	}
-	stop := func(cancel context.CancelFunc, done chan error) {
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+	start := func() *run { return startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError + 4)}) }
+	stop := func(r *run) {
+		if err := r.stop(t); err != nil {
 			t.Fatalf("relay: %v", err)
 		}
 	}
-	cancel, done := run()
+	r := start()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	w := &outboxtest.Workload{}
 	outboxtest.Produce(context.Background(), t, db, w, 1, 20, []int{1, 2}, 5)
@@ -273,12 +259,12 @@ sinks:
 	for good.Unique() < w.Events() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	stop(cancel, done)
+	stop(r)
 	down.Store(false)
 	// Still disabled after a restart: nothing reaches it.
-	cancel, done = run()
+	r = start()
 	time.Sleep(2 * time.Second)
-	stop(cancel, done)
+	stop(r)
 	if n := len(bad.Accepted("")); n != 0 {
 		t.Fatalf("the disabled endpoint accepted %d events", n)
 	}
@@ -295,12 +281,12 @@ sinks:
 	if err := st.Save(context.Background(), "hooks/bad", cp); err != nil {
 		t.Fatal(err)
 	}
-	cancel, done = run()
+	r = start()
 	deadline = time.Now().Add(60 * time.Second)
 	for bad.Unique() < w.Events() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	stop(cancel, done)
+	stop(r)
 	for name, rc := range map[string]*receiver.Receiver{"good": good, "bad": bad} {
 		var d []outboxtest.Delivered
 		for _, g := range rc.Accepted("") {

@@ -80,13 +80,9 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
+	ctx := context.Background()
 	logs := &lines{}
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(logs, nil))}).Run(ctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	waitForCheckpoint(t, cpPath)
 	db := p.DB(t, "shop")
 	delivered := func(n int, what string) {
@@ -95,10 +91,8 @@ sinks: [{name: out, type: stdout}]
 			if len(out.events(t)) >= n {
 				return
 			}
-			select {
-			case err := <-done:
+			if err, stopped := rl.exited(0); stopped {
 				t.Fatalf("relay stopped: %v\n%s", err, logs.String())
-			default:
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: %d of %d events delivered\n%s", what, len(out.events(t)), n, logs.String())
@@ -127,8 +121,7 @@ sinks: [{name: out, type: stdout}]
 	if got := savedServer(t, cpPath); got != addr(p) {
 		t.Errorf("the checkpoint was read from %q, want the primary %s", got, addr(p))
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	byPrefix := map[string][]outboxtest.Delivered{}

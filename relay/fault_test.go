@@ -730,13 +730,11 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Checkpoint.Path = r.cfg.Checkpoint.Path
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cfg.Checkpoint.Path = r.Config().Checkpoint.Path
 	start := time.Now()
-	err = relay.New(cfg, relay.Options{Stdout: got, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
+	err, stopped := startRelay(t, cfg, relay.Options{Stdout: got, Logger: slog.New(slog.DiscardHandler)}).exited(30 * time.Second)
 	t.Logf("restart after a purge: stopped after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if err == nil || ctx.Err() != nil {
+	if err == nil || !stopped {
 		t.Fatalf("Run = %v after the binlogs were purged, want a prompt error", err)
 	}
 	for _, want := range []string{"purged", "checkpoint.start"} {
@@ -869,7 +867,7 @@ sinks:
 		}
 	}
 	expect(kafkaIDs["nonutf8"] == "a\xff", "Kafka key of a non-UTF-8 aggregate id = %q, want the bytes", kafkaIDs["nonutf8"])
-	store, err := deadletter.OpenFile(deadletter.Dir(r.cfg))
+	store, err := deadletter.OpenFile(deadletter.Dir(r.Config()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 // GatewayScaleEndpoints is the scale test's endpoint count: the issue's
@@ -302,10 +303,8 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	})
 	defer stopDumps()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(logs)}).Run(ctx) }()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: slog.New(logs)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
 	w := &outboxtest.TenantWorkload{}
@@ -384,8 +383,7 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	drained := time.Since(start)
 	stopDumps()
 	stopHeap()
-	cancel()
-	if err := <-done; err != nil {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 
@@ -529,12 +527,8 @@ func benchGatewayRun(b *testing.B, s *testserver.Server, pid, n int, perEndpoint
 	run := gatewayRun{port: s.Port, db: dbname, dir: b.TempDir(), tenants: tenants, perEndpointSinks: perEndpoint,
 		maxCatchUp: 2, queue: 256, maxInFlight: 1000, maxInFlightBytes: 1 << 20}
 	cfg := run.config(b, f)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(b, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
 	waitForCheckpoint(b, cfg.Checkpoint.Path)
 	var maxDumps atomic.Int64
 	monitor := s.DB(b, "")
@@ -586,8 +580,7 @@ func benchGatewayRun(b *testing.B, s *testserver.Server, pid, n int, perEndpoint
 		b.Fatal(err)
 	}
 	stopDumps()
-	cancel()
-	if err := <-done; err != nil {
+	if err := rl.stop(b); err != nil {
 		b.Fatalf("relay: %v", err)
 	}
 	slices.Sort(lat)

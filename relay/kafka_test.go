@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 type kafkaRecord struct {
@@ -126,15 +126,10 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	stop := func() {
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+		if err := rl.stop(t); err != nil {
 			t.Errorf("relay: %v", err)
 		}
 	}

@@ -138,12 +138,8 @@ sinks:
 		t.Fatal(err)
 	}
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
+	defer rl.stop(t)
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	eventually.Within(t, 20*time.Second, "both pipelines' start checkpoints", func() bool {
 		return !loadCP(t, cfg.Checkpoint.Path, "hooks/ep").Position.IsZero() && !loadCP(t, cfg.Checkpoint.Path, "all").Position.IsZero()
@@ -225,30 +221,24 @@ prune: {schedule: %s, older_than: 1h, safety_margin: 1s}
 		}
 		return cfg
 	}
-	start := func(cfg *config.Config, out *lines) (context.CancelFunc, chan error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-		}()
-		return cancel, done
+	start := func(cfg *config.Config, out *lines) *run {
+		return startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 	}
 	outA, outB := &lines{}, &lines{}
-	stopA, doneA := start(conf("0s"), outA)
+	a := start(conf("0s"), outA)
 	waitForCheckpoint(t, cpPath)
 	old := time.Now().Add(-10 * time.Hour)
 	for i := range 3 {
 		insertAt(t, db, old.Add(time.Duration(i)*time.Minute), fmt.Sprintf("s%d", i))
 	}
 	eventually.Within(t, 20*time.Second, "the active relay to deliver", func() bool { return len(outA.events(t)) == 3 })
-	stopB, doneB := start(conf("1h"), outB)
-	defer func() { stopB(); <-doneB }()
+	b := start(conf("1h"), outB)
+	defer b.stop(t)
 	time.Sleep(3 * time.Second) // B is a standby: it must not prune
 	if got := presentIDs(t, db); len(got) != 3 {
 		t.Fatalf("rows were pruned while the relay configured to prune was a standby: %v left", got)
 	}
-	stopA()
-	<-doneA
+	a.stop(t)
 	eventually.Within(t, 30*time.Second, "the relay that took over to prune", func() bool { return len(presentIDs(t, db)) == 0 })
 }
 
@@ -267,12 +257,9 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &slowLines{delay: 3 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
+	defer rl.stop(t)
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(300 * time.Millisecond)
 

@@ -17,6 +17,12 @@
 // configuration and its own in-flight limit, so a replay never stops or
 // slows the live stream; a failed replay fails its job only.
 //
+// What it assembles is each part's own package's: the switch-over's claim
+// (package switchover), the scheduled prune (prune.Scheduled), the audit's
+// reader (audit.Reader), the reader's tables (canal.TablesOf). relay keeps
+// the order of the steps, the members and their lifetimes; the replay
+// planner of `outbox-relay replay` (relay/replayjob.go) is still here.
+//
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
 // it saved its checkpoint: the other sinks go on, and /readyz and the logs name
@@ -38,14 +44,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/metrics"
+	"github.com/outbox-relay/outbox-relay/prune"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
+	"github.com/outbox-relay/outbox-relay/switchover"
 	"github.com/outbox-relay/outbox-relay/tracing"
 )
 
@@ -103,24 +110,6 @@ func New(cfg *config.Config, opts Options) *Relay {
 	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
 }
 
-// Tables converts the configured outbox tables.
-func Tables(cfg *config.Config) []canal.Table {
-	var out []canal.Table
-	for _, t := range cfg.Tables {
-		schema, name := t.SchemaTable()
-		out = append(out, canal.Table{Schema: schema, Name: name, Headers: t.Headers, Columns: canal.Columns{
-			ID:            config.Column(t.Columns.ID),
-			AggregateType: config.Column(t.Columns.AggregateType),
-			AggregateID:   config.Column(t.Columns.AggregateID),
-			Type:          config.Column(t.Columns.Type),
-			Payload:       config.Column(t.Columns.Payload),
-			TraceParent:   t.Columns.TraceParent,
-			TraceState:    t.Columns.TraceState,
-		}})
-	}
-	return out
-}
-
 // Targets builds every configured sink (one target per webhook endpoint).
 func (r *Relay) Targets() ([]Target, error) {
 	var out []Target
@@ -156,7 +145,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer src.close()
-	if err := checkSwitchOver(ctx, src.db, r.cfg); err != nil {
+	if err := switchover.Check(ctx, src.db, r.cfg); err != nil {
 		return err
 	}
 	store, closeStore, err := checkpoint.Open(ctx, r.cfg, r.log)
@@ -214,7 +203,7 @@ func (r *Relay) runGroup(ctx context.Context, g *group, store checkpoint.Store, 
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	var pruning sync.WaitGroup
 	if r.cfg.Prune.Schedule > 0 {
-		pruning.Go(func() { r.pruneLoop(pruneCtx, store) })
+		pruning.Go(func() { prune.Scheduled(pruneCtx, r.cfg, store, r.metrics, r.log) })
 	}
 	defer pruning.Wait()
 	defer stopPrune()

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 var srv *testserver.Server
@@ -88,12 +89,8 @@ func TestCleanRunDeliversEveryCommittedEventExactlyOnceInCommitOrder(t *testing.
 	}
 	cfg := testConfig(t, dbname)
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: relaytest.Stderr(slog.LevelWarn)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
 	w := &outboxtest.Workload{}
@@ -107,8 +104,7 @@ func TestCleanRunDeliversEveryCommittedEventExactlyOnceInCommitOrder(t *testing.
 	for len(out.events(t)) < 10000 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	got := out.events(t)
@@ -189,13 +185,10 @@ func TestGracefulStopResumesWithoutDuplicates(t *testing.T) {
 	cfg.Checkpoint.Interval = time.Hour // only the save at shutdown counts
 	out := &lines{}
 	run := func(produce func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- relay.New(cfg, relay.Options{Stdout: out}).Run(ctx) }()
+		rl := startRelay(t, cfg, relay.Options{Stdout: out})
 		waitForCheckpoint(t, cfg.Checkpoint.Path)
 		produce()
-		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+		if err := rl.stop(t); err != nil {
 			t.Fatal(err)
 		}
 	}

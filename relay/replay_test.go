@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -79,12 +80,8 @@ sinks: [{name: out, type: stdout}]
 	}
 	out := &lines{}
 	reg := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Registerer: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Registerer: reg, Logger: relaytest.Stderr(slog.LevelWarn)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
@@ -156,8 +153,7 @@ sinks: [{name: out, type: stdout}]
 	if sentMetric != float64(window.Events()) || running != 0 {
 		t.Errorf("metrics: replay_events_total{sink=out,job=%s} = %v, replays_running = %v; want %d and 0", job.ID, sentMetric, running, window.Events())
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 
@@ -210,12 +206,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelWarn)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
@@ -251,14 +243,18 @@ sinks:
 	eventually.Within(t, 60*time.Second, "the replay to be cancelled", func() bool {
 		return jobOf(t, cfg.Checkpoint.Path, job.ID).State == replay.Cancelled
 	})
-	st, err := checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The job's end is saved before its progress and cancel request are
+	// removed (replays.save): wait for the removal.
 	for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
-		if _, err := st.Load(ctx, k); err != checkpoint.ErrNotFound {
-			t.Errorf("%s is still stored after the job was cancelled (%v)", k, err)
-		}
+		var err error
+		eventually.Within(t, 30*time.Second, k+" removed after the job was cancelled", func() bool {
+			var st checkpoint.Store
+			if st, err = checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path); err != nil {
+				return false
+			}
+			_, err = st.Load(ctx, k)
+			return err == checkpoint.ErrNotFound
+		}, func() { t.Logf("last read of %s: %v", k, err) })
 	}
 	// The live stream goes on.
 	more := &outboxtest.Workload{Prefix: "more-"}
@@ -266,8 +262,7 @@ sinks:
 	eventually.Within(t, 60*time.Second, "the live stream to deliver everything", func() bool {
 		return len(liveOf(rc)) >= w.Events()+more.Events()
 	})
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	if j := jobOf(t, cfg.Checkpoint.Path, job.ID); j.Sent != 0 || j.Error != "test" {
@@ -304,12 +299,8 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: relaytest.Stderr(slog.LevelWarn)})
 	store, closeStore, err := checkpoint.Open(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -342,8 +333,7 @@ sinks: [{name: out, type: stdout}]
 		j, err := jobs.Get(ctx, job.ID)
 		return err == nil && j.State == replay.Done
 	})
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	var replayed []outboxtest.Delivered

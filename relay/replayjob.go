@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/audit"
 	"github.com/outbox-relay/outbox-relay/backfill"
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -191,7 +192,7 @@ func (p *ReplayPlanner) DryRun(ctx context.Context, j replay.Job) (send, skipped
 	if err != nil {
 		return 0, 0, err
 	}
-	rc, err := AuditReader(p.r.cfg, p.info, p.r.log)
+	rc, err := audit.Reader(p.r.cfg, p.info, p.r.log)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -213,7 +214,7 @@ func (p *ReplayPlanner) DryRun(ctx context.Context, j replay.Job) (send, skipped
 // starting at since (backfill.Pruned).
 func (p *ReplayPlanner) gone(ctx context.Context, since time.Time) ([]string, error) {
 	var out []string
-	for _, t := range Tables(p.r.cfg) {
+	for _, t := range canal.TablesOf(p.r.cfg.Tables) {
 		g, err := backfill.Pruned(ctx, p.db, t.Schema, t.Name, createdAt(p.r.cfg, t), since)
 		if err != nil {
 			return nil, err

@@ -85,20 +85,14 @@ sinks: [{name: out, type: stdout}]
 
 	cfg := parse(replica)
 	out := &lines{}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(rctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	w := &outboxtest.Workload{}
 	outboxtest.Produce(ctx, t, primary.DB(t, "shop"), w, 2, 20, []int{1, 3}, 10)
 	for deadline := time.Now().Add(30 * time.Second); len(out.events(t)) < w.Events() && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay on the replica: %v", err)
 	}
 	var d []outboxtest.Delivered

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -76,7 +77,7 @@ func assembledIDs(t *testing.T, cfg *config.Config, gatewaysFirst bool) map[stri
 		t.Fatal(err)
 	}
 	defer store.Close()
-	src := &sourceConn{info: source.ServerInfo{Flavor: "mariadb", ServerID: 1}, tables: Tables(cfg)}
+	src := &sourceConn{info: source.ServerInfo{Flavor: "mariadb", ServerID: 1}, tables: canal.TablesOf(cfg.Tables)}
 	a, err := r.newAssembly(src, store, &held{lose: func() {}}, nil, event.Position{})
 	if err != nil {
 		t.Fatal(err)

@@ -36,12 +36,8 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 
 	w := &outboxtest.Workload{}
@@ -53,13 +49,10 @@ sinks: [{name: out, type: stdout}]
 	for deadline := time.Now().Add(30 * time.Second); len(out.events(t)) < total && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	select {
-	case err := <-done:
+	if err, stopped := rl.exited(0); stopped {
 		t.Fatalf("the relay stopped when the server restarted: %v", err)
-	default:
 	}
-	cancel()
-	<-done
+	rl.stop(t)
 	var d1, d2 []outboxtest.Delivered
 	for _, e := range out.events(t) {
 		d := outboxtest.Delivered{ID: e.ID, AggregateID: e.AggregateID}
@@ -95,10 +88,8 @@ sinks: [{name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 1s,
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx) }()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path) // the start is fixed before the sink connects
 	outboxtest.Produce(ctx, t, srv.DB(t, dbname), w, 2, 20, []int{3}, 10)
 	time.Sleep(time.Second) // the relay is retrying its connect now
@@ -116,8 +107,7 @@ sinks: [{name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: 1s,
 	t.Cleanup(k.Close)
 	c := collect(t, k.ListenAddrs(), "outbox.event.order")
 	recs := c.waitFor(t, w.Events(), 30*time.Second)
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	checkKafka(t, w, recs, dbname)

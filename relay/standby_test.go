@@ -44,16 +44,11 @@ sinks: [{name: out, type: stdout}]
 			cfgB := *cfg
 			cfgB.HTTP.Listen = l.Addr().String()
 			l.Close()
-			start := func(cfg *config.Config, out *lines) (context.CancelFunc, chan error) {
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() {
-					done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-				}()
-				return cancel, done
+			start := func(cfg *config.Config, out *lines) *run {
+				return startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 			}
 			outA, outB := &lines{}, &lines{}
-			stopA, doneA := start(cfg, outA)
+			a := start(cfg, outA)
 			// A is active once its start checkpoint is saved.
 			if store == "file" {
 				waitForCheckpoint(t, cfg.Checkpoint.Path)
@@ -79,8 +74,8 @@ sinks: [{name: out, type: stdout}]
 					outboxtest.Produce(context.Background(), t, db, w1, 1, 5, []int{2}, 3)
 				}
 			}
-			stopB, doneB := start(&cfgB, outB)
-			defer func() { stopB(); <-doneB }()
+			b := start(&cfgB, outB)
+			defer b.stop(t)
 			// B's /readyz says it is a standby waiting for the lock, not a fault.
 			var readyz string
 			code := 0
@@ -107,8 +102,7 @@ sinks: [{name: out, type: stdout}]
 			if n := len(outB.events(t)); n != 0 {
 				t.Fatalf("the standby delivered %d events while the active relay ran", n)
 			}
-			stopA()
-			if err := <-doneA; err != nil && err != context.Canceled {
+			if err := a.stop(t); err != nil {
 				t.Fatal(err)
 			}
 			w2 := &outboxtest.Workload{Prefix: "two-"}
@@ -144,10 +138,7 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: &lines{}, Logger: slog.New(slog.DiscardHandler)}).Run(context.Background())
-	}()
+	rl := startRelay(t, cfg, relay.Options{Stdout: &lines{}, Logger: slog.New(slog.DiscardHandler)})
 	db := srv.DB(t, "")
 	var holder sql.NullInt64
 	for deadline := time.Now().Add(20 * time.Second); !holder.Valid; time.Sleep(50 * time.Millisecond) {
@@ -159,12 +150,11 @@ sinks: [{name: out, type: stdout}]
 	if _, err := db.Exec(fmt.Sprintf("KILL %d", holder.Int64)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "lost the checkpoint lock") {
-			t.Fatalf("Run = %v, want the lost-lock error", err)
-		}
-	case <-time.After(30 * time.Second):
+	err, stopped := rl.exited(30 * time.Second)
+	if !stopped {
 		t.Fatal("the relay kept running after losing its lock")
+	}
+	if err == nil || !strings.Contains(err.Error(), "lost the checkpoint lock") {
+		t.Fatalf("Run = %v, want the lost-lock error", err)
 	}
 }

@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -83,19 +82,14 @@ sinks: [{name: out, type: stdout}]
 	}
 
 	plain := parse("{enabled: false}")
-	err := relay.New(plain, relay.Options{}).Run(context.Background())
+	err, _ := startRelay(t, plain, relay.Options{}).exited(time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "Access denied") {
 		t.Fatalf("without TLS: Run = %v, want access denied (the user requires SSL)", err)
 	}
 
 	cfg := parse(fmt.Sprintf("{enabled: true, ca_file: %q}", ca))
 	out := &lines{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	if _, err := tlsSrv.DB(t, dbname).Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ('tls-1', 'order', 'a', 'created', '{}')"); err != nil {
 		t.Fatal(err)
@@ -103,8 +97,7 @@ sinks: [{name: out, type: stdout}]
 	for deadline := time.Now().Add(15 * time.Second); len(out.events(t)) == 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay over TLS: %v", err)
 	}
 	if got := out.events(t); len(got) != 1 || got[0].ID != "tls-1" {

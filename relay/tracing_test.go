@@ -1,11 +1,9 @@
 package relay_test
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 // tracedRun runs a relay with a Kafka and a webhook sink over an outbox
@@ -45,11 +44,7 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}).Run(ctx)
-	}()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(500 * time.Millisecond) // the endpoint's pipeline saves its start too
 	c := collect(t, k.ListenAddrs(), "outbox.event.order")
@@ -62,8 +57,7 @@ sinks:
 	for deadline := time.Now().Add(30 * time.Second); hook.Unique() < 2 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 	return c, hook

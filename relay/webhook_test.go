@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 )
 
 // Isolation: 20 endpoints on one webhook sink; one answers 503 and one
@@ -113,12 +113,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError + 4)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	// every endpoint's pipeline must have saved its start before producing
 	time.Sleep(500 * time.Millisecond)
@@ -155,8 +151,7 @@ sinks:
 		}
 		return true
 	}, func() { t.Logf("received %s", counts()) })
-	cancel()
-	if err := <-done; err != nil && err != context.Canceled {
+	if err := rl.stop(t); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
 
@@ -271,12 +266,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
-	}()
+	ctx := context.Background()
+	rl := startRelay(t, cfg, relay.Options{Logger: slog.New(slog.DiscardHandler)})
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(300 * time.Millisecond)
 	outboxtest.Produce(ctx, t, db, w, 1, 10, []int{1}, 3)
@@ -309,13 +300,10 @@ sinks:
 	if got, want := good.Unique(), w.Events()+w2.Events(); got != want {
 		t.Fatalf("the healthy endpoint got %d of %d events after the other one stopped", got, want)
 	}
-	select {
-	case err := <-done:
+	if err, stopped := rl.exited(0); stopped {
 		t.Fatalf("the relay ended while a sink was still running: %v", err)
-	default:
 	}
-	cancel()
-	err = <-done
+	err = rl.stop(t)
 	if err == nil || !strings.Contains(err.Error(), "sink hooks/bad") {
 		t.Fatalf("Run = %v, want the stopped sink's error", err)
 	}

@@ -52,8 +52,7 @@ type AuditParams struct {
 	// the source's, for a destination that stamps messages with its own
 	// clock (NATS, Redis, RabbitMQ): its read starts that much earlier.
 	ClockSkew time.Duration
-	// Queue is the queue to read, for a destination whose consumers'
-	// queues are consumed destructively (RabbitMQ: a stream queue bound
-	// like theirs); "" when none was given.
-	Queue string
+	// Flags are the values of the kind's own audit flags (Kind.AuditFlags),
+	// by name; a flag not given is absent.
+	Flags map[string]string
 }

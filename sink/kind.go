@@ -72,6 +72,40 @@ type Kind struct {
 	// (a process-wide setting of that library) to log; the commands call
 	// it once at start.
 	LibraryLogger func(log *slog.Logger)
+	// AuditFlags are the settings the kind's read-back needs of the audit
+	// command beyond its section (RabbitMQ: the stream queue to read):
+	// `outbox-relay audit` offers each as a flag and hands its value to
+	// Audit in AuditParams.Flags.
+	AuditFlags []AuditFlag
+	// Server, for a kind whose tests need a server of its own (a broker
+	// they reach on 127.0.0.1), says where and how to get one: CI
+	// installs and starts each registered kind's server that does not
+	// answer (.ci/run, through sink/all/servers). Nil: the tests start
+	// what they need in process (kfake, an HTTP server) or need nothing.
+	Server *Server
+}
+
+// AuditFlag is one flag of `outbox-relay audit` a kind declares for its
+// read-back (Kind.AuditFlags).
+type AuditFlag struct {
+	// Name is the flag's name, without dashes ("queue"); Value names its
+	// value in the synopsis ("NAME").
+	Name, Value string
+	// Usage is the flag's help, starting with the kind ("rabbitmq: ...").
+	Usage string
+}
+
+// Server is the server a kind's tests need (Kind.Server).
+type Server struct {
+	// Name names it in messages: "redis-server".
+	Name string
+	// Addr is where the kind's tests reach it: "127.0.0.1:6379".
+	Addr string
+	// Packages are the Debian packages that provide it.
+	Packages []string
+	// Start is a shell command that starts it listening on Addr, in the
+	// background, and returns.
+	Start string
 }
 
 // Params is what New gets besides the section.

@@ -7,7 +7,10 @@
 //
 // With -baseline BIN (an outbox-bench built from another commit), that
 // build's relay also drains the backlog to stdout and to Kafka in the same
-// run, so a change is measured against its parent side by side.
+// run, so a change is measured against its parent side by side. With
+// -baseline-relay BIN (an outbox-relay built from another commit), each row
+// that runs the relay binary (stdout into a pipe, webhooks) runs that
+// binary too, right after.
 //
 // Backlog phase: it commits -rows outbox rows (transactions of 10, ~100-byte
 // JSON payloads), then drains them with, each in a process of its own:
@@ -100,6 +103,7 @@ func main() {
 	startupRuns := flag.Int("startup-runs", 5, "start the relay binary this many times, each with one event due, and report the median time from exec to that event and the spread")
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
+	baselineRelay := flag.String("baseline-relay", "", "an outbox-relay binary built from another commit: each row that runs the relay binary (stdout into a pipe, webhooks) runs it too, right after, on the same backlog, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
 	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, backfill, comma-separated (default: all)")
 	// Child flags.
@@ -140,7 +144,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baseline, *relayBin, *only, *out, *png, *benchmarks)
+		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baseline, *baselineRelay, *relayBin, *only, *out, *png, *benchmarks)
 	case "broker":
 		err = roleBroker(*delay, "outbox.bench", 6)
 	case "decode":

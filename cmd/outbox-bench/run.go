@@ -56,7 +56,7 @@ type backlogRow struct {
 	reads tableReads
 }
 
-func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, relayBin, only, outPath, pngPath, benchmarksPath string) error {
+func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, baselineRelay, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
@@ -155,10 +155,10 @@ sinks: [%s]
 	}
 	recv := newReceiver()
 	defer recv.close()
-	// measureBinary runs the relay binary with config until n events
+	// measureBinaryOf runs the relay binary bin with config until n events
 	// arrived: at the bench's end of its stdout pipe (pipe), or at the
 	// receiver's path.
-	measureBinary := func(name, config, path string, pipe bool) backlogRow {
+	measureBinaryOf := func(bin, name, config, path string, pipe bool) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
 		q0 := questions(root)
 		tag := fmt.Sprintf("relay-%d", serverID)
@@ -180,9 +180,20 @@ sinks: [%s]
 		done(&row)
 		return row
 	}
+	// measureBinary is measureBinaryOf this build's relay binary, and with
+	// -baseline-relay the other build's right after, on the same backlog
+	// (each from the start: config makes a config of a checkpoint file and
+	// replica id of its own).
+	measureBinary := func(name string, config func() string, path string, pipe bool) []backlogRow {
+		out := []backlogRow{measureBinaryOf(bin, name, config(), path, pipe)}
+		if baselineRelay != "" {
+			out = append(out, measureBinaryOf(baselineRelay, "baseline build: "+name, config(), path, pipe))
+		}
+		return out
+	}
 	if runs("stdout") {
-		stdoutCfg := relayCfg(`{name: out, type: stdout}`)
-		table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true))
+		stdoutCfg := func() string { return relayCfg(`{name: out, type: stdout}`) }
+		table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true)...)
 		stdoutIn := relayCfg(`{name: out, type: stdout}`)
 		table = append(table, measure("relay in the bench's child → stdout sink (to a discard writer)", stdoutIn, "-role", "relay", "-config", stdoutIn, "-n", fmt.Sprint(rows)))
 		if baseline != "" {
@@ -237,14 +248,16 @@ sinks: [%s]
 			return row
 		}
 		table = append(table, floor(fmt.Sprintf("HTTP floor: bare net/http client, %d keep-alive connections, signed (the webhook limit)", floorConcurrency), floorConcurrency))
-		hookCfg := relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
-			recv.url+"/count/one", benchSecret))
-		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false))
-		gwCfg := relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1))
+		hookCfg := func() string {
+			return relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
+				recv.url+"/count/one", benchSecret))
+		}
+		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false)...)
+		gwCfg := func() string { return relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1)) }
 		// The gateway row's total concurrency is its endpoints' (1 each):
 		// its floor posts over as many connections.
 		table = append(table, floor(fmt.Sprintf("HTTP floor at the gateway row's total concurrency, %d keep-alive connections", tenants), tenants))
-		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false))
+		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false)...)
 	}
 	// The backfill's table source against a bare SELECT of the same rows
 	// (before the poller rows, which rewrite every row's status).

@@ -21,7 +21,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
-	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -32,7 +31,19 @@ var errMissing = errors.New("events are missing at the destination")
 // auditCmd re-reads a binlog range and checks a sink's destination holds
 // every committed outbox event of it.
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit", "audit --config FILE --sink NAME --from GTID-SET|TIME [--to GTID-SET|TIME] [--memory SIZE] [--temp-dir DIR] [--received FILE] [--queue NAME] [--clock-skew D]", stderr)
+	// The kinds' own audit flags (sink.Kind.AuditFlags), such as
+	// rabbitmq's --queue.
+	kindFlags := map[string]*string{}
+	synopsis := "audit --config FILE --sink NAME --from GTID-SET|TIME [--to GTID-SET|TIME] [--memory SIZE] [--temp-dir DIR] [--received FILE]"
+	for _, k := range sink.Kinds() {
+		for _, f := range k.AuditFlags {
+			if _, ok := kindFlags[f.Name]; !ok { // two kinds may share one
+				kindFlags[f.Name] = nil
+				synopsis += fmt.Sprintf(" [--%s %s]", f.Name, f.Value)
+			}
+		}
+	}
+	fs := newFlags("audit", synopsis+" [--clock-skew D]", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
 	sinkName := fs.String("sink", "", "the sink to audit (a webhook sink: all its endpoints, or one as sink/endpoint)")
 	fromS := fs.String("from", "", "start: a GTID set (the transactions after it, as a checkpoint) or a commit time (RFC 3339 or '2006-01-02 15:04:05' UTC; read from the oldest binlog)")
@@ -41,7 +52,13 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limit := fs.Int("list", audit.DefaultList, "list at most this many ids of each kind")
 	memoryS := fs.String("memory", "256MiB", "the most memory the comparison's sort buffers take (K, M, G: binary units); past it they spill to --temp-dir")
 	skew := fs.Duration("clock-skew", time.Minute, "nats, redis: how far the destination server's clock may be behind the source's (messages are found by the time they were stored)")
-	queue := fs.String("queue", "", "rabbitmq: the stream queue (x-queue-type: stream) bound for auditing to read back")
+	for _, k := range sink.Kinds() {
+		for _, f := range k.AuditFlags {
+			if kindFlags[f.Name] == nil {
+				kindFlags[f.Name] = fs.String(f.Name, "", f.Usage)
+			}
+		}
+	}
 	tempDir := fs.String("temp-dir", "", "where the comparison spills when it outgrows --memory (default: $TMPDIR or /tmp)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -96,7 +113,18 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var auditor sink.Auditor
 	switch {
 	case kind.Audit != nil:
-		if auditor, err = kind.Audit(sink.AuditParams{Config: sc.Config, ClockSkew: *skew, Queue: *queue}); err != nil {
+		given := map[string]string{}
+		for _, f := range kind.AuditFlags {
+			if v := *kindFlags[f.Name]; v != "" {
+				given[f.Name] = v
+			}
+		}
+		for name, v := range kindFlags {
+			if _, ours := given[name]; *v != "" && !ours {
+				return fmt.Errorf("--%s is not a setting of a %s sink's audit: leave it out", name, sc.Type)
+			}
+		}
+		if auditor, err = kind.Audit(sink.AuditParams{Config: sc.Config, ClockSkew: *skew, Flags: given}); err != nil {
 			return fmt.Errorf("--sink %s: %w", sc.Name, err)
 		}
 		defer auditor.Close()
@@ -119,7 +147,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rc, err := relay.AuditReader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
+	rc, err := audit.Reader(cfg, info, newLogger(cfg.Log, stderr).With(slog.String("component", "audit")))
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -52,6 +51,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -170,23 +170,8 @@ func runRelay(t *testing.T, cfgPath string, out *syncLines) (stop func() error) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
-	}()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-			if errors.Is(runErr, context.Canceled) {
-				runErr = nil
-			}
-		})
-		return runErr
-	}
+	r := relaytest.Start(t, cfg, relay.Options{Stdout: out, Logger: relaytest.Stderr(slog.LevelWarn)})
+	stop = func() error { return r.Stop(t) }
 	t.Cleanup(func() { _ = stop() })
 	return stop
 }

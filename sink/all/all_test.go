@@ -41,8 +41,9 @@ func TestEveryKindRunsTheConformanceSuite(t *testing.T) {
 
 // TestEveryAuditableKindHasAnAuditTest: a kind that declares a read-back
 // for `outbox-relay audit` (Kind.Audit) has a test of it, named
-// TestAudit<Type>… (any case), in its own package or in relay (whose
-// audit_test.go has the helpers that run a relay and audit it).
+// TestAudit<Type>… (any case), in its own package (sink/sinktest/audittest
+// runs the story) or in relay (the Kafka and RabbitMQ tests, which use
+// relay's own helpers).
 func TestEveryAuditableKindHasAnAuditTest(t *testing.T) {
 	n := 0
 	for _, k := range sink.Kinds() {
@@ -60,7 +61,7 @@ func TestEveryAuditableKindHasAnAuditTest(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("kind %s declares Audit but no test named TestAudit%s… is in %s or relay: add one that audits a run and finds deleted messages missing (see docs/adding-a-sink.md)", k.Type, k.Type, rel)
+			t.Errorf("kind %s declares Audit but no test named TestAudit%s… is in %s or relay: add one to %s that audits a run and finds deleted messages missing, with audittest.Stream (see docs/adding-a-sink.md)", k.Type, k.Type, rel, rel)
 		}
 	}
 	if n == 0 {

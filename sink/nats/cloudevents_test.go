@@ -19,7 +19,7 @@ import (
 // and datacontenttype in content-type; structured mode a JSON document in
 // the data. The SDK reads both as the event's CloudEvent.
 func TestCloudEventsAreReadByTheSDK(t *testing.T) {
-	sinktest.Require(t, "nats-server (JetStream)", sharedServer)
+	sinktest.RequireServer(t, "nats")
 	cetest.EachMode(t, func(t *testing.T, ce cloudevent.Config) (sink.Sink, func(int) cetest.Message) {
 		u := sinktest.Unique()
 		stream, prefix := "T"+u, "t"+u

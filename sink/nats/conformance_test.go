@@ -80,7 +80,7 @@ func received(h natsgo.Header, data []byte) sinktest.Received {
 }
 
 func TestConformance(t *testing.T) {
-	sinktest.Require(t, "nats-server (JetStream)", sharedServer)
+	sinktest.RequireServer(t, "nats")
 	nc, err := natsgo.Connect("nats://" + sharedServer)
 	if err != nil {
 		t.Fatal(err)

@@ -31,5 +31,7 @@ func init() {
 			}
 			return a, nil
 		},
+		Server: &sink.Server{Name: "nats-server (JetStream)", Addr: "127.0.0.1:4222", Packages: []string{"nats-server"},
+			Start: "nohup nats-server -js -a 127.0.0.1 -p 4222 >/tmp/nats-server.log 2>&1 &"},
 	})
 }

@@ -29,7 +29,7 @@ func newSink(c nats.Config) (sinktest.ProbingSink, error) { return nats.New(c, n
 // Probe (what `outbox-relay check` runs) says whether the stream is there,
 // will be created, or what to do; it creates nothing.
 func TestProbe(t *testing.T) {
-	sinktest.Require(t, "nats-server (JetStream)", sharedServer)
+	sinktest.RequireServer(t, "nats")
 	u := sinktest.Unique()
 	stream, prefix := "P"+u, "p"+u
 	nc, err := natsgo.Connect("nats://" + sharedServer)

@@ -16,7 +16,7 @@ import (
 // content-type; structured mode a JSON document in the body. The SDK reads
 // both as the event's CloudEvent.
 func TestCloudEventsAreReadByTheSDK(t *testing.T) {
-	sinktest.Require(t, "rabbitmq", sharedServer)
+	sinktest.RequireServer(t, "rabbitmq")
 	cetest.EachMode(t, func(t *testing.T, ce cloudevent.Config) (sink.Sink, func(int) cetest.Message) {
 		name, ch := boundQueue(t)
 		cfg := rabbitmq.Config{Addr: sharedServer, Exchange: name, Timeout: 3 * time.Second, CloudEvents: ce}

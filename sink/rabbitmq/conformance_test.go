@@ -97,7 +97,7 @@ func received(m amqp.Delivery) sinktest.Received {
 }
 
 func TestConformance(t *testing.T) {
-	sinktest.Require(t, "rabbitmq", sharedServer)
+	sinktest.RequireServer(t, "rabbitmq")
 	sinktest.Run(t, sinktest.Harness{
 		Carries: sinktest.All,
 		New: func(t *testing.T) *sinktest.Target {

@@ -25,11 +25,15 @@ func init() {
 			return sink.TLSWarnings("rabbitmq", c.TLS, c.Username != "")
 		},
 		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
-			a, err := buildAuditor(*p.Config.(*Config), p.Queue, p.ClockSkew)
+			a, err := buildAuditor(*p.Config.(*Config), p.Flags["queue"], p.ClockSkew)
 			if err != nil {
 				return nil, err
 			}
 			return a, nil
 		},
+		AuditFlags: []sink.AuditFlag{{Name: "queue", Value: "NAME",
+			Usage: "rabbitmq: the stream queue (x-queue-type: stream) bound for auditing to read back"}},
+		Server: &sink.Server{Name: "rabbitmq", Addr: "127.0.0.1:5672", Packages: []string{"rabbitmq-server"},
+			Start: "rabbitmq-server -detached"},
 	})
 }

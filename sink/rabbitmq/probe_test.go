@@ -15,7 +15,7 @@ func newSink(c rabbitmq.Config) (sinktest.ProbingSink, error) { return rabbitmq.
 // Probe (what `outbox-relay check` runs) says whether the exchange is
 // there, will be declared, or what to do; it declares nothing.
 func TestProbe(t *testing.T) {
-	sinktest.Require(t, "rabbitmq", sharedServer)
+	sinktest.RequireServer(t, "rabbitmq")
 	name := "p" + sinktest.Unique()
 	missing := name + "-missing"
 	conn, ch := admin(t)

@@ -19,7 +19,7 @@ import (
 // JSON document in the payload field. The SDK reads both as the event's
 // CloudEvent.
 func TestCloudEventsAreReadByTheSDK(t *testing.T) {
-	sinktest.Require(t, "redis-server", sharedServer)
+	sinktest.RequireServer(t, "redis")
 	cetest.EachMode(t, func(t *testing.T, ce cloudevent.Config) (sink.Sink, func(int) cetest.Message) {
 		key := "t" + sinktest.Unique() + ":ce"
 		cfg := redis.Config{Addr: sharedServer, Stream: key, Timeout: 2 * time.Second, CloudEvents: ce}

@@ -51,7 +51,7 @@ func received(v map[string]any) sinktest.Received {
 }
 
 func TestConformance(t *testing.T) {
-	sinktest.Require(t, "redis-server", sharedServer)
+	sinktest.RequireServer(t, "redis")
 	sinktest.Run(t, sinktest.Harness{
 		Carries: sinktest.All,
 		New: func(t *testing.T) *sinktest.Target {

@@ -33,5 +33,7 @@ func init() {
 			}
 			return a, nil
 		},
+		Server: &sink.Server{Name: "redis-server", Addr: "127.0.0.1:6379", Packages: []string{"redis-server"},
+			Start: "redis-server --daemonize yes --bind 127.0.0.1 --port 6379"},
 	})
 }

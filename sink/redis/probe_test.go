@@ -18,7 +18,7 @@ func newSink(c redis.Config) (sinktest.ProbingSink, error) { return redis.New(c,
 // Probe (what `outbox-relay check` runs) says whether the server takes the
 // sink's XADDs, or what to do; it writes nothing.
 func TestProbe(t *testing.T) {
-	sinktest.Require(t, "redis-server", sharedServer)
+	sinktest.RequireServer(t, "redis")
 	prefix := "p" + sinktest.Unique()
 	admin := goredis.NewClient(&goredis.Options{Addr: sharedServer})
 	defer admin.Close()

@@ -23,7 +23,7 @@ const sharedServer = "127.0.0.1:6379"
 // stream, named writer, and a cleanup of every key under prefix.
 func recoverSink(t *testing.T, prefix, stream, writer string) *Sink {
 	t.Helper()
-	sinktest.Require(t, "redis-server", sharedServer)
+	sinktest.RequireServer(t, "redis")
 	s, err := New(Config{Addr: sharedServer, Stream: stream, Writer: writer, Timeout: 5 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -151,9 +151,21 @@ func Require(t testing.TB, what, addr string) {
 		return
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not reachable at %s under CI=true (this machine kind starts it before every CI run): %v", what, addr, err)
+		t.Fatalf("%s is not reachable at %s under CI=true (.ci/run starts the servers the kinds declare, sink.Kind.Server): %v", what, addr, err)
 	}
 	t.Skipf("%s is not reachable at %s: %v", what, addr, err)
+}
+
+// RequireServer is Require for the server the kind typ declares for its
+// tests (sink.Kind.Server), the one CI starts; it fails when typ declares
+// none.
+func RequireServer(t testing.TB, typ string) {
+	t.Helper()
+	k, ok := sink.KindOf(typ)
+	if !ok || k.Server == nil {
+		t.Fatalf("sink kind %q declares no server (sink.Kind.Server): declare the one its tests need, so CI starts it", typ)
+	}
+	Require(t, k.Server.Name, k.Server.Addr)
 }
 
 // Unique returns a short random name part, for per-test streams, keys,

@@ -1,9 +1,11 @@
-// Package walkthrough_test follows docs/adding-a-sink.md for a toy kind
-// declared in this test alone: its section, its kind registered with
-// sink.Register, and nothing else, no file outside this one touched. The
-// kind is then parsed by config, warned about by check and run by the relay
-// like any other: the registry is the only way in. It lives in a package of
-// its own so that its kind is registered for this test only.
+// Package walkthrough_test follows docs/adding-a-sink.md for two toy kinds,
+// each declared in one test file alone: its section, its kind registered
+// with sink.Register, and nothing else, no file outside it touched. toyline
+// (this file) is parsed by config, warned about by check and run by the
+// relay like any other; toylog (readback_test.go) has a server, a
+// read-back and an audit flag, and its audit test runs here. The registry
+// is the only way in. It lives in a package of its own so that its kinds
+// are registered for this test only.
 package walkthrough_test
 
 import (
@@ -26,6 +28,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
+	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/sink"
 	_ "github.com/outbox-relay/outbox-relay/sink/all"
 )
@@ -148,17 +151,7 @@ sinks:
 	}
 
 	out := &lines{}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).Run(rctx)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("relay: %v", err)
-		}
-	}()
+	defer relaytest.Start(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)}).StopClean(t)
 	// The relay starts at the server's current position: wait until both
 	// toy sinks have saved a checkpoint, so the workload is after it.
 	eventually.Within(t, time.Minute, "both toy sinks' first checkpoint", func() bool {

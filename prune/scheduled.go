@@ -1,4 +1,4 @@
-package relay
+package prune
 
 import (
 	"context"
@@ -6,19 +6,21 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/prune"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
-// pruneLoop prunes at once, then every prune.schedule, until ctx ends. It
-// runs only once this relay holds the checkpoint lock: a standby never
-// prunes.
-func (r *Relay) pruneLoop(ctx context.Context, store checkpoint.Store) {
-	every := r.cfg.Prune.Schedule
-	log := r.log.With(slog.String("component", "prune"))
-	opts := prune.OptionsFrom(r.cfg.Prune)
+// Scheduled prunes at once, then every prune.schedule of cfg, until ctx
+// ends, logging each run and each failure (retried at the next schedule)
+// to log; m, when not nil, is where its metrics are registered. The relay
+// runs it once it holds the checkpoint lock: a standby never prunes.
+func Scheduled(ctx context.Context, cfg *config.Config, store checkpoint.Store, m *metrics.Metrics, log *slog.Logger) {
+	every := cfg.Prune.Schedule
+	log = log.With(slog.String("component", "prune"))
+	opts := OptionsFrom(cfg.Prune)
 	opts.Logger = log
-	if r.metrics != nil {
-		pm, err := prune.NewMetrics(r.metrics)
+	if m != nil {
+		pm, err := NewMetrics(m)
 		if err != nil {
 			log.Error("prune metrics not registered; prune runs without them", slog.Any("err", err))
 		} else {
@@ -27,7 +29,7 @@ func (r *Relay) pruneLoop(ctx context.Context, store checkpoint.Store) {
 	}
 	log.Info("scheduled prune on", slog.Duration("every", every), slog.Duration("older_than", opts.OlderThan), slog.Duration("safety_margin", opts.SafetyMargin))
 	for {
-		r.pruneOnce(ctx, store, opts, log)
+		pruneOnce(ctx, cfg, store, opts, log)
 		select {
 		case <-ctx.Done():
 			return
@@ -36,8 +38,8 @@ func (r *Relay) pruneLoop(ctx context.Context, store checkpoint.Store) {
 	}
 }
 
-func (r *Relay) pruneOnce(ctx context.Context, store checkpoint.Store, opts prune.Options, log *slog.Logger) {
-	db, info, err := prune.OpenPrimary(ctx, r.cfg)
+func pruneOnce(ctx context.Context, cfg *config.Config, store checkpoint.Store, opts Options, log *slog.Logger) {
+	db, info, err := OpenPrimary(ctx, cfg)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Error("prune: no primary to prune on; retried at the next schedule", slog.Any("err", err))
@@ -45,7 +47,7 @@ func (r *Relay) pruneOnce(ctx context.Context, store checkpoint.Store, opts prun
 		return
 	}
 	defer db.Close()
-	res, err := prune.NewFromConfig(db, info, store, r.cfg, opts).Run(ctx)
+	res, err := NewFromConfig(db, info, store, cfg, opts).Run(ctx)
 	for _, t := range res.Tables {
 		log.Info("prune done", slog.String("table", t.Table), slog.String("mode", t.Mode), slog.Int64("rows", t.Rows),
 			slog.Any("dropped", t.Dropped), slog.Any("created", t.Created), slog.String("skipped", t.Skipped),

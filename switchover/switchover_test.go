@@ -1,4 +1,4 @@
-package relay
+package switchover
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	_ "github.com/outbox-relay/outbox-relay/sink/all" // the config names a stdout sink
 )
 
 // captureSink records what it is asked to write.
@@ -51,11 +52,11 @@ sinks: [{name: out, type: stdout}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkSwitchOver(context.Background(), db, cfg); err != nil {
+	if err := Check(context.Background(), db, cfg); err != nil {
 		t.Fatalf("root: %v", err)
 	}
 	out := &captureSink{}
-	c := &claimSink{Sink: out, name: "out", db: db, tables: switchOverTables(cfg), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &Sink{Sink: out, name: "out", db: db, tables: Tables(cfg), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ev := func(table, id string) *event.Event { return &event.Event{ID: id, Table: dbname + "." + table} }
 	batch := []*event.Event{ev("outbox", "1"), ev("outbox", "2"), ev("other", "2"), ev("outbox", "3"), ev("outbox", "4"), ev("outbox", "6"), ev("outbox", "5")}
 	if err := c.Write(context.Background(), batch); err != nil {
@@ -90,7 +91,7 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	err = checkSwitchOver(context.Background(), ro, cfg)
+	err = Check(context.Background(), ro, cfg)
 	grant := "GRANT UPDATE ON `" + dbname + "`.`outbox` TO 'claimer'@'%';"
 	if err == nil || !strings.Contains(err.Error(), grant) {
 		t.Errorf("without UPDATE: got %v, want an error with %q", err, grant)
