@@ -2,7 +2,9 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -366,19 +368,29 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 5}}]
 		}
 		return cp.Position.Table
 	}
-	run := func(until func() bool) {
-		rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: log})
+	run := func(w io.Writer, until func() bool) {
+		rl := startRelay(t, cfg, relay.Options{Stdout: w, Logger: log})
 		eventually.Within(t, 3*time.Minute, "the backfill's progress", until)
 		if err := rl.stop(t); err != nil {
 			t.Fatalf("relay: %v", err)
 		}
 	}
-	run(func() bool { c := cursor(); return c != nil && len(c.Key) > 0 })
+	// The first run writes 5 batches (of 20 at most: 100 of the 600 rows),
+	// then its writes wait, and fail once the relay is told to stop: it is
+	// stopped in the backfill's middle whatever the machine's speed.
+	gate := &gatedWriter{w: out, left: 5, stopping: make(chan struct{})}
+	run(gate, func() bool {
+		if c := cursor(); c != nil && len(c.Key) > 0 {
+			close(gate.stopping)
+			return true
+		}
+		return false
+	})
 	if c := cursor(); c == nil || c.Done {
-		t.Fatalf("the backfill was done (%v) before the relay could be stopped in its middle: give it more rows", c)
+		t.Fatalf("the backfill was done (%v) though the sink took only 5 batches", c)
 	}
 	first := len(out.events(t))
-	run(func() bool { c := cursor(); return c != nil && c.Done })
+	run(out, func() bool { c := cursor(); return c != nil && c.Done })
 	var got []outboxtest.Delivered
 	for _, e := range out.events(t) {
 		got = append(got, outboxtest.Delivered{ID: e.ID, AggregateID: e.AggregateID, GTID: e.GTID})
@@ -388,4 +400,25 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 5}}]
 		t.Errorf("%d events sent twice across the restart", rep.Duplicates)
 	}
 	t.Logf("%d events: %d in the first run, %d after the restart, %d duplicates", rep.Committed, first, rep.Delivered-first, rep.Duplicates)
+}
+
+// gatedWriter passes left writes to w; later ones wait until stopping is
+// closed, then fail.
+type gatedWriter struct {
+	w        io.Writer
+	mu       sync.Mutex
+	left     int
+	stopping chan struct{}
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	pass := g.left > 0
+	g.left--
+	g.mu.Unlock()
+	if pass {
+		return g.w.Write(p)
+	}
+	<-g.stopping
+	return 0, errors.New("the relay is being stopped")
 }
