@@ -375,7 +375,7 @@ sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 5}}]
 			t.Fatalf("relay: %v", err)
 		}
 	}
-	// The first run writes 5 batches (of 20 at most: 100 of the 600 rows),
+	// The first run writes 5 batches (of 20 events at most, of 1,400),
 	// then its writes wait, and fail once the relay is told to stop: it is
 	// stopped in the backfill's middle whatever the machine's speed.
 	gate := &gatedWriter{w: out, left: 5, stopping: make(chan struct{})}
