@@ -36,6 +36,10 @@ type FanOut struct {
 	// that row. Errors never contain the secret or the key. Nil: the kind's
 	// table holds none.
 	EncryptSecret func(key, secret string, row SecretRow) (string, error)
+	// Admin returns the writer of one sink's endpoints table on db (the
+	// console's writes); nil (and no error) when the sink has none. Nil:
+	// the kind has no table to write.
+	Admin func(sink string, sc config.SinkConfig, db *sql.DB) (TableAdmin, error)
 }
 
 // SecretRow names the endpoints table's row an encrypted secret is for.
