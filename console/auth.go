@@ -86,6 +86,12 @@ func (t tokens) find(token string) (principal, bool) {
 	return principal{name: t.list[found].Name, tenant: t.list[found].Tenant}, true
 }
 
+// LinkPath returns the path of a tenant link: the tenant's view of the
+// console until expires, signed with key (the console's).
+func LinkPath(key []byte, tenant string, expires time.Time) string {
+	return "/t/" + signer{key: key}.Link(tenant, expires) + "/"
+}
+
 // signer signs tenant links and session cookies with the console's key.
 type signer struct{ key []byte }
 

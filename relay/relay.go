@@ -204,7 +204,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.runGroup(ctx, a.group, store, append(append(streams, gateways...), replays))
+	members := append(append(streams, gateways...), replays)
+	if con, on, err := a.console(nil); err != nil {
+		return err
+	} else if on {
+		members = append(members, con)
+	}
+	return r.runGroup(ctx, a.group, store, members)
 }
 
 // runGroup runs every member until each has returned, and prunes on

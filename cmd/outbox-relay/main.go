@@ -47,6 +47,7 @@ func commands() []command {
 		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
 		{"replay", "send a window of the past again to one sink or webhook endpoint, beside the live stream; list or cancel replays", replayCmd},
 		{"endpoints", "enable webhook endpoints disabled for failing; recover one since a time; encrypt a signing secret for the endpoints table", endpointsCmd},
+		{"console", "make a token or a tenant link for the gateway's console (its admin API and web page)", consoleCmd},
 		{"gateway", "run one replica of the scaled-out webhook gateway, reading the kafka sink's topics as a consumer group", gatewayCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
 		{"version", "print the version", versionCmd},
