@@ -50,7 +50,7 @@ func (m *memAttempts) Search(_ context.Context, q attempts.Query) ([]attempts.Re
 }
 
 func (m *memAttempts) Prune(context.Context, time.Time, int64) (int64, error) { return 0, nil }
-func (m *memAttempts) Close() error                                         { return nil }
+func (m *memAttempts) Close() error                                           { return nil }
 
 // memTable is an in-memory gateway.TableAdmin.
 type memTable struct {
@@ -163,7 +163,7 @@ func (m *memDeadLetters) List(_ context.Context, f deadletter.Filter) ([]deadlet
 }
 
 func (m *memDeadLetters) Delete(_ context.Context, ids ...string) error { return nil }
-func (m *memDeadLetters) Close() error                                 { return nil }
+func (m *memDeadLetters) Close() error                                  { return nil }
 
 // fakeRelay records what the console asked of it.
 type fakeRelay struct {

@@ -34,7 +34,7 @@ var schemas = obj{
 	"SinkList": object(obj{"sinks": arrayOf(ref("Sink"), "the webhook sinks")}, "sinks"),
 	"Sink": object(obj{
 		"name": str("the sink's name"), "endpoints": typed("integer", "its endpoints this token may see"),
-		"states": obj{"type": "object", "additionalProperties": obj{"type": "integer"}, "description": "endpoints by state"},
+		"states":  obj{"type": "object", "additionalProperties": obj{"type": "integer"}, "description": "endpoints by state"},
 		"failing": typed("integer", "endpoints in a run of failed attempts"), "lag_seconds": typed("number", "the greatest lag of its endpoints"),
 		"endpoints_table": typed("boolean", "it has an endpoints table (endpoints can be managed here)"),
 	}, "name", "endpoints", "states"),
@@ -42,7 +42,7 @@ var schemas = obj{
 	"Endpoint": object(obj{
 		"sink": str("the webhook sink"), "name": str("its name in the sink"), "key": str("sink/name: its checkpoint's and metrics' name"),
 		"static": typed("boolean", "an endpoint of the configuration, not of the endpoints table (read only here)"),
-		"id": str("the table row's id (the name)"), "url": str("the row's url (empty for a static endpoint)"),
+		"id":     str("the table row's id (the name)"), "url": str("the row's url (empty for a static endpoint)"),
 		"tenant": str("the row's tenant"), "event_types": arrayOf(obj{"type": "string"}, "event type globs"),
 		"aggregate_types": arrayOf(obj{"type": "string"}, "aggregate type globs"), "rate_limit": typed("number", "attempts per second"),
 		"enabled": typed("boolean", "the row's enabled column"), "secrets": typed("integer", "how many signing secrets the row holds"),

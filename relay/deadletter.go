@@ -86,4 +86,3 @@ func (rl *Relay) ReplayDeadLetters(ctx context.Context, store deadletter.Store, 
 	}
 	return ok, failed, errors.Join(errs...)
 }
-
