@@ -42,7 +42,6 @@ type Config struct {
 	Prune   Prune   `yaml:"prune"`
 	Tracing Tracing `yaml:"tracing"`
 	Replay  Replay  `yaml:"replay"`
-	// Attempts keeps a record of every webhook delivery attempt.
 	Attempts Attempts `yaml:"attempts"`
 }
 
