@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -89,8 +90,11 @@ type FanOutParams struct {
 	// Retry is the relay's retry policy (retry.FromConfig).
 	Retry retry.Policy
 	// Slots, if set, are request slots shared by every endpoint.
-	Slots  chan struct{}
-	Logger *slog.Logger
+	Slots chan struct{}
+	// Attempts, if set, is told about every delivery attempt of every
+	// endpoint (the attempts record). Nil: none.
+	Attempts attempts.Recorder
+	Logger   *slog.Logger
 }
 
 // Table follows a fan-out sink's endpoints table. Its methods other than

@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -93,6 +94,8 @@ type Relay struct {
 	// retry is the one retry policy (retry.FromConfig), built here and
 	// passed down to every pipeline, sink, reader and webhook endpoint.
 	retry retry.Policy
+	// attempts is the attempts record, nil unless attempts.enabled.
+	attempts *attemptsRecord
 }
 
 // New returns a relay for cfg. It does not connect yet.
@@ -100,7 +103,11 @@ func New(cfg *config.Config, opts Options) *Relay {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
+	r := &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
+	if cfg.Attempts.Enabled {
+		r.attempts = &attemptsRecord{}
+	}
+	return r
 }
 
 // Tables converts the configured outbox tables.
@@ -170,6 +177,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // nil: ctx ended while this relay waited as a standby
 	}
 	defer lock.release()
+	closeAttempts, err := r.openAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAttempts() // after the pipelines (a.close): what they recorded is stored
 	start, err := source.StartPosition(ctx, src.db, r.cfg, src.info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", r.cfg.Checkpoint.Start, err)
@@ -205,7 +217,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	members := append(append(streams, gateways...), replays)
-	if con, on, err := a.console(nil); err != nil {
+	if con, on, err := a.console(r.Attempts()); err != nil {
 		return err
 	} else if on {
 		members = append(members, con)
@@ -260,6 +272,9 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		return nil, nil, err
 	}
 	r.gateways = gm
+	if r.attempts != nil {
+		m.Handle("GET /attempts", attempts.Handler(r.attempts.store))
+	}
 	if r.cfg.HTTP.Listen == "" {
 		return m, m.Unregister, nil
 	}

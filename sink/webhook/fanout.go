@@ -107,6 +107,7 @@ func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
 		obs.Observer, _ = p.Observer(key).(Observer)
 	}
 	ec.Observer, ec.Policy = obs, p.Retry
+	ec.Attempts, ec.Sink = p.Attempts, p.Sink
 	if p.Slots != nil {
 		ec.Slots = p.Slots
 	}
