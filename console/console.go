@@ -124,7 +124,7 @@ func (s *Server) Handler() http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // not no-referrer: with it, a form post's Origin is "null"
 		s.mux.ServeHTTP(w, r)
 	})
 }
