@@ -80,6 +80,16 @@ type Server struct {
 	patterns []string
 }
 
+// CheckKey says what is wrong with the console's key, read from the
+// environment variable env.
+func CheckKey(key []byte, env string) error {
+	if len(key) < MinKeyBytes {
+		return fmt.Errorf("console: the key in $%s has %d bytes; set it to at least %d random bytes (head -c 32 /dev/urandom | base64): it signs tenant links and sign-in cookies",
+			env, len(key), MinKeyBytes)
+	}
+	return nil
+}
+
 // New checks opts and returns a server.
 func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
@@ -88,9 +98,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if len(opts.Key) < MinKeyBytes {
-		return nil, fmt.Errorf("console: the key in $%s has %d bytes; set it to at least %d random bytes (head -c 32 /dev/urandom | base64): it signs tenant links and sign-in cookies",
-			opts.Config.LinkKeyEnv, len(opts.Key), MinKeyBytes)
+	if err := CheckKey(opts.Key, opts.Config.LinkKeyEnv); err != nil {
+		return nil, err
 	}
 	tk, err := newTokens(opts.Config.Tokens)
 	if err != nil {

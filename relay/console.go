@@ -31,6 +31,10 @@ func (a *assembly) console(at attempts.Store) (m member, ok bool, err error) {
 	if cc.Listen == "" {
 		return member{}, false, nil
 	}
+	key := []byte(os.Getenv(cc.LinkKeyEnv))
+	if err := console.CheckKey(key, cc.LinkKeyEnv); err != nil {
+		return member{}, false, err
+	}
 	var sinks []console.Sink
 	for _, sc := range a.cfg.Sinks {
 		fo, fan := gateway.FanOutFor(sc)
@@ -49,7 +53,7 @@ func (a *assembly) console(at attempts.Store) (m member, ok bool, err error) {
 		sinks = append(sinks, s)
 	}
 	dl, _ := a.dl.(deadletter.Store)
-	srv, err := console.New(console.Options{Config: cc, Key: []byte(os.Getenv(cc.LinkKeyEnv)), Sinks: sinks, Stats: a.r.gateways.Stats,
+	srv, err := console.New(console.Options{Config: cc, Key: key, Sinks: sinks, Stats: a.r.gateways.Stats,
 		Attempts: at, DeadLetters: dl, Relay: &consoleRelay{a: a, dl: dl}, Logger: a.r.log})
 	if err != nil {
 		return member{}, false, err

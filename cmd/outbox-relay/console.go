@@ -81,8 +81,8 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
 			return errors.New("console.listen is not set: the console is off, so a link would open nothing")
 		}
 		key := []byte(os.Getenv(cfg.Console.LinkKeyEnv))
-		if len(key) < console.MinKeyBytes {
-			return fmt.Errorf("$%s holds %d bytes: set it to the running relay's console key (at least %d bytes)", cfg.Console.LinkKeyEnv, len(key), console.MinKeyBytes)
+		if err := console.CheckKey(key, cfg.Console.LinkKeyEnv); err != nil {
+			return fmt.Errorf("%w (the running relay's key: a link signed with another does not open)", err)
 		}
 		b := *base
 		if b == "" {
