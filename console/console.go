@@ -166,12 +166,21 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// maxLimiters bounds the rate limiters kept (one per token, link tenant
+// and unauthenticated client address).
+const maxLimiters = 10000
+
 // limiter returns the rate limiter of a principal (or a client address).
 func (s *Server) limiter(name string) *rate.Limiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.limiters[name]
 	if l == nil {
+		if len(s.limiters) >= maxLimiters {
+			// Bounded memory: many client addresses (refused requests)
+			// start every allowance afresh rather than grow the map.
+			clear(s.limiters)
+		}
 		l = rate.NewLimiter(rate.Limit(s.o.Config.RateLimit), max(int(2*s.o.Config.RateLimit), 1))
 		s.limiters[name] = l
 	}

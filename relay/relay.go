@@ -17,6 +17,12 @@
 // configuration and its own in-flight limit, so a replay never stops or
 // slows the live stream; a failed replay fails its job only.
 //
+// With console.listen set it also serves the gateway's console (package
+// console, relay/console.go) on a listener of its own: the endpoints,
+// their attempts and dead letters, writes to the endpoints tables, and
+// resends and recoveries as replay jobs of its store. Without it nothing
+// of the console is opened.
+//
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
 // it saved its checkpoint: the other sinks go on, and /readyz and the logs name
