@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +20,7 @@ import (
 // reads.
 //
 // Layout: bucket "rec" maps an id (8 bytes, big-endian, so ids sort as
-// numbers) to the attempt (JSON); each index bucket maps a key made of a
+// numbers) to the attempt (codec.go); each index bucket maps a key made of a
 // field and the id to nothing, so that a search by that field walks only
 // that field's keys, newest id first:
 //
@@ -188,11 +187,7 @@ func (f *File) Append(ctx context.Context, batch []Attempt) error {
 			if err != nil {
 				return err
 			}
-			v, err := json.Marshal(&a)
-			if err != nil {
-				return err
-			}
-			if err := rec.Put(idKey(id), v); err != nil {
+			if err := rec.Put(idKey(id), encode(nil, &a)); err != nil {
 				return err
 			}
 			if err := indexKeys(&a, id, put); err != nil {
@@ -320,9 +315,11 @@ func load(rec *bolt.Bucket, id []byte) (Record, error) {
 		return Record{}, nil // an index entry of a pruned record: cannot happen, pruned together
 	}
 	r := Record{ID: int64(binary.BigEndian.Uint64(id))}
-	if err := json.Unmarshal(v, &r.Attempt); err != nil {
+	a, err := decode(v)
+	if err != nil {
 		return Record{}, fmt.Errorf("record %d: %w", r.ID, err)
 	}
+	r.Attempt = a
 	return r, nil
 }
 
