@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,22 +20,25 @@ import (
 // reads.
 //
 // Layout: bucket "rec" maps an id (8 bytes, big-endian, so ids sort as
-// numbers) to the attempt (JSON); each index bucket maps a key made of a
+// numbers) to the attempt (codec.go); each index bucket maps a key made of a
 // field and the id to nothing, so that a search by that field walks only
 // that field's keys, newest id first:
 //
 //	"endpoint"  len(sink) sink len(endpoint) endpoint id
-//	"sink"      len(sink) sink id
 //	"event"     len(event id) event id id
-//	"tenant"    len(tenant) tenant id (attempts with a tenant only)
-//	"status"    status (2 bytes) id
-//	"failed"    id (attempts whose outcome is not delivered)
 //	"time"      time (8 bytes, Unix ns, offset so it sorts) id
+//	"tenant"    len(tenant) tenant id (attempts with a tenant only)
+//	"failed"    id (attempts whose outcome is not delivered only)
+//	"status"    status (2 bytes) id (statuses other than 2xx only)
 //
-// A search takes the most selective index its query names and reads the
-// records it points at; one by time only walks the time range. "time"
-// also makes pruning by age read only what it removes; a count of the
-// records (bucket "meta") prunes by count without counting them.
+// A delivered attempt costs four entries (its record, endpoint, event,
+// time); the indexes of what one looks for when something is wrong
+// (failures, their statuses) hold only those. A search takes the most
+// selective index its query names and reads the records it points at; one
+// by time only walks the time range; one by a 2xx status or a sink alone
+// walks the records newest first. "time" also makes pruning by age read
+// only what it removes; a count of the records (bucket "meta") prunes by
+// count without counting them.
 type File struct {
 	db       *bolt.DB
 	path     string
@@ -46,7 +48,6 @@ type File struct {
 var (
 	bRec      = []byte("rec")
 	bEndpoint = []byte("endpoint")
-	bSink     = []byte("sink")
 	bEvent    = []byte("event")
 	bTenant   = []byte("tenant")
 	bStatus   = []byte("status")
@@ -54,7 +55,7 @@ var (
 	bTime     = []byte("time")
 	bMeta     = []byte("meta")
 	kCount    = []byte("count")
-	buckets   = [][]byte{bRec, bEndpoint, bSink, bEvent, bTenant, bStatus, bFailed, bTime, bMeta}
+	buckets   = [][]byte{bRec, bEndpoint, bEvent, bTenant, bStatus, bFailed, bTime, bMeta}
 )
 
 // ErrLocked is returned by OpenFile and OpenFileReadOnly when another
@@ -133,9 +134,7 @@ func indexKeys(a *Attempt, id uint64, fn func(bucket, key []byte) error) error {
 	idb := idKey(id)
 	keys := []struct{ b, k []byte }{
 		{bEndpoint, append(field(field(nil, a.Sink), a.Endpoint), idb...)},
-		{bSink, append(field(nil, a.Sink), idb...)},
 		{bEvent, append(field(nil, a.EventID), idb...)},
-		{bStatus, append(binary.BigEndian.AppendUint16(nil, uint16(a.Status)), idb...)},
 		{bTime, append(timeKey(nil, a.Time), idb...)},
 	}
 	if a.Tenant != "" {
@@ -144,6 +143,9 @@ func indexKeys(a *Attempt, id uint64, fn func(bucket, key []byte) error) error {
 	if a.Failed() {
 		keys = append(keys, struct{ b, k []byte }{bFailed, idb})
 	}
+	if statusIndexed(a.Status) {
+		keys = append(keys, struct{ b, k []byte }{bStatus, append(binary.BigEndian.AppendUint16(nil, uint16(a.Status)), idb...)})
+	}
 	for _, e := range keys {
 		if err := fn(e.b, e.k); err != nil {
 			return err
@@ -151,6 +153,15 @@ func indexKeys(a *Attempt, id uint64, fn func(bucket, key []byte) error) error {
 	}
 	return nil
 }
+
+// statusIndexed reports whether attempts of status have entries in the
+// status index: any but a 2xx.
+func statusIndexed(status int) bool { return status < 200 || status > 299 }
+
+// appendFill is the fill of the pages of the buckets whose keys only grow
+// (ids, times): bbolt splits a page at half by default, which leaves the
+// pages of an append-only tree half empty.
+const appendFill = 0.95
 
 // Append implements Store: the batch in one transaction.
 func (f *File) Append(ctx context.Context, batch []Attempt) error {
@@ -162,18 +173,21 @@ func (f *File) Append(ctx context.Context, batch []Attempt) error {
 	}
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		rec := tx.Bucket(bRec)
-		put := func(b, k []byte) error { return tx.Bucket(b).Put(k, nil) }
+		rec.FillPercent = appendFill
+		bs := map[string]*bolt.Bucket{}
+		for _, b := range buckets {
+			bs[string(b)] = tx.Bucket(b)
+		}
+		bs[string(bTime)].FillPercent = appendFill
+		bs[string(bFailed)].FillPercent = appendFill
+		put := func(b, k []byte) error { return bs[string(b)].Put(k, nil) }
 		for i := range batch {
 			a := normal(batch[i])
 			id, err := rec.NextSequence()
 			if err != nil {
 				return err
 			}
-			v, err := json.Marshal(&a)
-			if err != nil {
-				return err
-			}
-			if err := rec.Put(idKey(id), v); err != nil {
+			if err := rec.Put(idKey(id), encode(nil, &a)); err != nil {
 				return err
 			}
 			if err := indexKeys(&a, id, put); err != nil {
@@ -234,13 +248,11 @@ func search(ctx context.Context, tx *bolt.Tx, q Query) ([]Record, error) {
 		bucket, prefix = bEndpoint, field(field(nil, q.Sink), q.Endpoint)
 	case q.Tenant != "":
 		bucket, prefix = bTenant, field(nil, q.Tenant)
-	case q.Status != 0:
+	case q.Status != 0 && statusIndexed(q.Status):
 		bucket, prefix = bStatus, binary.BigEndian.AppendUint16(nil, uint16(q.Status))
-	case q.Sink != "":
-		bucket, prefix = bSink, field(nil, q.Sink)
 	case q.Failed:
 		bucket = bFailed
-	case !q.Since.IsZero() || !q.Until.IsZero():
+	case (!q.Since.IsZero() || !q.Until.IsZero()) && q.Sink == "" && q.Endpoint == "" && q.Status == 0:
 		return searchTime(ctx, tx, q)
 	default:
 		bucket = bRec
@@ -303,9 +315,11 @@ func load(rec *bolt.Bucket, id []byte) (Record, error) {
 		return Record{}, nil // an index entry of a pruned record: cannot happen, pruned together
 	}
 	r := Record{ID: int64(binary.BigEndian.Uint64(id))}
-	if err := json.Unmarshal(v, &r.Attempt); err != nil {
+	a, err := decode(v)
+	if err != nil {
 		return Record{}, fmt.Errorf("record %d: %w", r.ID, err)
 	}
+	r.Attempt = a
 	return r, nil
 }
 

@@ -178,6 +178,9 @@ var conformance = []conformanceCase{
 			{"a window, newest stored first, limited", attempts.Query{Until: t0.Add(5 * time.Minute), Limit: 2}, []int{9, 4}},
 			{"a window and an event", attempts.Query{EventID: "e3", Since: t0}, []int{8, 7, 6}},
 			{"a window and a status", attempts.Query{Status: 200, Until: t0.Add(5 * time.Minute)}, []int{4, 1}},
+			{"a window and a failing status", attempts.Query{Status: 500, Since: t0}, []int{7, 0}},
+			{"a window and an endpoint's name", attempts.Query{Endpoint: "billing", Since: t0.Add(time.Minute)}, []int{5, 4, 1}},
+			{"a window and a sink", attempts.Query{Sink: "wh2", Until: t0.Add(6 * time.Minute)}, []int{5}},
 			{"before a cursor", attempts.Query{Before: base + 4}, []int{3, 2, 1, 0}},
 			{"before a cursor, by endpoint", attempts.Query{Sink: "wh", Endpoint: "billing", Before: base + 4}, []int{1, 0}},
 			{"before a cursor, by time", attempts.Query{Since: t0, Before: base + 9}, []int{8, 7, 6, 5, 4, 3, 2, 1, 0}},
@@ -428,5 +431,28 @@ func TestMySQLReadOnlyCreatesNothing(t *testing.T) {
 	}
 	if _, err := attempts.OpenMySQL(ctx, db, "bad-name"); err == nil || !strings.Contains(err.Error(), "letters, digits") {
 		t.Errorf("a bad table name: %v", err)
+	}
+}
+
+// BenchmarkAppendMySQL is the MySQL store's share of a batch of 500
+// attempts, per attempt (the private server of the tests, on this machine).
+func BenchmarkAppendMySQL(b *testing.B) {
+	db := srv.DB(b, srv.NewDatabase(b))
+	st, err := attempts.OpenMySQL(context.Background(), db, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 500
+	all := make([]attempts.Attempt, batch)
+	for i := range all {
+		all[i] = attempts.Attempt{Time: time.Now(), Sink: "hooks", Endpoint: fmt.Sprint("endpoint-", i%20), EventID: fmt.Sprint("0190a3f2-7b1c-7def-8000-", i),
+			EventType: "order.created", Number: 1, Status: 204, Outcome: attempts.OutcomeDelivered, Duration: 3 * time.Millisecond}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		if err := st.Append(context.Background(), all[:min(batch, b.N-i)]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

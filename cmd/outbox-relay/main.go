@@ -43,6 +43,7 @@ func commands() []command {
 		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
 		{"status", "show each sink's checkpoint next to the server's position", statusCmd},
 		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
+		{"attempts", "search the record of webhook delivery attempts: by endpoint, event, status, time", attemptsCmd},
 		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
 		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
 		{"replay", "send a window of the past again to one sink or webhook endpoint, beside the live stream; list or cancel replays", replayCmd},
