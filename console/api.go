@@ -70,6 +70,10 @@ func (s *Server) api(rt route) http.Handler {
 		if !s.allow(w, p.name) {
 			return
 		}
+		if rt.write && p.csrf != "" && !sameOrigin(r) {
+			forbidden(w, "a write with a session cookie must come from the console's own page")
+			return
+		}
 		if rt.write && !csrfOK(r, p) {
 			forbidden(w, "a write from the page needs its CSRF token (header X-CSRF-Token): reload the page")
 			return
@@ -199,7 +203,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, p principal) (En
 		notFound(w, fmt.Sprintf("no endpoint %s/%s: GET /api/v1/endpoints lists those this token may see", sink, name))
 		return e, false
 	case err != nil:
-		internal(w, err)
+		s.internal(w, err)
 		return e, false
 	}
 	return e, true
@@ -247,7 +251,7 @@ func (s *Server) sinkSummaries(ctx context.Context, p principal) ([]SinkSummary,
 func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, p principal) {
 	out, _, err := s.sinkSummaries(r.Context(), p)
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sinks": out})
@@ -256,7 +260,7 @@ func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, p principal) 
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p principal) {
 	eps, err := s.endpoints(r.Context(), p, r.URL.Query().Get("sink"))
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	if eps == nil {
@@ -297,7 +301,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // tableErr answers a TableAdmin's error.
-func tableErr(w http.ResponseWriter, err error) {
+func (s *Server) tableErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, gateway.ErrNoRow):
 		notFound(w, err.Error())
@@ -306,7 +310,7 @@ func tableErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, gateway.ErrBadRow):
 		writeProblem(w, http.StatusUnprocessableEntity, "invalid-endpoint", err.Error())
 	default:
-		internal(w, err)
+		s.internal(w, err)
 	}
 }
 
@@ -346,12 +350,12 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	secret, err := sk.Table.Insert(r.Context(), row, in.Secret)
 	s.writeAudit(p, "create endpoint", target, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	e, err := s.endpoint(r.Context(), p, sinkName, in.ID)
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"endpoint": e, "secret": secret})
@@ -395,7 +399,7 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	err := t.Update(r.Context(), gateway.TableRow{ID: e.Name, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
 	s.writeAudit(p, "update endpoint", e.Key, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -404,7 +408,7 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, p principal, e Endpoint) {
 	e2, err := s.endpoint(r.Context(), principal{name: p.name}, e.Sink, e.Name) // as the operator: the row may have left the tenant
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, e2)
@@ -422,7 +426,7 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	err := t.Delete(r.Context(), e.Name)
 	s.writeAudit(p, "delete endpoint", e.Key, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -440,7 +444,7 @@ func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p princ
 	err := t.SetEnabled(r.Context(), e.Name, false)
 	s.writeAudit(p, "disable endpoint", e.Key, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -460,7 +464,7 @@ func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	}
 	s.writeAudit(p, "enable endpoint", e.Key, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -484,7 +488,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p principa
 	secret, err := t.RotateSecret(r.Context(), e.Name, in.KeepOld)
 	s.writeAudit(p, "rotate secret", e.Key, err)
 	if err != nil {
-		tableErr(w, err)
+		s.tableErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"secret": secret})
@@ -585,7 +589,7 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 	}
 	recs, err := s.o.Attempts.Search(r.Context(), q)
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	if recs == nil {
@@ -615,7 +619,7 @@ func (s *Server) lookupAttempt(w http.ResponseWriter, r *http.Request, p princip
 	}
 	rec, ok, err := s.attempt(r.Context(), p, id)
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return rec, false
 	}
 	if !ok {
@@ -699,7 +703,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	}
 	recs, err := s.deadLetters(r.Context(), p, f)
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": recs})
@@ -722,7 +726,7 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 	}
 	recs, err := s.deadLetters(r.Context(), p, deadletter.Filter{IDs: in.IDs})
 	if err != nil {
-		internal(w, err)
+		s.internal(w, err)
 		return
 	}
 	if len(recs) != len(in.IDs) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -133,6 +134,10 @@ func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, p principal
 
 func (s *Server) pageError(w http.ResponseWriter, d pageData, status int, err error) {
 	d.Title, d.Error = http.StatusText(status), err.Error()
+	if status >= 500 {
+		s.o.Logger.Error("console: a page failed", slog.Any("err", err))
+		d.Error = "The page failed on the relay's side; its log says why."
+	}
 	s.render(w, status, "login", d)
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -55,8 +56,11 @@ func unavailable(w http.ResponseWriter, detail string) {
 	writeProblem(w, http.StatusServiceUnavailable, "unavailable", detail)
 }
 
-func internal(w http.ResponseWriter, err error) {
-	writeProblem(w, http.StatusInternalServerError, "internal", err.Error())
+// internal answers an error of the relay's side: logged, and not shown
+// (it may name the relay's database or files).
+func (s *Server) internal(w http.ResponseWriter, err error) {
+	s.o.Logger.Error("console: a request failed", slog.Any("err", err))
+	writeProblem(w, http.StatusInternalServerError, "internal", "the request failed on the relay's side; its log says why")
 }
 
 // writeJSON answers with v as JSON.
