@@ -230,6 +230,18 @@ func TestWritesFollowTheTablesRulesAndAreAudited(t *testing.T) {
 	if res.StatusCode != 200 || f.table.rows["a1"].Enabled {
 		t.Errorf("disable: %d, row %+v", res.StatusCode, f.table.rows["a1"])
 	}
+	// An endpoint of the configuration cannot be disabled here, but one the
+	// relay disabled for failing is enabled (its checkpoint's mark cleared).
+	res, body = f.do(t, "POST", "/api/v1/endpoints/hooks/ops-hook/disable", f.op, "")
+	isProblem(t, "disabling a static endpoint", res, body, http.StatusConflict)
+	res, _ = f.do(t, "POST", "/api/v1/endpoints/hooks/ops-hook/enable", f.op, "")
+	if res.StatusCode != 200 || !slices.Contains(f.relay.calls, "enable hooks/ops-hook") {
+		t.Errorf("enable a static endpoint: %d, relay asked %v", res.StatusCode, f.relay.calls)
+	}
+	res, _ = f.do(t, "POST", "/api/v1/endpoints/hooks/a1/enable", f.tenA, "")
+	if res.StatusCode != 200 || !f.table.rows["a1"].Enabled || !slices.Contains(f.relay.calls, "enable hooks/a1") {
+		t.Errorf("enable a1: %d, row %+v, relay asked %v", res.StatusCode, f.table.rows["a1"], f.relay.calls)
+	}
 	logs := f.logs.String()
 	for _, want := range []string{`who=tenant-a tenant=A action="create endpoint" target=hooks/a2 result=ok`, `who=tenant-a tenant=A action="disable endpoint" target=hooks/a1 result=ok`, `who=ops tenant="" action="create endpoint" target=hooks/ops-hook result=`} {
 		if !strings.Contains(logs, want) {
