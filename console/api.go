@@ -53,6 +53,7 @@ var apiRoutes = []route{
 	{method: "GET", path: "/api/v1/attempts/{id}", id: "getAttempt", summary: "One attempt, with the first bytes of the endpoint's answer.", resp: "Attempt", status: 200, h: (*Server).getAttempt},
 	{method: "POST", path: "/api/v1/attempts/{id}/resend", id: "resendAttempt", summary: "Send the attempt's event again to its endpoint, freshly signed (a replay job selecting only that event); a new attempt is recorded.", resp: "Job", status: 202, write: true, h: (*Server).resend},
 	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "Dead letters of the webhook endpoints, oldest first.", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
+	{method: "POST", path: "/api/v1/links", id: "createLink", summary: "Mint a tenant's signed link (operator tokens only): the path of that tenant's view, valid for ttl (default 15m, at most 24h), to embed in a frame.", body: "LinkRequest", resp: "Link", status: 201, write: true, h: (*Server).createLink},
 	{method: "POST", path: "/api/v1/dead-letters/replay", id: "replayDeadLetters", summary: "Deliver dead letters again; each leaves the store once its endpoint acknowledged it.", body: "DeadLetterReplay", resp: "DeadLetterReplayResult", status: 200, write: true, h: (*Server).replayDeadLetters},
 }
 
@@ -744,4 +745,37 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 		out["error"] = err.Error()
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxLinkTTL caps how long a tenant link lives.
+const maxLinkTTL = 24 * time.Hour
+
+func (s *Server) createLink(w http.ResponseWriter, r *http.Request, p principal) {
+	if !p.operator() {
+		forbidden(w, "only an operator token mints tenant links")
+		return
+	}
+	var in struct {
+		Tenant string `json:"tenant"`
+		TTL    string `json:"ttl"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Tenant == "" {
+		badRequest(w, "tenant: name the tenant whose view the link opens")
+		return
+	}
+	ttl := 15 * time.Minute
+	if in.TTL != "" {
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d <= 0 || d > maxLinkTTL {
+			badRequest(w, fmt.Sprintf("ttl %q: give a duration above 0 and at most %s (15m, 1h)", in.TTL, maxLinkTTL))
+			return
+		}
+		ttl = d
+	}
+	exp := s.o.Now().Add(ttl)
+	s.writeAudit(p, "mint link for tenant "+in.Tenant, "", nil)
+	writeJSON(w, http.StatusCreated, map[string]any{"path": LinkPath(s.sign.key, in.Tenant, exp), "expires": exp.UTC()})
 }

@@ -136,6 +136,7 @@ func TestATenantTokenCannotReachAnotherTenantsThings(t *testing.T) {
 		"resendAttempt":     {"/api/v1/attempts/2/resend", ""},
 		"listDeadLetters":   {"/api/v1/dead-letters?sink=hooks/b1", ""},
 		"replayDeadLetters": {"/api/v1/dead-letters/replay", `{"ids":["2"]}`},
+		"createLink":        {"/api/v1/links", `{"tenant":"B"}`},
 	}
 	for _, rt := range apiRoutes {
 		rq, ok := reqs[rt.id]
@@ -172,9 +173,19 @@ func TestATenantTokenCannotReachAnotherTenantsThings(t *testing.T) {
 	if _, ok := f.table.rows["b2"]; ok {
 		t.Error("tenant A made a row of tenant B")
 	}
+	// An operator mints a link that opens tenant B's view.
+	res, body := f.do(t, "POST", "/api/v1/links", f.op, `{"tenant":"B","ttl":"5m"}`)
+	var link struct{ Path string }
+	_ = json.Unmarshal([]byte(body), &link)
+	if res.StatusCode != 201 || !strings.HasPrefix(link.Path, "/t/l1.") {
+		t.Fatalf("mint a link: %d %s", res.StatusCode, body)
+	}
+	if res, body := f.do(t, "GET", link.Path, "", ""); res.StatusCode != 200 || !strings.Contains(body, "hooks/b1") || strings.Contains(body, "hooks/a1") {
+		t.Errorf("the minted link's view: %d\n%s", res.StatusCode, body)
+	}
 	// The same routes work for B's own token (so the refusals above are
 	// the tenant's, not a broken route).
-	res, body := f.do(t, "GET", "/api/v1/attempts/2", f.tenB, "")
+	res, body = f.do(t, "GET", "/api/v1/attempts/2", f.tenB, "")
 	if res.StatusCode != 200 || !strings.Contains(body, "evt-b") {
 		t.Errorf("tenant B cannot read its own attempt: %d %s", res.StatusCode, body)
 	}

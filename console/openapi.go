@@ -77,6 +77,8 @@ var schemas = obj{
 		"reason": str("why it was dead-lettered"), "attempts": typed("integer", "attempts made"),
 		"first_failed": str("time"), "last_failed": str("time"), "stored": str("time"),
 	}, "id", "sink", "reason"),
+	"LinkRequest":            object(obj{"tenant": str("the tenant whose view the link opens"), "ttl": str("how long it is valid: a duration, default 15m, at most 24h")}, "tenant"),
+	"Link":                   object(obj{"path": str("the path of the tenant's view (/t/LINK/), to join to the console's address"), "expires": str("when it stops working")}, "path", "expires"),
 	"DeadLetterReplay":       object(obj{"ids": arrayOf(obj{"type": "string"}, "the records to replay")}, "ids"),
 	"DeadLetterReplayResult": object(obj{"replayed": typed("integer", "delivered and removed"), "failed": typed("integer", "kept"), "error": str("why those failed")}, "replayed", "failed"),
 }
