@@ -42,6 +42,9 @@ type consoleRelay struct {
 	mu             sync.Mutex
 	badSignatures  []string
 	answered500For map[string]bool
+	// rejectDead: requests to /dead are answered 400 (the event is
+	// dead-lettered).
+	rejectDead bool
 }
 
 // freeAddr returns a loopback address nothing listens on now.
@@ -66,7 +69,7 @@ func startConsoleRelay(t *testing.T) *consoleRelay {
 			t.Fatal(err)
 		}
 	}
-	cr := &consoleRelay{secret: newWebhookSecret(t), answered500For: map[string]bool{}}
+	cr := &consoleRelay{secret: newWebhookSecret(t), answered500For: map[string]bool{}, rejectDead: true}
 	cr.insert = func(id, tenant string) {
 		t.Helper()
 		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES (?, 'order', 'o-1', 'created', '{\"n\":1}', ?)", id, tenant); err != nil {
@@ -78,6 +81,9 @@ func startConsoleRelay(t *testing.T) *consoleRelay {
 		defer cr.mu.Unlock()
 		if err := verifyStandardWebhook(cr.secret, r.Header, body, time.Now()); err != nil {
 			cr.badSignatures = append(cr.badSignatures, r.Header.Get("webhook-id")+": "+err.Error())
+		}
+		if r.URL.Path == "/dead" && cr.rejectDead {
+			return receiver.Reply{Status: 400, Body: "rejected by the test"}
 		}
 		id := r.Header.Get("webhook-id")
 		if !cr.answered500For[id] {
@@ -313,6 +319,42 @@ func TestTheConsoleAPIShowsAttemptsAndResends(t *testing.T) {
 		}
 		return seen["evt-1"] && seen["evt-2"]
 	}, cr.showLog)
+	// A dead letter: seen and replayed by its tenant only.
+	cr.addEndpoint(t, cr.t1, "shop-dead", "/dead")
+	cr.insert("evt-d", "t1")
+	type deadLetters struct {
+		DeadLetters []struct{ ID, Sink string } `json:"dead_letters"`
+	}
+	var dl deadLetters
+	eventually.Within(t, 30*time.Second, "evt-d dead-lettered", func() bool {
+		dl = deadLetters{}
+		return cr.call(t, "GET", "/api/v1/dead-letters", cr.t1, nil, &dl) == 200 && len(dl.DeadLetters) == 1
+	}, cr.showLog)
+	if dl.DeadLetters[0].Sink != "hooks/shop-dead" {
+		t.Errorf("dead letter %+v, want hooks/shop-dead's", dl.DeadLetters[0])
+	}
+	var other deadLetters
+	if st := cr.call(t, "GET", "/api/v1/dead-letters", cr.t2, nil, &other); st != 200 || len(other.DeadLetters) != 0 {
+		t.Errorf("tenant t2 lists %d dead letters of t1 (%d)", len(other.DeadLetters), st)
+	}
+	ids := map[string]any{"ids": []string{dl.DeadLetters[0].ID}}
+	if st := cr.call(t, "POST", "/api/v1/dead-letters/replay", cr.t2, ids, nil); st != 404 {
+		t.Errorf("tenant t2 replaying t1's dead letter: %d, want 404", st)
+	}
+	cr.mu.Lock()
+	cr.rejectDead = false
+	cr.mu.Unlock()
+	var replayed struct{ Replayed, Failed int }
+	if st := cr.call(t, "POST", "/api/v1/dead-letters/replay", cr.t1, ids, &replayed); st != 200 || replayed.Replayed != 1 {
+		t.Errorf("replay the dead letter: %d %+v", st, replayed)
+	}
+	if acc := cr.rc.Accepted("/dead"); len(acc) != 1 || acc[0].EventID != "evt-d" {
+		t.Errorf("/dead accepted %+v, want evt-d once", acc)
+	}
+	if st := cr.call(t, "GET", "/api/v1/dead-letters", cr.t1, nil, &dl); st != 200 || len(dl.DeadLetters) != 0 {
+		t.Errorf("after the replay %d dead letters are left", len(dl.DeadLetters))
+	}
+
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	if len(cr.badSignatures) > 0 {
