@@ -10,8 +10,14 @@
 // delivery. The store is bounded: a retention (an age and a row count) is
 // applied as it is written.
 //
-// Two stores: a MySQL table beside the checkpoint store, and a local
-// embedded file when the checkpoint store is a file.
+// Two stores: a MySQL table beside the checkpoint store (MySQL), and a
+// local embedded file (File, bbolt) when the checkpoint store is a file.
+// Both are safe for concurrent use, keep the same fields to the same
+// precision (times to the microsecond, the first AnswerLimit bytes of an
+// answer, text fields cut at 255 bytes, an error's text at 1024) and pass
+// one conformance suite (store_test.go). A File is opened by one process at
+// a time; a reader waits for the writer to let go, and is told to ask the
+// running relay instead (ErrLocked).
 package attempts
 
 import (

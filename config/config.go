@@ -36,13 +36,93 @@ type Config struct {
 	Delivery   Delivery   `yaml:"delivery"`
 	// Sinks are the destinations, each with its own binlog stream, pipeline
 	// and checkpoint. Required: at least one.
-	Sinks   []Sink  `yaml:"sinks"`
-	Log     Log     `yaml:"log"`
-	HTTP    HTTP    `yaml:"http"`
-	Prune   Prune   `yaml:"prune"`
-	Tracing Tracing `yaml:"tracing"`
-	Replay  Replay  `yaml:"replay"`
+	Sinks    []Sink   `yaml:"sinks"`
+	Log      Log      `yaml:"log"`
+	HTTP     HTTP     `yaml:"http"`
+	Prune    Prune    `yaml:"prune"`
+	Tracing  Tracing  `yaml:"tracing"`
+	Replay   Replay   `yaml:"replay"`
+	Attempts Attempts `yaml:"attempts"`
+	Console  Console  `yaml:"console"`
 }
+
+// Console configures the gateway's console (docs/console.md): an admin API
+// (/api/v1, described by /api/openapi.json) and a web page for the webhook
+// sinks' endpoints, their delivery attempts and dead letters, on a listener
+// of its own. Off unless listen is set.
+type Console struct {
+	// Listen is the console's address (host:port). Default "": no console,
+	// no listener.
+	Listen string `yaml:"listen" example:"# 127.0.0.1:9465"`
+	// Tokens are the bearer tokens that may use the console: an operator
+	// token (no tenant) sees every endpoint; a tenant token only the
+	// endpoints whose tenant column equals its tenant. Each is stored
+	// hashed (`outbox-relay console token` makes one). Required when
+	// listen is set.
+	Tokens []ConsoleToken `yaml:"tokens"`
+	// LinkKeyEnv names the environment variable holding the key (at least
+	// 32 bytes) that signs tenant links (`outbox-relay console link`) and
+	// the page's session cookies. Default OUTBOX_RELAY_CONSOLE_KEY.
+	LinkKeyEnv string `yaml:"link_key_env" default:"OUTBOX_RELAY_CONSOLE_KEY"`
+	// RateLimit is the requests per second each token may make; a burst of
+	// twice as many is allowed. Default 20.
+	RateLimit float64 `yaml:"rate_limit" default:"20"`
+	// Session is how long a browser's sign-in lasts. Default 8h.
+	Session time.Duration `yaml:"session" default:"8h"`
+	// FrameAncestors are the origins allowed to embed the page in a frame
+	// (the Content-Security-Policy's frame-ancestors), e.g. a platform's
+	// dashboard showing its customers their tenant's view. Default none:
+	// no page can be framed.
+	FrameAncestors []string `yaml:"frame_ancestors"`
+}
+
+// ConsoleToken is one bearer token of the console, as its hash.
+type ConsoleToken struct {
+	// Name names the token in the audit log. Required.
+	Name string `yaml:"name" example:"ops"`
+	// Hash is "sha256:" and the hex SHA-256 of the token. Required.
+	Hash string `yaml:"hash" example:"sha256:0000000000000000000000000000000000000000000000000000000000000000"`
+	// Tenant, when set, limits the token to that tenant's endpoints,
+	// attempts and dead letters. Default "": an operator token.
+	Tenant string `yaml:"tenant"`
+}
+
+// Attempts configures the record of webhook delivery attempts
+// (docs/attempts.md): every HTTP attempt of every endpoint, and each one
+// refused before it was sent, with its status or error class, duration and
+// the first bytes of the answer, searchable with `outbox-relay attempts`.
+// It is written off the delivery path, in batches, to a table beside the
+// checkpoint table (checkpoint.store: mysql) or a file beside the
+// checkpoint file (store: file), and bounded by max_age and max_rows.
+type Attempts struct {
+	// Enabled turns the record on. Default false: nothing is recorded, and
+	// no table or file is made.
+	Enabled bool `yaml:"enabled"`
+	// MaxAge is how long an attempt is kept. Default 168h (7 days).
+	MaxAge time.Duration `yaml:"max_age" default:"168h"`
+	// MaxRows caps the attempts kept: the oldest beyond it are removed.
+	// 0: no cap but max_age. Default 1000000.
+	MaxRows int64 `yaml:"max_rows" default:"1000000"`
+	// Table (checkpoint.store: mysql, in the checkpoint database). Default
+	// outbox_relay_attempts.
+	Table string `yaml:"table" default:"outbox_relay_attempts"`
+	// Path of the file (checkpoint.store: file). One relay at a time opens
+	// it. Default beside the checkpoint file: <checkpoint.path>.attempts.
+	Path string `yaml:"path" derived:"<checkpoint.path>.attempts"`
+	// Queue is how many attempts wait to be written at most; when the
+	// store falls behind, more are dropped (and counted in
+	// outbox_relay_attempts_dropped_total), never waited for. Default 10000.
+	Queue int `yaml:"queue" default:"10000"`
+	// BatchSize caps the attempts one write stores. Default 500.
+	BatchSize int `yaml:"batch_size" default:"500"`
+	// Interval is the longest an attempt waits to be written when fewer
+	// than batch_size wait. Default 200ms.
+	Interval time.Duration `yaml:"interval" default:"200ms"`
+}
+
+// DefaultAttemptsTable is attempts.table's default, for package attempts
+// (a test holds it to the declared default).
+const DefaultAttemptsTable = "outbox_relay_attempts"
 
 // Replay configures how the running relay runs replay jobs (`outbox-relay
 // replay`, docs/replay.md): each a pipeline of its own beside the live
@@ -838,6 +918,9 @@ func (c *Config) Defaults() {
 	if dl.Store == "file" {
 		setS(&dl.Path, filepath.Join(filepath.Dir(c.Checkpoint.Path), "dead-letters"))
 	}
+	if c.Checkpoint.Store == "file" {
+		setS(&c.Attempts.Path, c.Checkpoint.Path+".attempts")
+	}
 	for _, s := range c.Sinks {
 		if s.Config != nil {
 			s.Config.Defaults()
@@ -939,7 +1022,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	for field, name := range map[string]string{"checkpoint.table": c.Checkpoint.Table, "dead_letter.table": c.DeadLetter.Table} {
+	for field, name := range map[string]string{"checkpoint.table": c.Checkpoint.Table, "dead_letter.table": c.DeadLetter.Table, "attempts.table": c.Attempts.Table} {
 		if !ValidTableName(name) {
 			bad("%s: %q: use 1 to 64 letters, digits, _ and $", field, name)
 		}
@@ -982,6 +1065,7 @@ func (c *Config) Validate() error {
 		names[s.Name] = true
 		s.validate(i, bad)
 	}
+	c.Console.validate(bad)
 	if rp := c.Replay; rp.MaxRunning < 0 || rp.MaxRunning > 64 {
 		bad("replay.max_running: %d is not between 0 and 64", rp.MaxRunning)
 	}
@@ -990,6 +1074,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Replay.MaxInFlight < 1 {
 		bad("replay.max_in_flight: %d: use at least 1", c.Replay.MaxInFlight)
+	}
+	if at := c.Attempts; at.Enabled {
+		if at.MaxAge < time.Minute {
+			bad("attempts.max_age: %s: use at least 1m (leave it out for the default %s)", at.MaxAge, DefaultOf(at, "max_age"))
+		}
+		if at.MaxRows < 0 {
+			bad("attempts.max_rows: %d is negative; use 0 for no cap but max_age", at.MaxRows)
+		}
+		if at.Queue < 1 || at.BatchSize < 1 {
+			bad("attempts.queue (%d) and attempts.batch_size (%d): use at least 1 each", at.Queue, at.BatchSize)
+		}
+		if at.Interval < time.Millisecond {
+			bad("attempts.interval: %s: use at least 1ms (leave it out for the default %s)", at.Interval, DefaultOf(at, "interval"))
+		}
 	}
 	pr := c.Prune
 	if pr.Schedule < 0 || (pr.Schedule > 0 && pr.Schedule < time.Minute) {

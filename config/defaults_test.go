@@ -164,6 +164,7 @@ func TestDefaultConstantsAreTheDeclaredDefaults(t *testing.T) {
 		{"checkpoint.min_interval", config.DefaultCheckpointGap},
 		{"checkpoint.lock_timeout", config.DefaultLockTimeout},
 		{"dead_letter.table", config.DefaultDeadLetterTable},
+		{"attempts.table", config.DefaultAttemptsTable},
 		{"prune.batch_size", config.DefaultPruneBatchSize},
 		{"prune.lock_wait_timeout", config.DefaultPruneLockWaitTimeout},
 	} {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -36,6 +37,10 @@ type FanOut struct {
 	// that row. Errors never contain the secret or the key. Nil: the kind's
 	// table holds none.
 	EncryptSecret func(key, secret string, row SecretRow) (string, error)
+	// Admin returns the writer of one sink's endpoints table on db (the
+	// console's writes); nil (and no error) when the sink has none. Nil:
+	// the kind has no table to write.
+	Admin func(sink string, sc config.SinkConfig, db *sql.DB) (TableAdmin, error)
 }
 
 // SecretRow names the endpoints table's row an encrypted secret is for.
@@ -85,8 +90,11 @@ type FanOutParams struct {
 	// Retry is the relay's retry policy (retry.FromConfig).
 	Retry retry.Policy
 	// Slots, if set, are request slots shared by every endpoint.
-	Slots  chan struct{}
-	Logger *slog.Logger
+	Slots chan struct{}
+	// Attempts, if set, is told about every delivery attempt of every
+	// endpoint (the attempts record). Nil: none.
+	Attempts attempts.Recorder
+	Logger   *slog.Logger
 }
 
 // Table follows a fan-out sink's endpoints table. Its methods other than

@@ -427,17 +427,23 @@ func (gm *Metrics) all() map[string]*SinkMetrics {
 	return out
 }
 
+// Stats returns every gateway endpoint's figures by webhook sink (what
+// /endpoints serves); sink, when set, selects one sink.
+func (gm *Metrics) Stats(sink string) map[string][]EndpointStats {
+	out := map[string][]EndpointStats{}
+	for k, g := range gm.all() {
+		if sink == "" || k == sink {
+			out[k] = g.Endpoints()
+		}
+	}
+	return out
+}
+
 // EndpointsHandler serves every gateway endpoint's figures as JSON
 // (/endpoints; ?sink=NAME for one webhook sink).
 func (gm *Metrics) EndpointsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := r.URL.Query().Get("sink")
-		out := map[string][]EndpointStats{}
-		for k, g := range gm.all() {
-			if want == "" || k == want {
-				out[k] = g.Endpoints()
-			}
-		}
+		out := gm.Stats(r.URL.Query().Get("sink"))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})

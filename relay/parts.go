@@ -45,6 +45,14 @@ func (p *Parts) FanOutParams(s config.Sink, suffix string, store checkpoint.Stor
 	return p.r.fanOutParams(s, suffix, store, slots)
 }
 
+// OpenAttempts opens the attempts record (attempts.enabled), which the
+// endpoints FanOutParams builds report to, with its metrics; close stores
+// what is queued. Call it once the replica may deliver, and close it after
+// its endpoints stopped.
+func (p *Parts) OpenAttempts(ctx context.Context) (close func(), err error) {
+	return p.r.openAttempts(ctx)
+}
+
 // OpenDeadLetters opens the configured dead-letter store for writing (nil
 // when none is configured).
 func (p *Parts) OpenDeadLetters(ctx context.Context) (deadletter.Putter, func(), error) {

@@ -23,6 +23,12 @@
 // the order of the steps, the members and their lifetimes; the replay
 // planner of `outbox-relay replay` (relay/replayjob.go) is still here.
 //
+// With console.listen set it also serves the gateway's console (package
+// console, relay/console.go) on a listener of its own: the endpoints,
+// their attempts and dead letters, writes to the endpoints tables, and
+// resends and recoveries as replay jobs of its store. Without it nothing
+// of the console is opened.
+//
 // A failure of one pipeline that cannot be retried (a lost binlog position, a
 // permanent failure with no dead-letter store) stops that pipeline only, after
 // it saved its checkpoint: the other sinks go on, and /readyz and the logs name
@@ -44,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
@@ -100,6 +107,8 @@ type Relay struct {
 	// retry is the one retry policy (retry.FromConfig), built here and
 	// passed down to every pipeline, sink, reader and webhook endpoint.
 	retry retry.Policy
+	// attempts is the attempts record, nil unless attempts.enabled.
+	attempts *attemptsRecord
 }
 
 // New returns a relay for cfg. It does not connect yet.
@@ -107,7 +116,11 @@ func New(cfg *config.Config, opts Options) *Relay {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
+	r := &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
+	if cfg.Attempts.Enabled {
+		r.attempts = &attemptsRecord{}
+	}
+	return r
 }
 
 // Targets builds every configured sink (one target per webhook endpoint).
@@ -159,6 +172,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // nil: ctx ended while this relay waited as a standby
 	}
 	defer lock.release()
+	closeAttempts, err := r.openAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAttempts() // after the pipelines (a.close): what they recorded is stored
 	start, err := source.StartPosition(ctx, src.db, r.cfg, src.info)
 	if err != nil {
 		return fmt.Errorf("resolve checkpoint.start %q: %w", r.cfg.Checkpoint.Start, err)
@@ -193,7 +211,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.runGroup(ctx, a.group, store, append(append(streams, gateways...), replays))
+	members := append(append(streams, gateways...), replays)
+	if con, on, err := a.console(r.Attempts()); err != nil {
+		return err
+	} else if on {
+		members = append(members, con)
+	}
+	return r.runGroup(ctx, a.group, store, members)
 }
 
 // runGroup runs every member until each has returned, and prunes on
@@ -243,6 +267,9 @@ func (r *Relay) startMetrics() (*metrics.Metrics, func(), error) {
 		return nil, nil, err
 	}
 	r.gateways = gm
+	if r.attempts != nil {
+		m.Handle("GET /attempts", attempts.Handler(r.attempts.store))
+	}
 	if r.cfg.HTTP.Listen == "" {
 		return m, m.Unregister, nil
 	}

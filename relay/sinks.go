@@ -52,6 +52,9 @@ func (r *Relay) targets(s config.Sink) ([]Target, error) {
 func (r *Relay) fanOutParams(s config.Sink, suffix string, store checkpoint.Store, slots chan struct{}) gateway.FanOutParams {
 	p := gateway.FanOutParams{Sink: s.Name, Config: s.Config, Suffix: suffix, Store: store, Health: r.health,
 		Retry: r.retry, Slots: slots, Logger: r.log}
+	if r.attempts != nil {
+		p.Attempts = r.attempts
+	}
 	if r.gateways != nil {
 		gm := r.gateways.Sink(s.Name)
 		p.States = gm

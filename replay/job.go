@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ type Job struct {
 	// Types select events by type, as path.Match globs ("order.*"); none
 	// selects every event.
 	Types []string `json:"types,omitempty"`
+	// IDs, when set, select only the events with these ids (a resend of
+	// one event from the console); none selects every event.
+	IDs []string `json:"ids,omitempty"`
 	// Where selects rows of the table source (an SQL condition); the
 	// binlog source refuses it.
 	Where string `json:"where,omitempty"`
@@ -110,6 +114,11 @@ func (j *Job) Selects(t string) bool {
 		}
 	}
 	return false
+}
+
+// SelectsEvent reports whether the job's filters (Types, IDs) select e.
+func (j *Job) SelectsEvent(e *event.Event) bool {
+	return j.Selects(e.Type) && (len(j.IDs) == 0 || slices.Contains(j.IDs, e.ID))
 }
 
 // Check reports what is wrong with a job as asked (before it is stored),

@@ -114,12 +114,12 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 }
 
 func (w *Window) filter(evs []*event.Event) []*event.Event {
-	if len(w.Job.Types) == 0 && w.Select == nil {
+	if len(w.Job.Types) == 0 && len(w.Job.IDs) == 0 && w.Select == nil {
 		return evs
 	}
 	var out []*event.Event
 	for _, e := range evs {
-		if w.Job.Selects(e.Type) && (w.Select == nil || w.Select(e)) {
+		if w.Job.SelectsEvent(e) && (w.Select == nil || w.Select(e)) {
 			out = append(out, e)
 		} else if w.Skipped != nil {
 			w.Skipped()

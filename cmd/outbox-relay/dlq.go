@@ -14,11 +14,9 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
-	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/event/jsonline"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -123,72 +121,14 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	}
 }
 
-// replayDeadLetters delivers each record's event to its sink again, in stored order per
-// sink, and deletes the record once the sink acknowledged it.
+// replayDeadLetters delivers each record's event to its sink again
+// (relay.ReplayDeadLetters) and says how it went.
 func replayDeadLetters(ctx context.Context, cfg *config.Config, store deadletter.Store, recs []deadletter.Record, stdout io.Writer, logger *slog.Logger) error {
-	rl := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout})
-	targets, err := rl.Targets()
-	if err != nil {
-		return err
+	ok, failed, err := relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout}).ReplayDeadLetters(ctx, store, recs)
+	if ok+failed > 0 || err == nil {
+		fmt.Fprintf(stdout, "replayed %d dead letters, %d failed\n", ok, failed)
 	}
-	byName := map[string]relay.Target{}
-	for _, t := range targets {
-		byName[t.Name] = t
-	}
-	// Endpoints kept in a table are read from it, when a record needs one.
-	for _, r := range recs {
-		if _, ok := byName[r.Sink]; !ok {
-			more, err := rl.TableTargets(ctx)
-			if err != nil {
-				return fmt.Errorf("read the webhook endpoints tables: %w", err)
-			}
-			for _, t := range more {
-				if _, ok := byName[t.Name]; !ok { // a row never replaces an endpoint of the configuration
-					byName[t.Name] = t
-				}
-			}
-			break
-		}
-	}
-	connected := map[string]bool{}
-	var ok, failed int
-	var errs []error
-	for _, r := range recs {
-		t := byName[r.Sink]
-		s := t.Sink
-		if s == nil {
-			errs = append(errs, fmt.Errorf("record %s: sink %q is not in the config (kept)", r.ID, r.Sink))
-			failed++
-			continue
-		}
-		if !connected[r.Sink] {
-			if err := s.Connect(ctx); err != nil {
-				return fmt.Errorf("connect sink %s: %w", r.Sink, err)
-			}
-			connected[r.Sink] = true
-			defer s.Close(context.WithoutCancel(ctx))
-		}
-		if f, ok := s.(interface{ Selects(*event.Event) bool }); ok && !f.Selects(r.Event) || t.Filter.Match != nil && !t.Filter.Match(r.Event) {
-			// The sink would acknowledge it without sending it: keep it.
-			errs = append(errs, fmt.Errorf("record %s (event %s): the filter of %s no longer selects it; change the filter or purge it (kept)", r.ID, r.Event.ID, r.Sink))
-			failed++
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := sink.ErrorFor(sink.Deliver(wctx, s, []*event.Event{r.Event}), 0)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("record %s (event %s) to %s: %w (kept)", r.ID, r.Event.ID, r.Sink, err))
-			failed++
-			continue
-		}
-		if err := store.Delete(ctx, r.ID); err != nil {
-			return fmt.Errorf("event %s was delivered but its record %s could not be deleted: %w", r.Event.ID, r.ID, err)
-		}
-		ok++
-	}
-	fmt.Fprintf(stdout, "replayed %d dead letters, %d failed\n", ok, failed)
-	return errors.Join(errs...)
+	return err
 }
 
 func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {

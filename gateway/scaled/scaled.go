@@ -111,6 +111,11 @@ func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 		return err
 	}
 	defer closeDL()
+	closeAttempts, err := r.OpenAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAttempts()
 	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), r.Gateways.Sink(kg.Webhook)
 	var table *tablePoll
 	var polling sync.WaitGroup

@@ -6,13 +6,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -36,19 +41,44 @@ func (l *latencies) Delivered(d time.Duration) {
 // of the time from Submit to the 2xx, which is mostly time spent queued, and
 // the process's CPU time per delivery (the receivers' included: compare it
 // between builds, not with a client alone).
+//
+// Each runs with the attempts record off and on (attempts=file: every
+// attempt handed to an attempts.Writer storing into a bbolt file, as the
+// relay with attempts.enabled and a file checkpoint store), in one run, so
+// the two can be compared (BENCHMARKS.md, "Webhook attempts record").
 func BenchmarkDeliver(b *testing.B) {
 	for _, inFlight := range []int{4, 32} {
-		b.Run(fmt.Sprintf("batches_in_flight=%d", inFlight), func(b *testing.B) { benchmarkDeliver(b, inFlight) })
+		for _, rec := range []string{"off", "file"} {
+			b.Run(fmt.Sprintf("batches_in_flight=%d/attempts=%s", inFlight, rec), func(b *testing.B) { benchmarkDeliver(b, inFlight, rec) })
+		}
 	}
 }
 
-func benchmarkDeliver(b *testing.B, batchesInFlight int) {
+func benchmarkDeliver(b *testing.B, batchesInFlight int, record string) {
 	const endpoints, aggregates, batchSize = 20, 200, 100
 	events := make([]*event.Event, b.N)
 	for i := range events {
 		events[i] = ev(fmt.Sprintf("evt-%d", i), fmt.Sprintf("agg-%d", i%aggregates))
 	}
 	obs := &latencies{}
+	var rec *attempts.Writer
+	reg := prometheus.NewRegistry()
+	if record == "file" {
+		st, err := attempts.OpenFile(filepath.Join(b.TempDir(), "attempts"), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		m, err := metrics.New(reg, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		am, err := attempts.NewMetrics(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec = attempts.NewWriter(st, attempts.WriterOptions{Metrics: am})
+	}
 	var eps []*Endpoint
 	for i := range endpoints {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +89,9 @@ func benchmarkDeliver(b *testing.B, batchesInFlight int) {
 		cfg := testConfig(srv.URL)
 		cfg.Name = fmt.Sprintf("endpoint-%d", i)
 		cfg.Observer = obs
+		if rec != nil {
+			cfg.Attempts, cfg.Sink = rec, "bench"
+		}
 		eps = append(eps, newEndpoint(b, cfg))
 	}
 
@@ -88,6 +121,14 @@ func benchmarkDeliver(b *testing.B, batchesInFlight int) {
 	elapsed := time.Since(start)
 	cpu := processCPU() - cpu0
 	b.StopTimer()
+	if rec != nil {
+		// Stored after the deliveries (the record is off their path):
+		// what was dropped for a full queue says whether it kept up.
+		if err := rec.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(counterValue(b, reg, "outbox_relay_attempts_dropped_total"), "attempts-dropped")
+	}
 
 	slices.Sort(obs.d)
 	if len(obs.d) != endpoints*b.N {
@@ -105,4 +146,22 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// counterValue sums the samples of the counter family name in reg.
+func counterValue(b *testing.B, reg prometheus.Gatherer, name string) float64 {
+	b.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

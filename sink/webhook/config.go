@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
@@ -105,6 +106,17 @@ type EndpointConfig struct {
 	// Observer, if set, is told about every attempt and outcome (for
 	// metrics). It is not part of the YAML configuration.
 	Observer Observer `yaml:"-"`
+	// Attempts, if set, is told about every attempt, for the attempts
+	// record (package attempts): each HTTP attempt and each one refused
+	// before it was sent (egress policy, a request that cannot be made),
+	// as an attempts.Attempt of endpoint Name in sink Sink, of Tenant.
+	// Nil (the default) costs nothing. Not part of the YAML configuration.
+	Attempts attempts.Recorder `yaml:"-"`
+	// Sink is the endpoint's webhook sink, and Tenant its tenant (the
+	// tenant column of its endpoints-table row): what the attempts record
+	// says of it. Not part of the YAML configuration.
+	Sink   string `yaml:"-"`
+	Tenant string `yaml:"-"`
 	// Slots, if set, are request slots shared with other endpoints (a
 	// gateway replica's --max-requests): an attempt holds one while its
 	// request is in flight, never while it waits to retry. Not part of the

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -747,7 +748,8 @@ func (e *Endpoint) attempt(d *delivery) {
 	}
 	o := e.send(ctx, d, start)
 	if o.kind != cancelled {
-		e.obs.Attempt(o.status, time.Since(start))
+		o.start, o.dur, o.attempted = start, time.Since(start), true
+		e.obs.Attempt(o.status, o.dur)
 	}
 	e.settle(d, o)
 }
@@ -761,9 +763,20 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		d.cancel = nil
 	}
 	if d.done { // dropped meanwhile (cancelled write, 410 elsewhere, Close)
+		n := d.attempts
 		e.mu.Unlock()
+		if e.cfg.Attempts != nil && o.attempted {
+			// Sent again later (a restart), unless it was delivered now.
+			result := attempts.OutcomeRetry
+			if o.kind == delivered {
+				result = attempts.OutcomeDelivered
+			}
+			e.record(d, n, o, result)
+		}
 		return
 	}
+	// result is the attempt's outcome for the attempts record.
+	var result string
 	if o.kind != cancelled {
 		d.lastStatus, d.lastOutcome = o.status, o.desc
 	}
@@ -773,6 +786,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 	var acked *writeCall // d's batch, whose ack this worker calls once unlocked
 	switch o.kind {
 	case delivered:
+		result = attempts.OutcomeDelivered
 		e.obs.Delivered(time.Since(d.enqueued))
 		acked = e.deliveredLocked(d)
 		e.wakeUnreachableLocked() // reachable again: no need to wait out the backoff
@@ -786,6 +800,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 
 	case gone:
+		result = attempts.OutcomeFailed
 		first := !e.disabled
 		e.disabled = true
 		n := 0
@@ -804,6 +819,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		}
 
 	case permanent:
+		result = attempts.OutcomeFailed
 		e.obs.Failed(o.reason)
 		err := e.deliveryError(d, o.err)
 		e.failHeadLocked(d, sink.Permanent(err))
@@ -818,6 +834,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		failing := e.failureLocked(o, now)
 		wait, ok := e.retryWait(d, o, now)
 		if !ok {
+			result = attempts.OutcomeFailed
 			e.obs.Failed(ReasonRetryBudget)
 			err := e.deliveryError(d, fmt.Errorf("retry budget exhausted after %d attempts over %s: last %s",
 				d.attempts, now.Sub(d.first).Round(time.Millisecond), o.desc))
@@ -830,6 +847,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 			}
 			break
 		}
+		result = attempts.OutcomeRetry
 		e.obs.Retry(o.err)
 		d.timerGen++
 		gen := d.timerGen
@@ -851,13 +869,35 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 				slog.String("outcome", o.desc), slog.Duration("wait", wait))
 		}
 	}
+	n := d.attempts
 	e.mu.Unlock()
 	if acked != nil {
 		acked.ack(d.idx, nil)
 	}
+	if e.cfg.Attempts != nil && o.attempted {
+		e.record(d, n, o, result)
+	}
 	if after != nil {
 		after()
 	}
+}
+
+// record tells the attempts record about attempt n of d, o, whose outcome
+// is result (an attempts.Outcome*). Called without the lock; the Recorder
+// never blocks.
+func (e *Endpoint) record(d *delivery, n int, o outcome, result string) {
+	ev := d.ev
+	a := attempts.Attempt{
+		Time: o.start, Sink: e.cfg.Sink, Endpoint: e.cfg.Name, Tenant: e.cfg.Tenant,
+		EventID: ev.ID, EventType: ev.Type, Number: n,
+		Status: o.status, Class: o.class, Outcome: result, Duration: o.dur, Answer: o.answer,
+		Replay: ev.Replay(), Committed: ev.CommitTime,
+		GTID: ev.Source.GTID, File: ev.Source.File, Pos: ev.Source.Pos,
+	}
+	if o.err != nil && result != attempts.OutcomeDelivered {
+		a.Error = o.err.Error() // secrets hidden (send, classify)
+	}
+	e.cfg.Attempts.Record(a)
 }
 
 // failureLocked counts the retriable failure o in the endpoint's run of

@@ -19,7 +19,7 @@ import (
 // relay nor package gateway: the rows, their secrets, the 410 an endpoint
 // answers and the filters are the webhook's; the gateway only routes,
 // queues and checkpoints whatever endpoints it is given.
-var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable, Filter: endpointFilter,
+var fanOut = gateway.FanOut{Endpoints: staticEndpoints, Table: followTable, Filter: endpointFilter, Admin: admin,
 	EncryptSecret: func(key, secret string, row gateway.SecretRow) (string, error) {
 		return EncryptSecret(key, secret, SecretRow(row))
 	}}
@@ -107,6 +107,7 @@ func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
 		obs.Observer, _ = p.Observer(key).(Observer)
 	}
 	ec.Observer, ec.Policy = obs, p.Retry
+	ec.Attempts, ec.Sink = p.Attempts, p.Sink
 	if p.Slots != nil {
 		ec.Slots = p.Slots
 	}

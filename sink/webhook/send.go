@@ -3,10 +3,13 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
@@ -54,6 +58,16 @@ type outcome struct {
 	// err says why: for permanent, and for retryable (Observer.Retry)
 	err    error
 	reason string // for permanent
+	// For the attempts record (EndpointConfig.Attempts): why no answer
+	// came (an attempts.Class*), the start of the answer (secrets
+	// hidden; only read when there is a record), and the attempt's start
+	// and duration. attempted: a request was made or refused (not a
+	// delivery dropped before its attempt).
+	class     string
+	answer    []byte
+	start     time.Time
+	dur       time.Duration
+	attempted bool
 }
 
 // send makes one signed POST of d and classifies the result. It hands the
@@ -66,7 +80,7 @@ type outcome struct {
 // go-retryablehttp's policy, a response body is drained and closed.
 func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome {
 	if err := checkLimits(d.ev.ID); err != nil {
-		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err}
+		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err, class: attempts.ClassRequest}
 	}
 	body := d.body
 	req := (&http.Request{
@@ -89,7 +103,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		switch ctx.Err() {
 		case context.DeadlineExceeded:
 			err := fmt.Errorf("attempt timed out after %s: %w", e.cfg.Timeout, context.DeadlineExceeded)
-			return outcome{kind: retryable, desc: "error: " + err.Error(), err: err}
+			return outcome{kind: retryable, desc: "error: " + err.Error(), err: err, class: attempts.ClassTimeout}
 		case context.Canceled:
 			return outcome{kind: cancelled, desc: "error: cancelled"}
 		}
@@ -100,27 +114,61 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		again, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, &url.Error{Op: "Post", Err: err})
 		var ee *EgressError
 		if errors.As(err, &ee) {
-			return outcome{kind: permanent, desc: "error: " + ee.Error(), reason: ReasonRequest, err: ee}
+			return outcome{kind: permanent, desc: "error: " + ee.Error(), reason: ReasonRequest, err: ee, class: attempts.ClassEgress}
 		}
+		class := errorClass(err)
 		err = scrubbed{err, e.scrub}
 		if !again {
-			return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest,
+			if class != attempts.ClassTLS {
+				class = attempts.ClassRequest
+			}
+			return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, class: class,
 				err: fmt.Errorf("the request cannot succeed as configured: %w", err)}
 		}
-		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err), err: err}
+		return outcome{kind: retryable, desc: "error: " + err.Error(), conn: retry.IsConnectionError(err), err: err, class: class}
 	}
 	var rbody []byte
+	record := e.cfg.Attempts != nil
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
+	case resp.StatusCode >= 200 && resp.StatusCode <= 299 && !record:
 		// Read (up to drainLimit) only so that the connection is reused.
 		if resp.ContentLength != 0 {
 			_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
 		}
-	default:
+	case resp.ContentLength != 0:
 		rbody, _ = io.ReadAll(io.LimitReader(resp.Body, drainLimit))
 	}
 	resp.Body.Close()
-	return classify(resp, rbody, now, e.cfg.Retry.MaxBackoff, e.scrub)
+	o := classify(resp, rbody, now, e.cfg.Retry.MaxBackoff, e.scrub)
+	if record && len(rbody) > 0 {
+		// Secrets hidden in the whole of what was read, then cut: a cut
+		// cannot leave the start of one.
+		o.answer = attempts.Clip([]byte(e.scrub.Replace(string(rbody))))
+	}
+	return o
+}
+
+// errorClass says, for the attempts record, why a request got no answer:
+// a timeout, the endpoint's TLS (its certificate, the handshake), or
+// else the connection (refused, reset, DNS, unreachable).
+func errorClass(err error) string {
+	var (
+		ne    net.Error
+		cv    *tls.CertificateVerificationError
+		rh    tls.RecordHeaderError
+		alert tls.AlertError
+		ua    x509.UnknownAuthorityError
+		hn    x509.HostnameError
+		ci    x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return attempts.ClassTimeout
+	case errors.As(err, &cv), errors.As(err, &rh), errors.As(err, &alert), errors.As(err, &ua), errors.As(err, &hn), errors.As(err, &ci),
+		strings.HasPrefix(err.Error(), "tls: "):
+		return attempts.ClassTLS
+	}
+	return attempts.ClassConnection
 }
 
 // checkLimits checks, before a request is made, what HTTP cannot carry of

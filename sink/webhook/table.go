@@ -303,6 +303,7 @@ func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
 			return bad("tenant is set but endpoints_table.tenant_header is not; set tenant_header to the outbox header column that holds the tenant")
 		}
 		cfg.Filter.Headers = map[string]string{tc.TenantHeader: tenant}
+		cfg.Tenant = tenant
 	}
 	for _, f := range []struct {
 		col string

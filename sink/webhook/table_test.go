@@ -92,6 +92,9 @@ func TestFromRow(t *testing.T) {
 			if c.Filter.Headers["tenant"] != "acme" || len(c.Filter.Headers) != 1 {
 				t.Errorf("tenant filter %v", c.Filter.Headers)
 			}
+			if c.Tenant != "acme" {
+				t.Errorf("tenant %q, want acme (what the attempts record says of it)", c.Tenant)
+			}
 			if !slices.Equal(c.Filter.EventTypes, []string{"order.*", "invoice.paid"}) || !slices.Equal(c.Filter.AggregateTypes, []string{"order"}) {
 				t.Errorf("filter %+v", c.Filter)
 			}

@@ -1,0 +1,64 @@
+package attempts
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// What one attempt costs the relay's CPU with the record on: the hand-off
+// on the delivery path (Record, a channel send), and the store's share of
+// a batch of 500 (Append of the file store; the MySQL store in
+// BenchmarkAppendMySQL of the external tests). Reported per attempt.
+func BenchmarkRecord(b *testing.B) {
+	w := NewWriter(discard{}, WriterOptions{Queue: 1 << 16})
+	defer w.Close(context.Background())
+	a := benchAttempt(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		w.Record(a)
+	}
+}
+
+func BenchmarkAppendFile(b *testing.B) {
+	st := openFileB(b)
+	benchAppend(b, st)
+}
+
+func benchAppend(b *testing.B, st Store) {
+	const batch = 500
+	all := make([]Attempt, batch)
+	for i := range all {
+		all[i] = benchAttempt(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		n := min(batch, b.N-i)
+		if err := st.Append(context.Background(), all[:n]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func openFileB(b *testing.B) *File {
+	st, err := OpenFile(b.TempDir()+"/a", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+func benchAttempt(i int) Attempt {
+	return Attempt{Time: time.Now(), Sink: "hooks", Endpoint: fmt.Sprint("endpoint-", i%20), EventID: fmt.Sprint("0190a3f2-7b1c-7def-8000-", i),
+		EventType: "order.created", Number: 1, Status: 204, Outcome: OutcomeDelivered, Duration: 3 * time.Millisecond,
+		Committed: time.Now(), GTID: "0-1-4242", File: "mysql-bin.000003", Pos: 4242}
+}
+
+type discard struct{ Store }
+
+func (discard) Append(context.Context, []Attempt) error                { return nil }
+func (discard) Prune(context.Context, time.Time, int64) (int64, error) { return 0, nil }

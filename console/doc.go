@@ -1,0 +1,25 @@
+// Package console is the webhook gateway's console: an admin API (/api/v1,
+// described by the OpenAPI document it serves at /api/openapi.json) and a
+// server-rendered web page, on a listener of its own (config.Console; off
+// unless console.listen is set).
+//
+// It answers "why did my endpoint not get event X?" from the relay's own
+// data: the endpoints of the webhook sinks with their state, health and lag
+// (gateway.Metrics.Stats, what /endpoints serves), their delivery attempts
+// (package attempts), and the dead letters (package deadletter). It writes
+// the endpoints table through gateway.TableAdmin (the rules the relay reads
+// rows by hold), and resends an event or recovers an endpoint since a time
+// through a replay job (package replay) that the running relay runs.
+//
+// Who may do what: a request carries a bearer token (config.ConsoleToken,
+// kept hashed), a signed tenant link, or a browser session made from either
+// (a signed, HttpOnly, SameSite=Strict cookie, whose writes need the
+// session's CSRF token). An operator token sees everything; a tenant token
+// or link sees and changes only the endpoints whose tenant column is its
+// tenant, their attempts and their dead letters: anything else is answered
+// 404, as if it did not exist. Each token is rate limited; every write is
+// logged as one audit line. Errors are RFC 9457 problem documents.
+//
+// Concurrency: a Server is safe for concurrent use; Run serves until its
+// context ends, then shuts the listener down and waits for it.
+package console

@@ -1,0 +1,138 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/attempts"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/console"
+	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/replay"
+)
+
+// resendMargin is how long before an event's commit time the window of a
+// resend starts: the binlog is located by the time of its transactions'
+// events, which can be a little earlier than their commit.
+const resendMargin = time.Minute
+
+// console returns the member that serves the console (console.listen set),
+// its listener opened now so that a taken address fails the start. ok is
+// false when the console is off: nothing is opened.
+func (a *assembly) console(at attempts.Store) (m member, ok bool, err error) {
+	cc := a.cfg.Console
+	if cc.Listen == "" {
+		return member{}, false, nil
+	}
+	key := []byte(os.Getenv(cc.LinkKeyEnv))
+	if err := console.CheckKey(key, cc.LinkKeyEnv); err != nil {
+		return member{}, false, err
+	}
+	var sinks []console.Sink
+	for _, sc := range a.cfg.Sinks {
+		fo, fan := gateway.FanOutFor(sc)
+		if !fan {
+			continue
+		}
+		s := console.Sink{Name: sc.Name}
+		if f, ok := sc.Config.(config.FanOut); ok {
+			s.Static = f.StaticEndpoints()
+		}
+		if fo.Admin != nil {
+			if s.Table, err = fo.Admin(sc.Name, sc.Config, a.src.db); err != nil {
+				return member{}, false, err
+			}
+		}
+		sinks = append(sinks, s)
+	}
+	dl, _ := a.dl.(deadletter.Store)
+	srv, err := console.New(console.Options{Config: cc, Key: key, Sinks: sinks, Stats: a.r.gateways.Stats,
+		Attempts: at, DeadLetters: dl, Relay: &consoleRelay{a: a, dl: dl}, Logger: a.r.log})
+	if err != nil {
+		return member{}, false, err
+	}
+	ln, err := net.Listen("tcp", cc.Listen)
+	if err != nil {
+		return member{}, false, fmt.Errorf("console.listen %s: %w", cc.Listen, err)
+	}
+	a.r.log.Info("console listening: /, /api/v1, /api/openapi.json", slog.String("addr", ln.Addr().String()))
+	return member{name: "console", aside: true, run: func(ctx context.Context) error {
+		err := srv.Run(ctx, ln)
+		if ctx.Err() == nil && err != nil {
+			a.r.log.Error("console stopped", slog.Any("err", err))
+		}
+		return nil // the console stopping never stops the relay
+	}}, true, nil
+}
+
+// consoleRelay is what the console asks of this relay (console.Relay).
+type consoleRelay struct {
+	a  *assembly
+	dl deadletter.Store
+}
+
+// submit plans ask against the source and stores the job, which the
+// replays member takes up within replay.poll.
+func (c *consoleRelay) submit(ctx context.Context, ask ReplayAsk, ids []string) (string, error) {
+	p := &ReplayPlanner{r: c.a.r, db: c.a.src.db, info: c.a.src.info}
+	job, err := p.Plan(ctx, ask, time.Now())
+	if err != nil {
+		return "", err
+	}
+	job.IDs = ids
+	jobs, err := replay.NewStore(c.a.store)
+	if err != nil {
+		return "", err
+	}
+	if err := jobs.Put(ctx, job); err != nil {
+		return "", err
+	}
+	return job.ID, nil
+}
+
+func (c *consoleRelay) Resend(ctx context.Context, rec attempts.Record) (string, error) {
+	if rec.EventID == "" {
+		return "", errors.New("the attempt names no event")
+	}
+	committed := rec.Committed
+	if committed.IsZero() {
+		committed = rec.Time // committed before it was attempted
+	}
+	ask := ReplayAsk{Sink: rec.Sink, Endpoint: rec.Endpoint, Since: committed.Add(-resendMargin), Until: rec.GTID}
+	if ask.Until == "" {
+		ask.UntilTime = committed.Add(resendMargin)
+		if now := time.Now(); ask.UntilTime.After(now) {
+			ask.UntilTime = time.Time{} // up to now
+		}
+	}
+	return c.submit(ctx, ask, []string{rec.EventID})
+}
+
+func (c *consoleRelay) Recover(ctx context.Context, sink, endpoint string, since time.Time) (string, error) {
+	return c.submit(ctx, ReplayAsk{Sink: sink, Endpoint: endpoint, Since: since}, nil)
+}
+
+func (c *consoleRelay) ReplayDeadLetters(ctx context.Context, recs []deadletter.Record) (int, error) {
+	ok, _, err := c.a.r.ReplayDeadLetters(ctx, c.dl, recs)
+	return ok, err
+}
+
+func (c *consoleRelay) Enable(ctx context.Context, key string) (bool, error) {
+	cp, err := c.a.store.Load(ctx, key)
+	if errors.Is(err, checkpoint.ErrNotFound) || err == nil && cp.Disabled == "" {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	cp.Disabled = ""
+	cp.UpdatedAt = time.Now().UTC()
+	return true, c.a.store.Save(ctx, key, cp)
+}
