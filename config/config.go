@@ -36,12 +36,12 @@ type Config struct {
 	Delivery   Delivery   `yaml:"delivery"`
 	// Sinks are the destinations, each with its own binlog stream, pipeline
 	// and checkpoint. Required: at least one.
-	Sinks   []Sink  `yaml:"sinks"`
-	Log     Log     `yaml:"log"`
-	HTTP    HTTP    `yaml:"http"`
-	Prune   Prune   `yaml:"prune"`
-	Tracing Tracing `yaml:"tracing"`
-	Replay  Replay  `yaml:"replay"`
+	Sinks    []Sink   `yaml:"sinks"`
+	Log      Log      `yaml:"log"`
+	HTTP     HTTP     `yaml:"http"`
+	Prune    Prune    `yaml:"prune"`
+	Tracing  Tracing  `yaml:"tracing"`
+	Replay   Replay   `yaml:"replay"`
 	Attempts Attempts `yaml:"attempts"`
 }
 
