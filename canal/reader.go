@@ -671,6 +671,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		if e.Type() != replication.EnumRowsEventTypeInsert {
 			return nil
 		}
+		st.events = slices.Grow(st.events, len(e.Rows)) // one allocation for a transaction of one rows event
 		if _, ok := only(e.Rows[0]).(*event.Event); ok {
 			// Decoded straight into events (direct.go).
 			for _, row := range e.Rows {
