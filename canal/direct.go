@@ -75,10 +75,13 @@ func (nm *narrowMap) events(img []byte, name string) ([]event.Event, bool) {
 	}
 	evs := make([]event.Event, rows)
 	all := string(img) // the texts are cut from it, at their offsets in img
-	var ids []byte     // integer ids' decimal text
-	idEnds := make([]int, 0, rows)
-	unsigned := nm.unsigned
 	d := nm.direct
+	var ids []byte // integer ids' decimal text
+	var idEnds []int
+	if d.id >= 0 && isInt(nm.tm.ColumnType[d.id]) {
+		ids, idEnds = make([]byte, 0, 20*rows), make([]int, 0, 2*rows)
+	}
+	unsigned := nm.unsigned
 	i := 0
 	nm.rows(img, func(k, at int, v []byte, tp byte) {
 		e := &evs[i]
