@@ -98,10 +98,14 @@ func (s *Sink) prepare(ctx context.Context, batch []*event.Event, ack func(int, 
 	queued := make([]*pending, 0, len(batch))
 	slab := make([]pending, len(batch)) // one allocation for the batch's queue entries
 	var buf []byte                      // and one buffer for its keys and headers
+	lastTopic, lastPartitions := "", -1 // a topic is looked up once per batch
 	for i, e := range batch {
 		topic, err := s.route(e)
 		partitions := -1
-		for err == nil {
+		if err == nil && topic == lastTopic {
+			partitions = lastPartitions // looked up for this batch already
+		}
+		for err == nil && partitions < 0 {
 			partitions, err = s.partitions(ctx, topic)
 			if err == nil || once || sink.IsPermanent(err) || ctx.Err() != nil {
 				break
@@ -120,6 +124,9 @@ func (s *Sink) prepare(ctx context.Context, batch []*event.Event, ack func(int, 
 			if serr := s.sleep(ctx, wait); serr != nil {
 				err = serr
 			}
+		}
+		if err == nil {
+			lastTopic, lastPartitions = topic, partitions
 		}
 		var r wireRecord
 		if topic != "" {
