@@ -58,9 +58,16 @@ func textColumn(e *replication.TableMapEvent, c int) bool {
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB:
 		return true
 	case mysql.MYSQL_TYPE_STRING:
+		// CHAR, unless the metadata's real type says ENUM or SET.
 		meta := e.ColumnMeta[c]
-		return meta < 256 || (uint8(meta>>8)&0x30 != 0x30 && uint8(meta>>8)|0x30 == mysql.MYSQL_TYPE_STRING) ||
-			uint8(meta>>8) == mysql.MYSQL_TYPE_STRING
+		if meta < 256 {
+			return true
+		}
+		rt := uint8(meta >> 8)
+		if rt&0x30 != 0x30 {
+			rt |= 0x30
+		}
+		return rt == mysql.MYSQL_TYPE_STRING
 	}
 	return false
 }

@@ -258,6 +258,15 @@ func TestPrepareAllocatesPerBatchNotPerEvent(t *testing.T) {
 	}
 }
 
+// recordOf returns m as the sink's record (its headers encoded in a buffer of their own).
+func recordOf(m kafkago.Message) wireRecord {
+	var b []byte
+	for _, h := range m.Headers {
+		b = appendHeaderBytes(b, h.Key, h.Value)
+	}
+	return wireRecord{topic: m.Topic, key: m.Key, value: m.Value, time: m.Time, headers: b, nh: len(m.Headers)}
+}
+
 func TestMessageSizeCountsEveryPart(t *testing.T) {
 	small := kafkago.Message{Key: []byte("k"), Value: []byte("v")}
 	big := kafkago.Message{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 300),

@@ -64,15 +64,6 @@ func (r *wireRecord) message() kafkago.Message {
 	return kafkago.Message{Topic: r.topic, Key: r.key, Value: r.value, Time: r.time, Headers: decodeHeaders(r.headers, r.nh)}
 }
 
-// recordOf returns m as a record (its headers encoded in a buffer of their own).
-func recordOf(m kafkago.Message) wireRecord {
-	var b []byte
-	for _, h := range m.Headers {
-		b = appendHeaderBytes(b, h.Key, h.Value)
-	}
-	return wireRecord{topic: m.Topic, key: m.Key, value: m.Value, time: m.Time, headers: b, nh: len(m.Headers)}
-}
-
 // headers returns the message headers of e, without the sink's own
 // (relay_sink, relay_partitions). Their values share one buffer: each value
 // is a capped slice of it.
