@@ -18,7 +18,11 @@
 //     in binlog order, with its column names and normalized values.
 //   - An outbox row's columns that no event field reads are not decoded,
 //     only stepped over; those read are decoded by go-mysql, as before
-//     (narrow.go).
+//     (narrow.go), or, when an event reads only integer or character id,
+//     character aggregate and type columns and a payload (no header or
+//     trace context column), straight from the row image into the event
+//     (direct.go). An event's payload may then share memory with the other
+//     events of its rows event: it is capped, and no one writes to it.
 //   - Column names come from the TABLE_MAP event's optional metadata
 //     (binlog_row_metadata=FULL), so a row is always read with the schema it
 //     was written with.

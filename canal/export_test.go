@@ -7,3 +7,6 @@ func DecodeWhole(r *Reader) { r.decodeWhole = true }
 // Narrowed is the number of rows events r decoded narrow, and of those it
 // decoded whole because a value's length could not be told.
 func Narrowed(r *Reader) (narrow, unknown int64) { return r.narrowed.Load(), r.unknown.Load() }
+
+// Direct is the number of rows events r decoded straight into events.
+func Direct(r *Reader) int64 { return r.direct.Load() }

@@ -30,6 +30,13 @@ type narrowMap struct {
 	cols []int                      // the columns used, ascending
 	tm   *replication.TableMapEvent // a table map of those columns only
 	all  []byte                     // a column bitmap of every column of tm
+	// direct: the rows are decoded straight into events (direct.go), with
+	// the narrow columns of the fields, the table's name and tm's unsigned
+	// columns.
+	direct   directCols
+	isDirect bool
+	name     string
+	unsigned map[int]bool
 }
 
 // narrowCache keeps the narrow map of each outbox table between its table
@@ -72,6 +79,19 @@ func (c *narrowCache) decode(t *Table, re *replication.RowsEvent, pos int, data 
 		return re.DecodeData(pos, data) // a type not known here, or a row cut short: go-mysql says what
 	}
 	c.r.narrowed.Add(1)
+	if nm.isDirect {
+		if evs, ok := nm.events(img, nm.name); ok {
+			c.r.direct.Add(1)
+			// Each row is one value, its event: onEvent takes it as it is.
+			cells := make([]any, len(evs))
+			re.Rows = make([][]any, len(evs))
+			for i := range evs {
+				cells[i] = &evs[i]
+				re.Rows[i] = cells[i : i+1 : i+1]
+			}
+			return nil
+		}
+	}
 	table, count, bitmap := re.Table, re.ColumnCount, re.ColumnBitmap1
 	re.Table, re.ColumnCount, re.ColumnBitmap1 = nm.tm, uint64(len(nm.cols)), nm.all
 	err := re.DecodeData(0, img)
@@ -91,7 +111,11 @@ func (c *narrowCache) lookup(t *Table, e *replication.TableMapEvent) *narrowMap 
 	if err != nil {
 		return nil
 	}
-	nm = newNarrowMap(e, f.used())
+	cols := f.used()
+	nm = newNarrowMap(e, cols)
+	nm.direct, nm.isDirect = directOf(t, e, f, cols)
+	nm.name = t.FullName()
+	nm.unsigned = nm.tm.UnsignedMap()
 	if c.maps == nil {
 		c.maps = map[*Table]*narrowMap{}
 	}

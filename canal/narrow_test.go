@@ -116,10 +116,13 @@ func TestNarrowRowsGiveTheEventsOfWholeRows(t *testing.T) {
 	for _, headers := range [][]string{even, odd, nil} {
 		cfg.Tables = []canal.Table{{Schema: dbname, Name: "wide", Headers: headers, Columns: canal.Columns{
 			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}}
-		narrow, n, unknown := readWide(t, cfg, start, txns*perTxn, false)
-		whole, _, _ := readWide(t, cfg, start, txns*perTxn, true)
+		narrow, n, unknown, direct := readWide(t, cfg, start, txns*perTxn, false)
+		whole, _, _, _ := readWide(t, cfg, start, txns*perTxn, true)
 		if n == 0 || unknown > 0 {
 			t.Fatalf("headers %v: %d rows events decoded narrow, %d whole because a value's length was not known: want every one narrow", headers, n, unknown)
+		}
+		if (headers == nil) != (direct == n) {
+			t.Fatalf("headers %v: %d of %d rows events decoded straight into events; want all without headers, none with", headers, direct, n)
 		}
 		for i := range whole {
 			a, b := narrow[i], whole[i]
@@ -136,7 +139,7 @@ func TestNarrowRowsGiveTheEventsOfWholeRows(t *testing.T) {
 // readWide reads want events from start, decoding rows whole or narrow,
 // and returns them with the number of rows events decoded narrow, and of
 // those decoded whole because a value's length was not known.
-func readWide(t *testing.T, cfg canal.Config, start event.Position, want int, whole bool) ([]*event.Event, int64, int64) {
+func readWide(t *testing.T, cfg canal.Config, start event.Position, want int, whole bool) ([]*event.Event, int64, int64, int64) {
 	t.Helper()
 	r, err := canal.New(cfg)
 	if err != nil {
@@ -159,5 +162,65 @@ func readWide(t *testing.T, cfg canal.Config, start event.Position, want int, wh
 		t.Fatalf("read %d of %d events: %v", len(evs), want, err)
 	}
 	n, unknown := canal.Narrowed(r)
-	return evs, n, unknown
+	return evs, n, unknown, canal.Direct(r)
+}
+
+// Rows decoded straight into events (integer or character ids, character
+// columns with one- and two-byte lengths, CHAR, TEXT and BLOB payloads,
+// NULL, empty and non-UTF-8 values) give the events of whole rows.
+func TestDirectRowsGiveTheEventsOfWholeRows(t *testing.T) {
+	tables := []struct{ name, id, idVal string }{
+		{"d_int", "INT NOT NULL PRIMARY KEY", "%d - 40"},
+		{"d_tiny", "TINYINT UNSIGNED NOT NULL PRIMARY KEY", "%d + 100"},
+		{"d_medium", "MEDIUMINT NOT NULL PRIMARY KEY", "-%d * 1000"},
+		{"d_ubig", "BIGINT UNSIGNED NOT NULL PRIMARY KEY", "18446744073709551000 + %d"},
+		{"d_varchar", "VARCHAR(40) NULL", "IF(%[1]d %% 7 = 0, NULL, CONCAT('id-', %[1]d))"},
+		{"d_varbinary", "VARBINARY(40) NULL", "IF(%[1]d %% 5 = 0, UNHEX('FFFE00'), CONCAT('b', %[1]d))"},
+	}
+	dbname, db, cfg := setup(t)
+	start := serverPosition(t, db, false)
+	const rows = 40
+	for _, tb := range tables {
+		ddl := fmt.Sprintf(`CREATE TABLE %s (id %s, pad DATETIME(6) NULL, aggregatetype CHAR(10) NULL,
+			aggregateid VARCHAR(300) NOT NULL, type TINYTEXT NULL, payload BLOB NULL, tail ENUM('x','y') NULL)`, tb.name, tb.id)
+		if _, err := db.Exec(ddl); err != nil {
+			t.Fatal(err)
+		}
+		var stmts []string
+		for i := range rows {
+			payload := fmt.Sprintf(`'{"n": %d}'`, i)
+			switch i % 4 {
+			case 1:
+				payload = "NULL"
+			case 2:
+				payload = "''"
+			case 3:
+				payload = "UNHEX('00FF80')"
+			}
+			aggType := "'Order'"
+			if i%6 == 0 {
+				aggType = "NULL"
+			}
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%s, NOW(6), %s, '%s', 't%d', %s, 'y')",
+				tb.name, fmt.Sprintf(tb.idVal, i), aggType, strings.Repeat("a", i*7), i, payload))
+		}
+		if _, err := db.Exec("BEGIN; " + strings.Join(stmts, "; ") + "; COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range tables {
+		cfg.Tables = []canal.Table{{Schema: dbname, Name: tb.name, Columns: canal.Columns{
+			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}}
+		narrow, n, unknown, direct := readWide(t, cfg, start, rows, false)
+		whole, _, _, _ := readWide(t, cfg, start, rows, true)
+		if n == 0 || unknown > 0 || direct != n {
+			t.Fatalf("%s: %d rows events decoded narrow, %d of them direct, %d whole: want every one direct", tb.name, n, direct, unknown)
+		}
+		for i := range whole[:rows] {
+			a, b := narrow[i], whole[i]
+			if fmt.Sprintf("%+v %q %v", *a, a.Payload, a.Payload == nil) != fmt.Sprintf("%+v %q %v", *b, b.Payload, b.Payload == nil) {
+				t.Fatalf("%s: event %d decoded direct:\n%+v\nwhole:\n%+v", tb.name, i, *a, *b)
+			}
+		}
+	}
 }

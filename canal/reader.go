@@ -171,6 +171,8 @@ type Reader struct {
 	// outbox tables decoded whole because a value's length could not be
 	// told (for tests).
 	narrowed, unknown atomic.Int64
+	// direct counts the rows events decoded straight into events (direct.go).
+	direct atomic.Int64
 }
 
 // New checks cfg and returns a Reader.
@@ -669,6 +671,17 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		if e.Type() != replication.EnumRowsEventTypeInsert {
 			return nil
 		}
+		st.events = slices.Grow(st.events, len(e.Rows)) // one allocation for a transaction of one rows event
+		if _, ok := only(e.Rows[0]).(*event.Event); ok {
+			// Decoded straight into events (direct.go).
+			for _, row := range e.Rows {
+				st.events = append(st.events, row[0].(*event.Event))
+			}
+			if r.cfg.Observer != nil {
+				r.cfg.Observer.OutboxEvents(tm.name, len(e.Rows))
+			}
+			return nil
+		}
 		evs := make([]event.Event, len(e.Rows)) // one allocation for the rows event's events
 		for i, row := range e.Rows {
 			if err := tm.fill(&evs[i], row); err != nil {
@@ -704,6 +717,14 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 	}
 	return nil
+}
+
+// only is row's one value, or nil.
+func only(row []any) any {
+	if len(row) != 1 {
+		return nil
+	}
+	return row[0]
 }
 
 // previousGTIDs decodes a PREVIOUS_GTIDS event's set from the event's bytes

@@ -26,7 +26,8 @@ type Event struct {
 	// Type is the event type, e.g. "order.created".
 	Type string
 	// Payload is the payload column's bytes exactly as the server stored them:
-	// never decoded and re-encoded.
+	// never decoded and re-encoded. It is read-only: the reader may cut the
+	// payloads of one rows event from one buffer (each capped at its end).
 	Payload []byte
 	// Headers are the extra columns configured as headers, in config order.
 	Headers []Header

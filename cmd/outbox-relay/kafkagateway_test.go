@@ -507,10 +507,21 @@ func TestKafkaGatewayFollowsTheEndpointsTable(t *testing.T) {
 		return true
 	}, rig.logs)
 	reads := rig.tableReads()
-	if _, err := rig.db.Exec("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('new', ?, 't0')", rig.url+"/e/2"); err != nil {
+	// One transaction: a replica's poll sees the insert and the delete
+	// together and logs one change, so two more change lines are both
+	// replicas (with two commits, one replica polling between them logged
+	// two while the other had not read the delete yet).
+	tx, err := rig.db.Begin()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rig.db.Exec("DELETE FROM outbox_endpoints WHERE id = 'old'"); err != nil {
+	if _, err := tx.Exec("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ('new', ?, 't0')", rig.url+"/e/2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("DELETE FROM outbox_endpoints WHERE id = 'old'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	kgwWaitFor(t, 30*time.Second, "both replicas to read the change", func() bool { return rig.tableReads() >= reads+2 }, rig.logs)

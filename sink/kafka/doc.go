@@ -2,7 +2,10 @@
 // any broker speaking its protocol), built on github.com/segmentio/kafka-go.
 // The sink encodes each produce request's record batch itself (format v2,
 // as kafka-go would, byte for byte: Kafka 0.11 or later, which message
-// headers need anyway) and sends it with kafka-go's RawProduce.
+// headers need anyway) and sends it with kafka-go's RawProduce. An event's
+// key and headers are written once, in a record's wire form, straight from
+// the event into one buffer per batch the pipeline hands over; the record
+// batch copies them as they are.
 //
 // # Messages
 //

@@ -33,7 +33,7 @@ func TestRecordBatchIsKafkaGos(t *testing.T) {
 	want := func(codec kafkago.Compression) []byte {
 		recs := make([]protocol.Record, len(ps))
 		for i, p := range ps {
-			m := p.msg
+			m := p.rec.message()
 			recs[i] = protocol.Record{Time: m.Time, Key: protocol.NewBytes(m.Key), Value: protocol.NewBytes(m.Value)}
 			for _, h := range m.Headers {
 				recs[i].Headers = append(recs[i].Headers, protocol.Header{Key: h.Key, Value: h.Value})

@@ -299,7 +299,11 @@ func (s *Sink) message(e *event.Event) (kafkago.Message, error) {
 	if err != nil {
 		return kafkago.Message{}, err
 	}
-	return s.build(e, topic, -1, nil)
+	r, err := s.build(e, topic, -1, nil)
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	return r.message(), nil
 }
 
 // route renders e's topic; an error is permanent.
@@ -314,20 +318,19 @@ func (s *Sink) route(e *event.Event) (string, error) {
 	return topic, nil
 }
 
-// build builds the Kafka message of e for topic (a topic of partitions
-// partitions; negative: without the sink's own headers), cutting its key
-// and headers from a (nil: a message of its own); an error is permanent.
-// It is the one place a message is made: what Submit produces and what
-// Digest hashes are built here alike.
-func (s *Sink) build(e *event.Event, topic string, partitions int, a *arena) (kafkago.Message, error) {
+// build builds the Kafka record of e for topic (a topic of partitions
+// partitions; negative: without the sink's own headers), appending its key
+// and headers to *buf (nil: a buffer of its own), from which they are cut;
+// an error is permanent. It is the one place a message is made: what Submit
+// produces and what Digest hashes are built here alike.
+func (s *Sink) build(e *event.Event, topic string, partitions int, buf *[]byte) (wireRecord, error) {
 	key, err := s.key.Render(e)
 	if err != nil {
-		return kafkago.Message{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
+		return wireRecord{}, sink.Permanent(fmt.Errorf("render kafka.key for event %q: %w", e.ID, err))
 	}
-	if a == nil {
-		one := [1]*event.Event{e}
-		own := newArena(one[:], len(key))
-		a = &own
+	if buf == nil {
+		own := make([]byte, 0, headersLen(e)+len(key))
+		buf = &own
 	}
 	value := e.Payload
 	if value == nil {
@@ -342,30 +345,33 @@ func (s *Sink) build(e *event.Event, topic string, partitions int, a *arena) (ka
 	if t.IsZero() {
 		t = time.Now()
 	}
-	hs := a.headers(e, s.writer, partitions)
+	b := *buf
+	at := len(b)
+	b = append(b, key...)
+	r := wireRecord{topic: topic, key: b[at:len(b):len(b)], value: value, time: t}
+	at = len(b)
+	b, r.nh = appendHeaders(b, e, s.writer, partitions)
 	switch ce := &s.cfg.CloudEvents; ce.Mode {
 	case cloudevent.Binary:
 		// Kafka protocol binding, binary mode: ce_<attribute> headers,
 		// datacontenttype as content-type.
 		ce.Attributes(e, func(name, v string) {
 			if name == "datacontenttype" {
-				name = "content-type"
+				b = appendHeader(b, "content-type", v)
 			} else {
-				name = "ce_" + name
+				b = appendHeader(b, "ce_"+name, v)
 			}
-			hs = append(hs, kafkago.Header{Key: name, Value: []byte(v)})
+			r.nh++
 		})
 	case cloudevent.Structured:
 		value = ce.Structured(e)
-		hs = append(hs, kafkago.Header{Key: "content-type", Value: []byte(cloudevent.ContentTypeJSON)})
+		b = appendHeader(b, "content-type", cloudevent.ContentTypeJSON)
+		r.nh++
+		r.value = value
 	}
-	return kafkago.Message{
-		Topic:   topic,
-		Key:     a.buf.add(key),
-		Value:   value,
-		Headers: hs,
-		Time:    t,
-	}, nil
+	r.headers = b[at:len(b):len(b)]
+	*buf = b
+	return r, nil
 }
 
 // topicMissing reports whether err says the topic does not exist: the
@@ -376,15 +382,15 @@ func topicMissing(err error) bool {
 	return errors.Is(err, kafkago.UnknownTopicOrPartition) || errors.Is(err, protocol.ErrNoTopic)
 }
 
-// messageError describes and classifies the failure to write m.
-func (s *Sink) messageError(m *kafkago.Message, err error) error {
+// messageError describes and classifies the failure to write to topic.
+func (s *Sink) messageError(topic string, err error) error {
 	if topicMissing(err) {
-		s.forgetTopic(m.Topic)
+		s.forgetTopic(topic)
 		hint := "set create_topics.enabled: true in the sink's kafka section, or create it"
 		if s.cfg.CreateTopics.Enabled {
 			hint = "it will be created again on the next attempt"
 		}
-		return fmt.Errorf("write to kafka topic %q: the topic is missing (%s): %w", m.Topic, hint, err)
+		return fmt.Errorf("write to kafka topic %q: the topic is missing (%s): %w", topic, hint, err)
 	}
-	return classify(fmt.Errorf("write to kafka topic %q: %w", m.Topic, err))
+	return classify(fmt.Errorf("write to kafka topic %q: %w", topic, err))
 }

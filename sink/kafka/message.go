@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -37,125 +38,126 @@ const (
 	HeaderDLQOriginalTopic = "dlq_original_topic"
 )
 
+// wireRecord is the Kafka record of one event as the sink writes it: its
+// headers are kept in a record's wire form (each name and value after its
+// varint length), written once, straight from the event, into the buffer
+// of the event's batch, so that placing the record in a record batch is one
+// copy of them. A nil value is a null one.
+type wireRecord struct {
+	topic      string
+	key, value []byte
+	time       time.Time
+	headers    []byte // the headers in wire form, without their count
+	nh         int    // how many
+}
+
+// size is kafka-go's estimate of the record's size (Message.totalSize,
+// unexported), which its writer compares with BatchBytes: what the record
+// holds, and a little more.
+func (r *wireRecord) size() int {
+	return 4 + 1 + 1 + 4 + len(r.key) + 4 + len(r.value) + 8 + varIntLen(int64(r.nh)) + len(r.headers)
+}
+
+// message returns r as a kafka-go message: its headers a list of capped
+// slices of r's.
+func (r *wireRecord) message() kafkago.Message {
+	return kafkago.Message{Topic: r.topic, Key: r.key, Value: r.value, Time: r.time, Headers: decodeHeaders(r.headers, r.nh)}
+}
+
 // headers returns the message headers of e, without the sink's own
-// (relay_sink, relay_partitions). Their values share one buffer, allocated
-// once per message: each value is a capped slice of it.
+// (relay_sink, relay_partitions). Their values share one buffer: each value
+// is a capped slice of it.
 func headers(e *event.Event) []kafkago.Header {
-	one := [1]*event.Event{e}
-	a := newArena(one[:], 0)
-	return a.headers(e, nil, -1)
+	b, n := appendHeaders(make([]byte, 0, headersLen(e)), e, nil, -1)
+	return decodeHeaders(b, n)
 }
 
-// arena is what the messages of one batch are cut from: one buffer for
-// their keys and header values, one list their header lists are capped
-// slices of, so that a batch's messages cost a few allocations, not a few
-// per message. Every slice handed out is capped at its end, so appending to
-// one (a CloudEvents header) can never overwrite the next; when an estimate
-// falls short, the rest is cut from a new block (what was handed out stays
-// valid).
-type arena struct {
-	buf valueBuf
-	hs  []kafkago.Header
-}
-
-// newArena sizes an arena for the messages of evs, with extra bytes of
-// room per message (a rendered key).
-func newArena(evs []*event.Event, extra int) arena {
-	n, h := 0, 0
-	for _, e := range evs {
-		n += headerBytes(e) + 20 + extra + len(e.AggregateID)
-		h += 11 + len(e.Headers)
-	}
-	return arena{buf: make([]byte, 0, n), hs: make([]kafkago.Header, 0, h)}
-}
-
-// headerBytes is the length of e's header values.
-func headerBytes(e *event.Event) int {
+// headersLen is about the length of e's headers in wire form (a little more
+// when its numbers are short).
+func headersLen(e *event.Event) int {
 	n := len(e.ID) + len(e.Type) + len(e.AggregateType) + len(e.Source.GTID) + len(e.Source.File) +
-		len(e.Table) + len(e.TraceParent) + len(e.TraceState)
+		len(e.Table) + len(e.TraceParent) + len(e.TraceState) + 160 // the names, lengths and numbers
 	for _, h := range e.Headers {
-		n += len(h.Value)
+		n += len(h.Key) + len(h.Value) + 4
 	}
 	return n
 }
 
-// list returns an empty header list with room for n.
-func (a *arena) list(n int) []kafkago.Header {
-	if cap(a.hs)-len(a.hs) < n {
-		a.hs = make([]kafkago.Header, 0, max(n, cap(a.hs)))
-	}
-	at := len(a.hs)
-	a.hs = a.hs[:at+n]
-	return a.hs[at : at : at+n]
-}
-
-// headers returns the headers of e's message, in their order on the wire:
-// the metadata, then the sink's own when writer is set (relay_sink,
-// relay_partitions: partitions, unless it is negative, which leaves both
-// out), then the trace context, then the event's own.
-func (a *arena) headers(e *event.Event, writer []byte, partitions int) []kafkago.Header {
+// appendHeaders appends the headers of e's message to b in a record's wire
+// form, in their order on the wire: the metadata, then the sink's own when
+// writer is set (relay_sink, relay_partitions: partitions, unless it is
+// negative, which leaves both out), then the trace context, then the event's
+// own; it returns b and how many it appended. Every message the sink makes
+// gets its headers here.
+func appendHeaders(b []byte, e *event.Event, writer []byte, partitions int) ([]byte, int) {
 	var num [20]byte
-	pos := strconv.AppendUint(num[:0], uint64(e.Source.Pos), 10)
-	own := writer != nil && partitions >= 0
 	n := 7 + len(e.Headers)
-	if own {
+	b = appendHeader(b, HeaderID, e.ID)
+	b = appendHeader(b, HeaderType, e.Type)
+	b = appendHeader(b, HeaderAggregateType, e.AggregateType)
+	b = appendHeader(b, HeaderGTID, e.Source.GTID)
+	b = appendHeader(b, HeaderBinlogFile, e.Source.File)
+	b = appendHeaderBytes(b, HeaderBinlogPos, strconv.AppendUint(num[:0], uint64(e.Source.Pos), 10))
+	b = appendHeader(b, HeaderTable, e.Table)
+	if writer != nil && partitions >= 0 {
+		b = appendHeaderBytes(b, HeaderSink, writer)
+		b = appendHeaderBytes(b, HeaderPartitions, strconv.AppendInt(num[:0], int64(partitions), 10))
 		n += 2
 	}
 	if e.TraceParent != "" {
-		n += 2
-	}
-	b := &a.buf
-	hs := a.list(n)
-	hs = append(hs,
-		kafkago.Header{Key: HeaderID, Value: b.add(e.ID)},
-		kafkago.Header{Key: HeaderType, Value: b.add(e.Type)},
-		kafkago.Header{Key: HeaderAggregateType, Value: b.add(e.AggregateType)},
-		kafkago.Header{Key: HeaderGTID, Value: b.add(e.Source.GTID)},
-		kafkago.Header{Key: HeaderBinlogFile, Value: b.add(e.Source.File)},
-		kafkago.Header{Key: HeaderBinlogPos, Value: b.addBytes(pos)},
-		kafkago.Header{Key: HeaderTable, Value: b.add(e.Table)},
-	)
-	if own {
-		hs = append(hs,
-			kafkago.Header{Key: HeaderSink, Value: writer},
-			kafkago.Header{Key: HeaderPartitions, Value: b.addBytes(strconv.AppendInt(num[:0], int64(partitions), 10))})
-	}
-	if e.TraceParent != "" {
-		hs = append(hs, kafkago.Header{Key: HeaderTraceParent, Value: b.add(e.TraceParent)})
+		b = appendHeader(b, HeaderTraceParent, e.TraceParent)
+		n++
 		if e.TraceState != "" {
-			hs = append(hs, kafkago.Header{Key: HeaderTraceState, Value: b.add(e.TraceState)})
+			b = appendHeader(b, HeaderTraceState, e.TraceState)
+			n++
 		}
 	}
 	for _, h := range e.Headers {
-		hs = append(hs, kafkago.Header{Key: h.Key, Value: b.add(h.Value)})
+		b = appendHeader(b, h.Key, h.Value)
+	}
+	return b, n
+}
+
+// appendHeader appends one header in a record's wire form: its name and its
+// value, each after its varint length.
+func appendHeader(b []byte, k, v string) []byte {
+	b = binary.AppendVarint(b, int64(len(k)))
+	b = append(b, k...)
+	b = binary.AppendVarint(b, int64(len(v)))
+	return append(b, v...)
+}
+
+// appendHeaderBytes is appendHeader of a []byte value; a nil one is null
+// (length -1).
+func appendHeaderBytes(b []byte, k string, v []byte) []byte {
+	b = binary.AppendVarint(b, int64(len(k)))
+	b = append(b, k...)
+	return appendNullBytes(b, v)
+}
+
+// decodeHeaders returns the n headers of b (wire form) as a list, each value
+// a capped slice of b (a null one nil), so that appending to one can never
+// overwrite the next.
+func decodeHeaders(b []byte, n int) []kafkago.Header {
+	if n == 0 {
+		return nil
+	}
+	hs := make([]kafkago.Header, 0, n)
+	next := func() []byte {
+		l, k := binary.Varint(b)
+		b = b[k:]
+		if l < 0 {
+			return nil
+		}
+		v := b[:l:l]
+		b = b[l:]
+		return v
+	}
+	for range n {
+		k := next()
+		hs = append(hs, kafkago.Header{Key: string(k), Value: next()})
 	}
 	return hs
-}
-
-// valueBuf is the buffer a message's header values are cut from. A value
-// is capped at its end, so that appending to one cannot overwrite the next.
-type valueBuf []byte
-
-func (b *valueBuf) add(s string) []byte {
-	b.room(len(s))
-	at := len(*b)
-	*b = append(*b, s...)
-	return (*b)[at:len(*b):len(*b)]
-}
-
-func (b *valueBuf) addBytes(v []byte) []byte {
-	b.room(len(v))
-	at := len(*b)
-	*b = append(*b, v...)
-	return (*b)[at:len(*b):len(*b)]
-}
-
-// room makes sure n more bytes fit without append moving what was cut
-// already (it would stay valid, but twice in memory): a new block.
-func (b *valueBuf) room(n int) {
-	if cap(*b)-len(*b) < n {
-		*b = make([]byte, 0, max(n, cap(*b), 64))
-	}
 }
 
 // withWriter returns hs, the headers of a message for a topic of partitions
@@ -237,17 +239,6 @@ func envelope(e *event.Event) []byte {
 	return b.Bytes()
 }
 
-// messageSize is kafka-go's estimate of a message's size (Message.totalSize,
-// unexported), which its writer compares with BatchBytes.
-func messageSize(m *kafkago.Message) int {
-	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
-	n += varIntLen(int64(len(m.Headers)))
-	for _, h := range m.Headers {
-		n += varIntLen(int64(len(h.Key))) + len(h.Key) + varIntLen(int64(len(h.Value))) + len(h.Value)
-	}
-	return n
-}
-
 // varIntLen is the length of i as a zig-zag varint.
 func varIntLen(i int64) int {
 	u := uint64((i << 1) ^ (i >> 63))
@@ -255,6 +246,16 @@ func varIntLen(i int64) int {
 	for u >= 0x80 {
 		u >>= 7
 		n++
+	}
+	return n
+}
+
+// batchHeadersLen is about the length of the keys and headers of evs'
+// records: the size of the one buffer prepare cuts them from.
+func batchHeadersLen(evs []*event.Event) int {
+	n := 0
+	for _, e := range evs {
+		n += headersLen(e) + len(e.AggregateID)
 	}
 	return n
 }

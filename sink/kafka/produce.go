@@ -24,10 +24,11 @@ type partitionKey struct {
 
 // pending is one message waiting in its partition's queue.
 type pending struct {
-	ctx  context.Context
-	ev   *event.Event
-	msg  kafkago.Message
-	size int
+	ctx       context.Context
+	ev        *event.Event
+	rec       wireRecord
+	partition int
+	size      int
 	// onAck(i, err) is the ack of the event, called once (ack), from the
 	// partition's goroutine: i is its index in its Submit's batch.
 	onAck func(int, error)
@@ -96,11 +97,15 @@ func (s *Sink) prepare(ctx context.Context, batch []*event.Event, ack func(int, 
 	var logged time.Time
 	queued := make([]*pending, 0, len(batch))
 	slab := make([]pending, len(batch)) // one allocation for the batch's queue entries
-	var a arena                         // and one buffer for its keys and headers
+	var buf []byte                      // and one buffer for its keys and headers
+	lastTopic, lastPartitions := "", -1 // a topic is looked up once per batch
 	for i, e := range batch {
 		topic, err := s.route(e)
 		partitions := -1
-		for err == nil {
+		if err == nil && topic == lastTopic {
+			partitions = lastPartitions // looked up for this batch already
+		}
+		for err == nil && partitions < 0 {
 			partitions, err = s.partitions(ctx, topic)
 			if err == nil || once || sink.IsPermanent(err) || ctx.Err() != nil {
 				break
@@ -120,37 +125,40 @@ func (s *Sink) prepare(ctx context.Context, batch []*event.Event, ack func(int, 
 				err = serr
 			}
 		}
-		var m kafkago.Message
+		if err == nil {
+			lastTopic, lastPartitions = topic, partitions
+		}
+		var r wireRecord
 		if topic != "" {
-			if a.buf == nil {
-				a = newArena(batch[i:], 0)
+			if buf == nil {
+				buf = make([]byte, 0, batchHeadersLen(batch[i:]))
 			}
 			// Built even when the lookup failed: the dead-letter topic
 			// takes its key.
 			var berr error
-			if m, berr = s.build(e, topic, partitions, &a); berr != nil {
+			if r, berr = s.build(e, topic, partitions, &buf); berr != nil {
 				err = berr
 			}
 		}
-		if err == nil && messageSize(&m) > s.cfg.BatchBytes {
+		if err == nil && r.size() > s.cfg.BatchBytes {
 			// The one check of the sink's hard limits: the key and the
 			// headers are counted with the value, and a topic's
 			// max.message.bytes below batch_bytes is the broker's to refuse
 			// (a permanent MessageSizeTooLarge once its batch is split down to it).
-			err = fmt.Errorf("%w (%w)", sink.OverLimit(e.ID, "the message (key, value and headers)", messageSize(&m), s.cfg.BatchBytes,
+			err = fmt.Errorf("%w (%w)", sink.OverLimit(e.ID, "the message (key, value and headers)", r.size(), s.cfg.BatchBytes,
 				"kafka.batch_bytes"), kafkago.MessageSizeTooLarge)
 		}
 		p := &slab[i]
-		*p = pending{ctx: ctx, ev: e, msg: m, onAck: ack, i: i, once: once, write: write}
+		*p = pending{ctx: ctx, ev: e, rec: r, onAck: ack, i: i, once: once, write: write}
 		if err != nil {
-			if sink.IsPermanent(err) && m.Topic != "" {
+			if sink.IsPermanent(err) && r.topic != "" {
 				err = s.deadLetter(ctx, p, err)
 			}
 			p.ack(err)
 			continue
 		}
-		p.size = messageSize(&m)
-		p.msg.Partition = s.balancer.Balance(m, indexes(partitions)...)
+		p.size = r.size()
+		p.partition = s.balancer.Balance(kafkago.Message{Key: r.key}, indexes(partitions)...)
 		queued = append(queued, p)
 	}
 	return queued
@@ -194,7 +202,7 @@ func (s *Sink) push(ps []*pending) {
 	}
 	var last *partitionQueue
 	for _, p := range ps {
-		key := partitionKey{p.msg.Topic, p.msg.Partition}
+		key := partitionKey{p.rec.topic, p.partition}
 		q := last
 		if q == nil || q.key != key {
 			q = s.parts[key]
@@ -416,7 +424,7 @@ func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending, 
 	}
 	set, err := encodeBatch(dst, batch, s.cfg.compression().Codec(), time.Now())
 	if err != nil {
-		return s.messageError(&batch[0].msg, err)
+		return s.messageError(key.topic, err)
 	}
 	res, err := s.client.RawProduce(ctx, &kafkago.RawProduceRequest{
 		Topic:        key.topic,
@@ -437,7 +445,7 @@ func (s *Sink) produce(ctx context.Context, key partitionKey, batch []*pending, 
 		}
 		return nil
 	}
-	return s.messageError(&batch[0].msg, err)
+	return s.messageError(key.topic, err)
 }
 
 // deadLetter produces p's message to the dead-letter topic, when one is
@@ -448,14 +456,12 @@ func (s *Sink) deadLetter(ctx context.Context, p *pending, cause error) error {
 		return cause
 	}
 	dlq := s.cfg.DeadLetterTopic
-	m := kafkago.Message{
-		Topic: dlq, Key: p.msg.Key, Value: p.ev.Payload, Time: p.msg.Time,
-		Headers: append(headers(p.ev),
-			kafkago.Header{Key: HeaderDLQReason, Value: []byte(cause.Error())},
-			kafkago.Header{Key: HeaderDLQOriginalTopic, Value: []byte(p.msg.Topic)},
-		),
-	}
-	if size := messageSize(&m); size > s.cfg.BatchBytes {
+	r := wireRecord{topic: dlq, key: p.rec.key, value: p.ev.Payload, time: p.rec.time}
+	r.headers, r.nh = appendHeaders(nil, p.ev, nil, -1)
+	r.headers = appendHeader(r.headers, HeaderDLQReason, cause.Error())
+	r.headers = appendHeader(r.headers, HeaderDLQOriginalTopic, p.rec.topic)
+	r.nh += 2
+	if size := r.size(); size > s.cfg.BatchBytes {
 		return sink.Permanent(fmt.Errorf("%w; and it cannot go to dead-letter topic %q either: %d bytes exceed kafka.batch_bytes (%d)",
 			cause, dlq, size, s.cfg.BatchBytes))
 	}
@@ -463,12 +469,12 @@ func (s *Sink) deadLetter(ctx context.Context, p *pending, cause error) error {
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("%w; and it cannot go to the dead-letter topic: %v", cause, err))
 	}
-	key := partitionKey{dlq, s.balancer.Balance(m, indexes(n)...)}
-	if err := s.produce(ctx, key, []*pending{{msg: m}}, nil); err != nil {
+	key := partitionKey{dlq, s.balancer.Balance(kafkago.Message{Key: r.key}, indexes(n)...)}
+	if err := s.produce(ctx, key, []*pending{{rec: r}}, nil); err != nil {
 		return sink.Permanent(fmt.Errorf("%w; and writing it to dead-letter topic %q failed: %v", cause, dlq, err))
 	}
 	s.log.Warn("event sent to the kafka dead-letter topic",
 		slog.String("event_id", p.ev.ID), slog.String("topic", dlq),
-		slog.String("original_topic", p.msg.Topic), slog.Any("reason", cause))
+		slog.String("original_topic", p.rec.topic), slog.Any("reason", cause))
 	return nil
 }

@@ -74,10 +74,11 @@ func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
 	if err != nil {
 		return sink.Digest{}, false
 	}
-	m, err := s.build(e, topic, 0, nil) // relay_partitions is not in the digest
+	r, err := s.build(e, topic, 0, nil) // relay_partitions is not in the digest
 	if err != nil {
 		return sink.Digest{}, false
 	}
+	m := r.message()
 	return digest(m.Topic, m.Key, m.Value, m.Headers), true
 }
 
