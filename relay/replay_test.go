@@ -248,18 +248,23 @@ sinks:
 	if err := spool.Put(replay.Request{Cancel: job.ID, Why: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually.Within(t, 60*time.Second, "the replay to be cancelled", func() bool {
-		return jobOf(t, cfg.Checkpoint.Path, job.ID).State == replay.Cancelled
-	})
-	st, err := checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
-		if _, err := st.Load(ctx, k); err != checkpoint.ErrNotFound {
-			t.Errorf("%s is still stored after the job was cancelled (%v)", k, err)
+	// The job's record is saved cancelled first, then its progress and
+	// cancel request are removed: two writes.
+	eventually.Within(t, 60*time.Second, "the replay to be cancelled, its progress and cancel request removed", func() bool {
+		if jobOf(t, cfg.Checkpoint.Path, job.ID).State != replay.Cancelled {
+			return false
 		}
-	}
+		st, err := checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
+			if _, err := st.Load(ctx, k); err != checkpoint.ErrNotFound {
+				return false
+			}
+		}
+		return true
+	})
 	// The live stream goes on.
 	more := &outboxtest.Workload{Prefix: "more-"}
 	outboxtest.Produce(ctx, t, db, more, 1, 5, []int{1}, 3)

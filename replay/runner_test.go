@@ -48,6 +48,14 @@ func deliver(ctx context.Context, src pipeline.Source, obs pipeline.Observer) er
 	})
 }
 
+// deliverOneAndWait runs a pipeline that acknowledges one event, then
+// sends nothing more until ctx ends.
+func deliverOneAndWait(ctx context.Context, obs pipeline.Observer) error {
+	obs.Delivered(&event.Event{}, time.Now())
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // runnerTest is a Runner over a file store, each of its jobs' pipelines
 // run by pipe (its n-th run, from 1).
 type runnerTest struct {
@@ -173,9 +181,7 @@ func TestRunnerStates(t *testing.T) {
 			name:   "a running job asked to be cancelled is cancelled, with why",
 			cancel: true,
 			pipe: func(_ int32, ctx context.Context, _ pipeline.Source, obs pipeline.Observer) error {
-				obs.Delivered(&event.Event{}, time.Now())
-				<-ctx.Done()
-				return ctx.Err()
+				return deliverOneAndWait(ctx, obs)
 			},
 			want: replay.Cancelled, err: "asked by the test", sent: 1, runs: 1,
 		},
@@ -201,9 +207,7 @@ func TestRunnerStates(t *testing.T) {
 			name: "a run that ends with the runner's ctx is left running, its counts saved",
 			stop: true,
 			pipe: func(_ int32, ctx context.Context, _ pipeline.Source, obs pipeline.Observer) error {
-				obs.Delivered(&event.Event{}, time.Now())
-				<-ctx.Done()
-				return ctx.Err()
+				return deliverOneAndWait(ctx, obs)
 			},
 			want: replay.Running, sent: 1, progress: true, runs: 1,
 		},

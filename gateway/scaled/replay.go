@@ -102,7 +102,7 @@ func PlanReplay(ctx context.Context, rl *relay.Relay, kg Config, ask relay.Repla
 	if err != nil {
 		return j, err
 	}
-	if err := checkTarget(ctx, rl, j); err != nil {
+	if _, err := targetFilter(ctx, rl, j); err != nil {
 		return j, err
 	}
 	dialer, err := topics.Dialer()
@@ -148,24 +148,25 @@ func cmpTime(t, or time.Time) time.Time {
 	return t
 }
 
-// checkTarget checks that the job's endpoint exists (of the configuration
-// or of the endpoints table, read from the source server).
-func checkTarget(ctx context.Context, rl *relay.Relay, j replay.Job) error {
+// targetFilter checks that the job's endpoint exists (of the
+// configuration or of the endpoints table, read from the source server)
+// and returns its filter (nil: every event).
+func targetFilter(ctx context.Context, rl *relay.Relay, j replay.Job) (func(*event.Event) bool, error) {
 	db, dbErr := source.Open(ctx, rl.Config().Source)
 	if dbErr == nil {
 		defer db.Close()
 	} else {
 		db = nil
 	}
-	s, _, err := rl.ReplayTarget(ctx, db, j)
+	s, match, err := rl.ReplayTarget(ctx, db, j)
 	if err != nil {
 		if dbErr != nil {
-			return fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
+			return nil, fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
 		}
-		return err
+		return nil, err
 	}
 	_ = s.Close(ctx) // built to check it; the replica builds its own
-	return nil
+	return match, nil
 }
 
 // DryRunReplay reads job's window from the Kafka topics, as a replica
@@ -177,17 +178,10 @@ func DryRunReplay(ctx context.Context, rl *relay.Relay, kg Config, j replay.Job)
 	if err != nil {
 		return 0, 0, err
 	}
-	db, dbErr := source.Open(ctx, rl.Config().Source)
-	if dbErr == nil {
-		defer db.Close()
-	} else {
-		db = nil
-	}
-	s, match, err := rl.ReplayTarget(ctx, db, j)
+	match, err := targetFilter(ctx, rl, j)
 	if err != nil {
 		return 0, 0, err
 	}
-	_ = s.Close(ctx)
 	dialer, err := topics.Dialer()
 	if err != nil {
 		return 0, 0, err
