@@ -46,8 +46,9 @@
 // replay from its saved progress (re-sending at most what a sink's crash
 // re-sends, delivery.max_in_flight); a cancelled replay sends nothing more
 // once the relay has noticed (within Runner.Poll). The counts of a job
-// (Sent, Skipped) are saved every Runner.Poll and at its end: after a crash
-// they may count the re-sent events twice.
+// (Sent, Skipped) are saved every Runner.Poll and at its end, apart from its
+// progress: after a crash they may count the re-sent events twice, and miss
+// those acknowledged since the counts' last save that the progress holds.
 //
 // Store and Spool are safe for concurrent use; a Runner's Run is called by
 // one goroutine at a time (again once it has returned).
