@@ -21,7 +21,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/relay/relaytest"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -80,8 +79,12 @@ sinks: [{name: out, type: stdout}]
 	}
 	out := &lines{}
 	reg := prometheus.NewRegistry()
-	ctx := context.Background()
-	rl := startRelay(t, cfg, relay.Options{Stdout: out, Registerer: reg, Logger: relaytest.Stderr(slog.LevelWarn)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Registerer: reg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
@@ -153,7 +156,8 @@ sinks: [{name: out, type: stdout}]
 	if sentMetric != float64(window.Events()) || running != 0 {
 		t.Errorf("metrics: replay_events_total{sink=out,job=%s} = %v, replays_running = %v; want %d and 0", job.ID, sentMetric, running, window.Events())
 	}
-	if err := rl.stop(t); err != nil {
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
 	}
 
@@ -206,8 +210,12 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	rl := startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelWarn)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	info, err := source.ReadInfo(ctx, db)
 	if err != nil {
@@ -240,29 +248,31 @@ sinks:
 	if err := spool.Put(replay.Request{Cancel: job.ID, Why: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually.Within(t, 60*time.Second, "the replay to be cancelled", func() bool {
-		return jobOf(t, cfg.Checkpoint.Path, job.ID).State == replay.Cancelled
-	})
-	// The job's end is saved before its progress and cancel request are
-	// removed (replays.save): wait for the removal.
-	for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
-		var err error
-		eventually.Within(t, 30*time.Second, k+" removed after the job was cancelled", func() bool {
-			var st checkpoint.Store
-			if st, err = checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path); err != nil {
+	// The job's record is saved cancelled first, then its progress and
+	// cancel request are removed: two writes.
+	eventually.Within(t, 60*time.Second, "the replay to be cancelled, its progress and cancel request removed", func() bool {
+		if jobOf(t, cfg.Checkpoint.Path, job.ID).State != replay.Cancelled {
+			return false
+		}
+		st, err := checkpoint.OpenFileReadOnly(cfg.Checkpoint.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{replay.ProgressKey(job.ID), replay.CancelKey(job.ID)} {
+			if _, err := st.Load(ctx, k); err != checkpoint.ErrNotFound {
 				return false
 			}
-			_, err = st.Load(ctx, k)
-			return err == checkpoint.ErrNotFound
-		}, func() { t.Logf("last read of %s: %v", k, err) })
-	}
+		}
+		return true
+	})
 	// The live stream goes on.
 	more := &outboxtest.Workload{Prefix: "more-"}
 	outboxtest.Produce(ctx, t, db, more, 1, 5, []int{1}, 3)
 	eventually.Within(t, 60*time.Second, "the live stream to deliver everything", func() bool {
 		return len(liveOf(rc)) >= w.Events()+more.Events()
 	})
-	if err := rl.stop(t); err != nil {
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
 	}
 	if j := jobOf(t, cfg.Checkpoint.Path, job.ID); j.Sent != 0 || j.Error != "test" {
@@ -299,8 +309,12 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	out := &lines{}
-	ctx := context.Background()
-	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: relaytest.Stderr(slog.LevelWarn)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- relay.New(cfg, relay.Options{Stdout: out, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Run(ctx)
+	}()
 	store, closeStore, err := checkpoint.Open(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +347,8 @@ sinks: [{name: out, type: stdout}]
 		j, err := jobs.Get(ctx, job.ID)
 		return err == nil && j.State == replay.Done
 	})
-	if err := rl.stop(t); err != nil {
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
 		t.Fatalf("relay: %v", err)
 	}
 	var replayed []outboxtest.Delivered

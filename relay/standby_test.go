@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -142,7 +143,7 @@ sinks: [{name: out, type: stdout}]
 	db := srv.DB(t, "")
 	var holder sql.NullInt64
 	for deadline := time.Now().Add(20 * time.Second); !holder.Valid; time.Sleep(50 * time.Millisecond) {
-		db.QueryRow("SELECT IS_USED_LOCK('outbox-relay:cp_lost')").Scan(&holder)
+		db.QueryRow("SELECT IS_USED_LOCK(?)", checkpoint.MySQLLockName(cpdb, "cp_lost")).Scan(&holder)
 		if time.Now().After(deadline) {
 			t.Fatal("the relay never took its lock")
 		}

@@ -81,18 +81,10 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 				stop()
 				return context.Canceled
 			}
-			if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
-				cp := *txn
-				cp.Events = evs
-				txn = &cp
-			}
-			if err := handle(ctx, txn); err != nil {
+			if err := w.hand(ctx, txn, handle); err != nil {
 				return err
 			}
 			last = txn.Position
-			if w.Read != nil {
-				w.Read(txn.CommitTime)
-			}
 			if w.covered(txn.Position, until) {
 				end = true
 				stop()
@@ -111,6 +103,23 @@ func (w *Window) Run(ctx context.Context, from event.Position, handle func(conte
 	// Every transaction of the window is handed on: wait until the
 	// pipeline has saved past the last one.
 	return w.waitSaved(ctx, func(saved event.Position) bool { return w.covered(saved, last) })
+}
+
+// hand hands txn on with only the events the filters select (one whose
+// events are all passed over, empty), then tells Read its commit time.
+func (w *Window) hand(ctx context.Context, txn *event.Txn, handle func(context.Context, *event.Txn) error) error {
+	if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
+		cp := *txn
+		cp.Events = evs
+		txn = &cp
+	}
+	if err := handle(ctx, txn); err != nil {
+		return err
+	}
+	if w.Read != nil {
+		w.Read(txn.CommitTime)
+	}
+	return nil
 }
 
 func (w *Window) filter(evs []*event.Event) []*event.Event {
@@ -139,18 +148,10 @@ func (w *Window) runTable(ctx context.Context, from event.Position, handle func(
 	}
 	var last *event.TableCursor
 	err := w.Source.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
-		if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
-			cp := *txn
-			cp.Events = evs
-			txn = &cp
-		}
-		if err := handle(ctx, txn); err != nil {
+		if err := w.hand(ctx, txn, handle); err != nil {
 			return err
 		}
 		last = txn.Position.Table
-		if w.Read != nil {
-			w.Read(txn.CommitTime)
-		}
 		return nil
 	})
 	if err != nil {
@@ -175,18 +176,10 @@ func (w *Window) runToUntil(ctx context.Context, from event.Position, handle fun
 	}
 	handed := false
 	err := w.Source.Run(ctx, from, func(ctx context.Context, txn *event.Txn) error {
-		if evs := w.filter(txn.Events); len(evs) != len(txn.Events) {
-			cp := *txn
-			cp.Events = evs
-			txn = &cp
-		}
-		if err := handle(ctx, txn); err != nil {
+		if err := w.hand(ctx, txn, handle); err != nil {
 			return err
 		}
 		handed = true
-		if w.Read != nil {
-			w.Read(txn.CommitTime)
-		}
 		return nil
 	})
 	if err != nil {

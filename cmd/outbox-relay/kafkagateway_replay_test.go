@@ -121,9 +121,6 @@ func TestKafkaGatewayEndpointRecoversSinceAndResumesAfterSIGKILL(t *testing.T) {
 	}
 	id2 := m2[1]
 	kgwWaitFor(t, time.Minute, "the second job to run", func() bool { return stateOf(id2) == "running" }, rig.logs)
-	if code, out := run(ctx, "replay", "list", "--gateway", "--config", rig.cfg); code != 0 || !strings.Contains(out, "no replay jobs") {
-		t.Fatalf("replay list --gateway before any gateway ran: exit %d, output:\n%s", code, out)
-	}
 	if code, out := run(ctx, "replay", "cancel", "--gateway", "--config", rig.cfg, id2); code != 0 {
 		t.Fatalf("replay cancel --gateway exited %d:\n%s", code, out)
 	}

@@ -140,16 +140,24 @@ log: {level: info}
 	}()
 
 	// Mid-replay: the endpoint took 120 replayed events and refuses the
-	// rest; the job's progress is saved.
-	eventually.Within(t, 90*time.Second, "the replay to stall with its progress saved", func() bool {
+	// rest; the job's progress is saved, and its counts (saved every
+	// replay.poll, apart from the progress) count every event taken: a
+	// kill before that would lose the count of those the progress holds.
+	eventually.Within(t, 90*time.Second, "the replay to stall with its progress and counts saved", func() bool {
 		refused := 0
 		for _, r := range rc.Requests() {
 			if r.Replay != "" && r.Status == 503 {
 				refused++
 			}
 		}
+		var taken []receiver.Request
+		for _, r := range rc.Accepted("/a") {
+			if r.Replay != "" {
+				taken = append(taken, r)
+			}
+		}
 		j := readJob(t, cpPath, id)
-		return refused > 0 && j.State == replay.Running && j.Sent > 0
+		return refused > 0 && j.State == replay.Running && j.Sent > 0 && j.Sent >= int64(receiver.Unique(taken))
 	}, relayLog)
 	// status and replay list show it, running; status lists no job key as a sink.
 	if code, out := run(ctx, "status", "--config", cfgPath); code != 0 || !strings.Contains(out, "replay "+id+" running to hooks/a") || strings.Contains(out, "/replay/") {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -18,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/retry"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -102,7 +102,7 @@ func PlanReplay(ctx context.Context, rl *relay.Relay, kg Config, ask relay.Repla
 	if err != nil {
 		return j, err
 	}
-	if err := checkTarget(ctx, rl, j); err != nil {
+	if _, err := targetFilter(ctx, rl, j); err != nil {
 		return j, err
 	}
 	dialer, err := topics.Dialer()
@@ -148,24 +148,25 @@ func cmpTime(t, or time.Time) time.Time {
 	return t
 }
 
-// checkTarget checks that the job's endpoint exists (of the configuration
-// or of the endpoints table, read from the source server).
-func checkTarget(ctx context.Context, rl *relay.Relay, j replay.Job) error {
+// targetFilter checks that the job's endpoint exists (of the
+// configuration or of the endpoints table, read from the source server)
+// and returns its filter (nil: every event).
+func targetFilter(ctx context.Context, rl *relay.Relay, j replay.Job) (func(*event.Event) bool, error) {
 	db, dbErr := source.Open(ctx, rl.Config().Source)
 	if dbErr == nil {
 		defer db.Close()
 	} else {
 		db = nil
 	}
-	s, _, err := rl.ReplayTarget(ctx, db, j)
+	s, match, err := rl.ReplayTarget(ctx, db, j)
 	if err != nil {
 		if dbErr != nil {
-			return fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
+			return nil, fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
 		}
-		return err
+		return nil, err
 	}
 	_ = s.Close(ctx) // built to check it; the replica builds its own
-	return nil
+	return match, nil
 }
 
 // DryRunReplay reads job's window from the Kafka topics, as a replica
@@ -177,17 +178,10 @@ func DryRunReplay(ctx context.Context, rl *relay.Relay, kg Config, j replay.Job)
 	if err != nil {
 		return 0, 0, err
 	}
-	db, dbErr := source.Open(ctx, rl.Config().Source)
-	if dbErr == nil {
-		defer db.Close()
-	} else {
-		db = nil
-	}
-	s, match, err := rl.ReplayTarget(ctx, db, j)
+	match, err := targetFilter(ctx, rl, j)
 	if err != nil {
 		return 0, 0, err
 	}
-	_ = s.Close(ctx)
 	dialer, err := topics.Dialer()
 	if err != nil {
 		return 0, 0, err
@@ -214,42 +208,14 @@ type replayParts struct {
 	window      func(until kafkasource.Offsets) *kafkasource.Window
 }
 
-// replays runs the gateway's replay jobs while this replica holds the
-// cursor store's lock: every replay.poll it lists the jobs, starts the
-// pending or running ones it does not run yet (at most
-// replay.max_running), stops those asked to be cancelled, and saves the
-// running ones' counts.
+// replays runs the gateway's replay jobs (replay.Runner, at most
+// replay.max_running at once) while this replica holds the cursor store's
+// lock.
 type replays struct {
-	replayParts
-	rl    *relay.Relay
-	r     *relay.Parts
-	cfg   *config.Config
-	store *checkpoint.MySQL // its own connection pool; locked while it runs jobs
-	jobs  *replay.Store
-	saver checkpoint.Store
-	obs   *replay.Metrics
-	log   *slog.Logger
-	runs  map[string]*replayRun
-	ended chan *replayRun
+	store  *checkpoint.MySQL // its own connection pool; locked while it runs jobs
+	runner *replay.Runner
+	log    *slog.Logger
 }
-
-type replayRun struct {
-	job           replay.Job
-	cancel        context.CancelCauseFunc
-	ctx           context.Context
-	window        *replay.Window
-	sent, skipped atomic.Int64
-	base          [2]int64
-	err           error
-}
-
-func (run *replayRun) counts() replay.Job {
-	j := run.job
-	j.Sent, j.Skipped = run.base[0]+run.sent.Load(), run.base[1]+run.skipped.Load()
-	return j
-}
-
-var errReplayCancelled = errors.New("replay cancelled")
 
 func newReplays(ctx context.Context, rl *relay.Relay, r *relay.Parts, rp replayParts) (*replays, func(), error) {
 	cfg := rl.Config()
@@ -268,13 +234,39 @@ func newReplays(ctx context.Context, rl *relay.Relay, r *relay.Parts, rp replayP
 		db.Close()
 		return nil, nil, err
 	}
-	obs, err := replay.NewMetrics(r.Metrics)
-	if err != nil {
-		r.Logger.Warn("replay metrics not exposed", slog.Any("err", err))
+	saver := checkpoint.NewGroupCommit(st)
+	slots := make([]uint32, cfg.Replay.MaxRunning) // a run needs no id of its own: the slots only count
+	for i := range slots {
+		slots[i] = uint32(i + 1)
 	}
-	rr := &replays{replayParts: rp, rl: rl, r: r, cfg: cfg, store: st, jobs: jobs, saver: checkpoint.NewGroupCommit(st), obs: obs,
-		log: r.Logger.With(slog.String("component", "replay")), runs: map[string]*replayRun{}, ended: make(chan *replayRun)}
-	return rr, func() { st.Close(); db.Close() }, nil
+	log := r.Logger.With(slog.String("component", "replay"))
+	runner := &replay.Runner{Jobs: jobs, Poll: cfg.Replay.Poll, Slots: slots, Registry: r.Metrics, Logger: log,
+		Open: func(ctx context.Context, j replay.Job, _ uint32) (replay.Launch, error) {
+			if j.Source != replay.SourceKafka {
+				return replay.Launch{}, fmt.Errorf("a %s replay is the relay's: the scaled-out gateway runs replays from Kafka only (make it with outbox-relay endpoints replay --kafka)", j.Source)
+			}
+			until, err := kafkasource.ParseOffsets(j.Until)
+			if err != nil {
+				return replay.Launch{}, err
+			}
+			s, match, err := rl.ReplayTarget(ctx, rp.db, j)
+			if err != nil {
+				return replay.Launch{}, err
+			}
+			return replay.Launch{Target: s, Select: match, Source: rp.window(until)}, nil
+		},
+		NewPipeline: func(j replay.Job, s sink.Sink, obs pipeline.Observer) (replay.Pipeline, error) {
+			d, maxEvents := cfg.Delivery, cfg.Replay.MaxInFlight
+			return pipeline.New(pipeline.Config{
+				Name: replay.ProgressKey(j.ID), Sink: s, Store: saver, Identity: checkpoint.Checkpoint{Flavor: "kafka"},
+				Start: j.From, DeadLetters: rp.dl,
+				BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
+				MaxInFlight: maxEvents, MaxInFlightBytes: d.MaxInFlightBytes,
+				CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry, DrainTimeout: d.DrainTimeout,
+				Logger: r.Logger, Observer: obs, Fence: st.Fence,
+			})
+		}}
+	return &replays{store: st, runner: runner, log: log}, func() { st.Close(); db.Close() }, nil
 }
 
 // run takes the lock, runs the jobs while it holds it, and takes it again
@@ -299,173 +291,8 @@ func (rr *replays) run(ctx context.Context) {
 			case <-lctx.Done():
 			}
 		}()
-		rr.serve(lctx)
+		rr.runner.Run(lctx)
 		cancel()
 		release()
 	}
 }
-
-func (rr *replays) serve(ctx context.Context) {
-	tick := time.NewTicker(rr.cfg.Replay.Poll)
-	defer tick.Stop()
-	for {
-		rr.poll(ctx)
-		select {
-		case <-ctx.Done():
-			for len(rr.runs) > 0 {
-				rr.finish(ctx, <-rr.ended)
-			}
-			return
-		case run := <-rr.ended:
-			rr.finish(ctx, run)
-		case <-tick.C:
-		}
-	}
-}
-
-func (rr *replays) poll(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
-	}
-	l, err := rr.jobs.List(ctx)
-	if err != nil && ctx.Err() == nil {
-		rr.log.Warn("list replay jobs (retried every replay.poll)", slog.Any("err", err))
-	}
-	for _, j := range l.Jobs {
-		if j.State.Final() {
-			continue
-		}
-		why, cancelAsked := l.Cancel[j.ID]
-		if run, ok := rr.runs[j.ID]; ok {
-			if cancelAsked {
-				run.job.Error = why
-				run.cancel(errReplayCancelled)
-				continue
-			}
-			if err := rr.jobs.Put(ctx, run.counts()); err != nil && ctx.Err() == nil {
-				rr.log.Warn("save a replay job's counts (retried)", slog.String("job", j.ID), slog.Any("err", err))
-			}
-			continue
-		}
-		if cancelAsked {
-			j.State, j.Error = replay.Cancelled, why
-			rr.save(ctx, j, true)
-			rr.log.Info("replay cancelled before it ran", slog.String("job", j.ID))
-			continue
-		}
-		if len(rr.runs) >= rr.cfg.Replay.MaxRunning {
-			continue // pending until one ends: jobs start oldest first
-		}
-		rr.start(ctx, j)
-	}
-}
-
-func (rr *replays) start(ctx context.Context, j replay.Job) {
-	fail := func(err error) {
-		j.State, j.Error = replay.Failed, err.Error()
-		rr.save(ctx, j, true)
-		rr.log.Error("replay job failed to start", slog.String("job", j.ID), slog.Any("err", err))
-	}
-	if j.Source != replay.SourceKafka {
-		fail(fmt.Errorf("a %s replay is the relay's: the scaled-out gateway runs replays from Kafka only (make it with outbox-relay endpoints replay --kafka)", j.Source))
-		return
-	}
-	until, err := kafkasource.ParseOffsets(j.Until)
-	if err != nil {
-		fail(err)
-		return
-	}
-	s, match, err := rr.rl.ReplayTarget(ctx, rr.db, j)
-	if err != nil {
-		fail(err)
-		return
-	}
-	run := &replayRun{job: j, base: [2]int64{j.Sent, j.Skipped}}
-	wjob := j
-	target := j.Key()
-	run.window = &replay.Window{Source: rr.window(until), Job: &wjob, Select: match,
-		Skipped: func() { run.skipped.Add(1); rr.obs.Skipped(target, j.ID) },
-		Read:    func(commit time.Time) { rr.obs.Progress(target, j.ID, commit) }}
-	d, maxEvents := rr.cfg.Delivery, rr.cfg.Replay.MaxInFlight
-	p, err := pipeline.New(pipeline.Config{
-		Name: replay.ProgressKey(j.ID), Sink: replay.Marked(s, j.ID), Store: rr.saver, Identity: checkpoint.Checkpoint{Flavor: "kafka"},
-		Start: j.From, DeadLetters: rr.dl,
-		BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
-		MaxInFlight: maxEvents, MaxInFlightBytes: d.MaxInFlightBytes,
-		CheckpointInterval: rr.cfg.Checkpoint.Interval, Retry: rr.r.Retry, DrainTimeout: d.DrainTimeout,
-		Logger: rr.r.Logger, Observer: &replayObserver{run: run, obs: rr.obs}, Fence: rr.store.Fence,
-	})
-	if err != nil {
-		fail(err)
-		return
-	}
-	run.job.State, run.job.Error = replay.Running, ""
-	if err := rr.jobs.Put(ctx, run.counts()); err != nil {
-		rr.log.Warn("save a replay job's state (it starts all the same)", slog.String("job", j.ID), slog.Any("err", err))
-	}
-	rr.runs[j.ID] = run
-	run.ctx, run.cancel = context.WithCancelCause(ctx)
-	rr.obs.Started(target, j.ID, j.UntilTime)
-	rr.log.Info("replay started", slog.String("job", j.ID), slog.String("target", target), slog.String("source", j.Source),
-		slog.String("from", j.From.String()), slog.String("until", j.Until.String()))
-	go func() {
-		run.err = p.Run(run.ctx, run.window)
-		rr.ended <- run
-	}()
-}
-
-// finish records how run ended.
-func (rr *replays) finish(ctx context.Context, run *replayRun) {
-	delete(rr.runs, run.job.ID)
-	rr.obs.Ended(run.job.Key(), run.job.ID)
-	j := run.counts()
-	final := true
-	switch cause := context.Cause(run.ctx); {
-	case errors.Is(cause, errReplayCancelled):
-		j.State = replay.Cancelled
-		rr.log.Info("replay cancelled", slog.String("job", j.ID), slog.Int64("sent", j.Sent))
-	case run.err == nil && run.window.Reached():
-		j.State = replay.Done
-		rr.log.Info("replay done", slog.String("job", j.ID), slog.String("target", j.Key()), slog.Int64("sent", j.Sent), slog.Int64("skipped", j.Skipped))
-	case ctx.Err() != nil, errors.Is(run.err, checkpoint.ErrFenced):
-		final = false // the replica stops or lost the lock: the job resumes where the lock goes
-	case run.err != nil:
-		j.State, j.Error = replay.Failed, run.err.Error()
-		rr.log.Error("replay failed", slog.String("job", j.ID), slog.Any("err", run.err))
-	default:
-		final = false
-	}
-	rr.save(context.WithoutCancel(ctx), j, final)
-}
-
-func (rr *replays) save(ctx context.Context, j replay.Job, final bool) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := rr.jobs.Put(ctx, j); err != nil {
-		rr.log.Warn("save a replay job", slog.String("job", j.ID), slog.String("state", string(j.State)), slog.Any("err", err))
-		return
-	}
-	if final {
-		if err := rr.jobs.Forget(ctx, j.ID); err != nil {
-			rr.log.Warn("remove a finished replay job's progress", slog.String("job", j.ID), slog.Any("err", err))
-		}
-	}
-}
-
-// replayObserver counts what a job's pipeline acknowledges and tells its
-// window what is saved.
-type replayObserver struct {
-	run *replayRun
-	obs *replay.Metrics
-}
-
-func (o *replayObserver) Delivered(*event.Event, time.Time) {
-	o.run.sent.Add(1)
-	o.obs.Delivered(o.run.job.Key(), o.run.job.ID)
-}
-func (o *replayObserver) CheckpointSaved(pos event.Position, _ time.Time) { o.run.window.Saved(pos) }
-func (o *replayObserver) Failed(*event.Event, error, bool)                {}
-func (o *replayObserver) DeadLettered(*event.Event, string)               {}
-func (o *replayObserver) InFlight(int, int, time.Time)                    {}
-func (o *replayObserver) SinkUp(bool)                                     {}
-func (o *replayObserver) SinkConnected(error)                             {}
