@@ -3,6 +3,7 @@ package attempts
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,12 +36,21 @@ func benchAppend(b *testing.B, st Store) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
 		if err := st.Append(context.Background(), all[:n]); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/attempt")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func openFileB(b *testing.B) *File {
