@@ -68,6 +68,8 @@ type File struct {
 	pairOf [][2]uint32 // sink and endpoint names of a pair
 	closed bool
 	buf    []byte // Append's
+	// segSize is segmentSize (a test makes it small).
+	segSize int64
 
 	dirty     atomic.Bool // written since the last sync
 	stop      chan struct{}
@@ -126,7 +128,7 @@ func OpenFile(path string, wait time.Duration) (*File, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, dirError(path, err)
 	}
-	f := &File{path: path}
+	f := &File{path: path, segSize: segmentSize}
 	lock, err := os.OpenFile(filepath.Join(path, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("attempts file %q: %w", path, err)
@@ -372,7 +374,7 @@ func (f *File) Append(ctx context.Context, batch []Attempt) error {
 		return fmt.Errorf("store %d attempts in %q: the store is closed", len(batch), f.path)
 	}
 	s := f.segs[len(f.segs)-1]
-	if s.size >= segmentSize {
+	if s.size >= f.segSize {
 		ns, err := f.rotate(s)
 		if err != nil {
 			return fmt.Errorf("store %d attempts in %q: %w", len(batch), f.path, err)
