@@ -214,6 +214,10 @@ func (f *File) load() error {
 		return fmt.Errorf("attempts file %q: %w", f.path, err)
 	}
 	for _, de := range des {
+		if strings.HasPrefix(de.Name(), "pruned.") && !f.readOnly {
+			os.Remove(filepath.Join(f.path, de.Name())) // a write of "pruned" a crash cut short
+			continue
+		}
 		name, ok := strings.CutSuffix(de.Name(), segSuffix)
 		if !ok || len(name) != 16 {
 			continue
