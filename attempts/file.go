@@ -33,7 +33,8 @@ import (
 // attempt (codec.go). A segment's ids follow one another from the one in
 // its name; the next segment starts once one passes segmentSize.
 //
-// The index holds, for every record, 32 bytes: its time, where it is, its
+// The index holds, for every record, 32 bytes (about 40 with the room its
+// slices grow into): its time, where it is, its
 // sink and endpoint and its tenant (names kept once), a hash of its event
 // id, its status, and whether it failed or was removed. A search walks it
 // newest first and reads from the segments only the records it selects, so
