@@ -11,7 +11,8 @@
 // applied as it is written.
 //
 // Two stores: a MySQL table beside the checkpoint store (MySQL), and a
-// local embedded file (File, bbolt) when the checkpoint store is a file.
+// local directory (File: an append-only log in segments, indexed in
+// memory) when the checkpoint store is a file.
 // Both are safe for concurrent use, keep the same fields to the same
 // precision (times to the microsecond, the first AnswerLimit bytes of an
 // answer, text fields cut at 255 bytes, an error's text at 1024) and pass

@@ -3,6 +3,8 @@ package attempts
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,12 +37,21 @@ func benchAppend(b *testing.B, st Store) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
 		if err := st.Append(context.Background(), all[:n]); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/attempt")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func openFileB(b *testing.B) *File {
@@ -62,3 +73,42 @@ type discard struct{ Store }
 
 func (discard) Append(context.Context, []Attempt) error                { return nil }
 func (discard) Prune(context.Context, time.Time, int64) (int64, error) { return 0, nil }
+
+// BenchmarkOpenFile is what opening a file store of 200,000 attempts costs
+// (the relay opens it at start): reading its segments into the index, per
+// attempt, and the heap the index takes.
+func BenchmarkOpenFile(b *testing.B) {
+	const n, batch = 200_000, 500
+	path := b.TempDir() + "/a"
+	st, err := OpenFile(path, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := make([]Attempt, batch)
+	for i := 0; i < n; i += batch {
+		for j := range all {
+			all[j] = benchAttempt(i + j)
+		}
+		if err := st.Append(context.Background(), all); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.Close()
+	var heap uint64
+	b.ResetTimer()
+	for range b.N {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		st, err := OpenFile(path, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		heap = m1.HeapAlloc - m0.HeapAlloc
+		st.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/attempt")
+	b.ReportMetric(float64(heap)/n, "heap-B/attempt")
+}

@@ -105,13 +105,43 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-func (d *decoder) str() string {
+func (d *decoder) str() string { return string(d.bytes()) }
+
+// bytes returns the next string's bytes, not copied.
+func (d *decoder) bytes() []byte {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
 		d.bad, d.b = true, nil
-		return ""
+		return nil
 	}
-	s := string(d.b[:n])
+	s := d.b[:n:n]
 	d.b = d.b[n:]
 	return s
+}
+
+// summary is what the file store's index takes from an encoded attempt;
+// its byte slices point into the encoding.
+type summary struct {
+	time                            int64 // Unix µs
+	sink, endpoint, tenant, eventID []byte
+	status                          int
+	outcome                         []byte
+}
+
+// peek reads an encoded attempt's summary without copying its strings.
+func peek(b []byte) (summary, bool) {
+	if len(b) == 0 || b[0] != codecVersion {
+		return summary{}, false
+	}
+	d := decoder{b: b[1:]}
+	var x summary
+	x.time = d.varint()
+	x.sink, x.endpoint, x.tenant, x.eventID = d.bytes(), d.bytes(), d.bytes(), d.bytes()
+	d.bytes()   // event type
+	d.uvarint() // number
+	x.status = int(d.uvarint())
+	d.bytes() // class
+	d.bytes() // error
+	x.outcome = d.bytes()
+	return x, !d.bad
 }

@@ -106,8 +106,9 @@ type Attempts struct {
 	// Table (checkpoint.store: mysql, in the checkpoint database). Default
 	// outbox_relay_attempts.
 	Table string `yaml:"table" default:"outbox_relay_attempts"`
-	// Path of the file (checkpoint.store: file). One relay at a time opens
-	// it. Default beside the checkpoint file: <checkpoint.path>.attempts.
+	// Path of the directory the record is kept in (checkpoint.store:
+	// file). One relay at a time opens it. Default beside the checkpoint
+	// file: <checkpoint.path>.attempts.
 	Path string `yaml:"path" derived:"<checkpoint.path>.attempts"`
 	// Queue is how many attempts wait to be written at most; when the
 	// store falls behind, more are dropped (and counted in

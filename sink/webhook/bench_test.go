@@ -43,7 +43,7 @@ func (l *latencies) Delivered(d time.Duration) {
 // between builds, not with a client alone).
 //
 // Each runs with the attempts record off and on (attempts=file: every
-// attempt handed to an attempts.Writer storing into a bbolt file, as the
+// attempt handed to an attempts.Writer storing into its file store, as the
 // relay with attempts.enabled and a file checkpoint store), in one run, so
 // the two can be compared (BENCHMARKS.md, "Webhook attempts record").
 func BenchmarkDeliver(b *testing.B) {
