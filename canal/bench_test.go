@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/poller"
 )
 
 // BenchmarkReaderBacklog reads a backlog of outbox rows shaped as the
@@ -22,20 +23,7 @@ import (
 func BenchmarkReaderBacklog(b *testing.B) {
 	dbname := srv.NewDatabase(b)
 	db := srv.DB(b, dbname)
-	if _, err := db.Exec(`CREATE TABLE outbox (
-  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  status ENUM('pending','processing','published','failed') NOT NULL DEFAULT 'pending',
-  available_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  claimed_at DATETIME(6) NULL,
-  claimed_by BINARY(16) NULL,
-  attempts SMALLINT UNSIGNED NOT NULL DEFAULT 0,
-  last_error VARCHAR(1000) NULL,
-  created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  published_at DATETIME(6) NULL)`); err != nil {
+	if _, err := db.Exec(fmt.Sprintf(poller.Schema, "outbox")); err != nil {
 		b.Fatal(err)
 	}
 	start := serverPosition(b, db, false)

@@ -15,32 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/internal/poller"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/source"
 )
-
-const schema = `CREATE TABLE %s (
-  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  status ENUM('pending','processing','published','failed') NOT NULL DEFAULT 'pending',
-  available_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  claimed_at DATETIME(6) NULL,
-  claimed_by BINARY(16) NULL,
-  attempts SMALLINT UNSIGNED NOT NULL DEFAULT 0,
-  last_error VARCHAR(1000) NULL,
-  created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  published_at DATETIME(6) NULL,
-  KEY ix_outbox_claim (status, id, available_at)
-)`
-
-// The seeds' claim index is (status, available_at, id); with it, each claim
-// (… AND available_at <= NOW(6) ORDER BY id) sorts and locks every pending
-// row, which drains a 200,000-row backlog at ~300 rows/s (measured here) and
-// with 4 workers exhausts InnoDB's lock table. (status, id, available_at)
-// lets a claim read its 100 rows in id order: the poller at its best.
 
 // backlogRow is one phase of the backlog table.
 type backlogRow struct {
@@ -83,8 +61,8 @@ func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, trac
 	defer root.Close()
 	var version string
 	_ = root.QueryRow("SELECT VERSION()").Scan(&version)
-	for _, q := range []string{"CREATE DATABASE bench", fmt.Sprintf(schema, "bench.outbox"),
-		fmt.Sprintf(schema, "bench.poll_outbox")} {
+	for _, q := range []string{"CREATE DATABASE bench", fmt.Sprintf(poller.Schema, "bench.outbox"),
+		fmt.Sprintf(poller.Schema, "bench.poll_outbox")} {
 		if _, err := root.Exec(q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
@@ -286,7 +264,7 @@ sinks: [%s]
 		big := measureStartup(ctx, bin, srv, db, info, tmp, &serverID, startupRuns, "bench.outbox")
 		big.what = fmt.Sprintf("the backlog's (%d rows and more, created_at not indexed; the binlog file holds them)", rows)
 		small := startupResult{what: "quickstart-sized: a fresh table of the same shape, in a fresh binlog file (the target's)", target: true}
-		if _, err := root.Exec(fmt.Sprintf(schema, "bench.startup_outbox")); err != nil {
+		if _, err := root.Exec(fmt.Sprintf(poller.Schema, "bench.startup_outbox")); err != nil {
 			small.err = err
 		} else if _, err := root.Exec("FLUSH BINARY LOGS"); err != nil {
 			small.err = err
