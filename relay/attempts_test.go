@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"os"
@@ -34,6 +35,27 @@ func flaky(t *testing.T) *receiver.Receiver {
 	})
 }
 
+// attemptsRelay makes a database with an outbox and an endpoints table, a
+// receiver that answers 500 then 200, and a relay delivering to it with
+// the checkpoint store store ("file" or "mysql").
+func attemptsRelay(t *testing.T, store string) (*sql.DB, *receiver.Receiver, *rowsRelay) {
+	t.Helper()
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := flaky(t)
+	ep := `{name: flaky, url: "` + hook.URL + `/hook", body: envelope, retry: {initial_backoff: 10ms, max_backoff: 50ms}}`
+	rr := newRowsRelay(t, dbname, ep)
+	if store == "mysql" {
+		rr = newRowsRelayMySQL(t, dbname, ep)
+	}
+	return db, hook, rr
+}
+
 // With attempts.enabled, each attempt of an endpoint that answers 500 and
 // then 200 is on record, searchable by event, endpoint, status and time,
 // from the running relay (GET /attempts) and, once it stopped, from its
@@ -41,19 +63,7 @@ func flaky(t *testing.T) *receiver.Receiver {
 func TestEveryAttemptIsOnRecord(t *testing.T) {
 	for _, store := range []string{"file", "mysql"} {
 		t.Run(store, func(t *testing.T) {
-			dbname := srv.NewDatabase(t)
-			db := srv.DB(t, dbname)
-			for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
-				if _, err := db.Exec(q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			hook := flaky(t)
-			ep := `{name: flaky, url: "` + hook.URL + `/hook", body: envelope, retry: {initial_backoff: 10ms, max_backoff: 50ms}}`
-			rr := newRowsRelay(t, dbname, ep)
-			if store == "mysql" {
-				rr = newRowsRelayMySQL(t, dbname, ep)
-			}
+			db, hook, rr := attemptsRelay(t, store)
 			rr.cfg.Attempts.Enabled = true
 			stop := rr.run(t)
 			start := time.Now()
@@ -130,19 +140,7 @@ func TestEveryAttemptIsOnRecord(t *testing.T) {
 func TestWithoutTheSectionNothingIsRecordedOrMade(t *testing.T) {
 	for _, store := range []string{"file", "mysql"} {
 		t.Run(store, func(t *testing.T) {
-			dbname := srv.NewDatabase(t)
-			db := srv.DB(t, dbname)
-			for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
-				if _, err := db.Exec(q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			hook := flaky(t)
-			ep := `{name: flaky, url: "` + hook.URL + `/hook", body: envelope, retry: {initial_backoff: 10ms, max_backoff: 50ms}}`
-			rr := newRowsRelay(t, dbname, ep)
-			if store == "mysql" {
-				rr = newRowsRelayMySQL(t, dbname, ep)
-			}
+			db, hook, rr := attemptsRelay(t, store)
 			stop := rr.run(t)
 			total := events(t, db, 2)
 			eventually.Within(t, 60*time.Second, "every event delivered", func() bool { return hook.Unique() >= total })
