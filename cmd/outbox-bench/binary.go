@@ -342,20 +342,38 @@ type running struct {
 }
 
 // startBinary starts bin with args, its log (stderr) in logPath: the live
-// phase's relay, run as users run it.
-func startBinary(bin string, args []string, logPath string) (*running, error) {
+// phase's relay, run as users run it. With line set, each line of its stdout
+// is handed to line, with the time it was read, from one goroutine.
+func startBinary(bin string, args []string, logPath string, line func([]byte, time.Time)) (*running, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logFile
+	var out io.ReadCloser
+	if line != nil {
+		if out, err = cmd.StdoutPipe(); err != nil {
+			logFile.Close()
+			return nil, err
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
 	r := &running{cmd: cmd, exited: make(chan error, 1)}
-	go func() { r.exited <- cmd.Wait(); logFile.Close() }()
+	go func() {
+		if out != nil {
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				line(sc.Bytes(), time.Now())
+			}
+		}
+		r.exited <- cmd.Wait()
+		logFile.Close()
+	}()
 	return r, nil
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +56,7 @@ type receiver struct {
 	srv        *http.Server
 	url        string
 	hook, poll *seen
+	floorHook  *seen    // /floorhook: the live floor's bare client (webhook-id)
 	counters   sync.Map // path → *counter: /count/… answer 204 and count
 }
 
@@ -60,16 +64,18 @@ type receiver struct {
 func (r *receiver) count(path string, c *counter) { r.counters.Store(path, c) }
 
 func newReceiver() *receiver {
-	r := &receiver{hook: newSeen(), poll: newSeen()}
+	r := &receiver{hook: newSeen(), poll: newSeen(), floorHook: newSeen()}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/hook", func(w http.ResponseWriter, req *http.Request) {
-		now := time.Now()
-		_, _ = io.Copy(io.Discard, req.Body)
-		if id, err := strconv.ParseInt(req.Header.Get("webhook-id"), 10, 64); err == nil {
-			r.hook.mark(id, now)
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+	for path, s := range map[string]*seen{"/hook": r.hook, "/floorhook": r.floorHook} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, req *http.Request) {
+			now := time.Now()
+			_, _ = io.Copy(io.Discard, req.Body)
+			if id, err := strconv.ParseInt(req.Header.Get("webhook-id"), 10, 64); err == nil {
+				s.mark(id, now)
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
 	mux.HandleFunc("/poll", func(w http.ResponseWriter, req *http.Request) {
 		now := time.Now()
 		b, _ := io.ReadAll(req.Body)
@@ -100,7 +106,10 @@ func (r *receiver) close() { _ = r.srv.Close() }
 
 // floor reads the binlog with a bare BinlogSyncer from start and marks each
 // row of table when it is decoded: the lowest latency any reader here gets.
-func floor(ctx context.Context, host string, port int, start, table string, s *seen) error {
+// With fwd, it also hands each row, as it is decoded, to bare clients of the
+// relay's sinks (fwd.send): the floors of commit → Kafka and commit →
+// webhook, through the same broker, consumer and receiver as the relay's.
+func floor(ctx context.Context, host string, port int, start, table string, s *seen, fwd *forwarder) error {
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: 9002, Flavor: mysql.MariaDBFlavor, Host: host, Port: uint16(port), User: "root",
 		HeartbeatPeriod: time.Second, Logger: slog.New(slog.DiscardHandler),
@@ -126,6 +135,9 @@ func floor(ctx context.Context, host string, port int, start, table string, s *s
 				for _, row := range re.Rows {
 					if id, ok := row[0].(int64); ok {
 						s.mark(id, now)
+						if fwd != nil {
+							fwd.send(id, row)
+						}
 					}
 				}
 			}
@@ -134,8 +146,90 @@ func floor(ctx context.Context, host string, port int, start, table string, s *s
 	return nil
 }
 
-// consume marks each record of topic (its "id" header) when consumed.
-func consume(ctx context.Context, broker, topic string, s *seen) (func(), error) {
+// floorHeader marks the Kafka floor's records (the relay's carry "id").
+const floorHeader = "floor-id"
+
+// forwarder is the bare clients the floor reader hands each row to: a kgo
+// producer (acks=all, no linger, keyed by the row's aggregate id as the
+// relay's records are) into the relay's topic, its records marked with
+// floorHeader, and a net/http client posting the row's payload to the
+// receiver's /floorhook over floorConcurrency keep-alive connections, with
+// the id in webhook-id. No work beyond what any such client must do.
+type forwarder struct {
+	kafka *kgo.Client
+	url   string
+	hooks chan [2][]byte // id, payload
+	wg    sync.WaitGroup
+}
+
+// newForwarder returns the bare clients: a producer when broker is set, an
+// HTTP client when url is.
+func newForwarder(broker, topic, url string) (*forwarder, error) {
+	f := &forwarder{url: url, hooks: make(chan [2][]byte, 1<<16)}
+	if broker != "" {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+		if err != nil {
+			return nil, err
+		}
+		f.kafka = cl
+	}
+	if url == "" {
+		return f, nil
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floorConcurrency, MaxConnsPerHost: floorConcurrency}}
+	for range floorConcurrency {
+		f.wg.Go(func() {
+			for h := range f.hooks {
+				req, err := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(h[1]))
+				if err != nil {
+					continue
+				}
+				req.Header["Content-Type"] = []string{"application/json"}
+				req.Header["Webhook-Id"] = []string{string(h[0])}
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	return f, nil
+}
+
+func (f *forwarder) send(id int64, row []any) {
+	idb := strconv.AppendInt(nil, id, 10)
+	var key, payload []byte
+	if len(row) > 4 {
+		key, _ = row[2].([]byte)
+		if k, ok := row[2].(string); ok {
+			key = []byte(k)
+		}
+		payload, _ = row[4].([]byte)
+		if p, ok := row[4].(string); ok {
+			payload = []byte(p)
+		}
+	}
+	if f.kafka != nil {
+		f.kafka.Produce(context.Background(), &kgo.Record{Key: key, Value: payload,
+			Headers: []kgo.RecordHeader{{Key: floorHeader, Value: idb}}}, nil)
+	}
+	if f.url != "" {
+		f.hooks <- [2][]byte{idb, payload}
+	}
+}
+
+func (f *forwarder) close() {
+	close(f.hooks)
+	f.wg.Wait()
+	if f.kafka != nil {
+		f.kafka.Close()
+	}
+}
+
+// consume marks each record of topic when consumed: the relay's (its "id"
+// header) in s, the floor's (floorHeader) in floor.
+func consume(ctx context.Context, broker, topic string, s, floor *seen) (func(), error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -149,10 +243,14 @@ func consume(ctx context.Context, broker, topic string, s *seen) (func(), error)
 			now := time.Now()
 			fs.EachRecord(func(r *kgo.Record) {
 				for _, h := range r.Headers {
-					if h.Key == "id" {
-						if id, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-							s.mark(id, now)
-						}
+					to := s
+					if h.Key == floorHeader {
+						to = floor
+					} else if h.Key != "id" {
+						continue
+					}
+					if id, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+						to.mark(id, now)
 					}
 				}
 			})
@@ -292,75 +390,27 @@ func latencies(sent map[int64]time.Time, s *seen, wait time.Duration) (got int, 
 	return len(ds), ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)], ds[len(ds)-1]
 }
 
-// runLive runs the live phase: the relay binary bin (as the backlog's
-// binary rows run it), then, with poller, the seeds' poller.
-func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info source.ServerInfo, recv *receiver, tmp, bin string, serverID *int, d time.Duration, poller bool) ([]liveRow, error) {
-	pos, err := source.CurrentPosition(ctx, db, info)
-	if err != nil {
-		return nil, err
-	}
-	broker, addr, err := startBackground([]string{"-role", "broker"}, "BROKER ")
-	if err != nil {
-		return nil, err
-	}
-	defer broker.stop()
-	*serverID++
-	cfg := fmt.Sprintf(`source: {host: %s, port: %d, user: root, server_id: %d}
-tables: [{name: bench.outbox}]
-checkpoint: {path: %s/live.json, start: "gtid:%s"}
-sinks:
-  - {name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}
-  - {name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}
-`, srv.Host, srv.Port, *serverID, tmp, pos.GTIDSet, addr, recv.url+"/hook")
-	args, err := relayArgs(tmp, "live", cfg)
-	if err != nil {
-		return nil, err
-	}
-	relayProc, err := startBinary(bin, args, filepath.Join(tmp, "live.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer relayProc.stop()
-	fctx, stopFloor := context.WithCancel(ctx)
-	defer stopFloor()
-	fl := newSeen()
-	if err := floor(fctx, srv.Host, srv.Port, pos.GTIDSet, "bench.outbox", fl); err != nil {
-		return nil, err
-	}
-	ks := newSeen()
-	stopConsume, err := consume(ctx, addr, "outbox.bench", ks)
-	if err != nil {
-		return nil, err
-	}
-	defer stopConsume()
-	// Warm up: the relay connects, the consumer joins.
-	if _, err := produce(db, "outbox", 100, time.Second); err != nil {
-		return nil, err
-	}
-	time.Sleep(time.Second)
+// liveSinks are the live phase's relay runs, in order: each runs the relay
+// binary with that one sink, as users run it, beside the bare reader and
+// that sink's floor (a bare client fed by the bare reader: what any relay
+// gets through the same broker and consumer, or the same receiver).
+var liveSinks = []string{"stdout", "Kafka", "webhook"}
 
+// runLive runs the live phase: the relay binary bin once per sink of
+// liveSinks (OUTBOX_BENCH_LIVE_SINKS, comma-separated, picks some), then,
+// with poller, the seeds' poller.
+func runLive(ctx context.Context, srv *testserver.Server, root, db *sql.DB, info source.ServerInfo, recv *receiver, tmp, bin string, serverID *int, d time.Duration, poller bool) ([]liveRow, error) {
 	var rows []liveRow
-	for _, rate := range []float64{500, 2000, 0} {
-		name := fmt.Sprintf("%.0f/s", rate)
-		if rate == 0 {
-			name = "max (4 connections)"
+	for _, sk := range liveSinks {
+		if only := os.Getenv("OUTBOX_BENCH_LIVE_SINKS"); only != "" && !slices.Contains(strings.Split(strings.ToLower(only), ","), strings.ToLower(sk)) {
+			continue
 		}
-		fmt.Fprintf(os.Stderr, "live: relay at %s…\n", name)
-		sent, err := produce(db, "outbox", rate, d)
+		r, err := runLiveSink(ctx, srv, db, info, recv, tmp, bin, serverID, d, sk)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("live, %s: %w", sk, err)
 		}
-		achieved := float64(len(sent)) / d.Seconds()
-		for _, o := range []struct {
-			name string
-			s    *seen
-		}{{"bare go-mysql reader (floor)", fl}, {"relay → webhook received", recv.hook}, {"relay → Kafka, consumed", ks}} {
-			got, p50, p99, mx := latencies(sent, o.s, 10*time.Second)
-			rows = append(rows, liveRow{rate: name, achieved: achieved, observer: o.name, n: len(sent), got: got, p50: p50, p99: p99, max: mx})
-		}
+		rows = append(rows, r...)
 	}
-	relayProc.stop()
-	broker.stop()
 	if !poller {
 		return rows, nil
 	}
@@ -383,6 +433,127 @@ sinks:
 				observer: fmt.Sprintf("seed poller every %s, 1 worker → received", iv), n: len(sent), got: got, p50: p50, p99: p99, max: mx})
 		}
 		p.stop()
+	}
+	return rows, nil
+}
+
+// runLiveSink runs the live steps against the relay binary configured with
+// sink sk alone (stdout into a pipe the bench reads, Kafka into a broker of
+// its own, the webhook into the receiver), the bare reader and sk's floor
+// beside it.
+func runLiveSink(ctx context.Context, srv *testserver.Server, db *sql.DB, info source.ServerInfo, recv *receiver, tmp, bin string, serverID *int, d time.Duration, sk string) ([]liveRow, error) {
+	pos, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		return nil, err
+	}
+	*serverID++
+	cfg := fmt.Sprintf(`source: {host: %s, port: %d, user: root, server_id: %d}
+tables: [{name: bench.outbox}]
+checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
+`, srv.Host, srv.Port, *serverID, tmp, *serverID, pos.GTIDSet)
+	type observer struct {
+		name string
+		s    *seen
+	}
+	fl := newSeen()
+	observers := []observer{{"bare go-mysql reader", fl}}
+	var fwd *forwarder
+	relaySeen := newSeen()
+	var line func([]byte, time.Time)
+	switch sk {
+	case "stdout":
+		cfg += "sinks: [{name: out, type: stdout}]\n"
+		// Each line, read from the pipe, times the relay's own reading
+		// and hand-off, with no network after the binlog.
+		line = func(b []byte, at time.Time) {
+			var l struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(b, &l) == nil {
+				if id, err := strconv.ParseInt(l.ID, 10, 64); err == nil {
+					relaySeen.mark(id, at)
+				}
+			}
+		}
+		observers = append(observers, observer{"relay → stdout, read from its pipe", relaySeen})
+	case "Kafka":
+		broker, addr, err := startBackground([]string{"-role", "broker"}, "BROKER ")
+		if err != nil {
+			return nil, err
+		}
+		defer broker.stop()
+		cfg += fmt.Sprintf("sinks: [{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}]\n", addr)
+		if fwd, err = newForwarder(addr, "outbox.bench", ""); err != nil {
+			return nil, err
+		}
+		floorSeen := newSeen()
+		stopConsume, err := consume(ctx, addr, "outbox.bench", relaySeen, floorSeen)
+		if err != nil {
+			return nil, err
+		}
+		defer stopConsume()
+		observers = append(observers, observer{"bare reader → bare producer → consumed (the Kafka floor)", floorSeen},
+			observer{"relay → Kafka, consumed", relaySeen})
+	case "webhook":
+		cfg += fmt.Sprintf("sinks: [{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}]\n", recv.url+"/hook")
+		if fwd, err = newForwarder("", "", recv.url+"/floorhook"); err != nil {
+			return nil, err
+		}
+		relaySeen = recv.hook // ids are never reused: the runs' marks do not mix
+		observers = append(observers, observer{"bare reader → bare HTTP client → received (the webhook floor)", recv.floorHook},
+			observer{"relay → webhook received", relaySeen})
+	}
+	if fwd != nil {
+		defer fwd.close()
+	}
+	// With OUTBOX_BENCH_CPUPROFILE=DIR, the relay serves pprof and the
+	// 2,000/s step writes its CPU profile and execution trace there.
+	pprofAddr := pprofListen()
+	if pprofAddr != "" {
+		cfg += fmt.Sprintf("http: {listen: %q, pprof: true}\n", pprofAddr)
+	}
+	args, err := relayArgs(tmp, "live-"+sk, cfg)
+	if err != nil {
+		return nil, err
+	}
+	relayProc, err := startBinary(bin, args, filepath.Join(tmp, "live-"+sk+".log"), line)
+	if err != nil {
+		return nil, err
+	}
+	defer relayProc.stop()
+	fctx, stopFloor := context.WithCancel(ctx)
+	defer stopFloor()
+	if err := floor(fctx, srv.Host, srv.Port, pos.GTIDSet, "bench.outbox", fl, fwd); err != nil {
+		return nil, err
+	}
+	// Warm up: the relay connects, the consumer joins.
+	if _, err := produce(db, "outbox", 100, time.Second); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second)
+
+	var rows []liveRow
+	for _, rate := range []float64{500, 2000, 0} {
+		name := fmt.Sprintf("%.0f/s", rate)
+		if rate == 0 {
+			name = "max (4 connections)"
+		}
+		fmt.Fprintf(os.Stderr, "live: relay → %s at %s…\n", sk, name)
+		if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && pprofAddr != "" && rate == 2000 {
+			secs := max(1, int(d.Seconds())-2)
+			base := fmt.Sprintf("http://%s/debug/pprof/", pprofAddr)
+			go fetchProfile(base+fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(dir, "live-"+sk+"-2000.pprof"))
+			go fetchProfile(base+"trace?seconds=2", filepath.Join(dir, "live-"+sk+"-2000.trace"))
+		}
+		sent, err := produce(db, "outbox", rate, d)
+		if err != nil {
+			return nil, err
+		}
+		achieved := float64(len(sent)) / d.Seconds()
+		for _, o := range observers {
+			got, p50, p99, mx := latencies(sent, o.s, 10*time.Second)
+			rows = append(rows, liveRow{rate: name, achieved: achieved, observer: sk + " run: " + o.name, n: len(sent), got: got, p50: p50, p99: p99, max: mx})
+		}
 	}
 	return rows, nil
 }
