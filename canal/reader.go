@@ -368,6 +368,7 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		TLSConfig:             ep.TLS,
 		HeartbeatPeriod:       r.cfg.HeartbeatPeriod,
 		ReadTimeout:           r.cfg.ReadTimeout,
+		Dialer:                lazyDeadlineDialer(deadlineSlack(r.cfg.ReadTimeout)),
 		DisableRetrySync:      true, // a fresh syncer per attempt, from our own position
 		DiscardGTIDSet:        true, // tracked by txnState, for every kind of start
 		RenderJSONAsMySQLText: true,
