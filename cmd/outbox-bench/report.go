@@ -67,8 +67,8 @@ func report(in reportInput) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("## outbox-bench: %d-row backlog, %s live steps\n\n", in.rows, in.live)
-	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`). Run took %s.\n\n",
-		in.machine, in.version, in.took.Round(time.Second))
+	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`, `innodb_buffer_pool_size=%s`). Run took %s.\n\n",
+		in.machine, in.version, bufferPool, in.took.Round(time.Second))
 	p("### Backlog: %d rows committed in transactions of 10 (~100-byte JSON), drained by each in its own process\n\n", in.rows)
 	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | exec → all s | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker | cores busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	limit := 0.0
