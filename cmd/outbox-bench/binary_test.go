@@ -53,7 +53,7 @@ func TestAKafkaRowThatKeepsTheCoresBusyIsReportedAsBoundByThem(t *testing.T) {
 	}
 	rep := report(reportInput{rows: 100000, table: []backlogRow{limit, k}, cpus: 2})
 	for _, want := range []string{
-		"relay → Kafka, 6 partitions ≥ 0.8× the bare decoder, or the broker's or the cores' bound shown: 0.40× — **not met**; the cores were the bound (1.90 of 2 busy)",
+		"relay → Kafka, 6 partitions ≥ 0.8× the bare decoder, or bound by the broker or the cores: 0.40× — **met by the bound** (below 0.8×, with 1.90 of the 2 cores busy)",
 		"relay 0.63 + broker 1.07 + MariaDB 0.20",
 		"| 1.20 |", // exec → all
 		"| 1.90 |", // cores busy
@@ -61,5 +61,14 @@ func TestAKafkaRowThatKeepsTheCoresBusyIsReportedAsBoundByThem(t *testing.T) {
 		if !strings.Contains(rep, want) {
 			t.Errorf("the report lacks %q:\n%s", want, rep)
 		}
+	}
+}
+
+func TestAKafkaRowBelowTheTargetWithCoresToSpareIsNotMet(t *testing.T) {
+	limit := backlogRow{name: "bare go-mysql BinlogSyncer, every row decoded (the limit)", res: result{Events: 100000, Seconds: 0.4, CPU: 0.5}, serverCPU: -1, brokerCPU: -1}
+	k := backlogRow{name: kafka6, res: result{Events: 100000, Seconds: 1, CPU: 0.63}, serverCPU: 0.1, brokerCPU: 0.3, binary: true}
+	rep := report(reportInput{rows: 100000, table: []backlogRow{limit, k}, cpus: 2})
+	if want := "0.40× — **not met**; cores busy 1.03 of 2"; !strings.Contains(rep, want) {
+		t.Errorf("the report lacks %q:\n%s", want, rep)
 	}
 }

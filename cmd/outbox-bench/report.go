@@ -208,12 +208,15 @@ func targets(in reportInput) []string {
 	if r, ok := find(in.table, kafka6); ok && r.res.Events > 0 {
 		x := rate(r) / L
 		c := coresOf(r)
-		bound := ""
-		if in.cpus > 0 && c.total() >= 0.9*float64(in.cpus) {
-			bound = fmt.Sprintf("; the cores were the bound (%.2f of %d busy)", c.total(), in.cpus)
+		// Below 0.8×, the target is met when the row was bound by the
+		// machine's cores (the relay, the broker and MariaDB together
+		// kept ≥ 90 % of them busy), which the figures show.
+		verdict := met(x >= 0.8)
+		if x < 0.8 && in.cpus > 0 && c.total() >= 0.9*float64(in.cpus) {
+			verdict = fmt.Sprintf("**met by the bound** (below 0.8×, with %.2f of the %d cores busy)", c.total(), in.cpus)
 		}
-		out = append(out, fmt.Sprintf("relay → Kafka, 6 partitions ≥ 0.8× the bare decoder, or the broker's or the cores' bound shown: %.2f× — %s%s; cores busy %.2f of %d: relay %.2f + broker %.2f + MariaDB %.2f (%.0f/s × CPU per event: relay %.1f µs, broker %s µs, MariaDB %s µs)",
-			x, met(x >= 0.8), bound, c.total(), in.cpus, c.own, c.broker, c.server, rate(r),
+		out = append(out, fmt.Sprintf("relay → Kafka, 6 partitions ≥ 0.8× the bare decoder, or bound by the broker or the cores: %.2f× — %s; cores busy %.2f of %d: relay %.2f + broker %.2f + MariaDB %.2f (%.0f/s × CPU per event: relay %.1f µs, broker %s µs, MariaDB %s µs)",
+			x, verdict, c.total(), in.cpus, c.own, c.broker, c.server, rate(r),
 			r.res.CPU/float64(r.res.Events)*1e6, perMicro(r.brokerCPU, r.res.Events), perMicro(r.serverCPU, r.res.Events)))
 		if one, ok := find(in.table, kafka1); ok && one.res.Events > 0 {
 			c1 := coresOf(one)
