@@ -24,11 +24,14 @@ import (
 
 // The rows of the relay binary: the relay runs as users run it, the binary
 // built from ./cmd/outbox-relay with `run --config FILE`, in a process of its
-// own, writing into a pipe (stdout) or to the receiver (webhooks) in the
-// bench's process. Each rate's clock starts when the first event arrives
-// where it is counted (the pipe's reader, the receiver) and stops at the
-// n-th, the same way for the HTTP floor. CPU and peak RSS are the child's
-// whole life (getrusage of the waited-for child), as for every other row.
+// own, writing into a pipe (stdout), to the receiver (webhooks) in the
+// bench's process, or to a broker in a process of its own (Kafka). Each
+// rate's clock starts when the first event arrives where it is counted (the
+// pipe's reader, the receiver, the topic's high watermarks: kafka.go) and
+// stops at the n-th, the same way for the HTTP floor. CPU and peak RSS are
+// the child's whole life (getrusage of the waited-for child), as for every
+// other row; each row also gives the time from the exec to the n-th event,
+// which holds the relay's startup, as a user timing it from outside would.
 
 // floorConcurrency is the floor client's connections: the webhook
 // endpoint's default max_concurrency.
@@ -65,13 +68,18 @@ type counter struct {
 
 func newCounter(want int) *counter { return &counter{want: int64(want), done: make(chan struct{})} }
 
-func (c *counter) hit(now time.Time) {
-	switch n := c.n.Add(1); {
-	case n == 1:
+func (c *counter) hit(now time.Time) { c.add(1, now) }
+
+// add counts k more events seen at now: the first time the count is above
+// zero is the first's time, the time it reaches want the last's.
+func (c *counter) add(k int64, now time.Time) {
+	n := c.n.Add(k)
+	if n-k <= 0 && n > 0 {
 		c.mu.Lock()
 		c.first = now
 		c.mu.Unlock()
-	case n == c.want:
+	}
+	if n-k < c.want && n >= c.want {
 		c.mu.Lock()
 		c.last = now
 		c.mu.Unlock()
@@ -90,13 +98,25 @@ func (c *counter) seconds() float64 {
 	return c.last.Sub(c.first).Seconds() * float64(c.want) / float64(c.want-1)
 }
 
-// runBinary starts bin with args, waits for n events counted by c (fed by
-// count, when set, from the child's stdout), stops the child with SIGTERM and
-// returns the rate and the child's CPU and peak RSS.
+// since is the time from t to the n-th event (0 before it).
+func (c *counter) since(t time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last.IsZero() {
+		return 0
+	}
+	return c.last.Sub(t).Seconds()
+}
+
+// runBinary starts bin with args, waits for n events counted by c (fed,
+// with stdoutLines, from the child's stdout), stops the child with SIGTERM
+// and returns the rate, the time from exec to the n-th event, and the
+// child's CPU and peak RSS.
 //
 // With OUTBOX_BENCH_CPUPROFILE=DIR and pprofAddr (the relay's http.listen
 // with pprof on), a CPU profile of the relay's next 5 s after the first
-// event is written to DIR/relay-binary-<name>.pprof.
+// event is written to DIR/relay-binary-<name>.pprof, and the relay is
+// stopped only after it.
 func runBinary(ctx context.Context, bin string, args []string, c *counter, stdoutLines bool, name, pprofAddr string) (result, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	logPath := filepath.Join(filepath.Dir(args[len(args)-1]), name+".log")
@@ -113,6 +133,7 @@ func runBinary(ctx context.Context, bin string, args []string, c *counter, stdou
 			return result{}, err
 		}
 	}
+	execAt := time.Now()
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
@@ -131,12 +152,22 @@ func runBinary(ctx context.Context, bin string, args []string, c *counter, stdou
 	} else {
 		go func() { exited <- cmd.Wait() }()
 	}
+	profiled := make(chan struct{})
 	if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && pprofAddr != "" {
-		go profileAfterFirst(c, pprofAddr, filepath.Join(dir, "relay-binary-"+name+".pprof"))
+		go func() {
+			defer close(profiled)
+			profileAfterFirst(c, pprofAddr, filepath.Join(dir, "relay-binary-"+name+".pprof"))
+		}()
+	} else {
+		close(profiled)
 	}
 	var werr error
 	select {
 	case <-c.done:
+		// A drain shorter than the profile's 5 s (the Kafka rows) is
+		// profiled whole: the relay, idle, is stopped once the profile
+		// and its allocations are written (its rate is clocked already).
+		<-profiled
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case werr = <-exited:
@@ -154,7 +185,7 @@ func runBinary(ctx context.Context, bin string, args []string, c *counter, stdou
 		<-exited
 		werr = fmt.Errorf("%d of %d events in 10 minutes", c.n.Load(), c.want)
 	}
-	r := result{Events: int(c.n.Load()), Seconds: c.seconds()}
+	r := result{Events: int(c.n.Load()), Seconds: c.seconds(), ExecToAll: c.since(execAt)}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.CPU, r.MaxRSS = tv(ru.Utime)+tv(ru.Stime), ru.Maxrss
 	}

@@ -5,28 +5,29 @@
 //	go run ./cmd/outbox-bench                 # full size: 200,000 rows, 10 s live steps
 //	go run ./cmd/outbox-bench -rows 2000 -live 1s -out "" -png ""   # smoke size (CI)
 //
-// With -baseline BIN (an outbox-bench built from another commit), that
-// build's relay also drains the backlog to stdout and to Kafka in the same
-// run, so a change is measured against its parent side by side. With
-// -baseline-relay BIN (an outbox-relay built from another commit), each row
-// that runs the relay binary (stdout into a pipe, webhooks) runs that
-// binary too, right after.
+// With -baseline-relay BIN (an outbox-relay built from another commit), each
+// row that runs the relay binary (stdout into a pipe, Kafka, webhooks) runs
+// that binary too, right after, so a change is measured against its parent
+// side by side in one run.
 //
 // Backlog phase: it commits -rows outbox rows (transactions of 10, ~100-byte
 // JSON payloads), then drains them with, each in a process of its own:
 // a bare go-mysql BinlogSyncer decoding every row (the limit); the relay
 // binary (go build ./cmd/outbox-relay, or -relay BIN) with the stdout sink
-// writing into a pipe that the bench reads, and the relay inside a bench
-// child writing to a discard writer; the relay to a Kafka-protocol broker
-// (kfake, in its own process), directly and through connections adding a
-// 2 ms round trip; the HTTP floor (a bare net/http client posting the same
-// bodies, signed the same way, over 16 keep-alive connections, to the same
-// receiver) and the relay binary to that receiver with one endpoint and with
-// 1,000 endpoints on its one stream (each selecting one aggregate type of
-// the backlog's 1,000); and the polling relay of the seeds (SELECT … FOR UPDATE SKIP LOCKED, batches of
-// 100, a lease, mark published) with 1 and 4 workers. Each reports events/s,
-// CPU seconds per 100k events and its peak RSS; the server's Questions
-// counter gives the statements each ran on the source per 1,000 events.
+// writing into a pipe that the bench reads; the relay binary to a
+// Kafka-protocol broker (kfake, in its own process) holding a topic of 6
+// partitions, directly and through connections adding a 2 ms round trip,
+// and holding a topic of 1 partition; the HTTP floor (a bare net/http
+// client posting the same bodies, signed the same way, over 16 keep-alive
+// connections, to the same receiver) and the relay binary to that receiver
+// with one endpoint and with 1,000 endpoints on its one stream (each
+// selecting one aggregate type of the backlog's 1,000); and the polling
+// relay of the seeds (SELECT … FOR UPDATE SKIP LOCKED, batches of 100, a
+// lease, mark published) with 1 and 4 workers. Each reports events/s, CPU
+// seconds per 100k events and its peak RSS, and the relay binary's rows the
+// time from its exec to the last event counted (startup included); the
+// server's Questions counter gives the statements each ran on the source
+// per 1,000 events.
 //
 // Live phase: the relay binary (Kafka and webhook sinks, default config)
 // runs, as in the backlog's binary rows, while
@@ -41,7 +42,8 @@
 // targets use the medians.
 //
 // Rates of the relay binary and the floor are clocked where the events
-// arrive (the bench's end of the pipe, the receiver in the bench's process),
+// arrive (the bench's end of the pipe, the receiver in the bench's process,
+// the broker: the sum of the topic's high watermarks, polled every few ms),
 // from the first to the last; CPU and peak RSS are each child's whole life.
 //
 // Startup phase: the relay binary with a quickstart-sized config (one
@@ -62,7 +64,9 @@
 //
 // Each row also gives the CPU that the private MariaDB and (Kafka rows)
 // the broker spent while it ran, from /proc/PID/stat: the processes share
-// the machine's cores, and the broker's CPU can bound a Kafka row's rate.
+// the machine's cores, and the broker's CPU can bound a Kafka row's rate:
+// each row's cores busy, (its own + MariaDB's + the broker's CPU per event)
+// × its rate, shows when the machine's cores are the bound.
 //
 // It prints Markdown tables (and writes them to -out) and a PNG chart (-png);
 // with -benchmarks BENCHMARKS.md it also replaces that file's section
@@ -102,8 +106,7 @@ func main() {
 	liveRuns := flag.Int("live-runs", 1, "run the live phase this many times and report each latency's median and spread (min–max) over the runs")
 	startupRuns := flag.Int("startup-runs", 5, "start the relay binary this many times, each with one event due, and report the median time from exec to that event and the spread")
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
-	baseline := flag.String("baseline", "", "an outbox-bench binary built from another commit: its relay also drains the backlog to stdout and Kafka, in the same run, for a before/after pair")
-	baselineRelay := flag.String("baseline-relay", "", "an outbox-relay binary built from another commit: each row that runs the relay binary (stdout into a pipe, webhooks) runs it too, right after, on the same backlog, for a before/after pair")
+	baselineRelay := flag.String("baseline-relay", "", "an outbox-relay binary built from another commit: each row that runs the relay binary (stdout into a pipe, Kafka, webhooks) runs it too, right after, on the same backlog, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
 	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, backfill, comma-separated (default: all)")
 	// Child flags.
@@ -112,10 +115,10 @@ func main() {
 	start := flag.String("start", "", "internal")
 	table := flag.String("table", "", "internal")
 	n := flag.Int("n", 0, "internal")
-	cfgText := flag.String("config", "", "internal")
 	dsn := flag.String("dsn", "", "internal")
 	workers := flag.Int("workers", 1, "internal")
 	delay := flag.Duration("delay", 0, "internal")
+	partitions := flag.Int("partitions", 6, "internal")
 	url := flag.String("url", "", "internal")
 	concurrency := flag.Int("concurrency", floorConcurrency, "internal")
 	secret := flag.String("secret", "", "internal")
@@ -123,12 +126,8 @@ func main() {
 	flag.Parse()
 
 	if dir := os.Getenv("OUTBOX_BENCH_CPUPROFILE"); dir != "" && *role != "" {
-		// Each child writes a CPU profile of its whole life: name it by role and sinks.
-		tag := *role
-		if i := strings.Index(*cfgText, "type: "); i >= 0 {
-			tag += "-" + strings.Fields((*cfgText)[i+len("type: "):])[0]
-		}
-		base := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.Trim(tag, ",}"), os.Getpid()))
+		// Each child writes a CPU profile of its whole life: name it by role.
+		base := filepath.Join(dir, fmt.Sprintf("%s-%d", *role, os.Getpid()))
 		if f, err := os.Create(base + ".pprof"); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
@@ -144,13 +143,11 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baseline, *baselineRelay, *relayBin, *only, *out, *png, *benchmarks)
+		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baselineRelay, *relayBin, *only, *out, *png, *benchmarks)
 	case "broker":
-		err = roleBroker(*delay, "outbox.bench", 6)
+		err = roleBroker(*delay, benchTopic, *partitions)
 	case "decode":
 		finish(roleDecode(*host, *port, *start, *table, *n))
-	case "relay":
-		finish(roleRelay(*cfgText, *n))
 	case "floor":
 		finish(roleFloor(*url, *n, *concurrency, *secret))
 	case "poller":

@@ -19,6 +19,7 @@ type reportInput struct {
 	version string
 	took    time.Duration
 	machine string
+	cpus    int // the machine's cores, against which cores busy is read
 }
 
 func rate(r backlogRow) float64 {
@@ -26,6 +27,14 @@ func rate(r backlogRow) float64 {
 		return 0
 	}
 	return float64(r.res.Events) / r.res.Seconds
+}
+
+// perMicro is cpu seconds per event in µs, or "–" when not measured.
+func perMicro(cpu float64, events int) string {
+	if cpu < 0 || events <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", cpu/float64(events)*1e6)
 }
 
 // per100k is cpu seconds per 100k of events, or "–" when not measured.
@@ -36,23 +45,39 @@ func per100k(cpu float64, events int) string {
 	return fmt.Sprintf("%.2f", cpu/float64(events)*100000)
 }
 
+// cores is what a row kept busy while it ran: its own, MariaDB's and the
+// broker's CPU per event (each 0 when not measured), times its rate. The
+// processes share the machine's cores: a row whose total is near their
+// number was bound by them, whichever process spent the most.
+type cores struct{ own, server, broker float64 }
+
+func coresOf(r backlogRow) cores {
+	if r.res.Events <= 0 {
+		return cores{}
+	}
+	per := func(cpu float64) float64 { return max(0, cpu) / float64(r.res.Events) * rate(r) }
+	return cores{own: per(r.res.CPU), server: per(r.serverCPU), broker: per(r.brokerCPU)}
+}
+
+func (c cores) total() float64 { return c.own + c.server + c.broker }
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 
 func report(in reportInput) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("## outbox-bench: %d-row backlog, %s live steps\n\n", in.rows, in.live)
-	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`). Run took %s.\n\n",
-		in.machine, in.version, in.took.Round(time.Second))
+	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`, `innodb_buffer_pool_size=%s`). Run took %s.\n\n",
+		in.machine, in.version, bufferPool, in.took.Round(time.Second))
 	p("### Backlog: %d rows committed in transactions of 10 (~100-byte JSON), drained by each in its own process\n\n", in.rows)
-	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | exec → all s | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker | cores busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	limit := 0.0
 	if len(in.table) > 0 {
 		limit = rate(in.table[0])
 	}
 	for _, r := range in.table {
 		if r.err != nil {
-			p("| %s | failed: %v | | | | | | |\n", r.name, r.err)
+			p("| %s | failed: %v | | | | | | | | |\n", r.name, r.err)
 			continue
 		}
 		x := 0.0
@@ -63,10 +88,21 @@ func report(in reportInput) string {
 		if r.res.Events > 0 {
 			cpu = r.res.CPU / float64(r.res.Events) * 100000
 		}
-		p("| %s | %d | %.0f | %.2f | %.2f | %.0f | %.1f | %s · %s |\n", r.name, r.res.Events, rate(r), x, cpu,
-			float64(r.res.MaxRSS)/1024, float64(r.stmts)/float64(max(1, r.res.Events))*1000,
-			per100k(r.serverCPU, r.res.Events), per100k(r.brokerCPU, r.res.Events))
+		execToAll := "–"
+		if r.binary && r.res.ExecToAll > 0 {
+			execToAll = fmt.Sprintf("%.2f", r.res.ExecToAll)
+		}
+		p("| %s | %d | %.0f | %.2f | %.2f | %.0f | %s | %.1f | %s · %s | %.2f |\n", r.name, r.res.Events, rate(r), x, cpu,
+			float64(r.res.MaxRSS)/1024, execToAll, float64(r.stmts)/float64(max(1, r.res.Events))*1000,
+			per100k(r.serverCPU, r.res.Events), per100k(r.brokerCPU, r.res.Events), coresOf(r).total())
 	}
+	p("\nEvents/s is clocked where the events arrive, from the first to the last (the relay binary's rows: the bench's end of its stdout pipe, "+
+		"the webhook receiver, or the broker, as the sum of the topic's high watermarks polled every %s). "+
+		"Exec → all is the time from the relay binary's exec to its last event counted there, its startup included, as a check from outside would time it. "+
+		"CPU and peak RSS are each process's whole life. Cores busy is (the row's own + MariaDB's + the broker's CPU per event) × events/s: "+
+		"the processes share this machine's %d cores, so a row near %d was bound by the cores, whichever process spent most "+
+		"(the bench's own reading of the pipe or the receiver is in no row; the CPU holds each process's startup and the row's idle ends, which a small -rows "+
+		"makes large against the events: judge it at full size).\n", watermarkEvery, in.cpus, in.cpus)
 	p("\n%s", readsTable(in.table))
 	if len(in.startup) > 0 {
 		p("\n%s", startupTable(in.startup))
@@ -169,16 +205,33 @@ func targets(in reportInput) []string {
 		}
 	}
 	poll, havePoll := find(in.table, "1 worker")
-	if r, ok := find(in.table, "Kafka (kfake"); ok {
+	if r, ok := find(in.table, kafka6); ok && r.res.Events > 0 {
 		x := rate(r) / L
-		s := fmt.Sprintf("relay → Kafka ≥ 0.5× the bare decode rate: %.2f× — %s", x, met(x >= 0.5))
-		out = append(out, s)
+		c := coresOf(r)
+		// Below 0.8×, the target is met when the row was bound by the
+		// machine's cores (the relay, the broker and MariaDB together
+		// kept ≥ 90 % of them busy), which the figures show.
+		verdict := met(x >= 0.8)
+		if x < 0.8 && in.cpus > 0 && c.total() >= 0.9*float64(in.cpus) {
+			verdict = fmt.Sprintf("**met by the bound** (below 0.8×, with %.2f of the %d cores busy)", c.total(), in.cpus)
+		}
+		out = append(out, fmt.Sprintf("relay → Kafka, 6 partitions ≥ 0.8× the bare decoder, or bound by the broker or the cores: %.2f× — %s; cores busy %.2f of %d: relay %.2f + broker %.2f + MariaDB %.2f (%.0f/s × CPU per event: relay %.1f µs, broker %s µs, MariaDB %s µs)",
+			x, verdict, c.total(), in.cpus, c.own, c.broker, c.server, rate(r),
+			r.res.CPU/float64(r.res.Events)*1e6, perMicro(r.brokerCPU, r.res.Events), perMicro(r.serverCPU, r.res.Events)))
+		if one, ok := find(in.table, kafka1); ok && one.res.Events > 0 {
+			c1 := coresOf(one)
+			out = append(out, fmt.Sprintf("(no target) relay → Kafka, 1 partition: %.2f× the bare decoder; CPU per event: relay %.1f µs, broker %s µs, MariaDB %s µs; cores busy %.2f of %d",
+				rate(one)/L, one.res.CPU/float64(one.res.Events)*1e6, perMicro(one.brokerCPU, one.res.Events), perMicro(one.serverCPU, one.res.Events), c1.total(), in.cpus))
+		}
+		cpu, lim := r.res.CPU/float64(r.res.Events)*1e6, limit.res.CPU/float64(max(1, limit.res.Events))*1e6
+		out = append(out, fmt.Sprintf("relay process CPU per event to Kafka ≤ the bare decoder's + 2 µs: %.2f µs vs %.2f + 2 µs (whole processes; the relay's startup included) — %s",
+			cpu, lim, met(cpu <= lim+2)))
 		if havePoll {
 			y := rate(r) / rate(poll)
-			out = append(out, fmt.Sprintf("relay → Kafka ≥ 10× the 1-worker poller: %.1f× — %s", y, met(y >= 10)))
+			out = append(out, fmt.Sprintf("relay → Kafka ≥ 10× the 1-worker poller: %.1f× (%.0f/s against %.0f/s) — %s", y, rate(r), rate(poll), met(y >= 10)))
 		}
 	}
-	if r, ok := find(in.table, "+2 ms"); ok {
+	if r, ok := find(in.table, kafka6Delay); ok {
 		out = append(out, fmt.Sprintf("relay → Kafka through +2 ms round trip ≥ 100k events/s: %.0f/s — %s", rate(r), met(rate(r) >= 100000)))
 	}
 	if f, ok := find(in.table, "HTTP floor"); ok && f.res.Events > 0 {

@@ -19,12 +19,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/poller"
-	"github.com/outbox-relay/outbox-relay/relay"
 )
 
 // A role is what a child process of the bench does; the parent re-executes
@@ -37,7 +34,10 @@ type result struct {
 	Seconds float64 `json:"seconds"`
 	CPU     float64 `json:"cpu_seconds"` // user+system of the whole child
 	MaxRSS  int64   `json:"max_rss_kb"`
-	Err     string  `json:"err,omitempty"`
+	// ExecToAll is, for the relay binary's rows, the seconds from its exec
+	// to the last event counted: its startup included.
+	ExecToAll float64 `json:"exec_to_all_seconds,omitempty"`
+	Err       string  `json:"err,omitempty"`
 }
 
 func finish(r result) {
@@ -51,8 +51,9 @@ func finish(r result) {
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 
-// roleBroker runs a Kafka-protocol broker (kfake) whose connections carry
-// delay each way, prints its address, and runs until stdin closes.
+// roleBroker runs a Kafka-protocol broker (kfake) holding topic with
+// partitions partitions, whose connections carry delay each way, prints its
+// address, and runs until stdin closes.
 func roleBroker(delay time.Duration, topic string, partitions int) error {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic)}
 	if delay > 0 {
@@ -194,58 +195,6 @@ func roleDecode(host string, port int, start, table string, n int) result {
 		}
 	}
 	return result{Events: seen, Seconds: time.Since(first).Seconds()}
-}
-
-// roleRelay runs the relay with cfgText (default config but for the source,
-// table, checkpoint and sinks) until its sinks acknowledged n events in
-// total, counted by its own outbox_relay_events_delivered_total.
-func roleRelay(cfgText string, n int) result {
-	cfg, err := config.Parse([]byte(cfgText))
-	if err != nil {
-		return result{Err: err.Error()}
-	}
-	reg := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- relay.New(cfg, relay.Options{Logger: slog.New(slog.DiscardHandler), Stdout: io.Discard, Registerer: reg}).Run(ctx)
-	}()
-	var first time.Time
-	for {
-		select {
-		case err := <-done:
-			return result{Err: fmt.Sprintf("relay stopped: %v", err)}
-		case <-time.After(2 * time.Millisecond):
-		}
-		got := delivered(reg)
-		if got > 0 && first.IsZero() {
-			first = time.Now()
-		}
-		if n > 0 && got >= n {
-			r := result{Events: got, Seconds: time.Since(first).Seconds()}
-			cancel()
-			<-done
-			return r
-		}
-	}
-}
-
-func delivered(g prometheus.Gatherer) int {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "outbox_relay_events_delivered_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return int(total)
 }
 
 // rolePoller drains table with workers pollers (no-op publish) and reports.

@@ -32,9 +32,11 @@ type backlogRow struct {
 	serverCPU, brokerCPU float64
 	// reads are the server's row-read counters' growth while the row ran.
 	reads tableReads
+	// binary: the row ran the relay binary (its res.ExecToAll is set).
+	binary bool
 }
 
-func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baseline, baselineRelay, relayBin, only, outPath, pngPath, benchmarksPath string) error {
+func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baselineRelay, relayBin, only, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
@@ -49,7 +51,7 @@ func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, trac
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
-	srv, err := testserver.StartServer(testserver.Options{})
+	srv, err := testserver.StartServer(testserver.Options{ExtraArgs: []string{"--innodb-buffer-pool-size=" + bufferPool}})
 	if err != nil {
 		return err
 	}
@@ -110,20 +112,20 @@ sinks: [%s]
 			r.serverCPU, r.brokerCPU = cpu[0], cpu[1]
 		}
 	}
-	measureWith := func(bin, name, config string, args ...string) backlogRow {
-		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
-		q0, r0 := questions(root), readCounters(root)
-		done := span()
-		r, err := childOf(ctx, bin, args...)
-		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config, reads: readCounters(root).since(r0)}
-		done(&row)
-		return row
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	measure := func(name, config string, args ...string) backlogRow { return measureWith(self, name, config, args...) }
+	// measure runs a child of this binary with args, to its result line.
+	measure := func(name, config string, args ...string) backlogRow {
+		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
+		q0, r0 := questions(root), readCounters(root)
+		done := span()
+		r, err := childOf(ctx, self, args...)
+		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config, reads: readCounters(root).since(r0)}
+		done(&row)
+		return row
+	}
 	var table []backlogRow
 	table = append(table, measure("bare go-mysql BinlogSyncer, every row decoded (the limit)", "",
 		"-role", "decode", "-port", fmt.Sprint(srv.Port), "-start", startPos.GTIDSet, "-table", "bench.outbox", "-n", fmt.Sprint(rows)))
@@ -134,9 +136,8 @@ sinks: [%s]
 	recv := newReceiver()
 	defer recv.close()
 	// measureBinaryOf runs the relay binary bin with config until n events
-	// arrived: at the bench's end of its stdout pipe (pipe), or at the
-	// receiver's path.
-	measureBinaryOf := func(bin, name, config, path string, pipe bool) backlogRow {
+	// arrived where at counts them.
+	measureBinaryOf := func(bin, name, config string, at countAt) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
 		q0 := questions(root)
 		tag := fmt.Sprintf("relay-%d", serverID)
@@ -149,12 +150,19 @@ sinks: [%s]
 			return backlogRow{name: name, err: err}
 		}
 		c := newCounter(rows)
-		if !pipe {
-			recv.count(path, c)
+		switch {
+		case at.path != "":
+			recv.count(at.path, c)
+		case at.topic != nil:
+			stop, err := at.topic.count(c)
+			if err != nil {
+				return backlogRow{name: name, err: fmt.Errorf("the topic's high watermarks: %w", err)}
+			}
+			defer stop()
 		}
 		done := span()
-		r, err := runBinary(ctx, bin, args, c, pipe, tag, addr)
-		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config}
+		r, err := runBinary(ctx, bin, args, c, at.pipe, tag, addr)
+		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config, binary: true}
 		done(&row)
 		return row
 	}
@@ -162,46 +170,55 @@ sinks: [%s]
 	// -baseline-relay the other build's right after, on the same backlog
 	// (each from the start: config makes a config of a checkpoint file and
 	// replica id of its own).
-	measureBinary := func(name string, config func() string, path string, pipe bool) []backlogRow {
-		out := []backlogRow{measureBinaryOf(bin, name, config(), path, pipe)}
+	measureBinary := func(name string, config func() string, at countAt) []backlogRow {
+		out := []backlogRow{measureBinaryOf(bin, name, config(), at)}
 		if baselineRelay != "" {
-			out = append(out, measureBinaryOf(baselineRelay, "baseline build: "+name, config(), path, pipe))
+			out = append(out, measureBinaryOf(baselineRelay, "baseline build: "+name, config(), at))
 		}
 		return out
 	}
 	if runs("stdout") {
 		stdoutCfg := func() string { return relayCfg(`{name: out, type: stdout}`) }
-		table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, "", true)...)
-		stdoutIn := relayCfg(`{name: out, type: stdout}`)
-		table = append(table, measure("relay in the bench's child → stdout sink (to a discard writer)", stdoutIn, "-role", "relay", "-config", stdoutIn, "-n", fmt.Sprint(rows)))
-		if baseline != "" {
-			cfg := relayCfg(`{name: out, type: stdout}`)
-			table = append(table, measureWith(baseline, "baseline build: relay → stdout sink", cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+		table = append(table, measureBinary("relay binary → stdout, into a pipe the bench reads", stdoutCfg, countAt{pipe: true})...)
+	}
+	// kafka runs the relay binary (and the baseline's) into a broker of its
+	// own whose connections carry delay each way, holding benchTopic with
+	// partitions partitions, counted at the broker.
+	kafka := func(name string, partitions int, delay time.Duration, config func(sink string) string) ([]backlogRow, error) {
+		b, addr, err := startBackground([]string{"-role", "broker", "-delay", delay.String(), "-partitions", fmt.Sprint(partitions)}, "BROKER ")
+		if err != nil {
+			return nil, err
 		}
+		defer b.stop()
+		ends, err := newTopicEnds(addr, benchTopic, partitions)
+		if err != nil {
+			return nil, err
+		}
+		defer ends.close()
+		brokerPID = b.cmd.Process.Pid
+		defer func() { brokerPID = 0 }()
+		sink := fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: %s}}`, addr, benchTopic)
+		return measureBinary(name, func() string { return config(sink) }, countAt{topic: ends}), nil
 	}
 	if runs("kafka") {
-		for _, d := range []time.Duration{0, 2 * time.Millisecond} {
-			b, addr, err := startBackground([]string{"-role", "broker", "-delay", d.String()}, "BROKER ")
+		for _, k := range []struct {
+			name       string
+			partitions int
+			delay      time.Duration
+		}{
+			{kafka6, 6, 0},
+			{kafka6Delay, 6, 2 * time.Millisecond},
+			{kafka1, 1, 0},
+		} {
+			got, err := kafka(k.name, k.partitions, k.delay, relayCfg)
 			if err != nil {
 				return err
 			}
-			brokerPID = b.cmd.Process.Pid
-			cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
-			name := "relay → Kafka (kfake broker, own process)"
-			if d > 0 {
-				name = "relay → Kafka through +2 ms round trip"
-			}
-			table = append(table, measure(name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
-			if baseline != "" {
-				cfg := relayCfg(fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr))
-				table = append(table, measureWith(baseline, "baseline build: "+name, cfg, "-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
-			}
-			b.stop()
-			brokerPID = 0
+			table = append(table, got...)
 		}
 	}
 	if tracing {
-		rows, err := tracingRows(rows, relayCfg, measure)
+		rows, err := tracingRows(relayCfg, kafka)
 		if err != nil {
 			return err
 		}
@@ -230,12 +247,12 @@ sinks: [%s]
 			return relayCfg(fmt.Sprintf(`{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q, secrets: [%q]}]}}`,
 				recv.url+"/count/one", benchSecret))
 		}
-		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, "/count/one", false)...)
+		table = append(table, measureBinary("relay binary → webhook, 1 endpoint (local receiver, 204)", hookCfg, countAt{path: "/count/one"})...)
 		gwCfg := func() string { return relayCfg(gatewayEndpoints(recv.url+"/count/gateway", tenants, 1)) }
 		// The gateway row's total concurrency is its endpoints' (1 each):
 		// its floor posts over as many connections.
 		table = append(table, floor(fmt.Sprintf("HTTP floor at the gateway row's total concurrency, %d keep-alive connections", tenants), tenants))
-		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, "/count/gateway", false)...)
+		table = append(table, measureBinary(fmt.Sprintf("relay binary → webhook, %d endpoints on one stream, max_concurrency 1 each", tenants), gwCfg, countAt{path: "/count/gateway"})...)
 	}
 	// The backfill's table source against a bare SELECT of the same rows
 	// (before the poller rows, which rewrite every row's status).
@@ -294,7 +311,7 @@ sinks: [%s]
 		lives = mergeLiveRuns(each)
 	}
 	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, startup: starts, version: version, took: time.Since(began),
-		machine: machine()})
+		machine: machine(), cpus: runtime.NumCPU()})
 	fmt.Print(rep)
 	if outPath != "" {
 		if err := os.WriteFile(outPath, []byte(rep), 0o644); err != nil {
@@ -323,6 +340,22 @@ sinks: [%s]
 	}
 	return nil
 }
+
+// bufferPool is the private server's InnoDB buffer pool (the tests' servers
+// have 64M). The seeds' poller with 4 workers needs more: each claim (FOR
+// UPDATE under REPEATABLE READ) locks every index entry it passes, the
+// delete-marked ones of rows already claimed that purge has not removed yet
+// included, and with 4 workers on this 2-core machine purge falls behind
+// (the more so right after the reset UPDATE of every row), so that a claim
+// passes up to ~50,000 entries and holds a lock heap of ~8 MB (SHOW ENGINE
+// INNODB STATUS, sampled each second). InnoDB keeps lock heaps in the
+// buffer pool and fails any statement that must split a page once they and
+// the like hold more than 3/4 of it ("Error 1206: The total number of locks
+// exceeds the lock table size"): four such claims in a 64 MB pool did. 256M
+// (MariaDB's default is 128M) holds the 200,000-row table whole and leaves
+// room for such heaps several times over; the poller's statements are
+// unchanged.
+const bufferPool = "256M"
 
 // load commits rows outbox rows in transactions of 10, from 4 connections.
 // Row k's aggregate type is tenant(k): the gateway row's endpoint k%1000
@@ -375,10 +408,12 @@ func machine() string {
 
 // tracingRows drains the backlog to Kafka with tracing off, on at sampling
 // 0 and on at sampling 1, in that order twice, so that load on a shared
-// machine hits the three alike. The spans (roots: the bench rows carry no
-// traceparent) go over OTLP/HTTP to a receiver in this process that
-// accepts and counts them.
-func tracingRows(rows int, relayCfg func(string) string, measure func(name, config string, args ...string) backlogRow) ([]backlogRow, error) {
+// machine hits the three alike, each with kafka (a broker of its own, the
+// relay binary, counted at the broker). The spans (roots: the bench rows
+// carry no traceparent) go over OTLP/HTTP to a receiver in this process
+// that accepts and counts them; the relay takes its exporter's settings
+// from the environment it inherits.
+func tracingRows(relayCfg func(string) string, kafka func(name string, partitions int, delay time.Duration, config func(sink string) string) ([]backlogRow, error)) ([]backlogRow, error) {
 	var spans atomic.Int64
 	otlp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -386,11 +421,6 @@ func tracingRows(rows int, relayCfg func(string) string, measure func(name, conf
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
 	defer otlp.Close()
-	b, addr, err := startBackground([]string{"-role", "broker"}, "BROKER ")
-	if err != nil {
-		return nil, err
-	}
-	defer b.stop()
 	for k, v := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"} {
 		os.Setenv(k, v)
 		defer os.Unsetenv(k)
@@ -399,18 +429,35 @@ func tracingRows(rows int, relayCfg func(string) string, measure func(name, conf
 	var out []backlogRow
 	for round := 1; round <= 2; round++ {
 		for _, mode := range []struct{ name, sampler string }{{"off", ""}, {"on, sampling 0", "always_off"}, {"on, sampling 1", "always_on"}} {
-			sk := fmt.Sprintf(`{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}`, addr)
-			cfg := relayCfg(sk)
+			cfg := relayCfg
 			if mode.sampler != "" {
-				cfg += "tracing: {enabled: true}\n"
+				cfg = func(sink string) string { return relayCfg(sink) + "tracing: {enabled: true}\n" }
 				os.Setenv("OTEL_TRACES_SAMPLER", mode.sampler)
 			} else {
 				os.Unsetenv("OTEL_TRACES_SAMPLER")
 			}
-			out = append(out, measure(fmt.Sprintf("relay → Kafka, tracing %s (round %d)", mode.name, round), cfg,
-				"-role", "relay", "-config", cfg, "-n", fmt.Sprint(rows)))
+			got, err := kafka(fmt.Sprintf("relay binary → Kafka, tracing %s (round %d)", mode.name, round), 6, 0, cfg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "tracing: the OTLP receiver got %d bytes of spans\n", spans.Load())
 	return out, nil
 }
+
+// countAt is where a relay binary's row counts its events: the bench's end
+// of its stdout pipe, a path of the receiver, or a topic's high watermarks.
+type countAt struct {
+	pipe  bool
+	path  string
+	topic *topicEnds
+}
+
+// The Kafka rows' names (the targets find them by these).
+const (
+	kafka6      = "relay binary → Kafka, 6 partitions (kfake broker, own process)"
+	kafka6Delay = "relay binary → Kafka, 6 partitions, through +2 ms round trip"
+	kafka1      = "relay binary → Kafka, 1 partition (kfake broker, own process)"
+)
