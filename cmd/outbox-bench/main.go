@@ -119,6 +119,7 @@ func main() {
 	workers := flag.Int("workers", 1, "internal")
 	delay := flag.Duration("delay", 0, "internal")
 	partitions := flag.Int("partitions", 6, "internal")
+	blackhole := flag.Bool("blackhole", false, "internal")
 	url := flag.String("url", "", "internal")
 	concurrency := flag.Int("concurrency", floorConcurrency, "internal")
 	secret := flag.String("secret", "", "internal")
@@ -145,7 +146,7 @@ func main() {
 	case "":
 		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baselineRelay, *relayBin, *only, *out, *png, *benchmarks)
 	case "broker":
-		err = roleBroker(*delay, benchTopic, *partitions)
+		err = roleBroker(*delay, benchTopic, *partitions, *blackhole)
 	case "decode":
 		finish(roleDecode(*host, *port, *start, *table, *n))
 	case "floor":

@@ -52,10 +52,14 @@ func finish(r result) {
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 
 // roleBroker runs a Kafka-protocol broker (kfake) holding topic with
-// partitions partitions, whose connections carry delay each way, prints its
-// address, and runs until stdin closes.
-func roleBroker(delay time.Duration, topic string, partitions int) error {
+// partitions partitions, whose connections carry delay each way (and which
+// stores no record with blackhole), prints its address, and runs until stdin
+// closes.
+func roleBroker(delay time.Duration, topic string, partitions int, blackhole bool) error {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic)}
+	if blackhole {
+		opts = append(opts, kfake.BlackholeProduce())
+	}
 	if delay > 0 {
 		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
 			l, err := net.Listen(network, addr)
