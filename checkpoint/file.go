@@ -23,6 +23,12 @@ type File struct {
 	// enc is each key's checkpoint as encoded in the file (encodeCheckpoint)
 	// once saved or read: a save encodes only the keys it changes.
 	enc map[string][]byte
+	// keys are the keys of all, sorted (nil: not known yet); buf is the
+	// last document written, whose array the next one reuses. With them a
+	// save of a few keys among many (a gateway's endpoints) copies no map
+	// and sorts nothing: it encodes its keys and assembles the document.
+	keys []string
+	buf  []byte
 	// waited: the last Lock had to wait for another holder.
 	waited bool
 }
@@ -186,7 +192,7 @@ func encodeFile(all map[string]Checkpoint) ([]byte, error) {
 		}
 		enc[k] = b
 	}
-	return assembleFile(enc), nil
+	return assembleFile(nil, slices.Sorted(maps.Keys(enc)), enc, nil), nil
 }
 
 // encodeCheckpoint is cp as the file document holds it under its key.
@@ -207,14 +213,20 @@ func encodeCheckpoint(cp Checkpoint) ([]byte, error) {
 	return append(b, end...), nil
 }
 
-// assembleFile is the document of the keys' encoded checkpoints.
-func assembleFile(enc map[string][]byte) []byte {
-	keys := slices.Sorted(maps.Keys(enc))
+// assembleFile appends to b[:0] the document of keys (sorted), each
+// key's encoded checkpoint taken from over if it is there, else from enc.
+func assembleFile(b []byte, keys []string, enc, over map[string][]byte) []byte {
+	encoded := func(k string) []byte {
+		if e, ok := over[k]; ok {
+			return e
+		}
+		return enc[k]
+	}
 	n := 64
 	for _, k := range keys {
-		n += len(k) + len(enc[k]) + 16
+		n += len(k) + len(encoded(k)) + 16
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b[:0], n)
 	b = append(b, "{\n  \"version\": 1,\n  \"checkpoints\": {"...)
 	for i, k := range keys {
 		if i > 0 {
@@ -223,7 +235,7 @@ func assembleFile(enc map[string][]byte) []byte {
 		b = append(b, "\n    "...)
 		b = appendJSONString(b, k)
 		b = append(b, ": "...)
-		b = append(b, enc[k]...)
+		b = append(b, encoded(k)...)
 	}
 	if len(keys) > 0 {
 		b = append(b, "\n  "...)
@@ -239,7 +251,7 @@ func (f *File) reload() error {
 		return err
 	}
 	f.mu.Lock()
-	f.all, f.enc = g.all, nil
+	f.all, f.enc, f.keys = g.all, nil, nil
 	f.mu.Unlock()
 	return nil
 }
@@ -289,42 +301,68 @@ func (f *File) List(context.Context) (map[string]Checkpoint, error) {
 }
 
 // rewrite writes, atomically, every checkpoint with those of set replaced
-// and the key del ("" for none) removed; the store's view moves to it only
-// once it is durable. Only the keys of set are encoded again.
+// and the key del ("" for none) removed; the store's view (all, enc, keys)
+// moves to it only once it is durable. Only the keys of set are encoded
+// again, and the view is updated in place: a save copies no map.
 func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	next := maps.Clone(f.all)
-	enc := make(map[string][]byte, len(f.all)+len(set))
-	for k, cp := range f.all {
-		if b, ok := f.enc[k]; ok {
-			enc[k] = b
-			continue
-		}
-		b, err := encodeCheckpoint(cp)
-		if err != nil {
-			return err
-		}
-		enc[k] = b
+	if f.enc == nil {
+		f.enc = make(map[string][]byte, len(f.all))
 	}
+	for k, cp := range f.all {
+		// A key read from the file, not saved since, is encoded once: its
+		// encoding does not depend on the save.
+		if _, ok := f.enc[k]; !ok {
+			b, err := encodeCheckpoint(cp)
+			if err != nil {
+				return err
+			}
+			f.enc[k] = b
+		}
+	}
+	over := make(map[string][]byte, len(set))
+	newKey := false
 	for k, cp := range set {
 		b, err := encodeCheckpoint(cp)
 		if err != nil {
 			return err
 		}
-		next[k], enc[k] = cp, b
+		over[k] = b
+		if _, ok := f.all[k]; !ok {
+			newKey = true
+		}
 	}
-	if del != "" {
-		delete(next, del)
-		delete(enc, del)
+	keys := f.keys
+	if _, ok := f.all[del]; keys == nil || newKey || (del != "" && ok) {
+		keys = make([]string, 0, len(f.all)+len(set))
+		for k := range f.all {
+			if k != del {
+				keys = append(keys, k)
+			}
+		}
+		for k := range set {
+			if _, ok := f.all[k]; !ok && k != del {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
 	}
-	if err := WriteFileAtomic(f.path, assembleFile(enc)); err != nil {
+	f.buf = assembleFile(f.buf, keys, f.enc, over)
+	if err := WriteFileAtomic(f.path, f.buf); err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", f.path, err)
 	}
-	f.all, f.enc = next, enc
+	for k, cp := range set {
+		f.all[k], f.enc[k] = cp, over[k]
+	}
+	if del != "" {
+		delete(f.all, del)
+		delete(f.enc, del)
+	}
+	f.keys = keys
 	return nil
 }
 

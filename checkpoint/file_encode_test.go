@@ -112,6 +112,53 @@ func TestTheFileStoreReusesEncodingsOfKeysItDoesNotChange(t *testing.T) {
 	}
 }
 
+// A save that fails changes nothing the store holds: the store updates
+// its view of the keys in place, and only once the file is written. The
+// next save writes the checkpoints held before the failed one.
+func TestAFailedSaveLeavesTheFileStoresViewAsItWas(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cp")
+	path := filepath.Join(dir, "cp.json")
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := f.SaveMany(ctx, map[string]Checkpoint{"a": encodeCase(1, true), "b": encodeCase(2, false)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil { // the save cannot create its temporary file
+		t.Fatal(err)
+	}
+	if err := f.SaveMany(ctx, map[string]Checkpoint{"a": encodeCase(3, false), "new": encodeCase(4, false)}); err == nil {
+		t.Fatal("a save into a removed directory succeeded")
+	}
+	if err := f.Delete(ctx, "b"); err == nil {
+		t.Fatal("a delete into a removed directory succeeded")
+	}
+	want := map[string]Checkpoint{"a": encodeCase(1, true), "b": encodeCase(2, false)}
+	if all, _ := f.List(ctx); !reflect.DeepEqual(all, want) {
+		t.Fatalf("after failed saves the store holds %+v, want %+v", all, want)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Save(ctx, "c", encodeCase(5, false)); err != nil {
+		t.Fatal(err)
+	}
+	want["c"] = encodeCase(5, false)
+	g, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := g.List(ctx); !reflect.DeepEqual(all, want) {
+		t.Fatalf("the file holds %+v, want %+v", all, want)
+	}
+	doc, _ := encodeFile(want)
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, doc) {
+		t.Fatalf("the file is\n%s\nwant\n%s", got, doc)
+	}
+}
+
 // BenchmarkSaveListingAcknowledgedEvents is one save of a checkpoint that
 // lists 5,000 acknowledged events (500 transactions of 10) beyond its
 // position, beside 10 other keys: what a sink pays per save while a slow
@@ -137,6 +184,30 @@ func BenchmarkSaveListingAcknowledgedEvents(b *testing.B) {
 	}
 	for b.Loop() {
 		if err := f.Save(ctx, "kafka", cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSaveOneOf1000Keys is one endpoint's save in a gateway of 1,000
+// endpoints on the file store: one key changes, the document holds them all.
+func BenchmarkSaveOneOf1000Keys(b *testing.B) {
+	f, err := OpenFile(filepath.Join(b.TempDir(), "cp.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	all := map[string]Checkpoint{}
+	for k := range 1000 {
+		all[fmt.Sprintf("webhook/endpoint-%04d", k)] = encodeCase(k, false)
+	}
+	if err := f.SaveMany(ctx, all); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		if err := f.Save(ctx, fmt.Sprintf("webhook/endpoint-%04d", i%1000), encodeCase(i, false)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -25,9 +25,17 @@ func sign(keys [][]byte, id string, timestamp int64, body []byte) string {
 // hashed ipad and opad blocks) is computed once and reused by Reset, and the
 // signing buffers are reused, so a signature costs its hashing and one
 // string. Safe for concurrent use.
+//
+// The states wait in a free list of the signer's own, not a sync.Pool: a
+// pool is emptied by garbage collections, and an endpoint that signs now
+// and then (one of a gateway's thousand, with one request at a time) found
+// it emptied and computed its key schedule again for most requests. The
+// list holds at most as many states as signed at once, that is at most the
+// endpoint's max_concurrency (each ~0.5 KB per key).
 type signer struct {
 	keys [][]byte
-	pool sync.Pool // of *macs
+	mu   sync.Mutex
+	free []*macs
 }
 
 // macs is one goroutine's HMAC states (one per key) and scratch space.
@@ -38,19 +46,35 @@ type macs struct {
 }
 
 func newSigner(keys [][]byte) *signer {
-	s := &signer{keys: keys}
-	s.pool.New = func() any {
-		m := &macs{h: make([]hash.Hash, len(keys))}
-		for i, k := range keys {
-			m.h[i] = hmac.New(sha256.New, k)
-		}
+	return &signer{keys: keys}
+}
+
+// get takes a free state, or makes one.
+func (s *signer) get() *macs {
+	s.mu.Lock()
+	if n := len(s.free); n > 0 {
+		m := s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+		s.mu.Unlock()
 		return m
 	}
-	return s
+	s.mu.Unlock()
+	m := &macs{h: make([]hash.Hash, len(s.keys))}
+	for i, k := range s.keys {
+		m.h[i] = hmac.New(sha256.New, k)
+	}
+	return m
+}
+
+func (s *signer) put(m *macs) {
+	s.mu.Lock()
+	s.free = append(s.free, m)
+	s.mu.Unlock()
 }
 
 func (s *signer) sign(id string, timestamp int64, body []byte) string {
-	m := s.pool.Get().(*macs)
+	m := s.get()
 	m.buf = append(m.buf[:0], id...)
 	m.buf = append(m.buf, '.')
 	m.buf = strconv.AppendInt(m.buf, timestamp, 10)
@@ -70,7 +94,7 @@ func (s *signer) sign(id string, timestamp int64, body []byte) string {
 		m.buf = m.buf[:prefix]
 	}
 	sig := string(m.out)
-	s.pool.Put(m)
+	s.put(m)
 	return sig
 }
 

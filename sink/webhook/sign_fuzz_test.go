@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -54,4 +55,33 @@ func validHeader(s string) bool {
 		}
 	}
 	return s == string(bytes.TrimSpace([]byte(s)))
+}
+
+// A signer keeps its HMAC states through garbage collections (a
+// sync.Pool would drop them): an endpoint signing one request now and then
+// computes its key schedule once, and keeps no more states than signed at
+// once.
+func TestASignerKeepsItsKeyScheduleThroughGarbageCollections(t *testing.T) {
+	keys := [][]byte{[]byte("0123456789abcdef01234567"), []byte("another key, rotated in")}
+	s := newSigner(keys)
+	want := sign(keys, "e-1", 1614265330, []byte(`{"a":1}`))
+	if got := s.sign("e-1", 1614265330, []byte(`{"a":1}`)); got != want {
+		t.Fatalf("signature %q, want %q", got, want)
+	}
+	first := s.free[0]
+	for range 3 {
+		runtime.GC()
+		if got := s.sign("e-1", 1614265330, []byte(`{"a":1}`)); got != want {
+			t.Fatalf("signature %q, want %q", got, want)
+		}
+	}
+	if len(s.free) != 1 || s.free[0] != first {
+		t.Fatalf("after collections the signer holds %d states (the first kept: %v), want the first one alone", len(s.free), len(s.free) > 0 && s.free[0] == first)
+	}
+	a, b := s.get(), s.get() // two signing at once
+	s.put(a)
+	s.put(b)
+	if len(s.free) != 2 {
+		t.Fatalf("after two signed at once the signer holds %d states, want 2", len(s.free))
+	}
 }

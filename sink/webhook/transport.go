@@ -53,6 +53,11 @@ func transportFor(p *egressPolicy, ownResolver bool, dial func(ctx context.Conte
 		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = math.MaxInt32 // idle ones are at most those in use at once
 		tr.IdleConnTimeout = idleConnTimeout
+		// No "Accept-Encoding: gzip" of the transport's own: an answer's
+		// body is read only to reuse the connection, or to quote its start
+		// (a failure, the attempts record), so asking for it compressed
+		// buys nothing and costs the header, built and written per request.
+		tr.DisableCompression = true
 		return tr
 	}
 	if ownResolver {

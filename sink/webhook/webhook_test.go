@@ -646,6 +646,20 @@ func TestStaticHeadersAreSent(t *testing.T) {
 	}
 }
 
+// A request does not ask for a compressed answer (the transport's own
+// Accept-Encoding: gzip): the relay reads an answer only to reuse the
+// connection or to quote its start.
+func TestRequestsDoNotAskForCompressedAnswers(t *testing.T) {
+	srv := newServer(t, nil, ok)
+	e := newEndpoint(t, testConfig(srv.URL))
+	if err := write(t, e, ev("e1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.requests()[0].header.Values("Accept-Encoding"); len(got) != 0 {
+		t.Errorf("Accept-Encoding %q, want none", got)
+	}
+}
+
 // The url's userinfo is sent as basic auth (as an http.Client sends it),
 // unless an Authorization header is configured; it is never in the request
 // line.
