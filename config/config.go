@@ -231,7 +231,8 @@ type Source struct {
 	ServerID uint32 `yaml:"server_id" default:"4041"`
 	// Heartbeat is the server heartbeat period on an idle binlog. Default 5s.
 	Heartbeat time.Duration `yaml:"heartbeat" default:"5s"`
-	// ReadTimeout ends a connection that is silent this long. Default 3 × heartbeat.
+	// ReadTimeout ends a connection that is silent this long (or up to a
+	// sixteenth of it later, at most 1s). Default 3 × heartbeat.
 	ReadTimeout time.Duration `yaml:"read_timeout" derived:"3 × source.heartbeat"`
 	// MaxReconnectBackoff caps the wait between reconnects. Default 30s (delivery.max_retry_backoff's default).
 	MaxReconnectBackoff time.Duration `yaml:"max_reconnect_backoff" default:"30s"`

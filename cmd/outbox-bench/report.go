@@ -5,6 +5,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -178,6 +179,16 @@ func findLive(rows []liveRow, rate, sub string) (liveRow, bool) {
 	return liveRow{}, false
 }
 
+// overMS is d in ms to one decimal, for "%+.1f": a difference that rounds
+// to nothing reads +0.0, not -0.0.
+func overMS(d time.Duration) float64 {
+	x := math.Round(d.Seconds()*1e4) / 10
+	if x == 0 {
+		return 0
+	}
+	return x
+}
+
 func met(ok bool) string {
 	if ok {
 		return "**met**"
@@ -275,7 +286,7 @@ func targets(in reportInput) []string {
 		bound := ""
 		if fl, ok := findLive(in.lives, "2000/s", sk+" run: bare reader →"); ok {
 			bound = fmt.Sprintf("; %s's floor (the bare reader handing each row to a bare client) p50 %s, p99 %s ms: the relay %+.1f and %+.1f ms over it",
-				sk, ms(fl.p50), ms(fl.p99), (l.p50-fl.p50).Seconds()*1e3, (l.p99-fl.p99).Seconds()*1e3)
+				sk, ms(fl.p50), ms(fl.p99), overMS(l.p50-fl.p50), overMS(l.p99-fl.p99))
 		}
 		out = append(out, fmt.Sprintf("commit → %s at 2,000/s (a relay with that sink alone): p50 ≤ bare reader's + 1 ms: %s vs %s ms — %s; p99 ≤ bare reader's + 3 ms: %s vs %s ms — %s%s%s",
 			sk, ms(l.p50), ms(f.p50), met(l.got == l.n && l.p50 <= f.p50+time.Millisecond),
