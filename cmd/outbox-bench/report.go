@@ -71,7 +71,7 @@ func report(in reportInput) string {
 	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`, `innodb_buffer_pool_size=%s`). Run took %s.\n\n",
 		in.machine, in.version, bufferPool, in.took.Round(time.Second))
 	p("### Backlog: %d rows committed in transactions of 10 (~100-byte JSON), drained by each in its own process\n\n", in.rows)
-	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | exec → all s | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker | cores busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | exec → all s | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker or receiver | cores busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	limit := 0.0
 	if len(in.table) > 0 {
 		limit = rate(in.table[0])
@@ -100,9 +100,10 @@ func report(in reportInput) string {
 	p("\nEvents/s is clocked where the events arrive, from the first to the last (the relay binary's rows: the bench's end of its stdout pipe, "+
 		"the webhook receiver, or the broker, as the sum of the topic's high watermarks polled every %s). "+
 		"Exec → all is the time from the relay binary's exec to its last event counted there, its startup included, as a check from outside would time it. "+
-		"CPU and peak RSS are each process's whole life. Cores busy is (the row's own + MariaDB's + the broker's CPU per event) × events/s: "+
+		"CPU and peak RSS are each process's whole life. Cores busy is (the row's own + MariaDB's + the broker's CPU per event) × events/s, "+
+		"where the webhook rows count the receiver's (the bench's own process, while the row ran) in the broker's place: "+
 		"the processes share this machine's %d cores, so a row near %d was bound by the cores, whichever process spent most "+
-		"(the bench's own reading of the pipe or the receiver is in no row; the CPU holds each process's startup and the row's idle ends, which a small -rows "+
+		"(the bench's own reading of the pipe is in no row; the CPU holds each process's startup and the row's idle ends, which a small -rows "+
 		"makes large against the events: judge it at full size).\n", watermarkEvery, in.cpus, in.cpus)
 	p("\n%s", readsTable(in.table))
 	if len(in.startup) > 0 {
@@ -252,8 +253,9 @@ func targets(in reportInput) []string {
 		floorCPU := f.res.CPU / float64(f.res.Events) * 1e6
 		if r, ok := find(in.table, "webhook, 1 endpoint"); ok && r.res.Events > 0 {
 			x := rate(r) / F
-			out = append(out, fmt.Sprintf("relay → webhook, 1 endpoint ≥ 0.8× the HTTP floor: %.2f× (%.0f/s against the floor's own %.0f/s at %d connections) — %s",
-				x, rate(r), F, floorConcurrency, met(x >= 0.8)))
+			cr, cf := coresOf(r), coresOf(f)
+			out = append(out, fmt.Sprintf("relay → webhook, 1 endpoint ≥ 0.8× the HTTP floor: %.2f× (%.0f/s against the floor's own %.0f/s at %d connections) — %s; cores busy %.2f of %d (relay %.2f + receiver %.2f + MariaDB %.2f) against the floor's %.2f (client %.2f + receiver %.2f)",
+				x, rate(r), F, floorConcurrency, met(x >= 0.8), cr.total(), in.cpus, cr.own, cr.broker, cr.server, cf.total(), cf.own, cf.broker))
 			cpu := r.res.CPU / float64(r.res.Events) * 1e6
 			out = append(out, fmt.Sprintf("relay CPU per webhook delivered ≤ the floor client's + 10 µs: %.1f µs vs %.1f + 10 µs (whole processes, per request) — %s",
 				cpu, floorCPU, met(cpu <= floorCPU+10)))

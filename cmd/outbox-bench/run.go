@@ -28,7 +28,8 @@ type backlogRow struct {
 	err    error
 	config string
 	// serverCPU and brokerCPU are the CPU seconds the private MariaDB and
-	// the Kafka broker spent while the row ran (-1: not measured).
+	// the Kafka broker (for the webhook rows: the receiver, the bench's
+	// own process) spent while the row ran (-1: not measured).
 	serverCPU, brokerCPU float64
 	// reads are the server's row-read counters' growth while the row ran.
 	reads tableReads
@@ -230,6 +231,10 @@ sinks: [%s]
 	// the bench's process: its CPU is in none of these rows), all signing
 	// with benchSecret.
 	if runs("webhook") {
+		// The receiver is this process: its CPU is the webhook rows'
+		// third process, where the Kafka rows have the broker's.
+		brokerPID = os.Getpid()
+		defer func() { brokerPID = 0 }()
 		floor := func(name string, concurrency int) backlogRow {
 			path := fmt.Sprintf("/count/floor-%d", concurrency)
 			c := newCounter(rows)
