@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,24 +24,10 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
-// pollerSchema is the articles' (the seeds') polling outbox table, with
-// 'relayed' added to its status ENUM for the relay's claim.
-const pollerSchema = `CREATE TABLE outbox (
-  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  status ENUM('pending','processing','published','failed','relayed') NOT NULL DEFAULT 'pending',
-  available_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  claimed_at DATETIME(6) NULL,
-  claimed_by BINARY(16) NULL,
-  attempts SMALLINT UNSIGNED NOT NULL DEFAULT 0,
-  last_error VARCHAR(1000) NULL,
-  created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  published_at DATETIME(6) NULL,
-  KEY ix_outbox_claim (status, id, available_at)
-)`
+// pollerSchema is the articles' (the seeds') polling outbox table
+// (poller.Schema), with 'relayed' added to its status ENUM for the relay's
+// claim.
+var pollerSchema = strings.Replace(fmt.Sprintf(poller.Schema, "outbox"), "'failed')", "'failed','relayed')", 1)
 
 // The exactly-once switch-over of issue 30: the articles' SKIP LOCKED poller
 // publishes under continuous inserts; the relay (the built binary) starts
