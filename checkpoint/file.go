@@ -33,6 +33,8 @@ type File struct {
 	// and sorts nothing: it encodes its keys and assembles the document.
 	keys []string
 	buf  []byte
+	// over is rewrite's map of the keys it encodes, emptied and reused.
+	over map[string][]byte
 	// waited: the last Lock had to wait for another holder.
 	waited bool
 }
@@ -473,7 +475,12 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	if f.enc == nil {
 		f.enc = make(map[string][]byte, len(f.all))
 	}
+	// enc holds keys of all only: when it holds as many, every key is
+	// encoded already.
 	for k, cp := range f.all {
+		if len(f.enc) == len(f.all) {
+			break
+		}
 		// A key read from the file, not saved since, is encoded once: its
 		// encoding does not depend on the save.
 		if _, ok := f.enc[k]; !ok {
@@ -484,7 +491,11 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 			f.enc[k] = b
 		}
 	}
-	over := make(map[string][]byte, len(set))
+	if f.over == nil {
+		f.over = make(map[string][]byte, len(set))
+	}
+	over := f.over
+	defer clear(over)
 	newKey := false
 	for k, cp := range set {
 		b, err := encodeCheckpoint(cp)
