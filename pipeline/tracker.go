@@ -448,9 +448,15 @@ func (t *tracker) listLocked() map[string][]string {
 		for j < len(order) && log[order[j]].key == k {
 			j++
 		}
-		// A key is one transaction's, so it has one run; were it to have
-		// more, they are joined (appending copies: ids stays unshared).
-		m[k] = append(m[k], ids[i:j:j]...)
+		// A key is one transaction's, so it has one run: its slice is
+		// that part of ids, capped there. Were it to have more, they are
+		// joined (appending to a capped part copies it: ids stays
+		// unshared).
+		if prev, ok := m[k]; ok {
+			m[k] = append(prev, ids[i:j]...)
+		} else {
+			m[k] = ids[i:j:j]
+		}
 		i = j
 	}
 	t.lastList = m
