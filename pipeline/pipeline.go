@@ -227,18 +227,25 @@ type Pipeline struct {
 
 // item is one event in flight and the transaction it belongs to.
 type item struct {
-	ev    *event.Event
-	txn   *txnEntry
-	size  int
-	first time.Time // first failure, for dead letters
-	tries int
-	err   error // last failure, while being retried
+	ev   *event.Event
+	txn  *txnEntry
+	size int
+	// failed is the record of its failed attempts, made at the first:
+	// most events never fail, and an item is allocated per event.
+	failed *failures
 	// alone and evAlone are a batch of this item alone and its events,
 	// set when the item is made and never changed: a batch of one event
 	// (a gateway endpoint's, mostly) and the events handed to the sink
 	// are slices of them, not allocations of their own.
 	alone   [1]*item
 	evAlone [1]*event.Event
+}
+
+// failures are an item's failed attempts.
+type failures struct {
+	first time.Time // first failure, for dead letters
+	tries int
+	err   error // last failure, while being retried
 }
 
 // txnOfOne is a transaction of one event in flight: its entry in the
@@ -736,10 +743,10 @@ func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
 		if len(again) == 0 {
 			return nil
 		}
-		d := max(bo.Next(again[0].err), wait)
+		d := max(bo.Next(again[0].failed.err), wait)
 		if logged.due(bo.Failures()) {
 			p.log.Warn("sink write failed; retrying", slog.Int("events", len(again)), slog.Int("attempt", bo.Failures()),
-				slog.Duration("wait", d), slog.Any("err", again[0].err))
+				slog.Duration("wait", d), slog.Any("err", again[0].failed.err))
 		}
 		if err := retry.Sleep(ctx, d); err != nil {
 			return err
@@ -786,10 +793,10 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 			done = append(done, it)
 			continue
 		}
-		it.tries++
-		if it.first.IsZero() {
-			it.first = now
+		if it.failed == nil {
+			it.failed = &failures{first: now}
 		}
+		it.failed.tries++
 		if sink.IsPermanent(e) {
 			p.obs.Failed(it.ev, e, true)
 			if err := p.deadLetter(ctx, it, e); err != nil {
@@ -799,7 +806,7 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 			continue
 		}
 		p.obs.Failed(it.ev, e, false)
-		it.err = e
+		it.failed.err = e
 		if d, ok := sink.RetryAfter(e); ok {
 			wait = max(wait, min(d, p.cfg.Retry.Max))
 		}
@@ -814,7 +821,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 		return fmt.Errorf("event %s (%s) failed permanently and no dead-letter store is configured: %w; "+
 			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
 	}
-	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
+	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.failed.tries, First: it.failed.first, Last: time.Now()}
 	var ar sink.AttemptReporter
 	if errors.As(cause, &ar) {
 		if n, first, last := ar.AttemptReport(); n > 0 {
