@@ -130,7 +130,8 @@ type BatchSaver interface {
 	// SaveMany replaces the checkpoint of every key in cps. When it returns
 	// nil every one is durable; when it returns an error none was saved and
 	// the previous ones are intact. A store that Save would refuse (read-only,
-	// fenced) refuses SaveMany with the same error.
+	// fenced) refuses SaveMany with the same error. cps stays the
+	// caller's: SaveMany keeps no reference to it once it returns.
 	SaveMany(ctx context.Context, cps map[string]Checkpoint) error
 }
 

@@ -10,8 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/outbox-relay/outbox-relay/event"
 )
 
 // File keeps every key's checkpoint in one JSON document at Path.
@@ -29,6 +33,8 @@ type File struct {
 	// and sorts nothing: it encodes its keys and assembles the document.
 	keys []string
 	buf  []byte
+	// over is rewrite's map of the keys it encodes, emptied and reused.
+	over map[string][]byte
 	// waited: the last Lock had to wait for another holder.
 	waited bool
 }
@@ -195,22 +201,178 @@ func encodeFile(all map[string]Checkpoint) ([]byte, error) {
 	return assembleFile(nil, slices.Sorted(maps.Keys(enc)), enc, nil), nil
 }
 
-// encodeCheckpoint is cp as the file document holds it under its key.
-// The list of acknowledged events, which can hold max_in_flight ids and
-// is saved as soon as something is acknowledged, is appended as it is
-// (Acked.appendJSON), not run through encoding/json's reflection and
-// re-indentation.
+// encodeCheckpoint is cp as the file document holds it under its key:
+// what encoding/json's MarshalIndent(cp, "    ", "  ") writes, but its list
+// of acknowledged events (last, after every other field) on one line, as
+// Acked.appendJSON writes it. It is appended by hand, without reflection:
+// a gateway's endpoints each save their key as soon as something is
+// acknowledged, so encoding is on the delivery path's budget.
 func encodeCheckpoint(cp Checkpoint) ([]byte, error) {
-	acked := cp.Acked
-	cp.Acked = nil
-	b, err := json.MarshalIndent(cp, "    ", "  ")
-	if err != nil || acked == nil {
-		return b, err
+	// One allocation when no string needs escaping: the fields' names,
+	// indentation, numbers and times take under 300 bytes.
+	n := 300 + len(cp.Flavor) + len(cp.ServerUUID) + len(cp.Disabled) + len(cp.Record) +
+		len(cp.Position.GTIDSet) + len(cp.Position.File) + len(cp.Position.Server)
+	if tc := cp.Position.Table; tc != nil {
+		n += 64 + len(tc.Table)
+		for _, k := range tc.Key {
+			n += len(k) + 16
+		}
 	}
-	const end = "\n    }"
-	b = append(b[:len(b)-len(end)], ",\n      \"acked\": "...)
-	b = acked.appendJSON(b)
-	return append(b, end...), nil
+	return appendCheckpoint(make([]byte, 0, n), cp)
+}
+
+// The indentation of the checkpoint's fields, of its position's, and of
+// the position's table cursor's (each key's checkpoint is at depth 2 of
+// the document, so its first level of fields is indented 6 spaces).
+const (
+	cpIndent    = "\n      "
+	posIndent   = "\n        "
+	tableIndent = "\n          "
+	keyIndent   = "\n            "
+)
+
+// appendCheckpoint appends encodeCheckpoint's encoding of cp to b. Its
+// fields are written in the struct's order, each omitted as its tag says
+// (omitempty, omitzero), exactly as encoding/json writes them; the only
+// error is encoding/json's own, for a time it cannot write.
+func appendCheckpoint(b []byte, cp Checkpoint) ([]byte, error) {
+	b = append(b, '{')
+	b = appendField(b, cpIndent, "flavor")
+	b = appendJSONString(b, cp.Flavor)
+	if cp.ServerUUID != "" {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "server_uuid")
+		b = appendJSONString(b, cp.ServerUUID)
+	}
+	if cp.ServerID != 0 {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "server_id")
+		b = strconv.AppendUint(b, uint64(cp.ServerID), 10)
+	}
+	b = append(b, ',')
+	b = appendField(b, cpIndent, "position")
+	b = appendPosition(b, &cp.Position)
+	var err error
+	if !cp.CommitTime.IsZero() {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "commit_time")
+		if b, err = appendJSONTime(b, cp.CommitTime); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, ',')
+	b = appendField(b, cpIndent, "updated_at")
+	if b, err = appendJSONTime(b, cp.UpdatedAt); err != nil {
+		return nil, err
+	}
+	if cp.Disabled != "" {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "disabled")
+		b = appendJSONString(b, cp.Disabled)
+	}
+	if cp.Record != "" {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "record")
+		b = appendJSONString(b, cp.Record)
+	}
+	if cp.Acked != nil {
+		b = append(b, ',')
+		b = appendField(b, cpIndent, "acked")
+		b = cp.Acked.appendJSON(b)
+	}
+	return append(b, "\n    }"...), nil
+}
+
+// appendPosition appends p as a field of a checkpoint (at depth 3).
+func appendPosition(b []byte, p *event.Position) []byte {
+	b = append(b, '{')
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+	}
+	if p.GTIDSet != "" {
+		sep()
+		b = appendField(b, posIndent, "gtid_set")
+		b = appendJSONString(b, p.GTIDSet)
+	}
+	if p.File != "" {
+		sep()
+		b = appendField(b, posIndent, "file")
+		b = appendJSONString(b, p.File)
+	}
+	if p.Pos != 0 {
+		sep()
+		b = appendField(b, posIndent, "pos")
+		b = strconv.AppendUint(b, uint64(p.Pos), 10)
+	}
+	if p.Server != "" {
+		sep()
+		b = appendField(b, posIndent, "server")
+		b = appendJSONString(b, p.Server)
+	}
+	if p.ServerID != 0 {
+		sep()
+		b = appendField(b, posIndent, "server_id")
+		b = strconv.AppendUint(b, uint64(p.ServerID), 10)
+	}
+	if tc := p.Table; tc != nil {
+		sep()
+		b = appendField(b, posIndent, "table")
+		b = append(b, '{')
+		b = appendField(b, tableIndent, "table")
+		b = appendJSONString(b, tc.Table)
+		if len(tc.Key) > 0 {
+			b = append(b, ',')
+			b = appendField(b, tableIndent, "key")
+			b = append(b, '[')
+			for i, v := range tc.Key {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, keyIndent...)
+				b = appendJSONString(b, v)
+			}
+			b = append(b, tableIndent...)
+			b = append(b, ']')
+		}
+		if tc.Done {
+			b = append(b, ',')
+			b = appendField(b, tableIndent, "done")
+			b = append(b, "true"...)
+		}
+		b = append(b, posIndent...)
+		b = append(b, '}')
+	}
+	if n == 0 {
+		return append(b, '}') // an empty object stays on its line: {}
+	}
+	b = append(b, cpIndent...)
+	return append(b, '}')
+}
+
+// appendField appends a field's name after its line's indentation.
+func appendField(b []byte, indent, name string) []byte {
+	b = append(b, indent...)
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, `": `...)
+}
+
+// appendJSONTime appends t as encoding/json writes a time.Time (RFC 3339,
+// quoted), or returns the error encoding/json returns for it.
+func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		if _, jerr := json.Marshal(t); jerr != nil {
+			err = jerr
+		}
+		return nil, err
+	}
+	return append(b, '"'), nil
 }
 
 // assembleFile appends to b[:0] the document of keys (sorted), each
@@ -313,7 +475,12 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	if f.enc == nil {
 		f.enc = make(map[string][]byte, len(f.all))
 	}
+	// enc holds keys of all only: when it holds as many, every key is
+	// encoded already.
 	for k, cp := range f.all {
+		if len(f.enc) == len(f.all) {
+			break
+		}
 		// A key read from the file, not saved since, is encoded once: its
 		// encoding does not depend on the save.
 		if _, ok := f.enc[k]; !ok {
@@ -324,7 +491,11 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 			f.enc[k] = b
 		}
 	}
-	over := make(map[string][]byte, len(set))
+	if f.over == nil {
+		f.over = make(map[string][]byte, len(set))
+	}
+	over := f.over
+	defer clear(over)
 	newKey := false
 	for k, cp := range set {
 		b, err := encodeCheckpoint(cp)

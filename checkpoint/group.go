@@ -50,23 +50,37 @@ type GroupCommit struct {
 	mu      sync.Mutex
 	writing bool   // a write is under way
 	next    *batch // the saves waiting for the next write; nil when none
+	// cps is the map a write hands to SaveMany, emptied and reused by the
+	// next (writes are one at a time).
+	cps map[string]Checkpoint
 }
 
 // batch is the saves one write carries.
 type batch struct {
-	saves map[string][]*waiter // by key, in arrival order: the last is written
+	// saves holds, by key, the last save to arrive (the one written); the
+	// key's earlier saves in the batch follow from it (waiter.prev).
+	saves map[string]*waiter
+	n     int // saves carried, every key's
 	// lead is closed when the write before it is done: the first of its
 	// waiters to see it (or a new Save) claims the batch and writes it.
 	lead chan struct{}
 	// done is closed once the batch is written and each waiter's err set.
 	done chan struct{}
+	// ctx is the write's context, from the claim on: cancel ends it, with
+	// the last one's cause, once each of the n callers has given up (left
+	// counts those that have not): the writer through an AfterFunc on its
+	// context, the others in Save as they wait.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	left   atomic.Int64
 }
 
 // waiter is one Save carried by a batch.
 type waiter struct {
-	ctx context.Context
-	cp  Checkpoint
-	err error
+	ctx  context.Context
+	cp   Checkpoint
+	err  error
+	prev *waiter // the key's earlier save in the batch, if any
 }
 
 // NewGroupCommit returns a GroupCommit writing to store.
@@ -94,10 +108,12 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 	w := &waiter{ctx: ctx, cp: cp}
 	g.mu.Lock()
 	if g.next == nil {
-		g.next = &batch{saves: map[string][]*waiter{}, lead: make(chan struct{}), done: make(chan struct{})}
+		g.next = &batch{saves: map[string]*waiter{}, lead: make(chan struct{}), done: make(chan struct{})}
 	}
 	b := g.next
-	b.saves[key] = append(b.saves[key], w)
+	w.prev = b.saves[key]
+	b.saves[key] = w
+	b.n++
 	if !g.writing {
 		g.claim()
 		g.mu.Unlock()
@@ -125,65 +141,88 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 			g.mu.Lock()
 			if g.next == b { // not claimed: nothing of it is written yet
 				b.withdraw(key, w)
-				if len(b.saves) == 0 {
+				if b.n == 0 {
 					g.next = nil
 				}
 				g.mu.Unlock()
 				return ctx.Err()
 			}
-			g.mu.Unlock() // being written: wait for the outcome
+			g.mu.Unlock()
+			b.giveUp(ctx) // being written: wait for the outcome
 		}
 	}
 }
 
-// claim makes the caller the writer of g.next. g.mu is held.
+// claim makes the caller the writer of g.next, whose context begins
+// here: from now on its callers give up by giveUp. g.mu is held.
 func (g *GroupCommit) claim() {
+	b := g.next
+	b.ctx, b.cancel = context.WithCancelCause(context.Background())
+	b.left.Store(int64(b.n))
 	g.writing = true
 	g.next = nil
+}
+
+// giveUp records that the caller whose context is ctx gave up waiting for
+// b's write: the last to give up cancels it.
+func (b *batch) giveUp(ctx context.Context) {
+	if b.left.Add(-1) == 0 {
+		b.cancel(context.Cause(ctx))
+	}
 }
 
 // withdraw takes w's save out of b. The key's previous save in b, if any,
 // becomes the one written.
 func (b *batch) withdraw(key string, w *waiter) {
-	ws := b.saves[key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
+	b.n--
+	last := b.saves[key]
+	if last == w {
+		if w.prev == nil {
+			delete(b.saves, key)
+		} else {
+			b.saves[key] = w.prev
 		}
+		return
 	}
-	if len(ws) == 0 {
-		delete(b.saves, key)
-	} else {
-		b.saves[key] = ws
+	for x := last; x != nil; x = x.prev {
+		if x.prev == w {
+			x.prev = w.prev
+			return
+		}
 	}
 }
 
 // write writes b, sets each waiter's err, releases b's waiters and, after
-// the gap, hands the next batch (if any) to its waiters.
+// the gap, hands the next batch (if any) to its waiters. writer is the
+// context of the caller that writes (one of b's).
 func (g *GroupCommit) write(b *batch, writer context.Context) {
 	began := time.Now()
-	ctx, stop := b.context()
+	stopWriter := context.AfterFunc(writer, func() { b.giveUp(writer) })
+	ctx := b.ctx
 	if g.many != nil {
-		cps := make(map[string]Checkpoint, len(b.saves))
-		for k, ws := range b.saves {
-			cps[k] = ws[len(ws)-1].cp
+		if g.cps == nil {
+			g.cps = make(map[string]Checkpoint, len(b.saves))
 		}
-		err := g.many.SaveMany(ctx, cps)
-		for _, ws := range b.saves {
-			for _, w := range ws {
+		for k, w := range b.saves {
+			g.cps[k] = w.cp
+		}
+		err := g.many.SaveMany(ctx, g.cps)
+		clear(g.cps)
+		for _, w := range b.saves {
+			for ; w != nil; w = w.prev {
 				w.err = err
 			}
 		}
 	} else {
-		for k, ws := range b.saves {
-			err := g.store.Save(ctx, k, ws[len(ws)-1].cp)
-			for _, w := range ws {
+		for k, w := range b.saves {
+			err := g.store.Save(ctx, k, w.cp)
+			for ; w != nil; w = w.prev {
 				w.err = err
 			}
 		}
 	}
-	stop()
+	stopWriter()
+	b.cancel(nil)
 	close(b.done)
 	if wait := time.Until(began.Add(g.gap)); wait > 0 {
 		// Still writing for the others: what arrives waits for the next
@@ -202,30 +241,4 @@ func (g *GroupCommit) write(b *batch, writer context.Context) {
 		close(g.next.lead)
 	}
 	g.mu.Unlock()
-}
-
-// context is the context of b's write: it ends, with the last one's cause,
-// once every waiter's context has ended. stop releases it.
-func (b *batch) context() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	var left atomic.Int64
-	for _, ws := range b.saves {
-		left.Add(int64(len(ws)))
-	}
-	var stops []func() bool
-	for _, ws := range b.saves {
-		for _, w := range ws {
-			stops = append(stops, context.AfterFunc(w.ctx, func() {
-				if left.Add(-1) == 0 {
-					cancel(context.Cause(w.ctx))
-				}
-			}))
-		}
-	}
-	return ctx, func() {
-		for _, s := range stops {
-			s()
-		}
-		cancel(nil)
-	}
 }

@@ -81,9 +81,7 @@ func waitQueued(t *testing.T, g *GroupCommit, n int) {
 		g.mu.Lock()
 		got := 0
 		if g.next != nil {
-			for _, ws := range g.next.saves {
-				got += len(ws)
-			}
+			got = g.next.n
 		}
 		g.mu.Unlock()
 		if got == n {

@@ -20,6 +20,11 @@ type onDemand struct {
 	running bool
 	held    bool // kick starts nothing until release
 	wg      sync.WaitGroup
+	// start is loop as a func value, made once: a kick starts the
+	// goroutine with it, allocating nothing (a method value, or
+	// WaitGroup.Go's wrapper, costs an allocation per start, and a
+	// gateway's quiet endpoint starts one per event).
+	start func()
 }
 
 // kick starts run unless it runs or is held.
@@ -30,7 +35,11 @@ func (o *onDemand) kick() {
 		return
 	}
 	o.running = true
-	o.wg.Go(o.loop)
+	if o.start == nil {
+		o.start = o.loop
+	}
+	o.wg.Add(1)
+	go o.start()
 }
 
 // release lets kick start run, and kicks.
@@ -42,6 +51,7 @@ func (o *onDemand) release() {
 }
 
 func (o *onDemand) loop() {
+	defer o.wg.Done()
 	for {
 		stop := o.run()
 		o.mu.Lock()

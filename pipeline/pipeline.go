@@ -219,16 +219,40 @@ type Pipeline struct {
 	// lastSave is the start of saveLoop's last save (saveLoop runs only
 	// while there is something to save, and keeps its gap across runs).
 	lastSave time.Time
+	// saveTick and saveGap are saveLoop's ticker and gap timer, kept
+	// (stopped) between its runs.
+	saveTick *time.Ticker
+	saveGap  *time.Timer
 }
 
 // item is one event in flight and the transaction it belongs to.
 type item struct {
-	ev    *event.Event
-	txn   *txnEntry
-	size  int
+	ev   *event.Event
+	txn  *txnEntry
+	size int
+	// failed is the record of its failed attempts, made at the first:
+	// most events never fail, and an item is allocated per event.
+	failed *failures
+	// alone and evAlone are a batch of this item alone and its events,
+	// set when the item is made and never changed: a batch of one event
+	// (a gateway endpoint's, mostly) and the events handed to the sink
+	// are slices of them, not allocations of their own.
+	alone   [1]*item
+	evAlone [1]*event.Event
+}
+
+// failures are an item's failed attempts.
+type failures struct {
 	first time.Time // first failure, for dead letters
 	tries int
 	err   error // last failure, while being retried
+}
+
+// txnOfOne is a transaction of one event in flight: its entry in the
+// tracker and its item, allocated together.
+type txnOfOne struct {
+	entry txnEntry
+	item  [1]item
 }
 
 // New checks cfg, applies defaults and returns a Pipeline.
@@ -444,7 +468,18 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		if len(txn.Events) > 0 {
 			key = txnKey(txn.Events[0])
 		}
-		entry := p.tracker.addKey(txn.Position, txn.CommitTime, len(txn.Events), size, key)
+		// One allocation for the transaction's events in flight, and, for
+		// a transaction of one event (a gateway endpoint's, mostly), for
+		// its entry in the tracker too.
+		var slab []item
+		var into *txnEntry
+		if len(txn.Events) == 1 {
+			one := new(txnOfOne)
+			slab, into = one.item[:], &one.entry
+		} else {
+			slab = make([]item, len(txn.Events))
+		}
+		entry := p.tracker.addInto(into, txn.Position, txn.CommitTime, len(txn.Events), size, key)
 		if entry == nil {
 			return ctx.Err()
 		}
@@ -452,10 +487,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		var skipped []*item
 		resuming := skip.active() && len(txn.Events) > 0
 		window := resuming && skip.window(key)
-		slab := make([]item, len(txn.Events)) // one allocation for the transaction's events in flight
 		for i, e := range txn.Events {
 			it := &slab[i]
 			*it = item{ev: e, txn: entry, size: e.Size()}
+			it.alone = [1]*item{it}
+			it.evAlone = [1]*event.Event{e}
 			if resuming {
 				if l, ok := skip.take(key, e.ID); ok && p.proven(l, e) {
 					// Acknowledged before the restart: listed as acknowledged
@@ -639,8 +675,12 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 	default:
 		return nil, true
 	}
-	batch = make([]*item, 1, min(p.cfg.BatchSize, len(items)+1))
-	batch[0] = first
+	if (len(items) == 0 || p.cfg.BatchSize == 1) && first.alone[0] == first {
+		batch = first.alone[:] // appending more copies it
+	} else {
+		batch = make([]*item, 1, min(p.cfg.BatchSize, len(items)+1))
+		batch[0] = first
+	}
 	bytes := len(first.ev.Payload)
 	full := func() bool { return len(batch) >= p.cfg.BatchSize || bytes >= p.cfg.BatchBytes }
 	// takeQueued adds what is queued now, without waiting.
@@ -703,10 +743,10 @@ func (p *Pipeline) writeUntilSettled(ctx context.Context, batch []*item) error {
 		if len(again) == 0 {
 			return nil
 		}
-		d := max(bo.Next(again[0].err), wait)
+		d := max(bo.Next(again[0].failed.err), wait)
 		if logged.due(bo.Failures()) {
 			p.log.Warn("sink write failed; retrying", slog.Int("events", len(again)), slog.Int("attempt", bo.Failures()),
-				slog.Duration("wait", d), slog.Any("err", again[0].err))
+				slog.Duration("wait", d), slog.Any("err", again[0].failed.err))
 		}
 		if err := retry.Sleep(ctx, d); err != nil {
 			return err
@@ -753,10 +793,10 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 			done = append(done, it)
 			continue
 		}
-		it.tries++
-		if it.first.IsZero() {
-			it.first = now
+		if it.failed == nil {
+			it.failed = &failures{first: now}
 		}
+		it.failed.tries++
 		if sink.IsPermanent(e) {
 			p.obs.Failed(it.ev, e, true)
 			if err := p.deadLetter(ctx, it, e); err != nil {
@@ -766,7 +806,7 @@ func (p *Pipeline) settleSome(ctx context.Context, batch []*item, werr error) (r
 			continue
 		}
 		p.obs.Failed(it.ev, e, false)
-		it.err = e
+		it.failed.err = e
 		if d, ok := sink.RetryAfter(e); ok {
 			wait = max(wait, min(d, p.cfg.Retry.Max))
 		}
@@ -781,7 +821,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 		return fmt.Errorf("event %s (%s) failed permanently and no dead-letter store is configured: %w; "+
 			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
 	}
-	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.tries, First: it.first, Last: time.Now()}
+	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.failed.tries, First: it.failed.first, Last: time.Now()}
 	var ar sink.AttemptReporter
 	if errors.As(cause, &ar) {
 		if n, first, last := ar.AttemptReport(); n > 0 {
@@ -828,7 +868,17 @@ func (p *Pipeline) fence(ctx context.Context) error {
 // and nothing is left to save (Run starts it again with the next
 // transaction).
 func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
-	t := time.NewTicker(p.cfg.CheckpointInterval)
+	// The ticker and the gap's timer are the pipeline's, made by its first
+	// run of saveLoop and reused by the next (one at a time): a gateway's
+	// quiet endpoint runs one per event.
+	if p.saveTick == nil {
+		p.saveTick = time.NewTicker(p.cfg.CheckpointInterval)
+		p.saveGap = time.NewTimer(time.Hour)
+		p.saveGap.Stop()
+	} else {
+		p.saveTick.Reset(p.cfg.CheckpointInterval)
+	}
+	t := p.saveTick
 	defer t.Stop()
 	last := &p.lastSave // the start of the last save
 	for {
@@ -846,7 +896,8 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 		if wait := p.cfg.CheckpointGap - time.Since(*last); wait > 0 {
 			// Not when the source waits for room that the unsaved
 			// acknowledgements hold: the gap must not cap throughput.
-			gap := time.NewTimer(wait)
+			gap := p.saveGap
+			gap.Reset(wait)
 			select {
 			case <-ctx.Done():
 				gap.Stop()
@@ -1171,7 +1222,11 @@ func (s *skipSet) resent() bool {
 	return true
 }
 
+// events are the items' events (for a batch of one, a slice of its item).
 func events(items []*item) []*event.Event {
+	if len(items) == 1 && items[0].evAlone[0] == items[0].ev {
+		return items[0].evAlone[:]
+	}
 	out := make([]*event.Event, len(items))
 	for i, it := range items {
 		out[i] = it.ev

@@ -127,6 +127,14 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 
 // addKey is add for a transaction whose events have the given txnKey.
 func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
+	return t.addInto(nil, pos, commit, n, size, key)
+}
+
+// addInto is addKey with the memory of the transaction's entry, when it
+// needs one, given by the caller (nil: allocated here), so that the caller
+// may allocate it with what it keeps beside (Run: a one-event
+// transaction's item).
+func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for !t.closed && !t.fits(n, size) {
@@ -155,7 +163,11 @@ func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key 
 		t.readKey = key
 	}
 	t.nextSeq++
-	e := &txnEntry{pos: pos, commit: commit, pending: n, key: key, prev: t.tail, seq: t.nextSeq}
+	e := into
+	if e == nil {
+		e = new(txnEntry)
+	}
+	*e = txnEntry{pos: pos, commit: commit, pending: n, key: key, prev: t.tail, seq: t.nextSeq}
 	if t.tail != nil {
 		t.tail.next = e
 	} else {
@@ -436,9 +448,15 @@ func (t *tracker) listLocked() map[string][]string {
 		for j < len(order) && log[order[j]].key == k {
 			j++
 		}
-		// A key is one transaction's, so it has one run; were it to have
-		// more, they are joined (appending copies: ids stays unshared).
-		m[k] = append(m[k], ids[i:j:j]...)
+		// A key is one transaction's, so it has one run: its slice is
+		// that part of ids, capped there. Were it to have more, they are
+		// joined (appending to a capped part copies it: ids stays
+		// unshared).
+		if prev, ok := m[k]; ok {
+			m[k] = append(prev, ids[i:j]...)
+		} else {
+			m[k] = ids[i:j:j]
+		}
 		i = j
 	}
 	t.lastList = m
