@@ -82,7 +82,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	if err := checkLimits(d.ev.ID); err != nil {
 		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err, class: attempts.ClassRequest}
 	}
-	body := d.body
+	body := newAttemptBody(d.body)
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           e.url,
@@ -90,11 +90,11 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        e.header(d, now.Unix()),
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
+		Body:          body,
+		ContentLength: int64(len(d.body)),
 		// Lets the transport send the request again on a fresh connection
 		// when a kept-alive one turns out closed before it was written.
-		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		GetBody: body.again,
 		Host:    e.url.Host,
 	}).WithContext(ctx)
 
@@ -147,6 +147,26 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	}
 	return o
 }
+
+// attemptBody is a request's body: one allocation where io.NopCloser of a
+// bytes.Reader makes two. Each attempt, and each resend of an attempt
+// (GetBody), reads one of its own: the transport may still be reading an
+// earlier one.
+type attemptBody struct {
+	bytes.Reader
+	data []byte
+}
+
+func newAttemptBody(data []byte) *attemptBody {
+	b := &attemptBody{data: data}
+	b.Reset(data)
+	return b
+}
+
+func (*attemptBody) Close() error { return nil }
+
+// again is the request's GetBody: a fresh reader of the same bytes.
+func (b *attemptBody) again() (io.ReadCloser, error) { return newAttemptBody(b.data), nil }
 
 // errorClass says, for the attempts record, why a request got no answer:
 // a timeout, the endpoint's TLS (its certificate, the handshake), or
@@ -276,7 +296,7 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 	}
 	ev := d.ev
 	set(keyID, ev.ID)
-	set(keyTimestamp, strconv.FormatInt(ts, 10))
+	set(keyTimestamp, e.timestamp(ts))
 	set(keyEventType, url.PathEscape(ev.Type))
 	set(keyAggregateType, url.PathEscape(ev.AggregateType))
 	set(keyAggregateID, url.PathEscape(ev.AggregateID))
@@ -312,6 +332,23 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 		set(keySignature, e.signer.sign(ev.ID, ts, d.body))
 	}
 	return h
+}
+
+// stamp is a webhook-timestamp value and its text.
+type stamp struct {
+	ts int64
+	s  string
+}
+
+// timestamp returns ts as the webhook-timestamp value: the endpoint's
+// requests of one second share one string.
+func (e *Endpoint) timestamp(ts int64) string {
+	if st := e.stamp.Load(); st != nil && st.ts == ts {
+		return st.s
+	}
+	st := &stamp{ts: ts, s: strconv.FormatInt(ts, 10)}
+	e.stamp.Store(st)
+	return st.s
 }
 
 // scrubbed is an error whose text has the endpoint's secrets hidden; it
