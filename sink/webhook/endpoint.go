@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -72,8 +71,7 @@ type Endpoint struct {
 	limiter   *rate.Limiter   // nil: unlimited
 	egress    *egressPolicy
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
-	scrub     *redact.Replacer      // hides configured secrets in what is recorded
-	stamp     atomic.Pointer[stamp] // the latest webhook-timestamp (timestamp)
+	scrub     *redact.Replacer // hides configured secrets in what is recorded
 
 	workers   sync.WaitGroup
 	callbacks sync.WaitGroup // goroutines calling Submit's ack
@@ -121,6 +119,7 @@ type lane struct {
 	// held: the former head failed permanently and its ack has not
 	// returned; the next event waits for the pipeline's decision.
 	held bool
+	buf  [1]*delivery // q's first backing array
 }
 
 // writeCall is one submitted batch waiting for its events.
@@ -159,6 +158,11 @@ type delivery struct {
 	idx      int
 	lane     *lane
 	enqueued time.Time
+	// ownLane is the lane of d's aggregate when d started it: a lane is
+	// allocated with the delivery that starts it (and keeps d's call's
+	// deliveries allocated while it lives, no longer than the later
+	// events it queues).
+	ownLane lane
 
 	// Written under Endpoint.mu by the worker running the current attempt.
 	attempts    int
@@ -348,7 +352,9 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 		}
 		l := e.lanes[d.ev.AggregateID]
 		if l == nil {
-			l = &lane{key: d.ev.AggregateID}
+			l = &d.ownLane // allocated with d: no allocation of its own
+			l.key = d.ev.AggregateID
+			l.q = l.buf[:0]
 			e.lanes[l.key] = l
 		}
 		d.lane = l
@@ -678,7 +684,11 @@ func (e *Endpoint) next() (*delivery, bool) {
 		}
 		d := e.ready[0]
 		e.ready[0] = nil
-		e.ready = e.ready[1:]
+		if len(e.ready) == 1 {
+			e.ready = e.ready[:0] // emptied: its array is reused
+		} else {
+			e.ready = e.ready[1:]
+		}
 		if d.done {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -82,14 +83,16 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	if err := checkLimits(d.ev.ID); err != nil {
 		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err, class: attempts.ClassRequest}
 	}
-	body := newAttemptBody(d.body)
+	parts := &requestParts{}
+	body := &parts.body
+	body.init(d.body)
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           e.url,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        e.header(d, now.Unix()),
+		Header:        e.header(d, now.Unix(), parts.vals[:0]),
 		Body:          body,
 		ContentLength: int64(len(d.body)),
 		// Lets the transport send the request again on a fresh connection
@@ -148,25 +151,40 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	return o
 }
 
-// attemptBody is a request's body: one allocation where io.NopCloser of a
-// bytes.Reader makes two. Each attempt, and each resend of an attempt
-// (GetBody), reads one of its own: the transport may still be reading an
-// earlier one.
+// requestParts are what an attempt's request is made of, allocated
+// together: its body and the backing array of its header values. Every
+// attempt has its own: the transport may still read an earlier attempt's
+// request after its RoundTrip returned.
+type requestParts struct {
+	body attemptBody
+	vals [headerValues]string
+}
+
+// headerValues is the number of header values a request usually sets
+// (header): webhook-id, webhook-timestamp, 7 of metadata, the signature.
+const headerValues = 10
+
+// attemptBody is a request's body: no io.NopCloser wrapped around a
+// bytes.Reader. Each attempt, and each resend of an attempt (GetBody),
+// reads one of its own.
 type attemptBody struct {
 	bytes.Reader
 	data []byte
 }
 
-func newAttemptBody(data []byte) *attemptBody {
-	b := &attemptBody{data: data}
+func (b *attemptBody) init(data []byte) {
+	b.data = data
 	b.Reset(data)
-	return b
 }
 
 func (*attemptBody) Close() error { return nil }
 
 // again is the request's GetBody: a fresh reader of the same bytes.
-func (b *attemptBody) again() (io.ReadCloser, error) { return newAttemptBody(b.data), nil }
+func (b *attemptBody) again() (io.ReadCloser, error) {
+	nb := &attemptBody{}
+	nb.init(b.data)
+	return nb, nil
+}
 
 // errorClass says, for the attempts record, why a request got no answer:
 // a timeout, the endpoint's TLS (its certificate, the handshake), or
@@ -282,21 +300,20 @@ func fixedHeader(configured map[string]string, u *url.URL) http.Header {
 
 // header returns d's request headers for an attempt at ts (Unix seconds):
 // the fixed ones, webhook-id, webhook-timestamp, the event's metadata and
-// the signature. Its values share one backing array.
-func (e *Endpoint) header(d *delivery, ts int64) http.Header {
-	const perRequest = 10
-	h := make(http.Header, len(e.fixed)+perRequest)
+// the signature. Its values share one backing array, vals' (empty; it
+// grows past its capacity if need be), which is the request's alone.
+func (e *Endpoint) header(d *delivery, ts int64, vals []string) http.Header {
+	h := make(http.Header, len(e.fixed)+headerValues)
 	for k, v := range e.fixed {
 		h[k] = v
 	}
-	vals := make([]string, 0, perRequest)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	ev := d.ev
 	set(keyID, ev.ID)
-	set(keyTimestamp, e.timestamp(ts))
+	set(keyTimestamp, timestamp(ts))
 	set(keyEventType, url.PathEscape(ev.Type))
 	set(keyAggregateType, url.PathEscape(ev.AggregateType))
 	set(keyAggregateID, url.PathEscape(ev.AggregateID))
@@ -340,14 +357,18 @@ type stamp struct {
 	s  string
 }
 
-// timestamp returns ts as the webhook-timestamp value: the endpoint's
-// requests of one second share one string.
-func (e *Endpoint) timestamp(ts int64) string {
-	if st := e.stamp.Load(); st != nil && st.ts == ts {
+// lastStamp is the latest webhook-timestamp made (timestamp).
+var lastStamp atomic.Pointer[stamp]
+
+// timestamp returns ts as the webhook-timestamp value: the requests of
+// one second, of every endpoint (a gateway's thousand make about one
+// each), share one string.
+func timestamp(ts int64) string {
+	if st := lastStamp.Load(); st != nil && st.ts == ts {
 		return st.s
 	}
 	st := &stamp{ts: ts, s: strconv.FormatInt(ts, 10)}
-	e.stamp.Store(st)
+	lastStamp.Store(st)
 	return st.s
 }
 
