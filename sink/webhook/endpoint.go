@@ -83,6 +83,7 @@ type Endpoint struct {
 	// readied and fewer than max_concurrency run, and a worker ends when
 	// ready is empty, so an idle endpoint has none.
 	running  int
+	actxs    []*attemptCtx // the idle workers' (attemptCtx)
 	started  bool
 	closed   bool
 	disabled bool
@@ -172,7 +173,8 @@ type delivery struct {
 
 	// Guarded by Endpoint.mu.
 	done        bool
-	cancel      context.CancelFunc // set while an attempt runs
+	cancel      context.CancelFunc // set while waiting for the rate limiter or a slot
+	actx        *attemptCtx        // set while an attempt runs
 	timer       *time.Timer        // set while waiting for a retry
 	timerGen    int                // which timer may ready it
 	unreachable bool               // waiting after a connection failure
@@ -588,6 +590,10 @@ func (e *Endpoint) doneLocked(d *delivery) *writeCall {
 		d.cancel()
 		d.cancel = nil
 	}
+	if d.actx != nil {
+		d.actx.abort()
+		d.actx = nil
+	}
 	c := d.call
 	c.pending--
 	if c.pending == 0 {
@@ -663,12 +669,14 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 // worker runs attempts until none is due or the endpoint closes.
 func (e *Endpoint) worker() {
 	defer e.workers.Done()
+	a := e.takeAttemptCtx()
+	defer e.putAttemptCtx(a)
 	for {
 		d, ok := e.next()
 		if !ok {
 			return
 		}
-		e.attempt(d)
+		e.attempt(d, a)
 	}
 }
 
@@ -697,18 +705,14 @@ func (e *Endpoint) next() (*delivery, bool) {
 }
 
 // watchLocked gives d a context that is cancelled when d is dropped
-// (settle, or its finish, calls d.cancel), ending at deadline if it is not
-// zero. It returns nil when d was dropped already.
-func (e *Endpoint) watchLocked(d *delivery, deadline time.Time) context.Context {
+// (settle, or its finish, calls d.cancel), for its waits before an
+// attempt. It returns nil when d was dropped already.
+func (e *Endpoint) watchLocked(d *delivery) context.Context {
 	if d.done {
 		return nil
 	}
-	var ctx context.Context
-	if deadline.IsZero() {
-		ctx, d.cancel = context.WithCancel(context.Background())
-	} else {
-		ctx, d.cancel = context.WithDeadline(context.Background(), deadline)
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
 	return ctx
 }
 
@@ -808,14 +812,15 @@ func probeAddr(raw string) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// attempt makes one attempt to deliver d and settles the outcome. The
-// attempt's context ends after the endpoint's timeout, or when d is
-// dropped; the rate limiter and the gateway's slots are waited for first,
-// under a context of their own (made only when one is configured).
-func (e *Endpoint) attempt(d *delivery) {
+// attempt makes one attempt to deliver d with the worker's a, and settles
+// the outcome. The attempt's context ends after the endpoint's timeout, or
+// when d is dropped; the rate limiter and the gateway's slots are waited
+// for first, under a context of their own (made only when one is
+// configured).
+func (e *Endpoint) attempt(d *delivery, a *attemptCtx) {
 	if e.limiter != nil || e.cfg.Slots != nil {
 		e.mu.Lock()
-		ctx := e.watchLocked(d, time.Time{})
+		ctx := e.watchLocked(d)
 		e.mu.Unlock()
 		if ctx == nil {
 			return // dropped meanwhile
@@ -842,7 +847,13 @@ func (e *Endpoint) attempt(d *delivery) {
 		d.cancel()
 		d.cancel = nil
 	}
-	ctx := e.watchLocked(d, start.Add(e.cfg.Timeout))
+	var ctx context.Context
+	if !d.done {
+		// Armed under the lock, which d.actx is set under: a drop (abort)
+		// cancels this attempt's context, never the next one's.
+		ctx = a.arm(start, e.cfg.Timeout)
+		d.actx = a
+	}
 	disabled := e.disabled
 	if ctx != nil && !disabled {
 		// Under the lock: a 410 on another lane reads them to dead-letter d.
@@ -857,10 +868,12 @@ func (e *Endpoint) attempt(d *delivery) {
 	case ctx == nil:
 		return // dropped meanwhile
 	case disabled:
+		a.disarm()
 		e.settle(d, outcome{kind: gone})
 		return
 	}
 	o := e.send(ctx, d, start)
+	a.disarm()
 	if o.kind != cancelled {
 		o.start, o.dur, o.attempted = start, time.Since(start), true
 		e.obs.Attempt(o.status, o.dur)
@@ -876,7 +889,8 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		d.cancel()
 		d.cancel = nil
 	}
-	if d.done { // dropped meanwhile (cancelled write, 410 elsewhere, Close)
+	d.actx = nil // its attempt is over: a drop from now on cancels no request
+	if d.done {  // dropped meanwhile (cancelled write, 410 elsewhere, Close)
 		n := d.attempts
 		e.mu.Unlock()
 		if e.cfg.Attempts != nil && o.attempted {
