@@ -61,8 +61,8 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type Endpoint struct {
 	cfg       EndpointConfig
 	keys      [][]byte
-	signer    *signer     // nil: no secrets, requests go unsigned
-	fixed     http.Header // headers every request carries (fixedHeader)
+	signer    *signer       // nil: no secrets, requests go unsigned
+	fixed     []headerField // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
 	url       *url.URL        // cfg.URL, without its userinfo (sent as basic auth)
@@ -237,7 +237,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
-		fixed:     fixed,
+		fixed:     fieldsOf(fixed),
 		log:       logger,
 		obs:       obs,
 		url:       u,

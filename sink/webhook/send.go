@@ -298,14 +298,30 @@ func fixedHeader(configured map[string]string, u *url.URL) http.Header {
 	return h
 }
 
+// headerField is one header of a request, its key canonical.
+type headerField struct {
+	key    string
+	values []string
+}
+
+// fieldsOf returns h's fields, for requests to copy without iterating
+// over a map.
+func fieldsOf(h http.Header) []headerField {
+	fs := make([]headerField, 0, len(h))
+	for k, v := range h {
+		fs = append(fs, headerField{k, v})
+	}
+	return fs
+}
+
 // header returns d's request headers for an attempt at ts (Unix seconds):
 // the fixed ones, webhook-id, webhook-timestamp, the event's metadata and
 // the signature. Its values share one backing array, vals' (empty; it
 // grows past its capacity if need be), which is the request's alone.
 func (e *Endpoint) header(d *delivery, ts int64, vals []string) http.Header {
 	h := make(http.Header, len(e.fixed)+headerValues)
-	for k, v := range e.fixed {
-		h[k] = v
+	for _, f := range e.fixed {
+		h[f.key] = f.values
 	}
 	set := func(k, v string) {
 		vals = append(vals, v)
