@@ -83,21 +83,23 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	if err := checkLimits(d.ev.ID); err != nil {
 		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err, class: attempts.ClassRequest}
 	}
-	parts := &requestParts{}
-	body := &parts.body
-	body.init(d.body)
+	parts := &requestParts{data: d.body}
+	parts.body.Reset(d.body)
 	req := (&http.Request{
-		Method:        http.MethodPost,
-		URL:           e.url,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        e.header(d, now.Unix(), parts.vals[:0]),
-		Body:          body,
+		Method:     http.MethodPost,
+		URL:        e.url,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     e.header(d, now.Unix(), parts.vals[:0]),
+		// An io.NopCloser of a *bytes.Reader, which net/http knows is in
+		// memory: it writes the headers and the body in one write (any
+		// other reader has the headers flushed on their own first).
+		Body:          io.NopCloser(&parts.body),
 		ContentLength: int64(len(d.body)),
 		// Lets the transport send the request again on a fresh connection
 		// when a kept-alive one turns out closed before it was written.
-		GetBody: body.again,
+		GetBody: parts.again,
 		Host:    e.url.Host,
 	}).WithContext(ctx)
 
@@ -152,39 +154,23 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 }
 
 // requestParts are what an attempt's request is made of, allocated
-// together: its body and the backing array of its header values. Every
-// attempt has its own: the transport may still read an earlier attempt's
-// request after its RoundTrip returned.
+// together: the reader of its body and the backing array of its header
+// values. Every attempt has its own: the transport may still read an
+// earlier attempt's request after its RoundTrip returned.
 type requestParts struct {
-	body attemptBody
+	data []byte // the body
+	body bytes.Reader
 	vals [headerValues]string
+}
+
+// again is the request's GetBody: a fresh reader of the body.
+func (p *requestParts) again() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(p.data)), nil
 }
 
 // headerValues is the number of header values a request usually sets
 // (header): webhook-id, webhook-timestamp, 7 of metadata, the signature.
 const headerValues = 10
-
-// attemptBody is a request's body: no io.NopCloser wrapped around a
-// bytes.Reader. Each attempt, and each resend of an attempt (GetBody),
-// reads one of its own.
-type attemptBody struct {
-	bytes.Reader
-	data []byte
-}
-
-func (b *attemptBody) init(data []byte) {
-	b.data = data
-	b.Reset(data)
-}
-
-func (*attemptBody) Close() error { return nil }
-
-// again is the request's GetBody: a fresh reader of the same bytes.
-func (b *attemptBody) again() (io.ReadCloser, error) {
-	nb := &attemptBody{}
-	nb.init(b.data)
-	return nb, nil
-}
 
 // errorClass says, for the attempts record, why a request got no answer:
 // a timeout, the endpoint's TLS (its certificate, the handshake), or
