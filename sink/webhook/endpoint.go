@@ -83,7 +83,6 @@ type Endpoint struct {
 	// readied and fewer than max_concurrency run, and a worker ends when
 	// ready is empty, so an idle endpoint has none.
 	running  int
-	actxs    []*attemptCtx // the idle workers' (attemptCtx)
 	started  bool
 	closed   bool
 	disabled bool
@@ -120,16 +119,16 @@ type lane struct {
 	// held: the former head failed permanently and its ack has not
 	// returned; the next event waits for the pipeline's decision.
 	held bool
-	buf  [1]*delivery // q's first backing array
 }
 
 // writeCall is one submitted batch waiting for its events.
 type writeCall struct {
-	// deliveries are the batch's events, allocated with the call (one
-	// allocation per call, none per event): the lanes hold pointers into
-	// it, so it never grows past the capacity submit gives it.
-	deliveries []delivery
-	one        [1]delivery // deliveries of a batch of one
+	// deliveries are the batch's events. They are allocated in chunks
+	// of deliveryChunk (small objects, not one large array per batch),
+	// the one of a batch of one with the call.
+	deliveries []*delivery
+	one        [1]delivery
+	onePtr     [1]*delivery
 	ack        func(i int, err error)
 	done       <-chan struct{} // closed when the stream stops: the Submit ctx's Done (see Write)
 	// Guarded by Endpoint.mu.
@@ -151,6 +150,9 @@ type ctxWatch struct {
 	fired       bool // ctx ended: calls made since get a watch of their own
 }
 
+// deliveryChunk is how many deliveries of a batch are allocated together.
+const deliveryChunk = 16
+
 // delivery is one event on its way to the endpoint.
 type delivery struct {
 	ev       *event.Event
@@ -159,11 +161,6 @@ type delivery struct {
 	idx      int
 	lane     *lane
 	enqueued time.Time
-	// ownLane is the lane of d's aggregate when d started it: a lane is
-	// allocated with the delivery that starts it (and keeps d's call's
-	// deliveries allocated while it lives, no longer than the later
-	// events it queues).
-	ownLane lane
 
 	// Written under Endpoint.mu by the worker running the current attempt.
 	attempts    int
@@ -173,8 +170,7 @@ type delivery struct {
 
 	// Guarded by Endpoint.mu.
 	done        bool
-	cancel      context.CancelFunc // set while waiting for the rate limiter or a slot
-	actx        *attemptCtx        // set while an attempt runs
+	cancel      context.CancelFunc // set while an attempt runs
 	timer       *time.Timer        // set while waiting for a retry
 	timerGen    int                // which timer may ready it
 	unreachable bool               // waiting after a connection failure
@@ -314,10 +310,11 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 		return
 	}
 	c := &writeCall{ack: ack, done: stopped}
+	var chunk []delivery
 	if len(batch) == 1 {
-		c.deliveries = c.one[:0]
+		c.deliveries, chunk = c.onePtr[:0], c.one[:0]
 	} else {
-		c.deliveries = make([]delivery, 0, len(batch))
+		c.deliveries = make([]*delivery, 0, len(batch))
 	}
 	now := time.Now()
 	for i, ev := range batch {
@@ -325,9 +322,13 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 			ack(i, nil) // filtered out: acknowledged without a request
 			continue
 		}
-		c.deliveries = append(c.deliveries, delivery{
+		if len(chunk) == cap(chunk) {
+			chunk = make([]delivery, 0, min(deliveryChunk, len(batch)-i))
+		}
+		chunk = append(chunk, delivery{
 			ev: ev, body: requestBody(&e.cfg, ev), call: c, idx: i, enqueued: now,
 		})
+		c.deliveries = append(c.deliveries, &chunk[len(chunk)-1])
 	}
 	if len(c.deliveries) == 0 {
 		return
@@ -337,16 +338,15 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 	defer e.mu.Unlock()
 	if e.closed {
 		e.mu.Unlock() // ack may call Write
-		for i := range c.deliveries {
-			ack(c.deliveries[i].idx, errClosed)
+		for _, d := range c.deliveries {
+			ack(d.idx, errClosed)
 		}
 		e.mu.Lock()
 		return
 	}
 	c.pending = len(c.deliveries)
 	e.watchCallLocked(c, ctx)
-	for i := range c.deliveries {
-		d := &c.deliveries[i]
+	for _, d := range c.deliveries {
 		if e.disabled {
 			e.obs.Failed(ReasonDisabled)
 			e.finishLocked(d, sink.Permanent(&DeliveryError{Err: ErrEndpointDisabled}))
@@ -354,9 +354,7 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 		}
 		l := e.lanes[d.ev.AggregateID]
 		if l == nil {
-			l = &d.ownLane // allocated with d: no allocation of its own
-			l.key = d.ev.AggregateID
-			l.q = l.buf[:0]
+			l = &lane{key: d.ev.AggregateID}
 			e.lanes[l.key] = l
 		}
 		d.lane = l
@@ -478,8 +476,7 @@ func (e *Endpoint) abandonLocked(c *writeCall, ctx context.Context) {
 		return
 	}
 	c.ctxErr = ctx.Err()
-	for i := range c.deliveries {
-		d := &c.deliveries[i]
+	for _, d := range c.deliveries {
 		if d.done {
 			continue
 		}
@@ -590,10 +587,6 @@ func (e *Endpoint) doneLocked(d *delivery) *writeCall {
 		d.cancel()
 		d.cancel = nil
 	}
-	if d.actx != nil {
-		d.actx.abort()
-		d.actx = nil
-	}
 	c := d.call
 	c.pending--
 	if c.pending == 0 {
@@ -669,14 +662,12 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 // worker runs attempts until none is due or the endpoint closes.
 func (e *Endpoint) worker() {
 	defer e.workers.Done()
-	a := e.takeAttemptCtx()
-	defer e.putAttemptCtx(a)
 	for {
 		d, ok := e.next()
 		if !ok {
 			return
 		}
-		e.attempt(d, a)
+		e.attempt(d)
 	}
 }
 
@@ -705,14 +696,18 @@ func (e *Endpoint) next() (*delivery, bool) {
 }
 
 // watchLocked gives d a context that is cancelled when d is dropped
-// (settle, or its finish, calls d.cancel), for its waits before an
-// attempt. It returns nil when d was dropped already.
-func (e *Endpoint) watchLocked(d *delivery) context.Context {
+// (settle, or its finish, calls d.cancel), ending at deadline if it is not
+// zero. It returns nil when d was dropped already.
+func (e *Endpoint) watchLocked(d *delivery, deadline time.Time) context.Context {
 	if d.done {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
+	var ctx context.Context
+	if deadline.IsZero() {
+		ctx, d.cancel = context.WithCancel(context.Background())
+	} else {
+		ctx, d.cancel = context.WithDeadline(context.Background(), deadline)
+	}
 	return ctx
 }
 
@@ -812,15 +807,14 @@ func probeAddr(raw string) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// attempt makes one attempt to deliver d with the worker's a, and settles
-// the outcome. The attempt's context ends after the endpoint's timeout, or
-// when d is dropped; the rate limiter and the gateway's slots are waited
-// for first, under a context of their own (made only when one is
-// configured).
-func (e *Endpoint) attempt(d *delivery, a *attemptCtx) {
+// attempt makes one attempt to deliver d and settles the outcome. The
+// attempt's context ends after the endpoint's timeout, or when d is
+// dropped; the rate limiter and the gateway's slots are waited for first,
+// under a context of their own (made only when one is configured).
+func (e *Endpoint) attempt(d *delivery) {
 	if e.limiter != nil || e.cfg.Slots != nil {
 		e.mu.Lock()
-		ctx := e.watchLocked(d)
+		ctx := e.watchLocked(d, time.Time{})
 		e.mu.Unlock()
 		if ctx == nil {
 			return // dropped meanwhile
@@ -847,13 +841,7 @@ func (e *Endpoint) attempt(d *delivery, a *attemptCtx) {
 		d.cancel()
 		d.cancel = nil
 	}
-	var ctx context.Context
-	if !d.done {
-		// Armed under the lock, which d.actx is set under: a drop (abort)
-		// cancels this attempt's context, never the next one's.
-		ctx = a.arm(start, e.cfg.Timeout)
-		d.actx = a
-	}
+	ctx := e.watchLocked(d, start.Add(e.cfg.Timeout))
 	disabled := e.disabled
 	if ctx != nil && !disabled {
 		// Under the lock: a 410 on another lane reads them to dead-letter d.
@@ -868,12 +856,10 @@ func (e *Endpoint) attempt(d *delivery, a *attemptCtx) {
 	case ctx == nil:
 		return // dropped meanwhile
 	case disabled:
-		a.disarm()
 		e.settle(d, outcome{kind: gone})
 		return
 	}
 	o := e.send(ctx, d, start)
-	a.disarm()
 	if o.kind != cancelled {
 		o.start, o.dur, o.attempted = start, time.Since(start), true
 		e.obs.Attempt(o.status, o.dur)
@@ -889,8 +875,7 @@ func (e *Endpoint) settle(d *delivery, o outcome) {
 		d.cancel()
 		d.cancel = nil
 	}
-	d.actx = nil // its attempt is over: a drop from now on cancels no request
-	if d.done {  // dropped meanwhile (cancelled write, 410 elsewhere, Close)
+	if d.done { // dropped meanwhile (cancelled write, 410 elsewhere, Close)
 		n := d.attempts
 		e.mu.Unlock()
 		if e.cfg.Attempts != nil && o.attempted {

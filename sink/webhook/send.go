@@ -74,7 +74,7 @@ type outcome struct {
 // send makes one signed POST of d and classifies the result. It hands the
 // request to the endpoint's transport itself: an http.Client would add, per
 // request, a copy of the headers for redirects (which are not followed) and
-// a timer of its own (ctx ends at the attempt's timeout), and
+// a timer of its own (ctx carries the attempt's deadline), and
 // go-retryablehttp's Client a request wrapper (the endpoint schedules its
 // own retries). What they did that matters is done here: the url's userinfo
 // is sent as basic auth (fixedHeader), errors are *url.Error for
@@ -105,7 +105,7 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 
 	resp, err := e.transport.RoundTrip(req)
 	if err != nil {
-		switch context.Cause(ctx) { // an attemptCtx's
+		switch ctx.Err() {
 		case context.DeadlineExceeded:
 			err := fmt.Errorf("attempt timed out after %s: %w", e.cfg.Timeout, context.DeadlineExceeded)
 			return outcome{kind: retryable, desc: "error: " + err.Error(), err: err, class: attempts.ClassTimeout}
