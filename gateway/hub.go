@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,7 +113,10 @@ type Hub struct {
 	byHeader map[string]map[string]map[*Tap]struct{}
 	byType   map[string]map[*Tap]struct{}
 	plain    map[*Tap]struct{}
-	groups   map[*Tap][]*event.Event // scratch for dispatch
+	// touched is handOn's scratch: the taps given events of the
+	// transaction, in the order of their first; each collects them in its
+	// scratch.
+	touched []*Tap
 }
 
 // NewHub returns a hub; Run starts its shared stream.
@@ -139,7 +143,7 @@ func NewHub(cfg HubConfig) *Hub {
 		cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: cfg.Observer,
 		slots: make(chan int, cfg.MaxCatchUp), pos: cfg.Start,
 		attached: map[*Tap]struct{}{}, byHeader: map[string]map[string]map[*Tap]struct{}{},
-		byType: map[string]map[*Tap]struct{}{}, plain: map[*Tap]struct{}{}, groups: map[*Tap][]*event.Event{},
+		byType: map[string]map[*Tap]struct{}{}, plain: map[*Tap]struct{}{},
 	}
 	for i := 1; i <= cfg.MaxCatchUp; i++ {
 		h.slots <- i
@@ -200,8 +204,12 @@ func (h *Hub) dispatch(txn *event.Txn, changed func(*event.Txn)) {
 }
 
 func (h *Hub) handOn(txn *event.Txn) {
-	groups := h.groups
-	clear(groups)
+	add := func(t *Tap, e *event.Event) {
+		if len(t.scratch) == 0 {
+			h.touched = append(h.touched, t)
+		}
+		t.scratch = append(t.scratch, e)
+	}
 	for _, e := range txn.Events {
 		for key, values := range h.byHeader {
 			for _, hd := range e.Headers {
@@ -210,35 +218,66 @@ func (h *Hub) handOn(txn *event.Txn) {
 				}
 				for t := range values[hd.Value] {
 					if t.matches(e) {
-						groups[t] = append(groups[t], e)
+						add(t, e)
 					}
 				}
 			}
 		}
 		for t := range h.byType[e.AggregateType] {
 			if t.matches(e) {
-				groups[t] = append(groups[t], e)
+				add(t, e)
 			}
 		}
 		for t := range h.plain {
 			if t.matches(e) {
-				groups[t] = append(groups[t], e)
+				add(t, e)
 			}
 		}
 	}
-	for t, evs := range groups {
-		if t.skip != nil {
-			if h.covers(*t.skip, txn.Position) {
-				continue // it read this transaction on its own stream
-			}
-			t.skip = nil
+	touched := h.touched
+	for i, t := range touched {
+		touched[i] = nil
+		var out *event.Txn
+		if t.skip == nil || !h.covers(*t.skip, txn.Position) {
+			out = newTxn(t.scratch, txn)
 		}
-		if h.offer(t, &event.Txn{Events: evs, Position: txn.Position, CommitTime: txn.CommitTime}) {
+		if cap(t.scratch) > maxScratch {
+			t.scratch = nil // a large transaction's: not kept
+		} else {
+			clear(t.scratch) // reused: it keeps no event
+			t.scratch = t.scratch[:0]
+		}
+		if out == nil {
+			continue // it read this transaction on its own stream
+		}
+		t.skip = nil
+		if h.offer(t, out) {
 			t.sent = txn.Position
 		} else {
 			h.detachLocked(t)
 		}
 	}
+	h.touched = touched[:0]
+}
+
+// maxScratch caps the scratch a tap keeps between transactions.
+const maxScratch = 64
+
+// newTxn returns the transaction handed to a tap: evs (copied: the tap's
+// scratch is reused) at txn's position. Its events are allocated with it
+// when there is one (an endpoint of a thousand gets one event of a
+// transaction, or none).
+func newTxn(evs []*event.Event, txn *event.Txn) *event.Txn {
+	if len(evs) == 1 {
+		one := &struct {
+			txn event.Txn
+			ev  [1]*event.Event
+		}{}
+		one.ev[0] = evs[0]
+		one.txn = event.Txn{Events: one.ev[:], Position: txn.Position, CommitTime: txn.CommitTime}
+		return &one.txn
+	}
+	return &event.Txn{Events: slices.Clone(evs), Position: txn.Position, CommitTime: txn.CommitTime}
 }
 
 // offer puts txn in t's queue. A full queue is waited for, so that a burst

@@ -37,6 +37,8 @@ type Tap struct {
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in ch
 	skip *event.Position // attached ahead of the shared stream: skip what this covers
+	// scratch collects its events of the transaction handOn hands on.
+	scratch []*event.Event
 	// The shared stream's waits on a full queue, within the window from waitFrom.
 	waitFrom time.Time
 	waited   time.Duration

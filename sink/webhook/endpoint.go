@@ -61,8 +61,8 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type Endpoint struct {
 	cfg       EndpointConfig
 	keys      [][]byte
-	signer    *signer     // nil: no secrets, requests go unsigned
-	fixed     http.Header // headers every request carries (fixedHeader)
+	signer    *signer       // nil: no secrets, requests go unsigned
+	fixed     []headerField // headers every request carries (fixedHeader)
 	log       *slog.Logger
 	obs       Observer
 	url       *url.URL        // cfg.URL, without its userinfo (sent as basic auth)
@@ -92,6 +92,10 @@ type Endpoint struct {
 	// delivery does not scan every lane when none waits.
 	mayWaitUnreachable bool
 	closing            chan struct{} // closed by Close
+	// watch watches the Submit ctx of the latest call: the calls of one
+	// ctx (a pipeline passes the same to every Submit) share one
+	// context.AfterFunc instead of registering one each.
+	watch *ctxWatch
 	// The endpoint's run of failed attempts, for its throttled log lines:
 	// one when it starts failing, at most one per logEvery while it goes on,
 	// one when it delivers again. failingSince is zero while it delivers.
@@ -119,14 +123,35 @@ type lane struct {
 
 // writeCall is one submitted batch waiting for its events.
 type writeCall struct {
+	// deliveries are the batch's events. They are allocated in chunks
+	// of deliveryChunk (small objects, not one large array per batch),
+	// the one of a batch of one with the call.
 	deliveries []*delivery
+	one        [1]delivery
+	onePtr     [1]*delivery
 	ack        func(i int, err error)
-	stop       func() bool     // stops watching the Submit ctx
 	done       <-chan struct{} // closed when the stream stops: the Submit ctx's Done (see Write)
 	// Guarded by Endpoint.mu.
 	pending int   // events not yet done
 	ctxErr  error // the Submit ctx ended first
+	// watch is the watch of the Submit ctx while pending (nil: a ctx
+	// that never ends); prev and next link its calls, oldest first.
+	watch      *ctxWatch
+	prev, next *writeCall
 }
+
+// ctxWatch watches one Submit ctx for the calls made with it that are
+// pending: when it ends, they are abandoned. Guarded by Endpoint.mu.
+type ctxWatch struct {
+	ctx         context.Context
+	done        <-chan struct{} // ctx.Done(): a ctx is recognised by it
+	stop        func() bool     // stops the context.AfterFunc
+	first, last *writeCall
+	fired       bool // ctx ended: calls made since get a watch of their own
+}
+
+// deliveryChunk is how many deliveries of a batch are allocated together.
+const deliveryChunk = 16
 
 // delivery is one event on its way to the endpoint.
 type delivery struct {
@@ -208,7 +233,7 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
-		fixed:     fixed,
+		fixed:     fieldsOf(fixed),
 		log:       logger,
 		obs:       obs,
 		url:       u,
@@ -285,15 +310,25 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 		return
 	}
 	c := &writeCall{ack: ack, done: stopped}
+	var chunk []delivery
+	if len(batch) == 1 {
+		c.deliveries, chunk = c.onePtr[:0], c.one[:0]
+	} else {
+		c.deliveries = make([]*delivery, 0, len(batch))
+	}
 	now := time.Now()
 	for i, ev := range batch {
 		if ev == nil || !e.cfg.Filter.Match(ev) {
 			ack(i, nil) // filtered out: acknowledged without a request
 			continue
 		}
-		c.deliveries = append(c.deliveries, &delivery{
+		if len(chunk) == cap(chunk) {
+			chunk = make([]delivery, 0, min(deliveryChunk, len(batch)-i))
+		}
+		chunk = append(chunk, delivery{
 			ev: ev, body: requestBody(&e.cfg, ev), call: c, idx: i, enqueued: now,
 		})
+		c.deliveries = append(c.deliveries, &chunk[len(chunk)-1])
 	}
 	if len(c.deliveries) == 0 {
 		return
@@ -310,7 +345,7 @@ func (e *Endpoint) submit(ctx context.Context, stopped <-chan struct{}, batch []
 		return
 	}
 	c.pending = len(c.deliveries)
-	c.stop = context.AfterFunc(ctx, func() { e.abandon(c, ctx) })
+	e.watchCallLocked(c, ctx)
 	for _, d := range c.deliveries {
 		if e.disabled {
 			e.obs.Failed(ReasonDisabled)
@@ -364,11 +399,79 @@ func (e *Endpoint) Write(ctx context.Context, batch []*event.Event) error {
 	return err
 }
 
-// abandon drops c's undone events after its ctx ended, with every later
-// event of their lanes, and so completes c with ctx's error.
-func (e *Endpoint) abandon(c *writeCall, ctx context.Context) {
+// watchCallLocked has c, pending, abandoned when ctx ends. The endpoint
+// keeps watching the ctx of its latest call while no call of it is
+// pending, so a pipeline's calls, which share one ctx, register one
+// context.AfterFunc in all, not one each.
+func (e *Endpoint) watchCallLocked(c *writeCall, ctx context.Context) {
+	done := ctx.Done()
+	if done == nil {
+		return // never ends
+	}
+	w := e.watch
+	if w == nil || w.fired || w.done != done {
+		if w != nil && w.first == nil {
+			w.stop() // no call of it pending
+		}
+		w = &ctxWatch{ctx: ctx, done: done}
+		e.watch = w
+		// Registered under the lock: if ctx has ended, abandonAll runs
+		// (on its own goroutine) once submit has let go of it.
+		w.stop = context.AfterFunc(ctx, func() { e.abandonAll(w) })
+	}
+	c.watch, c.prev = w, w.last
+	if w.last != nil {
+		w.last.next = c
+	} else {
+		w.first = c
+	}
+	w.last = c
+}
+
+// unwatchLocked takes c, no longer pending, off its ctx's watch, and stops
+// the watch once it has no call pending and is not the latest.
+func (e *Endpoint) unwatchLocked(c *writeCall) {
+	w := c.watch
+	if w == nil {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		w.first = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		w.last = c.prev
+	}
+	c.watch, c.prev, c.next = nil, nil, nil
+	if w.first == nil && w != e.watch {
+		w.stop() // never waits
+	}
+}
+
+// abandonAll abandons the pending calls of w, whose ctx ended, in the
+// order they were made.
+func (e *Endpoint) abandonAll(w *ctxWatch) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.fired = true
+	if e.watch == w {
+		e.watch = nil
+	}
+	var calls []*writeCall // abandoning one can complete later ones
+	for c := w.first; c != nil; c = c.next {
+		calls = append(calls, c)
+	}
+	for _, c := range calls {
+		e.abandonLocked(c, w.ctx)
+	}
+}
+
+// abandonLocked drops c's undone events after its ctx ended, with every
+// later event of their lanes, and so completes c with ctx's error.
+func (e *Endpoint) abandonLocked(c *writeCall, ctx context.Context) {
 	if c.pending == 0 {
 		return
 	}
@@ -398,6 +501,12 @@ func (e *Endpoint) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	close(e.closing)
+	if w := e.watch; w != nil {
+		e.watch = nil
+		if w.first == nil {
+			w.stop()
+		}
+	}
 	for _, l := range e.lanes {
 		e.dropLocked(l, 0, func(*delivery) error { return errClosed })
 	}
@@ -481,7 +590,7 @@ func (e *Endpoint) doneLocked(d *delivery) *writeCall {
 	c := d.call
 	c.pending--
 	if c.pending == 0 {
-		c.stop() // stop watching the Submit ctx (never waits)
+		e.unwatchLocked(c)
 	}
 	return c
 }
@@ -574,7 +683,11 @@ func (e *Endpoint) next() (*delivery, bool) {
 		}
 		d := e.ready[0]
 		e.ready[0] = nil
-		e.ready = e.ready[1:]
+		if len(e.ready) == 1 {
+			e.ready = e.ready[:0] // emptied: its array is reused
+		} else {
+			e.ready = e.ready[1:]
+		}
 		if d.done {
 			continue
 		}

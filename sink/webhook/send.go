@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -82,19 +83,23 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	if err := checkLimits(d.ev.ID); err != nil {
 		return outcome{kind: permanent, desc: "error: " + err.Error(), reason: ReasonRequest, err: err, class: attempts.ClassRequest}
 	}
-	body := d.body
+	parts := &requestParts{data: d.body}
+	parts.body.Reset(d.body)
 	req := (&http.Request{
-		Method:        http.MethodPost,
-		URL:           e.url,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        e.header(d, now.Unix()),
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
+		Method:     http.MethodPost,
+		URL:        e.url,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     e.header(d, now.Unix(), parts.vals[:0]),
+		// An io.NopCloser of a *bytes.Reader, which net/http knows is in
+		// memory: it writes the headers and the body in one write (any
+		// other reader has the headers flushed on their own first).
+		Body:          io.NopCloser(&parts.body),
+		ContentLength: int64(len(d.body)),
 		// Lets the transport send the request again on a fresh connection
 		// when a kept-alive one turns out closed before it was written.
-		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		GetBody: parts.again,
 		Host:    e.url.Host,
 	}).WithContext(ctx)
 
@@ -147,6 +152,25 @@ func (e *Endpoint) send(ctx context.Context, d *delivery, now time.Time) outcome
 	}
 	return o
 }
+
+// requestParts are what an attempt's request is made of, allocated
+// together: the reader of its body and the backing array of its header
+// values. Every attempt has its own: the transport may still read an
+// earlier attempt's request after its RoundTrip returned.
+type requestParts struct {
+	data []byte // the body
+	body bytes.Reader
+	vals [headerValues]string
+}
+
+// again is the request's GetBody: a fresh reader of the body.
+func (p *requestParts) again() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(p.data)), nil
+}
+
+// headerValues is the number of header values a request usually sets
+// (header): webhook-id, webhook-timestamp, 7 of metadata, the signature.
+const headerValues = 10
 
 // errorClass says, for the attempts record, why a request got no answer:
 // a timeout, the endpoint's TLS (its certificate, the handshake), or
@@ -260,23 +284,38 @@ func fixedHeader(configured map[string]string, u *url.URL) http.Header {
 	return h
 }
 
+// headerField is one header of a request, its key canonical.
+type headerField struct {
+	key    string
+	values []string
+}
+
+// fieldsOf returns h's fields, for requests to copy without iterating
+// over a map.
+func fieldsOf(h http.Header) []headerField {
+	fs := make([]headerField, 0, len(h))
+	for k, v := range h {
+		fs = append(fs, headerField{k, v})
+	}
+	return fs
+}
+
 // header returns d's request headers for an attempt at ts (Unix seconds):
 // the fixed ones, webhook-id, webhook-timestamp, the event's metadata and
-// the signature. Its values share one backing array.
-func (e *Endpoint) header(d *delivery, ts int64) http.Header {
-	const perRequest = 10
-	h := make(http.Header, len(e.fixed)+perRequest)
-	for k, v := range e.fixed {
-		h[k] = v
+// the signature. Its values share one backing array, vals' (empty; it
+// grows past its capacity if need be), which is the request's alone.
+func (e *Endpoint) header(d *delivery, ts int64, vals []string) http.Header {
+	h := make(http.Header, len(e.fixed)+headerValues)
+	for _, f := range e.fixed {
+		h[f.key] = f.values
 	}
-	vals := make([]string, 0, perRequest)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	ev := d.ev
 	set(keyID, ev.ID)
-	set(keyTimestamp, strconv.FormatInt(ts, 10))
+	set(keyTimestamp, timestamp(ts))
 	set(keyEventType, url.PathEscape(ev.Type))
 	set(keyAggregateType, url.PathEscape(ev.AggregateType))
 	set(keyAggregateID, url.PathEscape(ev.AggregateID))
@@ -312,6 +351,27 @@ func (e *Endpoint) header(d *delivery, ts int64) http.Header {
 		set(keySignature, e.signer.sign(ev.ID, ts, d.body))
 	}
 	return h
+}
+
+// stamp is a webhook-timestamp value and its text.
+type stamp struct {
+	ts int64
+	s  string
+}
+
+// lastStamp is the latest webhook-timestamp made (timestamp).
+var lastStamp atomic.Pointer[stamp]
+
+// timestamp returns ts as the webhook-timestamp value: the requests of
+// one second, of every endpoint (a gateway's thousand make about one
+// each), share one string.
+func timestamp(ts int64) string {
+	if st := lastStamp.Load(); st != nil && st.ts == ts {
+		return st.s
+	}
+	st := &stamp{ts: ts, s: strconv.FormatInt(ts, 10)}
+	lastStamp.Store(st)
+	return st.s
 }
 
 // scrubbed is an error whose text has the endpoint's secrets hidden; it

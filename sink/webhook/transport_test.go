@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +102,44 @@ func TestSharedTransportKeepsEachEndpointsConcurrency(t *testing.T) {
 		if most[name] != n {
 			t.Errorf("%s had at most %d requests in flight, want its max_concurrency %d", name, most[name], n)
 		}
+	}
+}
+
+// countingConn counts the writes made on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A request goes out in one write, its headers and body together: net/http
+// flushes the headers on their own before a body it does not know is in
+// memory, which costs a system call per request.
+func TestARequestIsOneWrite(t *testing.T) {
+	srv := newServer(t, nil, ok)
+	e := newEndpoint(t, testConfig(srv.URL))
+	var writes atomic.Int32
+	tr := e.transport.Clone()
+	dial := (&net.Dialer{}).DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	e.transport = tr
+	for i := range 3 {
+		if err := write(t, e, ev(fmt.Sprintf("e%d", i), "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load(); n != 3 {
+		t.Errorf("%d writes for 3 requests, want 3", n)
 	}
 }

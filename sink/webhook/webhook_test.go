@@ -786,6 +786,74 @@ func TestCancelledWriteReturnsAndDropsItsEvents(t *testing.T) {
 	}
 }
 
+// Calls that share a ctx (a pipeline's) share its watch: when it ends,
+// every call of it still pending is abandoned, and the calls done are
+// off the watch.
+func TestCallsOfOneCtxShareItsWatch(t *testing.T) {
+	arrived := make(chan string, 100)
+	release := make(chan struct{})
+	srv := newServer(t, nil, func(w http.ResponseWriter, r *http.Request, _ request) {
+		id := r.Header.Get("webhook-id")
+		arrived <- id
+		if id == "done" {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	cfg := testConfig(srv.URL)
+	cfg.Timeout = time.Hour
+	cfg.MaxConcurrency = 4
+	e := newEndpoint(t, cfg)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 10)
+	submit := func(evs ...*event.Event) {
+		e.Submit(ctx, evs, sink.Collect(len(evs), func(err error) { errs <- err }))
+	}
+	submit(ev("done", "d"))
+	<-arrived
+	if err := <-errs; err != nil {
+		t.Fatalf("delivered call: %v", err)
+	}
+	submit(ev("e1", "x"), ev("e2", "y"))
+	submit(ev("e3", "z"))
+	submit(ev("e4", "x")) // behind e1
+	for range 3 {
+		<-arrived
+	}
+	e.mu.Lock()
+	w := e.watch
+	var calls int
+	for c := w.first; c != nil; c = c.next {
+		calls++
+	}
+	e.mu.Unlock()
+	if w.done != ctx.Done() || calls != 3 {
+		t.Fatalf("watch of %d calls (its ctx's: %v), want the 3 pending calls of ctx", calls, w.done == ctx.Done())
+	}
+	cancel()
+	for i := range 3 {
+		select {
+		case err := <-errs:
+			if err == nil || sink.IsPermanent(sink.ErrorFor(err, 0)) {
+				t.Errorf("abandoned call %d: %v, want a retriable error", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the calls of a cancelled ctx were not abandoned")
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w.first != nil || e.watch != nil || len(e.lanes) != 0 {
+		t.Errorf("after the ctx ended: watch calls %v, current watch %v, %d lanes; want none", w.first != nil, e.watch != nil, len(e.lanes))
+	}
+}
+
 func TestSubmitAfterCloseFails(t *testing.T) {
 	srv := newServer(t, nil, ok)
 	e, err := NewEndpoint(testConfig(srv.URL), nil)
