@@ -7,13 +7,14 @@
 #   ./deploy/quickstart.sh            # run the demo and stop
 #   KEEP=1 ./deploy/quickstart.sh     # keep the relay and MariaDB running; insert more rows yourself
 #
-# PORT (MariaDB, default 33306) and METRICS_PORT (the relay's /metrics,
+# PORT (MariaDB, default 23306: below Linux's ephemeral ports, 32768–60999,
+# so that no outgoing connection of a busy machine holds it) and METRICS_PORT (the relay's /metrics,
 # default 9108) move them when those ports are taken: the script stops at
 # once, before touching anything, when one is in use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd -P)/.quickstart # physical: compared with the server's @@datadir
-port=${PORT:-33306}
+port=${PORT:-23306}
 metrics_port=${METRICS_PORT:-9108}
 
 # in_use PORT: something accepts connections on 127.0.0.1:PORT (bash's
