@@ -370,10 +370,13 @@ func (p *Proxy) pipe(l *link, src io.Reader, dst io.Writer, dir Direction) {
 			if dir == Upstream {
 				n, cut = p.spend(n)
 			}
-			if _, err := dst.Write(b[:n]); err != nil {
+			// Counted before the write: whoever sees the bytes arrive
+			// (an echo back at the client) sees them in Stats already.
+			p.forwarded.Add(int64(n))
+			if w, err := dst.Write(b[:n]); err != nil {
+				p.forwarded.Add(-int64(n - w)) // not forwarded after all
 				return
 			}
-			p.forwarded.Add(int64(n))
 			if cut {
 				p.CutHard()
 				return

@@ -102,6 +102,7 @@ func TestEachFaultDoesWhatItSays(t *testing.T) {
 		}
 	})
 	t.Run("a cut after n bytes lets exactly n through upstream, then closes", func(t *testing.T) {
+		defer p.Restore() // the next subtests need a link, whatever this one found
 		c := dial(t, p)
 		if err := roundTrip(t, c, "before", time.Second); err != nil {
 			t.Fatal(err)
