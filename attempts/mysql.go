@@ -35,35 +35,34 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
+	err = checkpoint.CreateSideTable(ctx, db, "attempts", table,
 		"id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"+
-		"at DATETIME(6) NOT NULL,"+
-		"sink VARBINARY(255) NOT NULL,"+
-		"endpoint VARBINARY(255) NOT NULL,"+
-		"tenant VARBINARY(255) NOT NULL DEFAULT '',"+
-		"event_id VARBINARY(255) NOT NULL,"+
-		"event_type VARCHAR(255) NOT NULL DEFAULT '',"+
-		"attempt INT NOT NULL,"+
-		"status SMALLINT UNSIGNED NOT NULL DEFAULT 0,"+
-		"error_class VARCHAR(16) NOT NULL DEFAULT '',"+
-		"error TEXT NULL,"+
-		"outcome VARCHAR(16) NOT NULL,"+
-		"duration_ns BIGINT NOT NULL,"+
-		"answer VARBINARY("+fmt.Sprint(AnswerLimit)+") NULL,"+
-		"replay VARBINARY(255) NOT NULL DEFAULT '',"+
-		"committed DATETIME(6) NULL,"+
-		"gtid TEXT NULL,"+
-		"binlog_file VARCHAR(512) NOT NULL DEFAULT '',"+
-		"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
-		"KEY ix_endpoint (sink, endpoint, id),"+
-		"KEY ix_event (event_id, id),"+
-		"KEY ix_tenant (tenant, id),"+
-		"KEY ix_status (status, id),"+
-		"KEY ix_outcome (outcome, id),"+
-		"KEY ix_at (at)"+
-		") ENGINE=InnoDB")
+			"at DATETIME(6) NOT NULL,"+
+			"sink VARBINARY(255) NOT NULL,"+
+			"endpoint VARBINARY(255) NOT NULL,"+
+			"tenant VARBINARY(255) NOT NULL DEFAULT '',"+
+			"event_id VARBINARY(255) NOT NULL,"+
+			"event_type VARCHAR(255) NOT NULL DEFAULT '',"+
+			"attempt INT NOT NULL,"+
+			"status SMALLINT UNSIGNED NOT NULL DEFAULT 0,"+
+			"error_class VARCHAR(16) NOT NULL DEFAULT '',"+
+			"error TEXT NULL,"+
+			"outcome VARCHAR(16) NOT NULL,"+
+			"duration_ns BIGINT NOT NULL,"+
+			"answer VARBINARY("+fmt.Sprint(AnswerLimit)+") NULL,"+
+			"replay VARBINARY(255) NOT NULL DEFAULT '',"+
+			"committed DATETIME(6) NULL,"+
+			"gtid TEXT NULL,"+
+			"binlog_file VARCHAR(512) NOT NULL DEFAULT '',"+
+			"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
+			"KEY ix_endpoint (sink, endpoint, id),"+
+			"KEY ix_event (event_id, id),"+
+			"KEY ix_tenant (tenant, id),"+
+			"KEY ix_status (status, id),"+
+			"KEY ix_outcome (outcome, id),"+
+			"KEY ix_at (at)")
 	if err != nil {
-		return nil, checkpoint.Denied(ctx, db, fmt.Errorf("create attempts table %q: %w", table, err))
+		return nil, err
 	}
 	return &MySQL{db: db, table: table}, nil
 }
@@ -81,13 +80,7 @@ func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
 }
 
 func tableName(table string) (string, error) {
-	if table == "" {
-		table = config.DefaultAttemptsTable
-	}
-	if !checkpoint.ValidTableName(table) {
-		return "", fmt.Errorf("attempts table name %q: use letters, digits, _ and $ only", table)
-	}
-	return table, nil
+	return checkpoint.SideTableName("attempts", table, config.DefaultAttemptsTable)
 }
 
 const mysqlColumns = "at, sink, endpoint, tenant, event_id, event_type, attempt, status, error_class, error, outcome, duration_ns, answer, replay, committed, gtid, binlog_file, binlog_pos"

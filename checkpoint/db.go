@@ -109,6 +109,31 @@ var deniedRe = regexp.MustCompile(`user '([^']*)'@'([^']*)'(?: to database '([^'
 // to date.
 const StoreGrants = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
 
+// SideTableName is the table of one of the relay's own stores kept beside
+// the checkpoint table, in its database (dead letters, delivery attempts):
+// table, or def when table is empty. A name that is not a plain identifier
+// is an error naming what the table is for.
+func SideTableName(what, table, def string) (string, error) {
+	if table == "" {
+		table = def
+	}
+	if !ValidTableName(table) {
+		return "", fmt.Errorf("%s table name %q: use letters, digits, _ and $ only", what, table)
+	}
+	return table, nil
+}
+
+// CreateSideTable creates table (a SideTableName) with the column and key
+// definitions defs, unless it exists. A statement refused for want of a
+// privilege is told with the GRANT that would let it run (Denied).
+func CreateSideTable(ctx context.Context, db *sql.DB, what, table, defs string) error {
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+defs+") ENGINE=InnoDB")
+	if err != nil {
+		return Denied(ctx, db, fmt.Errorf("create %s table %q: %w", what, table, err))
+	}
+	return nil
+}
+
 // Denied returns err with the GRANT that would have let it run when the
 // server refused a statement to the store's user for want of a privilege
 // (MySQL errors 1044, 1142 and 1143), else err unchanged. It asks db who the

@@ -22,27 +22,24 @@ type MySQL struct {
 
 // OpenMySQL opens the store on db.
 func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
-	if table == "" {
-		table = config.DefaultDeadLetterTable
-	}
-	if !checkpoint.ValidTableName(table) {
-		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
-	}
-	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
-		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
-		"sink VARCHAR(255) NOT NULL,"+
-		"event_id VARCHAR(255) NOT NULL,"+
-		"aggregate_id VARCHAR(255) NOT NULL,"+
-		"reason TEXT NOT NULL,"+
-		"attempts INT NOT NULL,"+
-		"first_failed DATETIME(6) NOT NULL,"+
-		"last_failed DATETIME(6) NOT NULL,"+
-		"stored DATETIME(6) NOT NULL,"+
-		"record LONGBLOB NOT NULL,"+
-		"KEY ix_sink_stored (sink, stored)"+
-		") ENGINE=InnoDB")
+	table, err := checkpoint.SideTableName("dead-letter", table, config.DefaultDeadLetterTable)
 	if err != nil {
-		return nil, checkpoint.Denied(ctx, db, fmt.Errorf("create dead-letter table %q: %w", table, err))
+		return nil, err
+	}
+	err = checkpoint.CreateSideTable(ctx, db, "dead-letter", table,
+		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
+			"sink VARCHAR(255) NOT NULL,"+
+			"event_id VARCHAR(255) NOT NULL,"+
+			"aggregate_id VARCHAR(255) NOT NULL,"+
+			"reason TEXT NOT NULL,"+
+			"attempts INT NOT NULL,"+
+			"first_failed DATETIME(6) NOT NULL,"+
+			"last_failed DATETIME(6) NOT NULL,"+
+			"stored DATETIME(6) NOT NULL,"+
+			"record LONGBLOB NOT NULL,"+
+			"KEY ix_sink_stored (sink, stored)")
+	if err != nil {
+		return nil, err
 	}
 	return &MySQL{db: db, table: table}, nil
 }
@@ -51,11 +48,9 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 // creates nothing, a missing table lists as empty, and Put and Delete return
 // ErrReadOnly.
 func OpenMySQLReadOnly(db *sql.DB, table string) (*MySQL, error) {
-	if table == "" {
-		table = config.DefaultDeadLetterTable
-	}
-	if !checkpoint.ValidTableName(table) {
-		return nil, fmt.Errorf("dead-letter table name %q: use letters, digits, _ and $ only", table)
+	table, err := checkpoint.SideTableName("dead-letter", table, config.DefaultDeadLetterTable)
+	if err != nil {
+		return nil, err
 	}
 	return &MySQL{db: db, table: table, readOnly: true}, nil
 }
