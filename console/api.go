@@ -349,9 +349,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	}
 	row := gateway.TableRow{ID: in.ID, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit, Enabled: in.Enabled == nil || *in.Enabled}
 	secret, err := sk.Table.Insert(r.Context(), row, in.Secret)
-	s.writeAudit(p, "create endpoint", target, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "create endpoint", target, err) {
 		return
 	}
 	e, err := s.endpoint(r.Context(), p, sinkName, in.ID)
@@ -398,9 +396,7 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		return
 	}
 	err := t.Update(r.Context(), gateway.TableRow{ID: e.Name, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
-	s.writeAudit(p, "update endpoint", e.Key, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "update endpoint", e.Key, err) {
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -425,12 +421,22 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		return
 	}
 	err := t.Delete(r.Context(), e.Name)
-	s.writeAudit(p, "delete endpoint", e.Key, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "delete endpoint", e.Key, err) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// changed records a change to the endpoint key (action; err its failure)
+// in the audit log and answers a failed one: it reports whether the change
+// was made, for the handler to answer it.
+func (s *Server) changed(w http.ResponseWriter, p principal, action, key string, err error) bool {
+	s.writeAudit(p, action, key, err)
+	if err != nil {
+		s.tableErr(w, err)
+		return false
+	}
+	return true
 }
 
 func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
@@ -443,9 +449,7 @@ func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	err := t.SetEnabled(r.Context(), e.Name, false)
-	s.writeAudit(p, "disable endpoint", e.Key, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "disable endpoint", e.Key, err) {
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -463,9 +467,7 @@ func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if err == nil && s.o.Relay != nil {
 		_, err = s.o.Relay.Enable(r.Context(), e.Key)
 	}
-	s.writeAudit(p, "enable endpoint", e.Key, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "enable endpoint", e.Key, err) {
 		return
 	}
 	s.answerEndpoint(w, r, p, e)
@@ -487,9 +489,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p principa
 		return
 	}
 	secret, err := t.RotateSecret(r.Context(), e.Name, in.KeepOld)
-	s.writeAudit(p, "rotate secret", e.Key, err)
-	if err != nil {
-		s.tableErr(w, err)
+	if !s.changed(w, p, "rotate secret", e.Key, err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"secret": secret})
