@@ -475,14 +475,13 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	if f.enc == nil {
 		f.enc = make(map[string][]byte, len(f.all))
 	}
-	// enc holds keys of all only: when it holds as many, every key is
-	// encoded already.
+	// A key read from the file, not saved since, is encoded once: its
+	// encoding does not depend on the save. enc holds keys of all only, so
+	// when it holds as many every key is encoded already.
 	for k, cp := range f.all {
 		if len(f.enc) == len(f.all) {
 			break
 		}
-		// A key read from the file, not saved since, is encoded once: its
-		// encoding does not depend on the save.
 		if _, ok := f.enc[k]; !ok {
 			b, err := encodeCheckpoint(cp)
 			if err != nil {

@@ -675,7 +675,7 @@ func (p *Pipeline) nextBatch(ctx context.Context, items <-chan *item) (batch []*
 	default:
 		return nil, true
 	}
-	if (len(items) == 0 || p.cfg.BatchSize == 1) && first.alone[0] == first {
+	if len(items) == 0 || p.cfg.BatchSize == 1 {
 		batch = first.alone[:] // appending more copies it
 	} else {
 		batch = make([]*item, 1, min(p.cfg.BatchSize, len(items)+1))
@@ -1224,7 +1224,7 @@ func (s *skipSet) resent() bool {
 
 // events are the items' events (for a batch of one, a slice of its item).
 func events(items []*item) []*event.Event {
-	if len(items) == 1 && items[0].evAlone[0] == items[0].ev {
+	if len(items) == 1 {
 		return items[0].evAlone[:]
 	}
 	out := make([]*event.Event, len(items))
