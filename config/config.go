@@ -74,6 +74,15 @@ type Console struct {
 	// dashboard showing its customers their tenant's view. Default none:
 	// no page can be framed.
 	FrameAncestors []string `yaml:"frame_ancestors"`
+	// TrustedProxies are the reverse proxies that end TLS in front of the
+	// console, each a network (10.0.0.0/8) or an address. A request from
+	// one of them gets a Secure session cookie (unless its
+	// X-Forwarded-Proto says the browser used plain http), and its client
+	// is the last address of X-Forwarded-For that is not a trusted proxy
+	// (failed sign-ins are limited per client). Default none: the cookie
+	// is Secure only when TLS ends at the relay, and the client is the
+	// connection's address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // ConsoleToken is one bearer token of the console, as its hash.

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"net"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -58,6 +59,13 @@ func (c Console) validate(bad func(format string, a ...any)) {
 		}
 		if a == "" || strings.ContainsAny(a, " \t;,'\"") || !(strings.HasPrefix(a, "https://") || strings.HasPrefix(a, "http://")) {
 			bad("console.frame_ancestors[%d]: %q: give an origin (https://dashboard.example.com) or 'self'", i, a)
+		}
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("console.trusted_proxies[%d]: %q is not a network (10.0.0.0/8, fd00::/8) nor an address (10.0.0.7)", i, p)
+			}
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
 // route is one route of the API, with what its OpenAPI operation says.
@@ -60,9 +61,9 @@ var apiRoutes = []route{
 // api wraps a route's handler: authentication, rate limit, CSRF.
 func (s *Server) api(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok, why := s.authenticate(r)
+		p, ok, why, tried := s.authenticate(r)
 		if !ok {
-			if !s.allow(w, "addr:"+clientAddr(r)) {
+			if !s.allowFailure(w, r, tried) {
 				return
 			}
 			unauthorized(w, why)
@@ -98,6 +99,14 @@ type Endpoint struct {
 	// Health is "failing" during a run of failed attempts, else "ok".
 	Health string                 `json:"health"`
 	Stats  *gateway.EndpointStats `json:"stats,omitempty"`
+}
+
+// redacted returns e as the API shows it: its url with the credentials
+// and query values hidden (redact.URL, as the page shows it). Only the
+// answer of the create shows the url as written.
+func (e Endpoint) redacted() Endpoint {
+	e.URL = redact.URL(e.URL)
+	return e
 }
 
 // stats returns the gateway's figures of every endpoint by key.
@@ -264,15 +273,16 @@ func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p princip
 		s.internal(w, err)
 		return
 	}
-	if eps == nil {
-		eps = []Endpoint{}
+	out := make([]Endpoint, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, e.redacted())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"endpoints": eps})
+	writeJSON(w, http.StatusOK, map[string]any{"endpoints": out})
 }
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
 	if e, ok := s.lookup(w, r, p); ok {
-		writeJSON(w, http.StatusOK, e)
+		writeJSON(w, http.StatusOK, e.redacted())
 	}
 }
 
@@ -395,6 +405,11 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if !ok {
 		return
 	}
+	if in.URL != e.URL && in.URL == redact.URL(e.URL) {
+		// The url as the API showed it, sent back with another change:
+		// the credentials it hid are kept.
+		in.URL = e.URL
+	}
 	err := t.Update(r.Context(), gateway.TableRow{ID: e.Name, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
 	if !s.changed(w, p, "update endpoint", e.Key, err) {
 		return
@@ -408,7 +423,7 @@ func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		s.internal(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, e2)
+	writeJSON(w, http.StatusOK, e2.redacted())
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request, p principal) {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ type principal struct {
 	// name is the token's name, "link:<tenant>" for a tenant link.
 	name   string
 	tenant string // "": the operator
+	// bind is a digest of the token's hash (tokens.bind), which a session
+	// made from the token carries: a session lasts only as long as its
+	// token is configured with that very hash. "" for a tenant link.
+	bind string
 	// csrf is the session's CSRF token; "" when the request is not
 	// authenticated by a cookie (a bearer header needs none).
 	csrf string
@@ -52,27 +57,41 @@ type principal struct {
 
 func (p principal) operator() bool { return p.tenant == "" }
 
-// tokens checks bearer tokens against the configured hashes.
+// tokens checks bearer tokens against the configured hashes. A tokens is
+// never changed once made: Server.SetTokens swaps in a new one.
 type tokens struct {
 	hashes [][]byte // sha256 sums, in config order
 	list   []config.ConsoleToken
 }
 
-func newTokens(list []config.ConsoleToken) (tokens, error) {
-	t := tokens{list: list}
+func newTokens(list []config.ConsoleToken) (*tokens, error) {
+	t := &tokens{list: slices.Clone(list)}
+	names := map[string]bool{}
 	for i, c := range list {
 		b, err := hex.DecodeString(strings.TrimPrefix(c.Hash, config.ConsoleHashPrefix))
-		if err != nil || len(b) != sha256.Size {
-			return t, fmt.Errorf("console.tokens[%d].hash is not %s and 64 hex digits", i, config.ConsoleHashPrefix)
+		if err != nil || len(b) != sha256.Size || !strings.HasPrefix(c.Hash, config.ConsoleHashPrefix) {
+			return nil, fmt.Errorf("console.tokens[%d].hash is not %s and 64 hex digits", i, config.ConsoleHashPrefix)
 		}
+		if c.Name == "" || names[c.Name] {
+			return nil, fmt.Errorf("console.tokens[%d].name: %q is empty or used twice; each token needs its own name", i, c.Name)
+		}
+		names[c.Name] = true
 		t.hashes = append(t.hashes, b)
 	}
 	return t, nil
 }
 
+// bind returns the digest of a token's hash that its sessions carry (the
+// first 16 bytes of a SHA-256 of it: a cookie does not hold the hash the
+// config holds).
+func bind(hash []byte) string {
+	sum := sha256.Sum256(append([]byte("outbox-relay console session\x00"), hash...))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
 // find returns the principal of token: every configured hash is compared,
 // each in constant time.
-func (t tokens) find(token string) (principal, bool) {
+func (t *tokens) find(token string) (principal, bool) {
 	sum := sha256.Sum256([]byte(token))
 	found := -1
 	for i, h := range t.hashes {
@@ -83,7 +102,19 @@ func (t tokens) find(token string) (principal, bool) {
 	if found < 0 {
 		return principal{}, false
 	}
-	return principal{name: t.list[found].Name, tenant: t.list[found].Tenant}, true
+	return principal{name: t.list[found].Name, tenant: t.list[found].Tenant, bind: bind(t.hashes[found])}, true
+}
+
+// current reports whether a session of p is still good: its token is
+// configured with the same name, tenant and hash. A token removed or given
+// a new hash (`outbox-relay console token` again) ends its sessions.
+func (t *tokens) current(p principal) bool {
+	for i, c := range t.list {
+		if c.Name == p.name && c.Tenant == p.tenant && subtleEq(bind(t.hashes[i]), p.bind) {
+			return true
+		}
+	}
+	return false
 }
 
 // LinkPath returns the path of a tenant link: the tenant's view of the
@@ -140,8 +171,11 @@ func (s signer) verifyLink(link string, now time.Time) (principal, error) {
 
 // session is what a browser's cookie holds.
 type session struct {
-	Name    string `json:"n"`
-	Tenant  string `json:"t,omitempty"`
+	Name   string `json:"n"`
+	Tenant string `json:"t,omitempty"`
+	// Bind is the digest of the hash of the token signed in with
+	// (principal.bind).
+	Bind    string `json:"b"`
 	Expires int64  `json:"e"`
 	CSRF    string `json:"c"`
 }
@@ -150,7 +184,7 @@ type session struct {
 func (s signer) sessionCookie(p principal, now time.Time, ttl time.Duration) (string, session) {
 	var c [18]byte
 	_, _ = rand.Read(c[:])
-	ss := session{Name: p.name, Tenant: p.tenant, Expires: now.Add(ttl).Unix(), CSRF: base64.RawURLEncoding.EncodeToString(c[:])}
+	ss := session{Name: p.name, Tenant: p.tenant, Bind: p.bind, Expires: now.Add(ttl).Unix(), CSRF: base64.RawURLEncoding.EncodeToString(c[:])}
 	b, _ := json.Marshal(ss)
 	v := base64.RawURLEncoding.EncodeToString(b)
 	return v + "." + s.mac("session", v), ss
@@ -164,10 +198,35 @@ func (s signer) verifySession(v string, now time.Time) (principal, bool) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(body)
 	var ss session
-	if err != nil || json.Unmarshal(b, &ss) != nil || now.Unix() >= ss.Expires || ss.Name == "" || ss.CSRF == "" {
+	if err != nil || json.Unmarshal(b, &ss) != nil || now.Unix() >= ss.Expires || ss.Name == "" || ss.CSRF == "" || ss.Bind == "" {
 		return principal{}, false
 	}
-	return principal{name: ss.Name, tenant: ss.Tenant, csrf: ss.CSRF}, true
+	return principal{name: ss.Name, tenant: ss.Tenant, bind: ss.Bind, csrf: ss.CSRF}, true
 }
 
 func subtleEq(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// maxClaimed caps what claimedTenant and claimedName return: a key of the
+// limits of failed requests.
+const maxClaimed = 64
+
+// claimedTenant returns the tenant a link credential claims to be for,
+// unverified (clipped to maxClaimed bytes).
+func claimedTenant(link string) string {
+	rest, _ := strings.CutPrefix(link, linkPrefix)
+	t, _, _ := strings.Cut(rest, ".")
+	b, _ := base64.RawURLEncoding.DecodeString(t[:min(len(t), 2*maxClaimed)])
+	return string(b[:min(len(b), maxClaimed)])
+}
+
+// claimedName returns the token name a session cookie claims, unverified
+// (clipped to maxClaimed bytes).
+func claimedName(v string) string {
+	body, _, _ := strings.Cut(v, ".")
+	b, err := base64.RawURLEncoding.DecodeString(body[:min(len(body), 4096)])
+	var ss session
+	if err != nil || json.Unmarshal(b, &ss) != nil {
+		return ""
+	}
+	return ss.Name[:min(len(ss.Name), maxClaimed)]
+}

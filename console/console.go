@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -66,15 +65,18 @@ type Options struct {
 
 // Server serves the console.
 type Server struct {
-	o      Options
-	tokens tokens
-	sign   signer
-	sinks  map[string]Sink
-	mux    *http.ServeMux
-	audit  *slog.Logger
+	o       Options
+	tokens  atomic.Pointer[tokens] // swapped whole by SetTokens
+	sign    signer
+	sinks   map[string]Sink
+	mux     *http.ServeMux
+	audit   *slog.Logger
+	clients clients
 
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	// principals are the buckets of tokens and link tenants; tried and
+	// failed those of the clients that failed to authenticate, by
+	// credential tried and in all (limits.go).
+	principals, tried, failed *limiterTable
 
 	// patterns are the API routes registered (method and path).
 	patterns []string
@@ -105,8 +107,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: opts, tokens: tk, sign: signer{key: opts.Key}, sinks: map[string]Sink{}, mux: http.NewServeMux(),
-		audit: opts.Logger.With(slog.String("component", "console")), limiters: map[string]*rate.Limiter{}}
+	s := &Server{o: opts, sign: signer{key: opts.Key}, sinks: map[string]Sink{}, mux: http.NewServeMux(),
+		audit: opts.Logger.With(slog.String("component", "console")), clients: newClients(opts.Config.TrustedProxies),
+		principals: newLimiterTable(opts.Config.RateLimit, maxLimiters), tried: newLimiterTable(opts.Config.RateLimit, maxLimiters),
+		failed: newLimiterTable(failuresPerAddr*opts.Config.RateLimit, maxLimiters)}
+	s.tokens.Store(tk)
 	for _, sk := range opts.Sinks {
 		s.sinks[sk.Name] = sk
 	}
@@ -166,32 +171,27 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// maxLimiters bounds the rate limiters kept (one per token, link tenant
-// and unauthenticated client address).
-const maxLimiters = 10000
-
-// limiter returns the rate limiter of a principal (or a client address).
-func (s *Server) limiter(name string) *rate.Limiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.limiters[name]
-	if l == nil {
-		if len(s.limiters) >= maxLimiters {
-			// Bounded memory: many client addresses (refused requests)
-			// start every allowance afresh rather than grow the map.
-			clear(s.limiters)
-		}
-		l = rate.NewLimiter(rate.Limit(s.o.Config.RateLimit), max(int(2*s.o.Config.RateLimit), 1))
-		s.limiters[name] = l
+// allow takes one request from the allowance of principal name, or
+// answers 429.
+func (s *Server) allow(w http.ResponseWriter, name string) bool {
+	now := s.o.Now()
+	if d := take(now, s.principals.get(name, now)); d > 0 {
+		tooMany(w, d)
+		return false
 	}
-	return l
+	return true
 }
 
-// allow takes one request from name's allowance, or answers 429.
-func (s *Server) allow(w http.ResponseWriter, name string) bool {
-	r := s.limiter(name).ReserveN(s.o.Now(), 1)
-	if d := r.DelayFrom(s.o.Now()); d > 0 {
-		r.CancelAt(s.o.Now())
+// allowFailure takes one failed request of r's client, trying credential
+// tried (a kind of credential and whom it claims to be: "link:<tenant>"),
+// from that client's allowance for tried and from its allowance for all
+// its failures (failuresPerAddr times as large), or answers 429. It is
+// charged only once the credential was checked and found wrong: a flood of
+// wrong ones from an address (a proxy many share) never stops a right one.
+func (s *Server) allowFailure(w http.ResponseWriter, r *http.Request, tried string) bool {
+	now := s.o.Now()
+	addr := s.clients.key(r)
+	if d := take(now, s.tried.get(addr+" "+tried, now), s.failed.get(addr, now)); d > 0 {
 		tooMany(w, d)
 		return false
 	}
@@ -202,57 +202,74 @@ func (s *Server) allow(w http.ResponseWriter, name string) bool {
 const sessionCookieName = "console_session"
 
 // authenticate returns who makes r: a bearer token or link in the
-// Authorization header, else a session cookie. ok false: nobody.
-func (s *Server) authenticate(r *http.Request) (p principal, ok bool, why string) {
+// Authorization header, else a session cookie. ok false: nobody, and
+// tried names the credential tried for the limits of failed requests
+// (allowFailure): its kind, and the tenant or token name it claims.
+func (s *Server) authenticate(r *http.Request) (p principal, ok bool, why, tried string) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		cred, found := strings.CutPrefix(h, "Bearer ")
 		if !found {
-			return p, false, "the Authorization header must be \"Bearer TOKEN\""
+			return p, false, "the Authorization header must be \"Bearer TOKEN\"", "header"
 		}
 		cred = strings.TrimSpace(cred)
 		if strings.HasPrefix(cred, linkPrefix) {
 			p, err := s.sign.verifyLink(cred, s.o.Now())
 			if err != nil {
-				return p, false, err.Error()
+				return p, false, err.Error(), "link:" + claimedTenant(cred)
 			}
-			return p, true, ""
+			return p, true, "", ""
 		}
-		if p, ok := s.tokens.find(cred); ok {
-			return p, true, ""
+		if p, ok := s.tokens.Load().find(cred); ok {
+			return p, true, "", ""
 		}
-		return p, false, "the token is not one of console.tokens"
+		return p, false, "the token is not one of console.tokens", "token"
 	}
 	if c, err := r.Cookie(sessionCookieName); err == nil {
-		if p, ok := s.sign.verifySession(c.Value, s.o.Now()); ok && s.current(p) {
-			return p, true, ""
+		if p, ok := s.session(c.Value); ok {
+			return p, true, "", ""
 		}
-		return p, false, "the session has expired: sign in again"
+		return p, false, "the session has expired or its token was changed: sign in again", "session:" + claimedName(c.Value)
 	}
-	return p, false, "no credentials: send \"Authorization: Bearer TOKEN\" (outbox-relay console token makes one)"
+	return p, false, "no credentials: send \"Authorization: Bearer TOKEN\" (outbox-relay console token makes one)", "none"
 }
 
-// current reports whether a session's token is still configured (a token
-// removed from the config ends its sessions).
-func (s *Server) current(p principal) bool {
-	if strings.HasPrefix(p.name, "link:") {
-		return true
-	}
-	for _, t := range s.tokens.list {
-		if t.Name == p.name && t.Tenant == p.tenant {
-			return true
-		}
-	}
-	return false
+// session returns the principal of a session cookie's value whose token
+// is still configured with the hash it was signed in with.
+func (s *Server) session(v string) (principal, bool) {
+	p, ok := s.sign.verifySession(v, s.o.Now())
+	return p, ok && s.tokens.Load().current(p)
 }
 
-// clientAddr is the request's remote host, the rate limit's key before
-// authentication.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// SetTokens makes list the console's tokens (console.tokens), checked as
+// New checks them; an error leaves the tokens as they were. A token
+// removed or given another hash ends its sessions, and its bearer token
+// is refused from the next request on. It returns the names of the
+// tokens added, removed, and changed (another hash or tenant).
+func (s *Server) SetTokens(list []config.ConsoleToken) (added, removed, changed []string, err error) {
+	tk, err := newTokens(list)
 	if err != nil {
-		return r.RemoteAddr
+		return nil, nil, nil, err
 	}
-	return host
+	old := s.tokens.Swap(tk)
+	was := map[string]config.ConsoleToken{}
+	for _, t := range old.list {
+		was[t.Name] = t
+	}
+	for _, t := range list {
+		o, ok := was[t.Name]
+		switch {
+		case !ok:
+			added = append(added, t.Name)
+		case o.Hash != t.Hash || o.Tenant != t.Tenant:
+			changed = append(changed, t.Name)
+		}
+		delete(was, t.Name)
+	}
+	for n := range was {
+		removed = append(removed, n)
+	}
+	slices.Sort(removed)
+	return added, removed, changed, nil
 }
 
 // csrfOK reports whether a write of p carries its session's CSRF token

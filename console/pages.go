@@ -105,7 +105,7 @@ func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, p principal
 		if link := r.PathValue("link"); link != "" {
 			var err error
 			if p, err = s.sign.verifyLink(link, s.o.Now()); err != nil {
-				if !s.allow(w, "addr:"+clientAddr(r)) {
+				if !s.allowFailure(w, r, "link:"+claimedTenant(link)) {
 					return
 				}
 				s.render(w, http.StatusUnauthorized, "login", pageData{Title: "Link expired", Error: err.Error()})
@@ -116,9 +116,9 @@ func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, p principal
 			c, err := r.Cookie(sessionCookieName)
 			var ok bool
 			if err == nil {
-				p, ok = s.sign.verifySession(c.Value, s.o.Now())
+				p, ok = s.session(c.Value)
 			}
-			if !ok || !s.current(p) {
+			if !ok {
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
 				return
 			}
@@ -194,22 +194,29 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
+// login signs in with a token. The token is checked before any allowance
+// is taken: a wrong one is charged to its client's allowance of failures
+// (allowFailure), a right one to its own, so that a flood of wrong tokens
+// from one address (a proxy many share) never stops a right one. What
+// stops guessing is the token's 256 random bits, not the limit.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	if !s.allow(w, "addr:"+clientAddr(r)) {
-		return
-	}
 	if !sameOrigin(r) {
 		forbidden(w, "sign in from the console's own page")
 		return
 	}
-	p, ok := s.tokens.find(strings.TrimSpace(r.PostFormValue("token")))
+	p, ok := s.tokens.Load().find(strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
-		s.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Error: "That token is not one of console.tokens."})
+		if s.allowFailure(w, r, "token") {
+			s.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Error: "That token is not one of console.tokens."})
+		}
+		return
+	}
+	if !s.allow(w, p.name) {
 		return
 	}
 	v, _ := s.sign.sessionCookie(p, s.o.Now(), s.o.Config.Session)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookieName, Value: v, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: int(s.o.Config.Session.Seconds())})
+		Secure: s.clients.secure(r), MaxAge: int(s.o.Config.Session.Seconds())})
 	s.writeAudit(p, "sign in", "", nil)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
@@ -224,6 +231,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.clients.secure(r), MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/attempts"
@@ -64,12 +67,66 @@ func (a *assembly) console(at attempts.Store) (m member, ok bool, err error) {
 	}
 	a.r.log.Info("console listening: /, /api/v1, /api/openapi.json", slog.String("addr", ln.Addr().String()))
 	return member{name: "console", aside: true, run: func(ctx context.Context) error {
+		rctx, stopReloads := context.WithCancel(ctx)
+		var reloads sync.WaitGroup
+		reloads.Go(func() { a.reloadConsole(rctx, srv) })
 		err := srv.Run(ctx, ln)
+		stopReloads()
+		reloads.Wait()
 		if ctx.Err() == nil && err != nil {
 			a.r.log.Error("console stopped", slog.Any("err", err))
 		}
 		return nil // the console stopping never stops the relay
 	}}, true, nil
+}
+
+// reloadConsole makes the console's tokens those of the configuration
+// read again, at each Options.Reload (SIGHUP), until ctx ends. A
+// configuration that does not load, or whose console section is not
+// valid, keeps the tokens in use; either way the log says what happened.
+func (a *assembly) reloadConsole(ctx context.Context, srv *console.Server) {
+	o := a.r.opts
+	if o.Reload == nil || o.ReadConfig == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.Reload:
+		}
+		cfg, err := o.ReadConfig()
+		if err == nil && cfg.Console.Listen == "" {
+			err = errors.New("console.listen is not set: the console runs until the relay restarts")
+		}
+		var added, removed, changed []string
+		if err == nil {
+			added, removed, changed, err = srv.SetTokens(cfg.Console.Tokens)
+		}
+		if err != nil {
+			a.r.log.Error("console tokens not reloaded: the tokens in use are kept", slog.Any("err", err))
+			continue
+		}
+		a.r.log.Info("console tokens reloaded", slog.Int("tokens", len(cfg.Console.Tokens)),
+			slog.Any("added", added), slog.Any("removed", removed), slog.Any("changed", changed))
+		if restart := restartOnly(a.cfg.Console, cfg.Console); len(restart) > 0 {
+			a.r.log.Warn("console keys changed that only a restart applies", slog.Any("keys", restart))
+		}
+	}
+}
+
+// restartOnly returns the keys of the console section, other than its
+// tokens, that differ between was and now.
+func restartOnly(was, now config.Console) []string {
+	var out []string
+	w, n := reflect.ValueOf(was), reflect.ValueOf(now)
+	for i := range w.NumField() {
+		key, _, _ := strings.Cut(w.Type().Field(i).Tag.Get("yaml"), ",")
+		if key != "tokens" && !reflect.DeepEqual(w.Field(i).Interface(), n.Field(i).Interface()) {
+			out = append(out, "console."+key)
+		}
+	}
+	return out
 }
 
 // consoleRelay is what the console asks of this relay (console.Relay).

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -89,6 +90,14 @@ type Options struct {
 	// Version is reported by outbox_relay_build_info. Default: the main
 	// module's version from the build info, or "dev".
 	Version string
+	// Reload, when not nil, asks the running relay to apply what changes
+	// without a restart, today the console's tokens (console.tokens): at
+	// each value received, ReadConfig reads the configuration again and
+	// the console's tokens become its. A configuration that does not load
+	// changes nothing. outbox-relay run delivers SIGHUP here.
+	Reload <-chan os.Signal
+	// ReadConfig reads the configuration again, for Reload.
+	ReadConfig func() (*config.Config, error)
 	// ReadyCheckpointAge is how long a sink (not a webhook sink) with events
 	// in flight may go without a checkpoint save before /readyz reports it.
 	// Default metrics.DefaultReadyCheckpointAge (2 minutes).

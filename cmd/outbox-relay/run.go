@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/check"
@@ -39,7 +41,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	go growthCheck(ctx, cfg, logger)
-	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).Run(ctx)
+	ro := relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}
+	if cfg.Console.Listen != "" {
+		// SIGHUP reloads the console's tokens (docs/console.md); without a
+		// console it keeps its default, ending the process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		ro.Reload = hup
+		ro.ReadConfig = func() (*config.Config, error) { return config.LoadSections(*path, "console") }
+	}
+	err = relay.New(cfg, ro).Run(ctx)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")
 		return nil
