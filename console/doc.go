@@ -12,13 +12,19 @@
 // through a replay job (package replay) that the running relay runs.
 //
 // Who may do what: a request carries a bearer token (config.ConsoleToken,
-// kept hashed), a signed tenant link, or a browser session made from either
-// (a signed, HttpOnly, SameSite=Strict cookie, whose writes need the
-// session's CSRF token). An operator token sees everything; a tenant token
-// or link sees and changes only the endpoints whose tenant column is its
-// tenant, their attempts and their dead letters: anything else is answered
-// 404, as if it did not exist. Each token is rate limited; every write is
-// logged as one audit line. Errors are RFC 9457 problem documents.
+// kept hashed), a signed tenant link, or a browser session made from a
+// token (a signed, HttpOnly, SameSite=Strict cookie bound to the token's
+// hash, whose writes need the session's CSRF token). SetTokens replaces
+// the tokens while the server runs (the relay calls it on SIGHUP); a token
+// removed or given another hash ends its sessions. An operator token sees
+// everything; a tenant token or link sees and changes only the endpoints
+// whose tenant column is its tenant, their attempts and their dead
+// letters: anything else is answered 404, as if it did not exist. Each
+// token is rate limited; a wrong credential is charged to its client's
+// allowance of failures once checked, never a right one (limits.go). The
+// API shows endpoint urls with their credentials hidden (package redact),
+// except in the answer that creates one. Every write is logged as one
+// audit line. Errors are RFC 9457 problem documents.
 //
 // Concurrency: a Server is safe for concurrent use; Run serves until its
 // context ends, then shuts the listener down and waits for it.

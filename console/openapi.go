@@ -42,7 +42,7 @@ var schemas = obj{
 	"Endpoint": object(obj{
 		"sink": str("the webhook sink"), "name": str("its name in the sink"), "key": str("sink/name: its checkpoint's and metrics' name"),
 		"static": typed("boolean", "an endpoint of the configuration, not of the endpoints table (read only here)"),
-		"id":     str("the table row's id (the name)"), "url": str("the row's url (empty for a static endpoint)"),
+		"id":     str("the table row's id (the name)"), "url": str("the row's url, its credentials and query values hidden (xxxxx) except in the create's answer; empty for a static endpoint"),
 		"tenant": str("the row's tenant"), "event_types": arrayOf(obj{"type": "string"}, "event type globs"),
 		"aggregate_types": arrayOf(obj{"type": "string"}, "aggregate type globs"), "rate_limit": typed("number", "attempts per second"),
 		"enabled": typed("boolean", "the row's enabled column"), "secrets": typed("integer", "how many signing secrets the row holds"),
@@ -52,7 +52,7 @@ var schemas = obj{
 		"stats":   obj{"type": "object", "description": "the gateway's figures of the endpoint, as /endpoints on the metrics listener serves them"},
 	}, "sink", "name", "key", "static", "state", "health"),
 	"EndpointWrite": object(obj{
-		"id": str("create: the row's id (1 to 64 letters, digits, '.', '_', '-')"), "url": str("the https address receiving the POSTs"),
+		"id": str("create: the row's id (1 to 64 letters, digits, '.', '_', '-')"), "url": str("the https address receiving the POSTs (an update that sends the url back as it was shown, hidden parts and all, keeps them)"),
 		"tenant": str("the tenant (a tenant token: its own, or left out)"), "event_types": arrayOf(obj{"type": "string"}, "event type globs"),
 		"aggregate_types": arrayOf(obj{"type": "string"}, "aggregate type globs"), "rate_limit": typed("number", "attempts per second"),
 		"enabled": typed("boolean", "create: enabled at once (default true)"), "secret": str("create: a whsec_ secret to sign with (default: a new one)"),
