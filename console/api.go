@@ -47,7 +47,7 @@ var apiRoutes = []route{
 	{method: "POST", path: "/api/v1/endpoints/{sink}/{endpoint}/rotate-secret", id: "rotateSecret", summary: "Make a new signing secret the row's first; keep_old keeps the old ones while receivers switch. The answer holds the new secret, shown this once.", body: "Rotate", resp: "EndpointSecret", status: 200, write: true, h: (*Server).rotateSecret},
 	{method: "POST", path: "/api/v1/endpoints/{sink}/{endpoint}/recover", id: "recoverEndpoint", summary: "Send the endpoint what it was sent since a time, again (a replay job the running relay runs).", body: "Recover", resp: "Job", status: 202, write: true, h: (*Server).recoverEndpoint},
 	{method: "GET", path: "/api/v1/attempts", id: "listAttempts", summary: "Delivery attempts, newest first.", query: [][2]string{
-		{"sink", "only this webhook sink's"}, {"endpoint", "only this endpoint's (its name in the sink)"}, {"event_id", "only this event's"},
+		{"sink", "only this webhook sink's"}, {"endpoint", "only this endpoint's (its id: a tenant's endpoint's is not its name)"}, {"event_id", "only this event's"},
 		{"status", "only attempts answered with this HTTP status"}, {"failed", "true: only attempts that did not deliver"},
 		{"since", "only attempts at or after this time (RFC 3339, or a duration ago: 2h)"}, {"until", "only attempts before this time"},
 		{"before", "a cursor: only attempts with an id below it"}, {"limit", "at most this many (default 100, at most 1000)"}}, resp: "AttemptList", status: 200, h: (*Server).listAttempts},
@@ -171,7 +171,7 @@ func (s *Server) endpoints(ctx context.Context, p principal, sink string) ([]End
 			if slices.Contains(sk.Static, row.ID) {
 				continue // refused by the relay; the static one is listed
 			}
-			out = append(out, withStats(Endpoint{Sink: n, Name: row.ID, Key: n + "/" + row.ID, TableRow: row}, st))
+			out = append(out, withStats(Endpoint{Sink: n, Name: displayName(p, row.ID), Key: n + "/" + row.ID, TableRow: row}, st))
 		}
 	}
 	return out, nil
@@ -185,23 +185,23 @@ func (s *Server) endpoint(ctx context.Context, p principal, sink, name string) (
 	if !ok {
 		return Endpoint{}, errNoEndpoint
 	}
-	if slices.Contains(sk.Static, name) {
-		if !p.operator() {
-			return Endpoint{}, errNoEndpoint
-		}
+	if p.operator() && slices.Contains(sk.Static, name) { // a tenant never sees them: its names are rows'
 		return withStats(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, Static: true, TableRow: gateway.TableRow{ID: name, Enabled: true}}, s.stats()), nil
 	}
 	if sk.Table == nil {
 		return Endpoint{}, errNoEndpoint
 	}
-	row, err := sk.Table.Row(ctx, name)
-	if errors.Is(err, gateway.ErrNoRow) || err == nil && !p.operator() && row.Tenant != p.tenant {
-		return Endpoint{}, errNoEndpoint
+	for _, id := range rowIDs(p, name) {
+		row, err := sk.Table.Row(ctx, id)
+		if errors.Is(err, gateway.ErrNoRow) || err == nil && !p.operator() && row.Tenant != p.tenant {
+			continue
+		}
+		if err != nil {
+			return Endpoint{}, err
+		}
+		return withStats(Endpoint{Sink: sink, Name: displayName(p, row.ID), Key: sink + "/" + row.ID, TableRow: row}, s.stats()), nil
 	}
-	if err != nil {
-		return Endpoint{}, err
-	}
-	return withStats(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, TableRow: row}, s.stats()), nil
+	return Endpoint{}, errNoEndpoint
 }
 
 // lookup is endpoint for a handler: false (answered) when there is none.
@@ -343,7 +343,6 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if !decode(w, r, &in) {
 		return
 	}
-	target := sinkName + "/" + in.ID
 	sk, ok := s.sinks[sinkName]
 	if !ok {
 		notFound(w, fmt.Sprintf("no webhook sink %q: GET /api/v1/sinks lists them", sinkName))
@@ -357,7 +356,12 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if !ok {
 		return
 	}
-	row := gateway.TableRow{ID: in.ID, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit, Enabled: in.Enabled == nil || *in.Enabled}
+	id, ok := s.newRowID(w, r, p, sinkName, in.ID, tenant)
+	if !ok {
+		return
+	}
+	target := sinkName + "/" + id
+	row := gateway.TableRow{ID: id, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit, Enabled: in.Enabled == nil || *in.Enabled}
 	secret, err := sk.Table.Insert(r.Context(), row, in.Secret)
 	if !s.changed(w, p, "create endpoint", target, err) {
 		return
@@ -368,6 +372,34 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"endpoint": e, "secret": secret})
+}
+
+// newRowID returns the row id of an endpoint p creates in sink as name,
+// or answers why it cannot. An operator's name is the row id; a tenant's
+// is one of its own namespace (names.go): it can collide with none of
+// another tenant's, nor with an endpoint of the configuration, so every
+// answer depends on the tenant's own endpoints only.
+func (s *Server) newRowID(w http.ResponseWriter, r *http.Request, p principal, sink, name, tenant string) (string, bool) {
+	if p.operator() {
+		if err := checkNamespace(name, tenant); err != nil {
+			writeProblem(w, http.StatusUnprocessableEntity, "invalid-endpoint", err.Error())
+			return "", false
+		}
+		return name, true
+	}
+	if err := checkTenantName(p.tenant, name); err != nil {
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-endpoint", err.Error())
+		return "", false
+	}
+	switch _, err := s.endpoint(r.Context(), p, sink, name); {
+	case err == nil:
+		writeProblem(w, http.StatusConflict, "conflict", fmt.Sprintf("this tenant has an endpoint %q in sink %s already; update it, or choose another id", name, sink))
+		return "", false
+	case !errors.Is(err, errNoEndpoint):
+		s.internal(w, err)
+		return "", false
+	}
+	return namespace(p.tenant) + name, true
 }
 
 // rowOf returns e's table, answering 409 for an endpoint of the
@@ -393,7 +425,7 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if !ok {
 		return
 	}
-	if in.ID != "" && in.ID != e.Name {
+	if in.ID != "" && in.ID != e.Name && in.ID != e.ID {
 		badRequest(w, "the id cannot change: create an endpoint with the new id and delete this one")
 		return
 	}
@@ -410,7 +442,11 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		// the credentials it hid are kept.
 		in.URL = e.URL
 	}
-	err := t.Update(r.Context(), gateway.TableRow{ID: e.Name, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
+	if err := checkNamespace(e.ID, tenant); p.operator() && err != nil {
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid-endpoint", err.Error())
+		return
+	}
+	err := t.Update(r.Context(), gateway.TableRow{ID: e.ID, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
 	if !s.changed(w, p, "update endpoint", e.Key, err) {
 		return
 	}
@@ -418,11 +454,12 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 }
 
 func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, p principal, e Endpoint) {
-	e2, err := s.endpoint(r.Context(), principal{name: p.name}, e.Sink, e.Name) // as the operator: the row may have left the tenant
+	e2, err := s.endpoint(r.Context(), principal{name: p.name}, e.Sink, e.ID) // as the operator: the row may have left the tenant
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
+	e2.Name = displayName(p, e2.ID)
 	writeJSON(w, http.StatusOK, e2.redacted())
 }
 
@@ -435,7 +472,7 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if !ok {
 		return
 	}
-	err := t.Delete(r.Context(), e.Name)
+	err := t.Delete(r.Context(), e.ID)
 	if !s.changed(w, p, "delete endpoint", e.Key, err) {
 		return
 	}
@@ -463,7 +500,7 @@ func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p princ
 	if !ok {
 		return
 	}
-	err := t.SetEnabled(r.Context(), e.Name, false)
+	err := t.SetEnabled(r.Context(), e.ID, false)
 	if !s.changed(w, p, "disable endpoint", e.Key, err) {
 		return
 	}
@@ -477,7 +514,7 @@ func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	}
 	var err error
 	if !e.Static && !e.Enabled {
-		err = s.sinks[e.Sink].Table.SetEnabled(r.Context(), e.Name, true)
+		err = s.sinks[e.Sink].Table.SetEnabled(r.Context(), e.ID, true)
 	}
 	if err == nil && s.o.Relay != nil {
 		_, err = s.o.Relay.Enable(r.Context(), e.Key)
@@ -503,7 +540,7 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p principa
 	if !ok {
 		return
 	}
-	secret, err := t.RotateSecret(r.Context(), e.Name, in.KeepOld)
+	secret, err := t.RotateSecret(r.Context(), e.ID, in.KeepOld)
 	if !s.changed(w, p, "rotate secret", e.Key, err) {
 		return
 	}
@@ -545,7 +582,7 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p princ
 		unavailable(w, "this console runs without a relay: replays cannot be made")
 		return
 	}
-	id, err := s.o.Relay.Recover(r.Context(), e.Sink, e.Name, since)
+	id, err := s.o.Relay.Recover(r.Context(), e.Sink, e.ID, since)
 	s.writeAudit(p, "recover endpoint since "+since.Format(time.RFC3339), e.Key, err)
 	if err != nil {
 		writeProblem(w, http.StatusUnprocessableEntity, "replay-refused", err.Error())

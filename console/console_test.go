@@ -223,8 +223,9 @@ func TestEndpointsAreScopedAndCarryTheGatewaysFigures(t *testing.T) {
 func TestWritesFollowTheTablesRulesAndAreAudited(t *testing.T) {
 	f := newFixture(t)
 	res, body := f.do(t, "POST", "/api/v1/endpoints/hooks", f.tenA, `{"id":"a2","url":"https://a.example/2"}`)
-	if res.StatusCode != 201 || !strings.Contains(body, `"secret":"whsec_new"`) || f.table.rows["a2"].Tenant != "A" {
-		t.Errorf("tenant create: %d %s %+v", res.StatusCode, body, f.table.rows["a2"])
+	a2 := namespace("A") + "a2" // the row id of tenant A's endpoint named a2
+	if res.StatusCode != 201 || !strings.Contains(body, `"secret":"whsec_new"`) || f.table.rows[a2].Tenant != "A" {
+		t.Errorf("tenant create: %d %s %+v", res.StatusCode, body, f.table.rows[a2])
 	}
 	res, body = f.do(t, "POST", "/api/v1/endpoints/hooks", f.op, `{"id":"ops-hook","url":"https://x.example/"}`)
 	isProblem(t, "a row named as a static endpoint", res, body, http.StatusUnprocessableEntity)
@@ -254,7 +255,7 @@ func TestWritesFollowTheTablesRulesAndAreAudited(t *testing.T) {
 		t.Errorf("enable a1: %d, row %+v, relay asked %v", res.StatusCode, f.table.rows["a1"], f.relay.calls)
 	}
 	logs := f.logs.String()
-	for _, want := range []string{`who=tenant-a tenant=A action="create endpoint" target=hooks/a2 result=ok`, `who=tenant-a tenant=A action="disable endpoint" target=hooks/a1 result=ok`, `who=ops tenant="" action="create endpoint" target=hooks/ops-hook result=`} {
+	for _, want := range []string{`who=tenant-a tenant=A action="create endpoint" target=hooks/` + a2 + ` result=ok`, `who=tenant-a tenant=A action="disable endpoint" target=hooks/a1 result=ok`, `who=ops tenant="" action="create endpoint" target=hooks/ops-hook result=`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("no audit line %q in\n%s", want, logs)
 		}

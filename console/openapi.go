@@ -40,9 +40,9 @@ var schemas = obj{
 	}, "name", "endpoints", "states"),
 	"EndpointList": object(obj{"endpoints": arrayOf(ref("Endpoint"), "the endpoints")}, "endpoints"),
 	"Endpoint": object(obj{
-		"sink": str("the webhook sink"), "name": str("its name in the sink"), "key": str("sink/name: its checkpoint's and metrics' name"),
+		"sink": str("the webhook sink"), "name": str("its name: for a tenant token the tenant's own name of it (unique among the tenant's endpoints), else its row id"), "key": str("sink/id: its checkpoint's and metrics' name"),
 		"static": typed("boolean", "an endpoint of the configuration, not of the endpoints table (read only here)"),
-		"id":     str("the table row's id (the name)"), "url": str("the row's url, its credentials and query values hidden (xxxxx) except in the create's answer; empty for a static endpoint"),
+		"id":     str("the table row's id: for an endpoint a tenant made, t, 16 hex digits of its tenant's namespace, '.', and its name; attempts and dead letters name the endpoint by it"), "url": str("the row's url, its credentials and query values hidden (xxxxx) except in the create's answer; empty for a static endpoint"),
 		"tenant": str("the row's tenant"), "event_types": arrayOf(obj{"type": "string"}, "event type globs"),
 		"aggregate_types": arrayOf(obj{"type": "string"}, "aggregate type globs"), "rate_limit": typed("number", "attempts per second"),
 		"enabled": typed("boolean", "the row's enabled column"), "secrets": typed("integer", "how many signing secrets the row holds"),
@@ -52,7 +52,7 @@ var schemas = obj{
 		"stats":   obj{"type": "object", "description": "the gateway's figures of the endpoint, as /endpoints on the metrics listener serves them"},
 	}, "sink", "name", "key", "static", "state", "health"),
 	"EndpointWrite": object(obj{
-		"id": str("create: the row's id (1 to 64 letters, digits, '.', '_', '-')"), "url": str("the https address receiving the POSTs (an update that sends the url back as it was shown, hidden parts and all, keeps them)"),
+		"id": str("create: the endpoint's name: an operator's is the row's id (1 to 64 letters, digits, '.', '_', '-'); a tenant's is its name among its own endpoints (1 to 46 of them), the row's id is made from it and the tenant"), "url": str("the https address receiving the POSTs (an update that sends the url back as it was shown, hidden parts and all, keeps them)"),
 		"tenant": str("the tenant (a tenant token: its own, or left out)"), "event_types": arrayOf(obj{"type": "string"}, "event type globs"),
 		"aggregate_types": arrayOf(obj{"type": "string"}, "aggregate type globs"), "rate_limit": typed("number", "attempts per second"),
 		"enabled": typed("boolean", "create: enabled at once (default true)"), "secret": str("create: a whsec_ secret to sign with (default: a new one)"),
@@ -88,7 +88,7 @@ var pathParamRe = regexp.MustCompile(`\{([a-z_]+)\}`)
 // pathParams describes the path parameters.
 var pathParams = map[string]string{
 	"sink":     "the webhook sink's name",
-	"endpoint": "the endpoint's name in the sink",
+	"endpoint": "the endpoint's name (a tenant token's own name of it), or its id",
 	"id":       "the attempt's id",
 }
 
@@ -156,6 +156,35 @@ var openAPIOnce = sync.OnceValue(func() []byte {
 // openAPIJSON is the document, as served.
 func openAPIJSON() []byte { return openAPIOnce() }
 
+// endpointNames is the reference's section on how endpoints are named.
+const endpointNames = `## Endpoint names and ids
+
+Each tenant names its endpoints in a namespace of its own: two tenants can both have an endpoint
+named ` + "`orders`" + `, and what a tenant's create answers depends on its own endpoints only, never
+on another tenant's nor on the configuration's (there is no way to learn that a name is taken
+elsewhere).
+
+- A tenant token (or link) creates an endpoint with ` + "`id`" + ` set to the name it chooses (1 to 46
+  letters, digits, '.', '_', '-'). The relay stores it as the row id ` + "`t<16 hex digits>.<name>`" + `:
+  the hex digits are the first 8 bytes of a SHA-256 of the tenant (lower-case hex, so no
+  collation, case or accent insensitive, takes one tenant's namespace for another's). So a
+  tenant's name collides neither with another tenant's row nor, folded, with an endpoint of the
+  configuration.
+- The answers show the tenant's name as ` + "`name`" + ` and the row id as ` + "`id`" + `; ` + "`key`" + ` (sink/id) is
+  the endpoint's checkpoint and metrics name. Attempts and dead letters name an endpoint by its id
+  (` + "`GET /api/v1/attempts?endpoint=ID`" + `). The endpoint routes take either the name or the id.
+- A name taken by the tenant's own endpoint is ` + "`409`" + ` (its endpoints table's collation decides:
+  ` + "`ORDERS`" + ` beside its own ` + "`orders`" + ` collides when the collation ignores case). A name
+  that is not valid is ` + "`422`" + `, by the name's own rules.
+- Rows made before namespaces, whose id is the name, keep their id; the tenant whose tenant
+  column they carry reaches them by it, as before.
+- An operator token names rows as it likes, with one rule: an id of the form ` + "`t<16 hex>.`" + `
+  belongs to the tenant whose namespace it is (the console refuses such a row for another
+  tenant, ` + "`422`" + `). A row written with SQL that breaks the rule would make that tenant's create of
+  the name answer ` + "`409`" + `.
+
+`
+
 // Reference renders the API reference (docs/console-api.md) from the
 // OpenAPI document.
 func Reference() string {
@@ -164,6 +193,7 @@ func Reference() string {
 	b.WriteString("# Console API reference\n\n<!-- generated from the OpenAPI document by `go test ./console/ -run APIReference -update`; do not edit -->\n\n")
 	b.WriteString(doc["info"].(obj)["description"].(string) + "\n\n")
 	b.WriteString("The running console serves this document at `/api/openapi.json` (OpenAPI 3.1). See [console.md](console.md) for tokens, links and the page.\n\n")
+	b.WriteString(endpointNames)
 	b.WriteString("| method | path | what it does | success |\n|---|---|---|---|\n")
 	for _, rt := range apiRoutes {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %d |\n", rt.method, rt.path, rt.summary, rt.status)

@@ -167,11 +167,11 @@ func (s *Server) endpointPage(w http.ResponseWriter, r *http.Request, p principa
 		s.pageError(w, d, http.StatusInternalServerError, err)
 		return
 	}
-	d.Title, d.Endpoint = e.Key, e
+	d.Title, d.Endpoint = e.Sink+"/"+e.Name, e
 	if s.o.Attempts == nil {
 		d.NoAttempts = true
 	} else {
-		d.Attempts, err = s.o.Attempts.Search(r.Context(), attempts.Query{Sink: e.Sink, Endpoint: e.Name, Tenant: p.tenant, Limit: 100})
+		d.Attempts, err = s.o.Attempts.Search(r.Context(), attempts.Query{Sink: e.Sink, Endpoint: e.ID, Tenant: p.tenant, Limit: 100})
 		if err != nil {
 			s.pageError(w, d, http.StatusInternalServerError, err)
 			return

@@ -43,14 +43,14 @@ func TestTheAPIHidesTheCredentialsOfEndpointURLs(t *testing.T) {
 			}
 		}
 	}
-	if row := f.table.rows["a-creds"]; row.URL != raw || row.RateLimit == nil || *row.RateLimit != 5 {
+	if row := f.table.rows[namespace("A")+"a-creds"]; row.URL != raw || row.RateLimit == nil || *row.RateLimit != 5 {
 		t.Errorf("the update sent back the url as shown: the row holds %q (rate %v), want %q kept", row.URL, row.RateLimit, raw)
 	}
 	// A new url in an update is taken as written (and answered hidden).
 	res, body = f.do(t, "PUT", "/api/v1/endpoints/hooks/a-creds", f.tenA, `{"url":"https://carol:N3w@hooks.example/2"}`)
 	var e Endpoint
 	_ = json.Unmarshal([]byte(body), &e)
-	if res.StatusCode != 200 || e.URL != "https://xxxxx@hooks.example/2" || f.table.rows["a-creds"].URL != "https://carol:N3w@hooks.example/2" {
-		t.Errorf("a new url: %d %s, row %q", res.StatusCode, body, f.table.rows["a-creds"].URL)
+	if res.StatusCode != 200 || e.URL != "https://xxxxx@hooks.example/2" || f.table.rows[namespace("A")+"a-creds"].URL != "https://carol:N3w@hooks.example/2" {
+		t.Errorf("a new url: %d %s, row %q", res.StatusCode, body, f.table.rows[namespace("A")+"a-creds"].URL)
 	}
 }

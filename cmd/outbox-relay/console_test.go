@@ -234,6 +234,12 @@ func TestTheConsoleAPIShowsAttemptsAndResends(t *testing.T) {
 	}
 	cr := startConsoleRelay(t)
 	cr.addEndpoint(t, cr.t1, "shop-one", "/one")
+	// Tenant t1's endpoint named shop-one has a row id of t1's namespace:
+	// attempts and dead letters name it by that id.
+	var one console.Endpoint
+	if st := cr.call(t, "GET", "/api/v1/endpoints/hooks/shop-one", cr.t1, nil, &one); st != 200 || one.Name != "shop-one" || !strings.HasSuffix(one.ID, ".shop-one") {
+		t.Fatalf("shop-one: %d %+v", st, one)
+	}
 	cr.insert("evt-0", "t1") // in the resend's window, and not resent
 	cr.insert("evt-1", "t1")
 
@@ -249,7 +255,7 @@ func TestTheConsoleAPIShowsAttemptsAndResends(t *testing.T) {
 	if failed.Status != 500 || failed.Outcome != "retry" || failed.Number != 1 || failed.Duration <= 0 || !strings.Contains(string(failed.Answer), "warming up") {
 		t.Errorf("first attempt %+v: want 500, retry, attempt 1, a duration and the answer", failed)
 	}
-	if ok.Status != 200 || ok.Outcome != "delivered" || ok.Number != 2 || ok.Duration <= 0 || ok.Endpoint != "shop-one" || ok.Tenant != "t1" {
+	if ok.Status != 200 || ok.Outcome != "delivered" || ok.Number != 2 || ok.Duration <= 0 || ok.Endpoint != one.ID || ok.Tenant != "t1" {
 		t.Errorf("second attempt %+v: want 200, delivered, attempt 2, a duration, of shop-one (t1)", ok)
 	}
 	// Tenant t2 sees none of it.
@@ -285,7 +291,7 @@ func TestTheConsoleAPIShowsAttemptsAndResends(t *testing.T) {
 	// Only evt-1 was resent: the window held evt-0 too, which was not.
 	// outbox-relay replay list: the job is done, sent 1 and passed over
 	// at least evt-0.
-	done := regexp.MustCompile(regexp.QuoteMeta(job.Job) + `\s+done\s+hooks/shop-one\s+binlog\s+1\s+[1-9]`)
+	done := regexp.MustCompile(regexp.QuoteMeta(job.Job) + `\s+done\s+` + regexp.QuoteMeta(one.Key) + `\s+binlog\s+1\s+[1-9]`)
 	var list []byte
 	eventually.Within(t, 30*time.Second, "the resend's job done, one sent, evt-0 passed over", func() bool {
 		list, _ = exec.Command(cr.bin, "replay", "list", "--config", cr.cfgPath).CombinedOutput()
@@ -330,7 +336,7 @@ func TestTheConsoleAPIShowsAttemptsAndResends(t *testing.T) {
 		dl = deadLetters{}
 		return cr.call(t, "GET", "/api/v1/dead-letters", cr.t1, nil, &dl) == 200 && len(dl.DeadLetters) == 1
 	}, cr.showLog)
-	if dl.DeadLetters[0].Sink != "hooks/shop-dead" {
+	if !strings.HasPrefix(dl.DeadLetters[0].Sink, "hooks/t") || !strings.HasSuffix(dl.DeadLetters[0].Sink, ".shop-dead") {
 		t.Errorf("dead letter %+v, want hooks/shop-dead's", dl.DeadLetters[0])
 	}
 	var other deadLetters

@@ -31,6 +31,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *path))
+	ro := relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}
+	if cfg.Console.Listen != "" {
+		// SIGHUP reloads the console's tokens (docs/console.md), from now on
+		// (one during the startup checks waits for the console); without a
+		// console it keeps its default, ending the process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		ro.Reload = hup
+		ro.ReadConfig = func() (*config.Config, error) { return config.LoadSections(*path, "console") }
+	}
 	// outbox_growth (it only WARNs, and may scan a whole outbox table) is
 	// made once the relay has started, beside its stream.
 	opts := check.Options{RetentionMin: *retentionMin, AllowFail: allowFail, SkipGrowth: true}
@@ -41,16 +52,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	go growthCheck(ctx, cfg, logger)
-	ro := relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}
-	if cfg.Console.Listen != "" {
-		// SIGHUP reloads the console's tokens (docs/console.md); without a
-		// console it keeps its default, ending the process.
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		ro.Reload = hup
-		ro.ReadConfig = func() (*config.Config, error) { return config.LoadSections(*path, "console") }
-	}
 	err = relay.New(cfg, ro).Run(ctx)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")
