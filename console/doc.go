@@ -19,7 +19,10 @@
 // removed or given another hash ends its sessions. An operator token sees
 // everything; a tenant token or link sees and changes only the endpoints
 // whose tenant column is its tenant, their attempts and their dead
-// letters: anything else is answered 404, as if it did not exist. Each
+// letters: anything else is answered 404, as if it did not exist. A
+// tenant names its endpoints in a namespace of its own (names.go): the row
+// id is made from the tenant and the name, so no answer to a create tells
+// of another tenant's names or the configuration's. Each
 // token is rate limited; a wrong credential is charged to its client's
 // allowance of failures once checked, never a right one (limits.go). The
 // API shows endpoint urls with their credentials hidden (package redact),
