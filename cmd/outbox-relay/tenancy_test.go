@@ -2,7 +2,9 @@ package main
 
 import (
 	"net/http"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +81,15 @@ func TestAReusedEndpointNameShowsNothingOfTheTenantBefore(t *testing.T) {
 				if st := cr.call(t, "POST", "/api/v1/dead-letters/replay", token, ids, nil); st != http.StatusConflict {
 					t.Errorf("%s replays t1's dead letter to t2's orders: %d, want 409", who, st)
 				}
+			}
+			// The operator's command keeps it too, and says why.
+			out, err := exec.Command(cr.bin, "dlq", "replay", "--config", cr.cfgPath, "--id", mine[0].ID).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), `is of tenant "t1", and hooks/orders is not that tenant's now`) {
+				t.Errorf("dlq replay of t1's record to t2's orders: %v\n%s", err, out)
+			}
+			out, err = exec.Command(cr.bin, "dlq", "list", "--config", cr.cfgPath, "--tenant", "t1").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "hooks/orders  t1  ") || !strings.Contains(string(out), "1 dead letters") {
+				t.Errorf("dlq list --tenant t1: %v\n%s", err, out)
 			}
 			if st := cr.call(t, "POST", "/api/v1/dead-letters/replay", cr.t2, ids, nil); st != 404 {
 				t.Errorf("t2 replays t1's dead letter: %d, want 404", st)
