@@ -38,14 +38,14 @@ func (m *marked) mark(batch []*event.Event) []*event.Event {
 }
 
 func (m *marked) Connect(ctx context.Context) error { return m.inner.Connect(ctx) }
-
-// Tenant implements sink.Owned: the wrapped sink's tenant, which the
-// job's dead letters keep.
-func (m *marked) Tenant() string                  { return sink.TenantOf(m.inner) }
-func (m *marked) Close(ctx context.Context) error { return m.inner.Close(ctx) }
+func (m *marked) Close(ctx context.Context) error   { return m.inner.Close(ctx) }
 func (m *marked) Write(ctx context.Context, batch []*event.Event) error {
 	return m.inner.Write(ctx, m.mark(batch))
 }
+
+// Tenant implements sink.Owned: the wrapped sink's tenant, which the
+// job's dead letters keep.
+func (m *marked) Tenant() string { return sink.TenantOf(m.inner) }
 
 type markedSubmitter struct {
 	*marked
