@@ -121,3 +121,42 @@ func TestAReusedEndpointNameShowsNothingOfTheTenantBefore(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint the operator gives from t1 to t2 records the attempts made
+// after as t2's: t1 does not see t2's events, and t2 sees none of t1's.
+func TestAnEndpointGivenToAnotherTenantRecordsItsAttemptsAsTheNewTenants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary against MariaDB")
+	}
+	cr := startConsoleRelay(t)
+	cr.addEndpoint(t, cr.t1, "orders", "/one")
+	cr.insert("evt-1", "t1")
+	eventually.Within(t, 30*time.Second, "evt-1 delivered", func() bool {
+		got := cr.attempts(t, cr.t1, "event_id=evt-1")
+		return len(got) > 0 && got[0].Status == 200
+	}, cr.showLog)
+	if st := cr.call(t, "PUT", "/api/v1/endpoints/hooks/orders", cr.op, map[string]any{"url": cr.rc.URL + "/one", "tenant": "t2"}, nil); st != 200 {
+		t.Fatalf("the operator gives orders to t2: %d", st)
+	}
+	// The endpoint takes t2's events from the change on (its filter is
+	// t2's): evt-2, committed after, is delivered.
+	cr.insert("evt-2", "t2")
+	eventually.Within(t, 30*time.Second, "evt-2 delivered", func() bool {
+		got := cr.attempts(t, cr.op, "event_id=evt-2")
+		return len(got) > 0 && got[0].Status == 200
+	}, cr.showLog)
+	for _, a := range cr.attempts(t, cr.op, "event_id=evt-2") {
+		if a.Tenant != "t2" {
+			t.Errorf("an attempt of t2's evt-2 is recorded as tenant %q's: %+v", a.Tenant, a)
+		}
+	}
+	if got := cr.attempts(t, cr.t1, "event_id=evt-2"); len(got) != 0 {
+		t.Errorf("t1 sees the attempts of t2's evt-2: %+v", got)
+	}
+	if got := cr.attempts(t, cr.t2, "event_id=evt-1"); len(got) != 0 {
+		t.Errorf("t2 sees the attempts of t1's evt-1: %+v", got)
+	}
+	if got := cr.attempts(t, cr.t1, "event_id=evt-1"); len(got) != 2 {
+		t.Errorf("t1 sees %d attempts of its evt-1, want its 2", len(got))
+	}
+}
