@@ -16,9 +16,12 @@
 // (a signed, HttpOnly, SameSite=Strict cookie, whose writes need the
 // session's CSRF token). An operator token sees everything; a tenant token
 // or link sees and changes only the endpoints whose tenant column is its
-// tenant, their attempts and their dead letters: anything else is answered
-// 404, as if it did not exist. Each token is rate limited; every write is
-// logged as one audit line. Errors are RFC 9457 problem documents.
+// tenant, and the attempts and dead letters stored as its own (the tenant
+// their endpoint had then, whoever has it now: a deleted endpoint's stay
+// its old tenant's): anything else is answered 404, as if it did not
+// exist. A record is never sent to an endpoint of another tenant than its
+// own, whoever asks. Each token is rate limited; every write is logged as
+// one audit line. Errors are RFC 9457 problem documents.
 //
 // Concurrency: a Server is safe for concurrent use; Run serves until its
 // context ends, then shuts the listener down and waits for it.
