@@ -9,9 +9,10 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
-// A tenant's List of a file store holding 2,000 records of 100 tenants
+// A tenant's List of a store holding 2,000 records of 100 tenants
 // (2 KB payloads) reads its own 20 files; the operator's reads all of
 // them, as every tenant's did before records kept their tenant.
 func BenchmarkFileList(b *testing.B) {
@@ -19,6 +20,21 @@ func BenchmarkFileList(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchList(b, st)
+}
+
+// The same in the MySQL store: a tenant's List reads its 20 rows by the
+// index ix_tenant.
+func BenchmarkMySQLList(b *testing.B) {
+	srv := testserver.Start(b, testserver.Options{NoBinlog: true})
+	st, err := deadletter.OpenMySQL(context.Background(), srv.DB(b, srv.NewDatabase(b)), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchList(b, st)
+}
+
+func benchList(b *testing.B, st deadletter.Store) {
 	payload := []byte(`{"x": "` + strings.Repeat("p", 2048) + `"}`)
 	for i := range 2000 {
 		err := st.Put(context.Background(), deadletter.Letter{Sink: "hooks/e", Tenant: fmt.Sprintf("tenant-%d", i%100), Reason: "400",
