@@ -12,7 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
-// A tenant's List of a store holding 2,000 records of 100 tenants
+// A tenant's List of a file store holding 2,000 records of 100 tenants
 // (2 KB payloads) reads its own 20 files; the operator's reads all of
 // them, as every tenant's did before records kept their tenant.
 func BenchmarkFileList(b *testing.B) {
