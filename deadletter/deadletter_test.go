@@ -97,7 +97,9 @@ func tenants(t *testing.T, st deadletter.Store, legacy func()) {
 	put(long+"a", "long-a")
 	put(long+"b", "long-b") // the same first 255 bytes as long-a's tenant
 	put("acme", "acme-2")
-	want := 6
+	put("ACME", "upper-1") // tenants compare as bytes: no collation folds them
+	put("acme ", "space-1")
+	want := 8
 	if legacy != nil {
 		legacy()
 		want++
@@ -117,7 +119,7 @@ func tenants(t *testing.T, st deadletter.Store, legacy func()) {
 		}
 		return out
 	}
-	for tenant, want := range map[string]string{"acme": "acme-1 acme-2", "globex": "globex-1", "initech": "", long + "a": "long-a", long + "b": "long-b"} {
+	for tenant, want := range map[string]string{"acme": "acme-1 acme-2", "ACME": "upper-1", "acme ": "space-1", "globex": "globex-1", "initech": "", long + "a": "long-a", long + "b": "long-b"} {
 		if got := strings.Join(ids(deadletter.Filter{Tenant: tenant}), " "); got != want {
 			t.Errorf("tenant %.10q lists %q, want %q", tenant, got, want)
 		}
