@@ -172,6 +172,17 @@ func TestMySQLStoreKeepsEachRecordsTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenants(t, st, nil)
+	// A tenant's List reads its own rows only: one of another tenant that
+	// does not decode is not read.
+	if _, err := db.Exec(`INSERT INTO outbox_relay_dead_letters (id, sink, tenant, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES ('x', 'hooks/orders', 'other', 'e', 'a', '', 1, NOW(6), NOW(6), NOW(6), 'not JSON')`); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := st.List(context.Background(), deadletter.Filter{Tenant: "acme"}); err != nil || len(recs) != 2 {
+		t.Errorf("acme's List with another tenant's broken row: %d records, %v", len(recs), err)
+	}
+	if _, err := st.List(context.Background(), deadletter.Filter{}); err == nil {
+		t.Error("the operator's List read past a broken row")
+	}
 	var plan string
 	var x []any
 	rows, err := db.Query("EXPLAIN SELECT record FROM outbox_relay_dead_letters WHERE tenant = 'acme' ORDER BY id")
