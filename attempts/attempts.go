@@ -15,7 +15,8 @@
 // memory) when the checkpoint store is a file.
 // Both are safe for concurrent use, keep the same fields to the same
 // precision (times to the microsecond, the first AnswerLimit bytes of an
-// answer, text fields cut at 255 bytes, an error's text at 1024) and pass
+// answer, text fields cut at 255 bytes, an error's text at 1024, a longer
+// tenant kept as TenantKey) and pass
 // one conformance suite (store_test.go). A File is opened by one process at
 // a time; a reader waits for the writer to let go, and is told to ask the
 // running relay instead (ErrLocked).
@@ -50,12 +51,14 @@ const (
 
 // Attempt is one HTTP attempt of one event at one endpoint.
 type Attempt struct {
-	Time      time.Time `json:"time"`     // when the attempt started
-	Sink      string    `json:"sink"`     // the webhook sink
-	Endpoint  string    `json:"endpoint"` // the endpoint's name in the sink
-	Tenant    string    `json:"tenant,omitempty"`
-	EventID   string    `json:"event_id"`
-	EventType string    `json:"event_type"`
+	Time     time.Time `json:"time"`     // when the attempt started
+	Sink     string    `json:"sink"`     // the webhook sink
+	Endpoint string    `json:"endpoint"` // the endpoint's name in the sink
+	// Tenant is the endpoint's tenant when it made the attempt (a store
+	// keeps TenantKey of it).
+	Tenant    string `json:"tenant,omitempty"`
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
 	// Number is 1 for the first attempt of this event at this endpoint.
 	Number int `json:"attempt"`
 	// Status is the HTTP status code, 0 when no answer came (Class says why).
@@ -87,7 +90,9 @@ type Query struct {
 	Sink     string
 	Endpoint string
 	// Tenant, when set, selects only the attempts of that tenant's
-	// endpoints (a tenant's view is always scoped by it).
+	// endpoints: of the tenant the endpoint had when it made the attempt,
+	// whoever has it now (a tenant's view is always scoped by it).
+	// Attempts of no tenant never match it.
 	Tenant  string
 	EventID string
 	Status  int  // exact HTTP status

@@ -531,7 +531,7 @@ func (f *File) matcher(q Query) (matcher, bool) {
 		}
 	}
 	if q.Tenant != "" {
-		t, ok := f.names[q.Tenant]
+		t, ok := f.names[TenantKey(q.Tenant)]
 		if !ok {
 			return m, false
 		}

@@ -144,7 +144,7 @@ func (m *MySQL) Search(ctx context.Context, q Query) ([]Record, error) {
 		add("endpoint = ?", q.Endpoint)
 	}
 	if q.Tenant != "" {
-		add("tenant = ?", q.Tenant)
+		add("tenant = ?", TenantKey(q.Tenant))
 	}
 	if q.EventID != "" {
 		add("event_id = ?", q.EventID)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 )
 
 // ErrReadOnly is returned by Append and Prune of a store opened for
@@ -30,7 +32,7 @@ func normal(a Attempt) Attempt {
 	a.Committed = micro(a.Committed)
 	a.Sink = cut(a.Sink, keyLimit)
 	a.Endpoint = cut(a.Endpoint, keyLimit)
-	a.Tenant = cut(a.Tenant, keyLimit)
+	a.Tenant = TenantKey(a.Tenant)
 	a.EventID = cut(a.EventID, keyLimit)
 	a.EventType = cut(a.EventType, keyLimit)
 	a.Replay = cut(a.Replay, keyLimit)
@@ -43,6 +45,12 @@ func normal(a Attempt) Attempt {
 	}
 	return a
 }
+
+// TenantKey is a tenant as a store keeps it, and as a search compares it:
+// the tenant itself, or when it is longer than keyLimit its first bytes
+// and a hash of all of it (checkpoint.SideKey), so that two tenants never
+// share a record, as they would if both were cut.
+func TenantKey(tenant string) string { return checkpoint.SideKey(tenant, keyLimit) }
 
 func micro(t time.Time) time.Time {
 	if t.IsZero() {

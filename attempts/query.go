@@ -31,7 +31,7 @@ func (q Query) Matches(r Record) bool {
 	case q.Before > 0 && r.ID >= q.Before,
 		q.Sink != "" && a.Sink != q.Sink,
 		q.Endpoint != "" && a.Endpoint != q.Endpoint,
-		q.Tenant != "" && a.Tenant != q.Tenant,
+		q.Tenant != "" && a.Tenant != TenantKey(q.Tenant),
 		q.EventID != "" && a.EventID != q.EventID,
 		q.Status != 0 && a.Status != q.Status,
 		q.Failed && a.Outcome == OutcomeDelivered,

@@ -152,6 +152,25 @@ var conformance = []conformanceCase{
 			t.Errorf("id %d, want > 0", recs[0].ID)
 		}
 	}},
+	{"two tenants longer than the column, alike in their first bytes, are kept apart", func(t *testing.T, st attempts.Store) {
+		long := strings.Repeat("é", 200) // 400 bytes
+		batch := []attempts.Attempt{
+			{Time: t0, Sink: "wh", Endpoint: "billing", Tenant: long + "a", EventID: "e-a", Outcome: attempts.OutcomeFailed},
+			{Time: t0, Sink: "wh", Endpoint: "billing", Tenant: long + "b", EventID: "e-b", Outcome: attempts.OutcomeFailed},
+		}
+		if err := st.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range batch {
+			recs, err := st.Search(ctx, attempts.Query{Tenant: want.Tenant})
+			if err != nil || len(recs) != 1 || recs[0].EventID != want.EventID {
+				t.Errorf("tenant …%s finds %+v (%v), want its own one attempt", want.Tenant[len(want.Tenant)-1:], recs, err)
+			}
+			if len(recs) == 1 && recs[0].Tenant != attempts.TenantKey(want.Tenant) {
+				t.Errorf("its record's tenant is %q, want its TenantKey", recs[0].Tenant)
+			}
+		}
+	}},
 	{"each query field selects its attempts, newest stored first", func(t *testing.T, st attempts.Store) {
 		base := appendFixture(t, st)
 		for _, c := range []struct {

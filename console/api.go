@@ -55,7 +55,8 @@ var apiRoutes = []route{
 	{method: "POST", path: "/api/v1/attempts/{id}/resend", id: "resendAttempt", summary: "Send the attempt's event again to its endpoint, freshly signed (a replay job selecting only that event); a new attempt is recorded.", resp: "Job", status: 202, write: true, h: (*Server).resend},
 	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "Dead letters of the webhook endpoints, oldest first.", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
 	{method: "POST", path: "/api/v1/links", id: "createLink", summary: "Mint a tenant's signed link (operator tokens only): the path of that tenant's view, valid for ttl (default 15m, at most 24h), to embed in a frame.", body: "LinkRequest", resp: "Link", status: 201, write: true, h: (*Server).createLink},
-	{method: "POST", path: "/api/v1/dead-letters/replay", id: "replayDeadLetters", summary: "Deliver dead letters again; each leaves the store once its endpoint acknowledged it.", body: "DeadLetterReplay", resp: "DeadLetterReplayResult", status: 200, write: true, h: (*Server).replayDeadLetters},
+	{method: "POST", path: "/api/v1/dead-letters/replay", id: "replayDeadLetters", summary: "Deliver dead letters again; each leaves the store once its endpoint acknowledged it. Refused (409) when an endpoint is gone or of another tenant than the record's.", body: "DeadLetterReplay", resp: "DeadLetterReplayResult", status: 200, write: true, h: (*Server).replayDeadLetters},
+	{method: "POST", path: "/api/v1/dead-letters/purge", id: "purgeDeadLetters", summary: "Delete dead letters (a deleted endpoint's too).", body: "DeadLetterPurge", resp: "DeadLetterPurgeResult", status: 200, write: true, h: (*Server).purgeDeadLetters},
 }
 
 // api wraps a route's handler: authentication, rate limit, CSRF.
@@ -654,7 +655,7 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 // attempt returns attempt id when p may see it.
 func (s *Server) attempt(ctx context.Context, p principal, id int64) (attempts.Record, bool, error) {
 	recs, err := s.o.Attempts.Search(ctx, attempts.Query{Tenant: p.tenant, Before: id + 1, Limit: 1})
-	if err != nil || len(recs) == 0 || recs[0].ID != id || !p.operator() && recs[0].Tenant != p.tenant {
+	if err != nil || len(recs) == 0 || recs[0].ID != id || !p.operator() && recs[0].Tenant != attempts.TenantKey(p.tenant) {
 		return attempts.Record{}, false, err
 	}
 	return recs[0], true, nil
@@ -692,10 +693,12 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, p principal) {
 	if !ok {
 		return
 	}
-	// The endpoint must still be one p may see (a tenant's row may have
-	// been given to another tenant since).
-	if _, err := s.endpoint(r.Context(), p, rec.Sink, rec.Endpoint); err != nil {
-		notFound(w, fmt.Sprintf("attempt %d's endpoint %s/%s is gone", rec.ID, rec.Sink, rec.Endpoint))
+	// The endpoint must still be one p may see, and still of the tenant
+	// the attempt was of: a row deleted and made again by another tenant,
+	// or given to another, is not sent the old tenant's event, even by the
+	// operator.
+	if e, err := s.endpoint(r.Context(), p, rec.Sink, rec.Endpoint); err != nil || attempts.TenantKey(e.Tenant) != rec.Tenant {
+		notFound(w, fmt.Sprintf("attempt %d's endpoint %s/%s is gone: deleted, or not the same tenant's now", rec.ID, rec.Sink, rec.Endpoint))
 		return
 	}
 	if s.o.Relay == nil {
@@ -711,28 +714,49 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, p principal) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"job": id})
 }
 
-// deadLetters returns the dead letters of the webhook endpoints p may see
-// that f selects.
+// deadLetters returns the dead letters p may see that f selects: a
+// tenant's, those stored as that tenant's (the store selects them: another
+// tenant's are not read), whoever has their endpoint now; the operator's,
+// those of every endpoint of the webhook sinks, deleted ones' too.
 func (s *Server) deadLetters(ctx context.Context, p principal, f deadletter.Filter) ([]deadletter.Record, error) {
+	f.Tenant = p.tenant
 	recs, err := s.o.DeadLetters.List(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	eps, err := s.endpoints(ctx, p, "")
-	if err != nil {
-		return nil, err
-	}
-	visible := map[string]bool{}
-	for _, e := range eps {
-		visible[e.Key] = true
-	}
 	out := []deadletter.Record{}
 	for _, rec := range recs {
-		if visible[rec.Sink] {
+		sink, _, _ := strings.Cut(rec.Sink, "/")
+		if _, ok := s.sinks[sink]; ok && (p.operator() || rec.Tenant == p.tenant) {
 			out = append(out, rec)
 		}
 	}
 	return out, nil
+}
+
+// ownEndpoints answers 409 and returns false when one of recs cannot be
+// sent to its endpoint: the endpoint is not one p may see now, or it is
+// of another tenant than the record was stored for (deleted and made
+// again, or given to another tenant). The answer names the records, never
+// who has their endpoints now.
+func (s *Server) ownEndpoints(w http.ResponseWriter, ctx context.Context, p principal, recs []deadletter.Record) bool {
+	var gone []string
+	for _, rec := range recs {
+		sink, name, _ := strings.Cut(rec.Sink, "/")
+		e, err := s.endpoint(ctx, p, sink, name)
+		if err != nil && !errors.Is(err, errNoEndpoint) {
+			s.internal(w, err)
+			return false
+		}
+		if err != nil || rec.Tenant != "" && e.Tenant != rec.Tenant {
+			gone = append(gone, rec.ID)
+		}
+	}
+	if len(gone) > 0 {
+		writeProblem(w, http.StatusConflict, "endpoint-gone", fmt.Sprintf("the endpoints of dead letters %s are gone: deleted, or not the same tenant's now; their records are kept (purge them with POST /api/v1/dead-letters/purge)", strings.Join(gone, ", ")))
+		return false
+	}
+	return true
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p principal) {
@@ -786,6 +810,9 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 		notFound(w, "some of ids are not dead letters this token may see: GET /api/v1/dead-letters lists them")
 		return
 	}
+	if !s.ownEndpoints(w, r.Context(), p, recs) {
+		return
+	}
 	if s.o.Relay == nil {
 		unavailable(w, "this console runs without a relay: dead letters cannot be replayed")
 		return
@@ -797,6 +824,43 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 		out["error"] = err.Error()
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request, p principal) {
+	if s.o.DeadLetters == nil {
+		unavailable(w, "dead_letter.store is none: there are no dead letters")
+		return
+	}
+	var in struct {
+		IDs []string `json:"ids"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if len(in.IDs) == 0 {
+		badRequest(w, "ids: name the dead letters to purge (GET /api/v1/dead-letters lists them)")
+		return
+	}
+	recs, err := s.deadLetters(r.Context(), p, deadletter.Filter{IDs: in.IDs})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	if len(recs) != len(in.IDs) {
+		notFound(w, "some of ids are not dead letters this token may see: GET /api/v1/dead-letters lists them")
+		return
+	}
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.ID
+	}
+	err = s.o.DeadLetters.Delete(r.Context(), ids...)
+	s.writeAudit(p, "purge dead letters "+strings.Join(ids, ","), recs[0].Sink, err)
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"purged": len(ids)})
 }
 
 // maxLinkTTL caps how long a tenant link lives.

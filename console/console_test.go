@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,8 +62,8 @@ func newFixture(t *testing.T, mutate ...func(*config.Console)) *fixture {
 	})
 	f.attemptA, f.attemptB = 1, 2
 	dl := &memDeadLetters{}
-	_ = dl.Put(context.Background(), deadletter.Letter{Sink: "hooks/a1", Event: &event.Event{ID: "evt-a"}, Reason: "gave up"})
-	_ = dl.Put(context.Background(), deadletter.Letter{Sink: "hooks/b1", Event: &event.Event{ID: "evt-b"}, Reason: "gave up on b-answer"})
+	_ = dl.Put(context.Background(), deadletter.Letter{Sink: "hooks/a1", Tenant: "A", Event: &event.Event{ID: "evt-a"}, Reason: "gave up"})
+	_ = dl.Put(context.Background(), deadletter.Letter{Sink: "hooks/b1", Tenant: "B", Event: &event.Event{ID: "evt-b"}, Reason: "gave up on b-answer"})
 	stats := func(string) map[string][]gateway.EndpointStats {
 		return map[string][]gateway.EndpointStats{"hooks": {
 			{Endpoint: "hooks/a1", State: "attached", LagSeconds: 1.5},
@@ -136,6 +137,7 @@ func TestATenantTokenCannotReachAnotherTenantsThings(t *testing.T) {
 		"resendAttempt":     {"/api/v1/attempts/2/resend", ""},
 		"listDeadLetters":   {"/api/v1/dead-letters?sink=hooks/b1", ""},
 		"replayDeadLetters": {"/api/v1/dead-letters/replay", `{"ids":["2"]}`},
+		"purgeDeadLetters":  {"/api/v1/dead-letters/purge", `{"ids":["2"]}`},
 		"createLink":        {"/api/v1/links", `{"tenant":"B"}`},
 	}
 	for _, rt := range apiRoutes {
@@ -344,5 +346,89 @@ func TestTheAPIReferenceIsGenerated(t *testing.T) {
 	got, err := os.ReadFile(file)
 	if err != nil || string(got) != want {
 		t.Errorf("%s differs from the OpenAPI document (%v); run go test ./console/ -run APIReference -update", file, err)
+	}
+}
+
+// Issue 41's reproduction, item 1: tenant A's endpoint a1 dead-letters an
+// event; A deletes a1; tenant B makes its own a1. B sees nothing of A's,
+// and A's records stay A's: listed, never sent to B's a1 (not by the
+// operator either), purged by A.
+func TestADeletedEndpointsRecordsStayWithItsTenant(t *testing.T) {
+	f := newFixture(t)
+	type letters struct {
+		DeadLetters []deadletter.Record `json:"dead_letters"`
+	}
+	list := func(token string) []string {
+		t.Helper()
+		res, body := f.do(t, "GET", "/api/v1/dead-letters", token, "")
+		var got letters
+		if err := json.Unmarshal([]byte(body), &got); err != nil || res.StatusCode != 200 {
+			t.Fatalf("list dead letters: %d %v %s", res.StatusCode, err, body)
+		}
+		var ids []string
+		for _, r := range got.DeadLetters {
+			ids = append(ids, r.Event.ID)
+		}
+		return ids
+	}
+	if res, body := f.do(t, "DELETE", "/api/v1/endpoints/hooks/a1", f.tenA, ""); res.StatusCode != 204 {
+		t.Fatalf("A deletes a1: %d %s", res.StatusCode, body)
+	}
+	if res, body := f.do(t, "POST", "/api/v1/endpoints/hooks", f.tenB, `{"id":"a1","url":"https://b-secret.example/a1"}`); res.StatusCode != 201 {
+		t.Fatalf("B makes a1: %d %s", res.StatusCode, body)
+	}
+	if got := list(f.tenB); !slices.Equal(got, []string{"evt-b"}) {
+		t.Errorf("tenant B lists dead letters %v, want its own evt-b only", got)
+	}
+	if got := list(f.tenA); !slices.Equal(got, []string{"evt-a"}) {
+		t.Errorf("tenant A lists dead letters %v, want its evt-a, of its deleted endpoint", got)
+	}
+	if got := list(f.op); !slices.Equal(got, []string{"evt-a", "evt-b"}) {
+		t.Errorf("the operator lists dead letters %v, want both", got)
+	}
+	if res, body := f.do(t, "POST", "/api/v1/dead-letters/replay", f.tenB, `{"ids":["1"]}`); res.StatusCode != 404 || strings.Contains(body, "evt-a") {
+		t.Errorf("B replays A's dead letter: %d %s", res.StatusCode, body)
+	}
+	for who, token := range map[string]string{"A": f.tenA, "the operator": f.op} {
+		res, body := f.do(t, "POST", "/api/v1/dead-letters/replay", token, `{"ids":["1"]}`)
+		isProblem(t, who+" replays A's dead letter to B's a1", res, body, http.StatusConflict)
+		if strings.Contains(body, `"B"`) || strings.Contains(body, "tenant B") {
+			t.Errorf("the refusal names who has the endpoint now: %s", body)
+		}
+	}
+	// A's attempt: not B's to see, and not sent to B's a1 by anyone.
+	if res, body := f.do(t, "GET", "/api/v1/attempts?endpoint=a1", f.tenB, ""); res.StatusCode != 200 || strings.Contains(body, "evt-a") {
+		t.Errorf("B lists a1's attempts: %d %s", res.StatusCode, body)
+	}
+	for who, token := range map[string]string{"A": f.tenA, "the operator": f.op} {
+		res, body := f.do(t, "POST", fmt.Sprintf("/api/v1/attempts/%d/resend", f.attemptA), token, "")
+		isProblem(t, who+" resends A's attempt to B's a1", res, body, http.StatusNotFound)
+	}
+	if len(f.relay.calls) > 0 {
+		t.Errorf("the relay was asked %v", f.relay.calls)
+	}
+	// A purges its record; B cannot.
+	if res, body := f.do(t, "POST", "/api/v1/dead-letters/purge", f.tenB, `{"ids":["1"]}`); res.StatusCode != 404 {
+		t.Errorf("B purges A's dead letter: %d %s", res.StatusCode, body)
+	}
+	if res, body := f.do(t, "POST", "/api/v1/dead-letters/purge", f.tenA, `{"ids":["1"]}`); res.StatusCode != 200 || !strings.Contains(body, `"purged":1`) {
+		t.Errorf("A purges its dead letter: %d %s", res.StatusCode, body)
+	}
+	if got := list(f.op); !slices.Equal(got, []string{"evt-b"}) {
+		t.Errorf("after A's purge the operator lists %v, want evt-b only", got)
+	}
+}
+
+// A dead letter stored before records kept their tenant is the
+// operator's: no tenant lists it, even one whose endpoint it names.
+func TestARecordOfNoTenantIsTheOperatorsOnly(t *testing.T) {
+	f := newFixture(t)
+	dl := f.s.o.DeadLetters
+	_ = dl.Put(context.Background(), deadletter.Letter{Sink: "hooks/a1", Event: &event.Event{ID: "evt-old"}, Reason: "gave up"})
+	if _, body := f.do(t, "GET", "/api/v1/dead-letters", f.tenA, ""); strings.Contains(body, "evt-old") {
+		t.Errorf("tenant A lists a record of no tenant: %s", body)
+	}
+	if _, body := f.do(t, "GET", "/api/v1/dead-letters", f.op, ""); !strings.Contains(body, "evt-old") {
+		t.Errorf("the operator does not list a record of no tenant: %s", body)
 	}
 }

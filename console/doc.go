@@ -18,16 +18,19 @@
 // the tokens while the server runs (the relay calls it on SIGHUP); a token
 // removed or given another hash ends its sessions. An operator token sees
 // everything; a tenant token or link sees and changes only the endpoints
-// whose tenant column is its tenant, their attempts and their dead
-// letters: anything else is answered 404, as if it did not exist. A
-// tenant names its endpoints in a namespace of its own (names.go): the row
-// id is made from the tenant and the name, so no answer to a create tells
-// of another tenant's names or the configuration's. Each
-// token is rate limited; a wrong credential is charged to its client's
-// allowance of failures once checked, never a right one (limits.go). The
-// API shows endpoint urls with their credentials hidden (package redact),
-// except in the answer that creates one. Every write is logged as one
-// audit line. Errors are RFC 9457 problem documents.
+// whose tenant column is its tenant, and the attempts and dead letters
+// stored as its own (the tenant their endpoint had then, whoever has it
+// now: a deleted endpoint's stay its old tenant's): anything else is
+// answered 404, as if it did not exist. A record is never sent to an
+// endpoint of another tenant than its own, whoever asks. A tenant names
+// its endpoints in a namespace of its own (names.go): the row id is made
+// from the tenant and the name, so no answer to a create tells of another
+// tenant's names or the configuration's. Each token is rate limited; a
+// wrong credential is charged to its client's allowance of failures once
+// checked, never a right one (limits.go). The API shows endpoint urls with
+// their credentials hidden (package redact), except in the answer that
+// creates one. Every write is logged as one audit line. Errors are RFC
+// 9457 problem documents.
 //
 // Concurrency: a Server is safe for concurrent use; Run serves until its
 // context ends, then shuts the listener down and waits for it.

@@ -146,7 +146,7 @@ type memDeadLetters struct {
 func (m *memDeadLetters) Put(_ context.Context, l deadletter.Letter) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.recs = append(m.recs, deadletter.Record{ID: fmt.Sprint(len(m.recs) + 1), Sink: l.Sink, Event: l.Event, Reason: l.Reason, Stored: time.Now()})
+	m.recs = append(m.recs, deadletter.Record{ID: fmt.Sprint(len(m.recs) + 1), Sink: l.Sink, Tenant: l.Tenant, Event: l.Event, Reason: l.Reason, Stored: time.Now()})
 	return nil
 }
 
@@ -162,8 +162,14 @@ func (m *memDeadLetters) List(_ context.Context, f deadletter.Filter) ([]deadlet
 	return out, nil
 }
 
-func (m *memDeadLetters) Delete(_ context.Context, ids ...string) error { return nil }
-func (m *memDeadLetters) Close() error                                  { return nil }
+func (m *memDeadLetters) Delete(_ context.Context, ids ...string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs = slices.DeleteFunc(m.recs, func(r deadletter.Record) bool { return slices.Contains(ids, r.ID) })
+	return nil
+}
+
+func (m *memDeadLetters) Close() error { return nil }
 
 // fakeRelay records what the console asked of it.
 type fakeRelay struct {

@@ -73,13 +73,15 @@ var schemas = obj{
 	}, "id", "time", "sink", "endpoint", "event_id", "attempt", "outcome"),
 	"DeadLetterList": object(obj{"dead_letters": arrayOf(ref("DeadLetter"), "oldest first")}, "dead_letters"),
 	"DeadLetter": object(obj{
-		"id": str("the record's id"), "sink": str("sink/endpoint"), "event": obj{"type": "object", "description": "the event"},
+		"id": str("the record's id"), "sink": str("sink/endpoint"), "tenant": str("the endpoint's tenant when the event failed: the record stays that tenant's"), "event": obj{"type": "object", "description": "the event"},
 		"reason": str("why it was dead-lettered"), "attempts": typed("integer", "attempts made"),
 		"first_failed": str("time"), "last_failed": str("time"), "stored": str("time"),
 	}, "id", "sink", "reason"),
 	"LinkRequest":            object(obj{"tenant": str("the tenant whose view the link opens"), "ttl": str("how long it is valid: a duration, default 15m, at most 24h")}, "tenant"),
 	"Link":                   object(obj{"path": str("the path of the tenant's view (/t/LINK/), to join to the console's address"), "expires": str("when it stops working")}, "path", "expires"),
 	"DeadLetterReplay":       object(obj{"ids": arrayOf(obj{"type": "string"}, "the records to replay")}, "ids"),
+	"DeadLetterPurge":        object(obj{"ids": arrayOf(obj{"type": "string"}, "the records to delete")}, "ids"),
+	"DeadLetterPurgeResult":  object(obj{"purged": typed("integer", "records deleted")}, "purged"),
 	"DeadLetterReplayResult": object(obj{"replayed": typed("integer", "delivered and removed"), "failed": typed("integer", "kept"), "error": str("why those failed")}, "replayed", "failed"),
 }
 

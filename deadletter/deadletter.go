@@ -8,6 +8,13 @@
 // never lost. Two stores: File (one JSON file per record in a directory,
 // written atomically) and MySQL (a table in the checkpoint database). Both
 // are safe for concurrent use.
+//
+// A record keeps the tenant its endpoint had when the event failed
+// (Letter.Tenant), and is that tenant's for good: a tenant's view selects
+// records by it (Filter.Tenant), in the store, never by who owns the
+// endpoint now, which may be another tenant that reused the endpoint's
+// name. A record of no tenant (an endpoint of no tenant, or a record stored
+// before records kept their tenant) is the operator's only.
 package deadletter
 
 import (
@@ -26,7 +33,10 @@ import (
 type Letter struct {
 	Event *event.Event
 	// Sink is the name of the sink (pipeline) that failed to deliver it.
-	Sink     string
+	Sink string
+	// Tenant is the tenant of the sink when it failed (sink.TenantOf: a
+	// webhook endpoint of a tenant's row); empty for a sink of no tenant.
+	Tenant   string
 	Reason   string
 	Attempts int
 	First    time.Time
@@ -45,6 +55,7 @@ type Record struct {
 	// ID is assigned by the store; it orders records by the time stored.
 	ID       string       `json:"id"`
 	Sink     string       `json:"sink"`
+	Tenant   string       `json:"tenant,omitempty"`
 	Event    *event.Event `json:"event"`
 	Reason   string       `json:"reason"`
 	Attempts int          `json:"attempts"`
@@ -61,9 +72,13 @@ type Filter struct {
 	IDs []string
 	// Sink selects one sink's records; a webhook sink's name selects those
 	// of all its endpoints ("hooks" selects "hooks/billing" too).
-	Sink  string
-	Since time.Time // stored at or after
-	Until time.Time // stored before
+	Sink string
+	// Tenant, when set, selects only the records of that tenant (the
+	// tenant their endpoint had when they were stored): a tenant's view is
+	// always scoped by it. Records of no tenant never match it.
+	Tenant string
+	Since  time.Time // stored at or after
+	Until  time.Time // stored before
 }
 
 // Match reports whether r passes f.
@@ -83,6 +98,9 @@ func (f Filter) Match(r Record) bool {
 	if f.Sink != "" && f.Sink != r.Sink && !strings.HasPrefix(r.Sink, f.Sink+"/") {
 		return false
 	}
+	if f.Tenant != "" && f.Tenant != r.Tenant {
+		return false
+	}
 	if !f.Since.IsZero() && r.Stored.Before(f.Since) {
 		return false
 	}
@@ -95,7 +113,9 @@ func (f Filter) Match(r Record) bool {
 // Store is a dead-letter store.
 type Store interface {
 	Putter
-	// List returns the records matching f, oldest first.
+	// List returns the records matching f, oldest first. It selects by
+	// f.Tenant in the store (an index, file names), before it decodes a
+	// record.
 	List(ctx context.Context, f Filter) ([]Record, error)
 	// Delete removes the records with these ids (unknown ids are ignored).
 	Delete(ctx context.Context, ids ...string) error
@@ -103,7 +123,7 @@ type Store interface {
 }
 
 func recordOf(dl Letter, id string, now time.Time) Record {
-	return Record{ID: id, Sink: dl.Sink, Event: dl.Event, Reason: dl.Reason, Attempts: dl.Attempts,
+	return Record{ID: id, Sink: dl.Sink, Tenant: dl.Tenant, Event: dl.Event, Reason: dl.Reason, Attempts: dl.Attempts,
 		First: dl.First.UTC(), Last: dl.Last.UTC(), Stored: now.UTC()}
 }
 

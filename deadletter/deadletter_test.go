@@ -3,6 +3,8 @@ package deadletter_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +74,178 @@ func TestMySQLStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	exercise(t, st)
+}
+
+// tenants stores records of tenants acme and globex, one of no tenant and,
+// when legacy is set, one stored as an earlier version stored them (legacy
+// puts it); each tenant's List returns its own and nothing else, and the
+// operator's (no Tenant) all of them.
+func tenants(t *testing.T, st deadletter.Store, legacy func()) {
+	ctx := context.Background()
+	long := strings.Repeat("t", 300) // longer than the MySQL column
+	put := func(tenant, id string) {
+		t.Helper()
+		err := st.Put(ctx, deadletter.Letter{Sink: "hooks/orders", Tenant: tenant, Reason: "400", Attempts: 1, First: time.Now(), Last: time.Now(),
+			Event: &event.Event{ID: id, AggregateID: "a", Payload: []byte(`{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme", "acme-1")
+	put("globex", "globex-1")
+	put("", "nobody-1")
+	put(long+"a", "long-a")
+	put(long+"b", "long-b") // the same first 255 bytes as long-a's tenant
+	put("acme", "acme-2")
+	put("ACME", "upper-1") // tenants compare as bytes: no collation folds them
+	put("acme ", "space-1")
+	want := 8
+	if legacy != nil {
+		legacy()
+		want++
+	}
+	ids := func(f deadletter.Filter) []string {
+		t.Helper()
+		recs, err := st.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range recs {
+			if f.Tenant != "" && r.Tenant != f.Tenant {
+				t.Errorf("tenant %.10q's List returned a record of tenant %.10q", f.Tenant, r.Tenant)
+			}
+			out = append(out, r.Event.ID)
+		}
+		return out
+	}
+	for tenant, want := range map[string]string{"acme": "acme-1 acme-2", "ACME": "upper-1", "acme ": "space-1", "globex": "globex-1", "initech": "", long + "a": "long-a", long + "b": "long-b"} {
+		if got := strings.Join(ids(deadletter.Filter{Tenant: tenant}), " "); got != want {
+			t.Errorf("tenant %.10q lists %q, want %q", tenant, got, want)
+		}
+	}
+	if got := ids(deadletter.Filter{}); len(got) != want {
+		t.Errorf("the operator lists %v, want %d records", got, want)
+	}
+	all, _ := st.List(ctx, deadletter.Filter{})
+	// A tenant's filter with ids: only its own of them.
+	var every []string
+	for _, r := range all {
+		every = append(every, r.ID)
+	}
+	if got := strings.Join(ids(deadletter.Filter{Tenant: "globex", IDs: every}), " "); got != "globex-1" {
+		t.Errorf("globex with every id lists %q, want globex-1", got)
+	}
+}
+
+func TestFileStoreKeepsEachRecordsTenant(t *testing.T) {
+	dir := t.TempDir() + "/dl"
+	st, err := deadletter.OpenFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants(t, st, func() {
+		// A record of an earlier version: no tenant in its name or body.
+		b := []byte(`{"id": "20250101T000000.000000000Z-000001", "sink": "hooks/orders", "event": {"ID": "legacy-1", "AggregateID": "a"}, "reason": "400", "attempts": 1, "stored": "2025-01-01T00:00:00Z"}`)
+		if err := os.WriteFile(dir+"/20250101T000000.000000000Z-000001.json", b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// A tenant's List opens only its own files: one of another tenant
+	// that does not decode is not read.
+	if err := os.WriteFile(dir+"/20250101T000000.000000000Z-000002-t0000000000000000.json", []byte("not JSON"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := st.List(context.Background(), deadletter.Filter{Tenant: "acme"}); err != nil || len(recs) != 2 {
+		t.Errorf("acme's List with another tenant's broken file: %d records, %v", len(recs), err)
+	}
+	if _, err := st.List(context.Background(), deadletter.Filter{}); err == nil {
+		t.Error("the operator's List read past a broken file")
+	}
+}
+
+func TestMySQLStoreKeepsEachRecordsTenant(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	st, err := deadletter.OpenMySQL(context.Background(), db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants(t, st, nil)
+	// A tenant's List reads its own rows only: one of another tenant that
+	// does not decode is not read.
+	if _, err := db.Exec(`INSERT INTO outbox_relay_dead_letters (id, sink, tenant, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES ('x', 'hooks/orders', 'other', 'e', 'a', '', 1, NOW(6), NOW(6), NOW(6), 'not JSON')`); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := st.List(context.Background(), deadletter.Filter{Tenant: "acme"}); err != nil || len(recs) != 2 {
+		t.Errorf("acme's List with another tenant's broken row: %d records, %v", len(recs), err)
+	}
+	if _, err := st.List(context.Background(), deadletter.Filter{}); err == nil {
+		t.Error("the operator's List read past a broken row")
+	}
+	var plan string
+	var x []any
+	rows, err := db.Query("EXPLAIN SELECT record FROM outbox_relay_dead_letters WHERE tenant = 'acme' ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		x = make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range x {
+			ptrs[i] = &x[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cols {
+			if c == "key" && x[i] != nil {
+				plan = string(x[i].([]byte))
+			}
+		}
+	}
+	rows.Close()
+	if plan != "ix_tenant" {
+		t.Errorf("a tenant's List uses index %q, want ix_tenant", plan)
+	}
+}
+
+// A table of an earlier version (no tenant column) gains it when the store
+// is opened: its records are the operator's, never a tenant's; a
+// read-only store on the old table lists no record for a tenant.
+func TestMySQLStoreAddsTheTenantColumnToAnOldTable(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	db := srv.DB(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	// The table as the version before made it, with one record.
+	if _, err := db.Exec("CREATE TABLE outbox_relay_dead_letters (id VARCHAR(64) NOT NULL PRIMARY KEY, sink VARCHAR(255) NOT NULL, event_id VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL, reason TEXT NOT NULL, attempts INT NOT NULL, first_failed DATETIME(6) NOT NULL, last_failed DATETIME(6) NOT NULL, stored DATETIME(6) NOT NULL, record LONGBLOB NOT NULL, KEY ix_sink_stored (sink, stored)) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO outbox_relay_dead_letters VALUES ('20250101T000000.000000000Z-000001', 'hooks/orders', 'legacy-1', 'a', '400', 1, NOW(6), NOW(6), NOW(6), '{"id": "20250101T000000.000000000Z-000001", "sink": "hooks/orders", "event": {"ID": "legacy-1", "AggregateID": "a"}, "reason": "400", "attempts": 1}')`); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := deadletter.OpenMySQLReadOnly(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := ro.List(ctx, deadletter.Filter{Tenant: "acme"}); err != nil || len(recs) != 0 {
+		t.Errorf("read-only, old table: acme lists %d records, %v", len(recs), err)
+	}
+	if recs, err := ro.List(ctx, deadletter.Filter{}); err != nil || len(recs) != 1 {
+		t.Errorf("read-only, old table: the operator lists %d records, %v", len(recs), err)
+	}
+	st, err := deadletter.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox_relay_dead_letters' AND INDEX_NAME = 'ix_tenant'").Scan(&n); err != nil || n != 2 {
+		t.Errorf("ix_tenant has %d columns (%v), want 2", n, err)
+	}
+	// Opened again (a second start, or a second relay): nothing to do.
+	if _, err := deadletter.OpenMySQL(ctx, db, ""); err != nil {
+		t.Fatal(err)
+	}
+	tenants(t, st, func() {}) // the old record is there already
 }

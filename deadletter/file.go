@@ -2,6 +2,8 @@ package deadletter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +17,14 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 )
 
-// File keeps one JSON file per record in a directory.
+// File keeps one JSON file per record in a directory, named for the
+// record's id: "<id>.json".
+//
+// The id of a record of a tenant ends in its tenant's tag: "-t" and 16 hex
+// digits of the tenant's SHA-256. List for a tenant (Filter.Tenant), or for
+// ids, opens only the files whose names can match: another tenant's
+// records, and records of no tenant, are not read. It compares the tenant
+// kept in each record it reads (two tenants' tags may agree).
 type File struct {
 	dir      string
 	readOnly bool
@@ -43,7 +52,11 @@ func (f *File) Put(_ context.Context, dl Letter) error {
 		return ErrReadOnly
 	}
 	now := time.Now()
-	r := recordOf(dl, newID(now), now)
+	id := newID(now)
+	if dl.Tenant != "" {
+		id += tagSep + tenantTag(dl.Tenant)
+	}
+	r := recordOf(dl, id, now)
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -63,11 +76,31 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ids map[string]bool
+	if len(flt.IDs) > 0 {
+		ids = make(map[string]bool, len(flt.IDs))
+		for _, id := range flt.IDs {
+			ids[id] = true
+		}
+	}
+	var tag string
+	if flt.Tenant != "" {
+		tag = tenantTag(flt.Tenant)
+	}
 	var out []Record
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+		id, ok := strings.CutSuffix(name, ".json")
+		if e.IsDir() || !ok || strings.HasPrefix(name, ".") {
 			continue
+		}
+		if ids != nil && !ids[id] {
+			continue
+		}
+		if tag != "" {
+			if _, t, ok := strings.Cut(id, tagSep); !ok || t != tag {
+				continue
+			}
 		}
 		b, err := os.ReadFile(filepath.Join(f.dir, name))
 		if err != nil {
@@ -108,3 +141,13 @@ func (f *File) Delete(_ context.Context, ids ...string) error {
 
 // Close implements Store.
 func (f *File) Close() error { return nil }
+
+// tagSep starts a tenant's tag in a record's id.
+const tagSep = "-t"
+
+// tenantTag is the tag of tenant in its records' ids: 16 hex digits of its
+// SHA-256.
+func tenantTag(tenant string) string {
+	sum := sha256.Sum256([]byte(tenant))
+	return hex.EncodeToString(sum[:8])
+}

@@ -13,7 +13,11 @@ import (
 )
 
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
-// on first use, in the checkpoint database.
+// on first use, in the checkpoint database. Its column tenant (bytes, with
+// an index by tenant and id) holds the record's tenant, so that a tenant's
+// List reads its own rows only; a tenant longer than the column is kept as
+// checkpoint.SideKey makes it. A table of an earlier version gains the
+// column when the store is opened for writing; its rows are of no tenant.
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -29,6 +33,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	err = checkpoint.CreateSideTable(ctx, db, "dead-letter", table,
 		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
 			"sink VARCHAR(255) NOT NULL,"+
+			"tenant "+tenantColumn.Def+","+
 			"event_id VARCHAR(255) NOT NULL,"+
 			"aggregate_id VARCHAR(255) NOT NULL,"+
 			"reason TEXT NOT NULL,"+
@@ -37,12 +42,23 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 			"last_failed DATETIME(6) NOT NULL,"+
 			"stored DATETIME(6) NOT NULL,"+
 			"record LONGBLOB NOT NULL,"+
-			"KEY ix_sink_stored (sink, stored)")
+			"KEY ix_sink_stored (sink, stored),"+
+			"KEY "+tenantColumn.Index)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkpoint.AddSideColumn(ctx, db, "dead-letter", table, tenantColumn, nil); err != nil {
 		return nil, err
 	}
 	return &MySQL{db: db, table: table}, nil
 }
+
+// tenantColumn is the column of a record's tenant, added to a table of an
+// earlier version.
+var tenantColumn = checkpoint.SideColumn{Name: "tenant", Def: "VARBINARY(255) NOT NULL DEFAULT ''", Index: "ix_tenant (tenant, id)"}
+
+// tenantLimit is the bytes of tenantColumn.
+const tenantLimit = 255
 
 // OpenMySQLReadOnly opens the store on db for reading only (dlq list): it
 // creates nothing, a missing table lists as empty, and Put and Delete return
@@ -66,8 +82,8 @@ func (m *MySQL) Put(ctx context.Context, dl Letter) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (id, sink, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES (?,?,?,?,?,?,?,?,?,?)",
-		r.ID, r.Sink, r.Event.ID, r.Event.AggregateID, r.Reason, r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
+	_, err = m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (id, sink, tenant, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+		r.ID, r.Sink, checkpoint.SideKey(r.Tenant, tenantLimit), r.Event.ID, r.Event.AggregateID, r.Reason, r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
 	if err != nil {
 		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
 	}
@@ -95,6 +111,10 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 		q += " AND (sink = ? OR sink LIKE ?)"
 		args = append(args, f.Sink, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
 	}
+	if f.Tenant != "" {
+		q += " AND tenant = ?"
+		args = append(args, checkpoint.SideKey(f.Tenant, tenantLimit))
+	}
 	if !f.Since.IsZero() {
 		q += " AND stored >= ?"
 		args = append(args, f.Since.UTC())
@@ -106,6 +126,9 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 	rows, err := m.db.QueryContext(ctx, q+" ORDER BY id", args...)
 	if m.readOnly && checkpoint.IsMissingTable(err) {
 		return nil, nil
+	}
+	if m.readOnly && f.Tenant != "" && checkpoint.IsUnknownColumn(err) {
+		return nil, nil // a table of an earlier version: no record has a tenant
 	}
 	if err != nil {
 		return nil, err
@@ -120,6 +143,9 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, err
+		}
+		if f.Tenant != "" && r.Tenant != f.Tenant {
+			continue // another tenant's of the same SideKey
 		}
 		out = append(out, r)
 	}

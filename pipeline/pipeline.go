@@ -821,7 +821,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 		return fmt.Errorf("event %s (%s) failed permanently and no dead-letter store is configured: %w; "+
 			"configure dead_letter so such events are kept and the stream goes on, then restart (the event is delivered again)", it.ev.ID, it.ev.Table, cause)
 	}
-	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Reason: cause.Error(), Attempts: it.failed.tries, First: it.failed.first, Last: time.Now()}
+	dl := deadletter.Letter{Event: it.ev, Sink: p.cfg.Name, Tenant: sink.TenantOf(p.cfg.Sink), Reason: cause.Error(), Attempts: it.failed.tries, First: it.failed.first, Last: time.Now()}
 	var ar sink.AttemptReporter
 	if errors.As(cause, &ar) {
 		if n, first, last := ar.AttemptReport(); n > 0 {

@@ -199,6 +199,40 @@ func TestPermanentFailureGoesToTheDeadLetterStoreAndTheStreamGoesOn(t *testing.T
 	}
 }
 
+// ownedSink is a sink of tenant acme (sink.Owned).
+type ownedSink struct{ *scriptSink }
+
+func (ownedSink) Tenant() string { return "acme" }
+
+// A dead letter keeps the tenant of the sink that failed it; a sink of no
+// tenant leaves it empty.
+func TestADeadLetterKeepsItsSinksTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owned  bool
+		tenant string
+	}{{"a sink of tenant acme", true, "acme"}, {"a sink of no tenant", false, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scriptSink{fail: func(id string, _ int) error {
+				if id == "e3" {
+					return sink.Permanent(errors.New("rejected"))
+				}
+				return nil
+			}}
+			var as sink.Sink = s
+			if tc.owned {
+				as = ownedSink{s}
+			}
+			dlq := &memDLQ{}
+			_ = run(t, Config{Name: "hooks/orders", Sink: as, Store: &memStore{}, DeadLetters: dlq, Start: event.Position{File: "b.1", Pos: 4}},
+				&fakeSource{Txns: txns(5, 2)}, func() bool { return len(s.got()) == 9 })
+			if len(dlq.dls) != 1 || dlq.dls[0].Tenant != tc.tenant {
+				t.Fatalf("dead letters = %+v, want one of tenant %q", dlq.dls, tc.tenant)
+			}
+		})
+	}
+}
+
 func TestPermanentFailureWithoutAStoreStopsBeforeTheCheckpointPassesIt(t *testing.T) {
 	s := &scriptSink{fail: func(id string, _ int) error {
 		if id == "e3" {

@@ -23,7 +23,9 @@ func (r *Relay) openDeadLetters(ctx context.Context) (deadletter.Putter, func(),
 // fresh one, built from the configuration; a webhook endpoint of a table
 // read from it), in stored order per sink, and deletes the record once the
 // sink acknowledged it (`outbox-relay dlq replay`, the console). It says
-// how many were delivered and how many kept, and why.
+// how many were delivered and how many kept, and why. A record of a tenant
+// is sent only to a sink of the same tenant (sink.TenantOf): an endpoint
+// deleted and made again by another tenant, or given to another, keeps it.
 func (rl *Relay) ReplayDeadLetters(ctx context.Context, store deadletter.Store, recs []deadletter.Record) (ok, failed int, err error) {
 	targets, err := rl.Targets()
 	if err != nil {
@@ -55,6 +57,11 @@ func (rl *Relay) ReplayDeadLetters(ctx context.Context, store deadletter.Store, 
 		s := t.Sink
 		if s == nil {
 			errs = append(errs, fmt.Errorf("record %s: sink %q is not in the config (kept)", r.ID, r.Sink))
+			failed++
+			continue
+		}
+		if r.Tenant != "" && sink.TenantOf(s) != r.Tenant {
+			errs = append(errs, fmt.Errorf("record %s (event %s) is of tenant %q, and %s is not that tenant's now (deleted and made again, or given to another tenant); purge it (kept)", r.ID, r.Event.ID, r.Tenant, r.Sink))
 			failed++
 			continue
 		}

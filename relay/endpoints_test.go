@@ -122,7 +122,8 @@ sinks:
 	ids = commit("t1", "t2")
 	wantA = append(wantA, ids[0])
 	wantB = append(wantB, ids[1])
-	// "static" moves from tenant t1 to t3 (a filter change: no restart).
+	// "static" moves from tenant t1 to t3: its pipeline restarts for its
+	// new tenant once it has delivered what it was handed up to then.
 	switchID := inTxn("t1", `UPDATE outbox_endpoints SET tenant = 't3' WHERE id = 'static'`)
 	wantA = append(wantA, switchID) // the changing transaction's own event is routed with the old filter
 	ids = commit("t1", "t3")

@@ -43,6 +43,10 @@ func (m *marked) Write(ctx context.Context, batch []*event.Event) error {
 	return m.inner.Write(ctx, m.mark(batch))
 }
 
+// Tenant implements sink.Owned: the wrapped sink's tenant, which the
+// job's dead letters keep.
+func (m *marked) Tenant() string { return sink.TenantOf(m.inner) }
+
 type markedSubmitter struct {
 	*marked
 	sub sink.Submitter

@@ -79,6 +79,23 @@ type Prober interface {
 	Probe(ctx context.Context) (found string, err error)
 }
 
+// Owned is implemented by a sink that belongs to one tenant (a webhook
+// endpoint of a tenant's endpoints-table row). The pipeline keeps Tenant in
+// the dead letters of its events, and a replay of a dead letter sends it
+// only to a sink of the same tenant. Tenant does not change during the
+// sink's life: a sink given to another tenant is another sink.
+type Owned interface {
+	Tenant() string
+}
+
+// TenantOf returns s's tenant: Owned's, "" when s belongs to none.
+func TenantOf(s Sink) string {
+	if o, ok := s.(Owned); ok {
+		return o.Tenant()
+	}
+	return ""
+}
+
 // Recoverer is implemented by sinks whose destination can be read back: on a
 // restart the pipeline asks it which events after the checkpoint the
 // destination already holds, and does not send them again.

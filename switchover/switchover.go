@@ -123,6 +123,10 @@ type Sink struct {
 	log    *slog.Logger
 }
 
+// Tenant implements sink.Owned: the wrapped sink's tenant, which its dead
+// letters keep.
+func (c *Sink) Tenant() string { return sink.TenantOf(c.Sink) }
+
 func (c *Sink) Write(ctx context.Context, batch []*event.Event) error {
 	keep, err := c.claim(ctx, batch)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/sink"
 	_ "github.com/outbox-relay/outbox-relay/sink/all" // the config names a stdout sink
 )
 
@@ -95,5 +96,22 @@ sinks: [{name: out, type: stdout}]
 	grant := "GRANT UPDATE ON `" + dbname + "`.`outbox` TO 'claimer'@'%';"
 	if err == nil || !strings.Contains(err.Error(), grant) {
 		t.Errorf("without UPDATE: got %v, want an error with %q", err, grant)
+	}
+}
+
+// ownedSink is a captureSink of tenant acme.
+type ownedSink struct{ captureSink }
+
+func (*ownedSink) Tenant() string { return "acme" }
+
+// The claiming sink keeps the tenant of the sink it wraps, so its dead
+// letters are that tenant's.
+func TestTheClaimingSinkKeepsItsTenant(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	if got := sink.TenantOf(NewSink(&ownedSink{}, "hooks/orders", nil, nil, nil, log)); got != "acme" {
+		t.Errorf("the claiming sink's tenant is %q, want acme", got)
+	}
+	if got := sink.TenantOf(NewSink(&captureSink{}, "kafka", nil, nil, nil, log)); got != "" {
+		t.Errorf("a claiming sink of no tenant has tenant %q", got)
 	}
 }

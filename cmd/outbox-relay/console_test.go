@@ -60,6 +60,14 @@ func freeAddr(t *testing.T) string {
 
 func startConsoleRelay(t *testing.T) *consoleRelay {
 	t.Helper()
+	return startConsoleRelayOn(t, "file")
+}
+
+// startConsoleRelayOn is startConsoleRelay with the checkpoint store, and
+// so the dead letters and the attempts record, of kind store: file, or
+// mysql (tables in the source's database).
+func startConsoleRelayOn(t *testing.T, store string) *consoleRelay {
+	t.Helper()
 	bin := buildBinary(t)
 	srv := testserver.Start(t, testserver.Options{ServerID: 34})
 	dbname := srv.NewDatabase(t)
@@ -103,10 +111,14 @@ func startConsoleRelay(t *testing.T) *consoleRelay {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	cr.bin, cr.cfgPath = bin, cfgPath
+	checkpoints := fmt.Sprintf("{path: %s, interval: 100ms}", filepath.Join(dir, "checkpoints.json"))
+	if store == "mysql" {
+		checkpoints = fmt.Sprintf("{store: mysql, dsn: 'root@tcp(127.0.0.1:%d)/%s', interval: 100ms}", srv.Port, dbname)
+	}
 	cfg := fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %[3]s.outbox, headers: [tenant]}]
-checkpoint: {path: %[4]s, interval: 100ms}
+checkpoint: %[4]s
 attempts: {enabled: true, interval: 20ms}
 replay: {poll: 200ms}
 sinks:
@@ -128,7 +140,7 @@ console:
     - {name: tenant-one, hash: "%[7]s", tenant: t1}
     - {name: tenant-two, hash: "%[8]s", tenant: t2}
 log: {level: info}
-`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "checkpoints.json"), addr, hop, h1, h2)
+`, srv.Port, testserver.ServerID(), dbname, checkpoints, addr, hop, h1, h2)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -29,10 +29,13 @@ Dead letters are events a sink could not deliver for good. Selectors:
                  sink's name selects all its endpoints)
   --since TIME   stored at or after TIME (RFC 3339, or a duration ago like 2h)
   --until TIME   stored before TIME
+  --tenant NAME  records of one tenant: those its endpoints stored, deleted ones' too
   --all          every record (replay and purge need a selector or --all)
 
   list    print the records
   replay  deliver them again; a record leaves the store only once its sink acknowledged it
+          (a tenant's record only to an endpoint of that tenant: one deleted and made
+          again by another tenant keeps it)
   purge   delete them
 `)
 	}
@@ -50,19 +53,20 @@ Dead letters are events a sink could not deliver for good. Selectors:
 		usage(stderr)
 		return errUsage
 	}
-	fs := newFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--since TIME] [--until TIME] [--all]", stderr)
+	fs := newFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--tenant NAME] [--since TIME] [--until TIME] [--all]", stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
 	var ids multiFlag
 	fs.Var(&ids, "id", "record id (repeatable)")
 	sinkName := fs.String("sink", "", "only records of this sink")
 	since := fs.String("since", "", "stored at or after (RFC 3339 or duration ago)")
 	until := fs.String("until", "", "stored before (RFC 3339 or duration ago)")
+	tenant := fs.String("tenant", "", "only records of this tenant")
 	all := fs.Bool("all", false, "select every record")
 	asJSON := fs.Bool("json", false, "list: print records as JSON lines")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	f := deadletter.Filter{IDs: ids, Sink: *sinkName}
+	f := deadletter.Filter{IDs: ids, Sink: *sinkName, Tenant: *tenant}
 	var err error
 	if f.Since, err = parseWhen(*since); err != nil {
 		return fmt.Errorf("--since: %w", err)
@@ -70,9 +74,9 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	if f.Until, err = parseWhen(*until); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
-	selected := len(ids) > 0 || *sinkName != "" || *since != "" || *until != "" || *all
+	selected := len(ids) > 0 || *sinkName != "" || *tenant != "" || *since != "" || *until != "" || *all
 	if verb != "list" && !selected {
-		fmt.Fprintf(stderr, "dlq %s needs a selector (--id, --sink, --since, --until) or --all\n", verb)
+		fmt.Fprintf(stderr, "dlq %s needs a selector (--id, --sink, --tenant, --since, --until) or --all\n", verb)
 		return errUsage
 	}
 	// list and purge read only the dead-letter store: a sink's unset
@@ -146,7 +150,7 @@ func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 	// event's ids): control characters are escaped, never interpreted.
 	p := printable.String
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSINK\tEVENT\tAGGREGATE\tATTEMPTS\tSTORED\tREASON")
+	fmt.Fprintln(tw, "ID\tSINK\tTENANT\tEVENT\tAGGREGATE\tATTEMPTS\tSTORED\tREASON")
 	for _, r := range recs {
 		reason := p(r.Reason)
 		if len(reason) > 100 {
@@ -156,7 +160,11 @@ func printRecords(w io.Writer, recs []deadletter.Record, asJSON bool) error {
 		if r.Event != nil {
 			id, agg = r.Event.ID, r.Event.AggregateID
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p(r.ID), p(r.Sink), p(id), p(agg), r.Attempts, r.Stored.Format(time.RFC3339), reason)
+		tenant := p(r.Tenant)
+		if tenant == "" {
+			tenant = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p(r.ID), p(r.Sink), tenant, p(id), p(agg), r.Attempts, r.Stored.Format(time.RFC3339), reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -50,6 +50,10 @@ type DeliveryError struct {
 
 func (e *DeliveryError) Error() string { return e.Err.Error() }
 
+// Tenant implements sink.Owned: the tenant of the endpoint's row
+// (EndpointConfig.Tenant), "" for an endpoint of no tenant.
+func (e *Endpoint) Tenant() string { return e.cfg.Tenant }
+
 // AttemptReport implements sink.AttemptReporter.
 func (e *DeliveryError) AttemptReport() (int, time.Time, time.Time) {
 	return e.Attempts, e.First, e.Last

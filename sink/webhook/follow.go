@@ -373,9 +373,12 @@ func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan str
 }
 
 // onlyFilterChanged reports whether a and b differ in their filter only.
+// A row given to another tenant changes its filter (the tenant header's
+// value) and its tenant: the endpoint is built again, so that its attempts
+// and dead letters from then on are the new tenant's (sink.Owned).
 func onlyFilterChanged(a, b EndpointConfig) bool {
 	a.Filter, b.Filter = Filter{}, Filter{}
-	return a.URL == b.URL && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
+	return a.URL == b.URL && a.Tenant == b.Tenant && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
 		a.Timeout == b.Timeout && a.MaxConcurrency == b.MaxConcurrency && a.Body == b.Body &&
 		maps.Equal(a.Headers, b.Headers) && a.Retry == b.Retry
 }

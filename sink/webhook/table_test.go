@@ -490,3 +490,33 @@ func TestLoad(t *testing.T) {
 		}
 	}
 }
+
+// A row whose tenant changes (and with it its filter) is built again, so
+// that its attempts and dead letters are the new tenant's; a row whose
+// event types change only is not.
+func TestARowGivenToAnotherTenantIsBuiltAgain(t *testing.T) {
+	tc := TableConfig{Table: "shop.outbox_endpoints", TenantHeader: "tenant"}
+	build := func(modify func(map[string]any)) EndpointConfig {
+		t.Helper()
+		row := goodRow()
+		row["tenant"] = "acme"
+		modify(row)
+		ep, err := tc.FromRow(row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ep.Config
+	}
+	acme := build(func(map[string]any) {})
+	globex := build(func(r map[string]any) { r["tenant"] = "globex" })
+	types := build(func(r map[string]any) { r["event_types"] = "order.*" })
+	if onlyFilterChanged(acme, globex) {
+		t.Error("a row given to another tenant keeps its endpoint (and its tenant in what it records)")
+	}
+	if !onlyFilterChanged(acme, types) {
+		t.Error("a row whose event types change is built again")
+	}
+	if e, err := NewEndpoint(globex, nil); err != nil || e.Tenant() != "globex" {
+		t.Errorf("the endpoint's Tenant() = %q (%v), want globex", e.Tenant(), err)
+	}
+}
