@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -174,6 +175,54 @@ func TestWalkPagesAreBoundedInBytes(t *testing.T) {
 			case f.id != "20" && (e.Withheld != 0 || len(e.Fields) != 8):
 				t.Errorf("entry %s: withheld %d, %d fields; want it whole", f.id, e.Withheld, len(e.Fields))
 			}
+		}
+	}
+}
+
+// A neighbour's stream key that matches the sink's template but is longer
+// than any key the read-back reads is never sent whole: the read-back says
+// it cannot tell, and the restart falls back.
+func TestRecoverRefusesAStreamKeyLongerThanItReads(t *testing.T) {
+	ctx := context.Background()
+	prefix := "t" + sinktest.Unique()
+	s := recoverSink(t, prefix, prefix+":outbox:{{.AggregateType}}", "orders-sink")
+	writeAll(t, s, sinktest.Events(prefix, 10, 2), 10)
+	if got, err := recovered(t, s, "0-1-104", nil); err != nil || len(got) != 5 {
+		t.Fatalf("before the neighbour's key: Recover = %d ids, %v; want 5", len(got), err)
+	}
+	long := prefix + ":outbox:" + strings.Repeat("k", 2*maxStreamKey)
+	if err := s.client.XAdd(ctx, &goredis.XAddArgs{Stream: long, Values: []any{"hello", "world"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := recovered(t, s, "0-1-104", nil)
+	if !errors.Is(err, sink.ErrCannotRecover) || !strings.Contains(err.Error(), "stream keys of more than 1024 bytes") {
+		t.Fatalf("Recover = %v; want ErrCannotRecover naming the long key", err)
+	}
+}
+
+// serverError is an error as the server answers it.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// A server that refuses the read-back's scripts makes it fall back, saying
+// what to grant, instead of retrying for ever; a server that is loading
+// is retried.
+func TestReadBackErrorOfARefusedScript(t *testing.T) {
+	for _, c := range []struct {
+		err      error
+		fallback bool
+		says     string
+	}{
+		{serverError("NOPERM User relay has no permissions to run the 'evalsha' command"), true, "+evalsha +eval"},
+		{serverError("ERR unknown command 'evalsha', with args beginning with: "), true, "@scripting"},
+		{serverError("WRONGTYPE Operation against a key holding the wrong kind of value"), true, "WRONGTYPE"},
+		{serverError("LOADING Redis is loading the dataset in memory"), false, "LOADING"},
+	} {
+		err := readBackError(c.err)
+		if errors.Is(err, sink.ErrCannotRecover) != c.fallback || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("readBackError(%q) = %v; want a fall-back %v, saying %q", c.err, err, c.fallback, c.says)
 		}
 	}
 }

@@ -129,7 +129,11 @@ func (s *Sink) Digest(e *event.Event) (sink.Digest, bool) {
 	return digest(a.Stream, fields), true
 }
 
-// recoverKeys lists the stream keys the sink may have appended to.
+// recoverKeys lists the stream keys the sink may have appended to. What it
+// holds is bounded in bytes: SCAN runs through scanScript, which leaves out
+// keys longer than maxStreamKey (and counts them), and the keys together
+// hold at most readback.MaxHeldBytes. A longer key, or more keys, is an
+// error wrapping sink.ErrCannotRecover: the read-back cannot read them all.
 func (s *Sink) recoverKeys(ctx context.Context) ([]string, error) {
 	if fixed, ok := s.stream.Fixed(); ok {
 		return []string{fixed}, nil
@@ -137,23 +141,78 @@ func (s *Sink) recoverKeys(ctx context.Context) ([]string, error) {
 	skeleton := s.stream.Skeleton()
 	match := route.Glob(skeleton)
 	var out []string
-	var cursor uint64
+	var bytes int
+	cursor := "0"
 	for {
-		keys, next, err := s.client.ScanType(ctx, cursor, match, recoverPage, "stream").Result()
+		reply, err := scanScript.Run(ctx, s.client, nil, cursor, match, recoverPage, maxStreamKey).Slice()
 		if err != nil {
-			return nil, fmt.Errorf("read redis back: scan for stream keys %q: %w", match, explain(err))
+			return nil, fmt.Errorf("read redis back: scan for stream keys %q: %w", match, readBackError(explain(err)))
+		}
+		next, keys, long, err := scanOf(reply)
+		if err != nil {
+			return nil, fmt.Errorf("read redis back: scan for stream keys %q: %w: %w", match, err, sink.ErrCannotRecover)
+		}
+		if long > 0 {
+			return nil, fmt.Errorf("read redis back: scan for stream keys %q: %d stream keys of more than %d bytes match it: %w",
+				match, long, maxStreamKey, sink.ErrCannotRecover)
 		}
 		for _, k := range keys {
 			if route.Match(skeleton, k) {
 				out = append(out, k)
+				if bytes += len(k) + 64; bytes > readback.MaxHeldBytes {
+					return nil, fmt.Errorf("read redis back: scan for stream keys %q: more than %d bytes of stream keys match it: %w",
+						match, readback.MaxHeldBytes, sink.ErrCannotRecover)
+				}
 			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == "0" {
 			break
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil // SCAN may return a key twice
+}
+
+// maxStreamKey is the longest stream key a read-back reads.
+const maxStreamKey = 1024
+
+// scanScript runs one SCAN cursor MATCH pattern COUNT n TYPE stream (ARGV:
+// cursor, pattern, n, the longest key) and returns {next cursor, keys, how
+// many keys matched that were longer than the longest}: a key's name is
+// never sent whole when it is long.
+var scanScript = goredis.NewScript(`
+local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3], 'TYPE', 'stream')
+local keys, long, most = {}, 0, tonumber(ARGV[4])
+for _, k in ipairs(r[2]) do
+  if #k <= most then keys[#keys + 1] = k else long = long + 1 end
+end
+return {r[1], keys, long}
+`)
+
+// scanOf reads scanScript's answer.
+func scanOf(reply []any) (next string, keys []string, long int64, err error) {
+	if len(reply) != 3 {
+		return "", nil, 0, fmt.Errorf("a scan is %d items, not [cursor, keys, long]", len(reply))
+	}
+	next, ok := reply[0].(string)
+	if !ok {
+		return "", nil, 0, fmt.Errorf("a scan's cursor is %T, not a string", reply[0])
+	}
+	if long, ok = reply[2].(int64); !ok {
+		return "", nil, 0, fmt.Errorf("a scan's count of long keys is %T, not a number", reply[2])
+	}
+	ks, ok := reply[1].([]any)
+	if !ok && reply[1] != nil {
+		return "", nil, 0, fmt.Errorf("a scan's keys are %T, not a list", reply[1])
+	}
+	for _, k := range ks {
+		s, ok := k.(string)
+		if !ok {
+			return "", nil, 0, fmt.Errorf("a scan's key is %T, not a string", k)
+		}
+		keys = append(keys, s)
+	}
+	return next, keys, long, nil
 }
 
 // readBackError is err, an error of Recover's reads, as the pipeline should
