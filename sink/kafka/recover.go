@@ -47,7 +47,11 @@ var _ sink.Recoverer = (*Sink)(nil)
 // Each message reported is a claim with its Digest, and a message not on
 // the partition its key hashes to is reported with a zero digest (which
 // matches nothing): the pipeline skips an event only when its claim's
-// digest is the sink's Digest of it.
+// digest is the sink's Digest of it. A message after the checkpoint larger
+// than Config.BatchBytes (none the sink produced), or whose id or gtid
+// header is longer than a claim keeps (readback.MaxID, MaxGTID), is
+// reported as dropped (sink.Held.Dropped), without its bytes, and the read
+// goes on past it.
 //
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
@@ -58,8 +62,8 @@ var _ sink.Recoverer = (*Sink)(nil)
 // with another sink's name; a partition count that changed since the
 // messages were produced (checked on the newest message of each partition
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
-// checkpoint; or more than readback.MaxHeld messages after the
-// checkpoint in all. A partition whose newest message is already held
+// checkpoint; or more than readback.MaxHeld messages, or
+// readback.MaxHeldBytes of claims, after the checkpoint in all. A partition whose newest message is already held
 // by after (or that is empty) holds nothing after it. Control records (a
 // transactional producer's commit and abort markers) are passed over.
 // Failures to reach the brokers, and broker errors that say to try again,
