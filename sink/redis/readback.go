@@ -68,16 +68,17 @@ func (a *Auditor) Close() error { return a.client.Close() }
 func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, each func(sink.Stored) error) error {
 	start := strconv.FormatInt(from.Add(-a.skew).UnixMilli(), 10) + "-0"
 	for _, key := range keys {
-		last, err := a.client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		var last string // the stream's last entry, read as any page is
+		err := walk(ctx, a.client, key, true, "+", "-", 1, func(m entry) bool { last = m.ID; return false })
 		if err != nil {
 			return fmt.Errorf("read redis stream %q: %w", key, err)
 		}
-		if len(last) == 0 {
+		if last == "" {
 			continue
 		}
 		var n int64
 		var eerr error
-		err = walk(ctx, a.client, key, false, start, last[0].ID, auditPage, func(m entry) bool {
+		err = walk(ctx, a.client, key, false, start, last, auditPage, func(m entry) bool {
 			f := fieldsOf(m)
 			n++
 			eerr = each(sink.Stored{ID: f.id, GTID: f.gtid, Time: entryTime(m.ID), Log: key, Offset: n, At: key + "@" + m.ID})

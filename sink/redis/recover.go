@@ -16,8 +16,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
-// recoverPage is how many entries one XREVRANGE of Recover reads, and how
-// many keys one SCAN asks for (a variable for tests).
+// recoverPage is the most entries one page of Recover's read holds (fewer
+// when their bytes pass readback.PageBytes), and how many keys one SCAN
+// asks for (a variable for tests).
 var recoverPage int64 = 500
 
 var _ sink.Recoverer = (*Sink)(nil)
