@@ -14,7 +14,7 @@
 //     server-side script that returns whole entries up to PageBytes a page,
 //     and of a larger entry only its short read-back fields; the Kafka sink
 //     fetches 1 MiB, or the one record batch its topic's max.message.bytes
-//     allows);
+//     allows, which its client decompresses whole);
 //   - a message read is judged as it is read and kept only as a claim: its
 //     gtid (at most MaxGTID bytes), its id (at most MaxID), where it is, and
 //     its digest. A message larger than the sink writes or than the
