@@ -63,8 +63,9 @@ var _ sink.Recoverer = (*Sink)(nil)
 // messages were produced (checked on the newest message of each partition
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
 // checkpoint; or more than readback.MaxHeld messages, or
-// readback.MaxHeldBytes of claims, after the checkpoint in all. A partition whose newest message is already held
-// by after (or that is empty) holds nothing after it. Control records (a
+// readback.MaxHeldBytes of claims, after the checkpoint in all. A partition
+// whose newest message is already held by after (or that is empty) holds
+// nothing after it. Control records (a
 // transactional producer's commit and abort markers) are passed over.
 // Failures to reach the brokers, and broker errors that say to try again,
 // are returned as they are, to be retried; any other error wraps
