@@ -145,7 +145,7 @@ func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, s
 // stream; ARGV: XRANGE or XREVRANGE, the range's start and stop, the most
 // entries, the most bytes (readback.PageBytes), the longest value a
 // withheld entry keeps, then the names of the fields it keeps. It reads
-// one entry at a time and counts what each costs (its fields, and a little
+// 16 entries at a time and counts what each costs (its fields, and a little
 // for each); it returns {done, entries}: done is 1 at the range's end, and
 // the entries are whole while their bytes fit (the first always is, unless
 // it is withheld). An entry larger than the most bytes is withheld: {id,
@@ -156,29 +156,32 @@ local count, budget, short = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV
 local keep = {}
 for i = 7, #ARGV do keep[ARGV[i]] = true end
 local out, used = {}, 0
-for n = 1, count do
-  local e = redis.call(cmd, key, start, stop, 'COUNT', 1)[1]
-  if e == nil then return {1, out} end
-  local fields = e[2]
-  local size = 64
-  for _, f in ipairs(fields) do size = size + 32 + #f end
-  if size > budget then
-    local kept, cost = {}, 64
-    for i = 1, #fields - 1, 2 do
-      local name, value = fields[i], fields[i + 1]
-      if keep[name] and #value <= short then
-        kept[#kept + 1] = name
-        kept[#kept + 1] = value
-        cost = cost + 64 + #name + #value
+while #out < count do
+  local ask = math.min(16, count - #out)
+  local entries = redis.call(cmd, key, start, stop, 'COUNT', ask)
+  for _, e in ipairs(entries) do
+    local fields = e[2]
+    local size = 64
+    for _, f in ipairs(fields) do size = size + 32 + #f end
+    if size > budget then
+      local kept, cost = {}, 64
+      for i = 1, #fields - 1, 2 do
+        local name, value = fields[i], fields[i + 1]
+        if keep[name] and #value <= short then
+          kept[#kept + 1] = name
+          kept[#kept + 1] = value
+          cost = cost + 64 + #name + #value
+        end
       end
+      e = {e[1], kept, size}
+      size = cost
     end
-    e = {e[1], kept, size}
-    size = cost
+    if #out > 0 and used + size > budget then return {0, out} end
+    used = used + size
+    out[#out + 1] = e
+    start = '(' .. e[1]
   end
-  if n > 1 and used + size > budget then return {0, out} end
-  used = used + size
-  out[#out + 1] = e
-  start = '(' .. e[1]
+  if #entries < ask then return {1, out} end
 end
 return {0, out}
 `)
