@@ -241,7 +241,8 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 		"after the checkpoint's position, not skipped, and within what the previous run had in flight when it last saved.", "sink")
 	m.fallbacks = counter("readback_fallbacks_total", "Restarts whose sink could not read back what its destination holds, and so sent again every event after the checkpoint that it does not list.", "sink")
 	m.foreign = counter("readback_foreign_total", "Messages a restart's read-back found that claim to be the sink's but prove nothing: "+
-		"why=mismatch (not byte for byte the sink's message of the event they name, which is sent again), why=unmatched (no event of their transaction has their id).", "sink", "why")
+		"why=mismatch (not byte for byte the sink's message of the event they name, which is sent again), why=unmatched (no event of their transaction has their id), "+
+		"why=oversized (larger than the read-back reads or keeps, or with a longer id or gtid: dropped at once, never held).", "sink", "why")
 	m.lastSave = gauge("checkpoint_last_save_timestamp_seconds", "Unix time of the sink's last successful checkpoint save (absent until the first).", "sink")
 	m.sinkUp = gauge("sink_up", "1 when the sink's last connect or write attempt succeeded, 0 when it failed.", "sink")
 	m.buildInfo = gauge("build_info", "Always 1; the labels say which build is running.", "version", "goversion")
@@ -460,7 +461,7 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 	for _, by := range []string{"checkpoint", "readback"} {
 		m.skipped.WithLabelValues(sinkName, by)
 	}
-	for _, why := range []string{"mismatch", "unmatched"} {
+	for _, why := range []string{"mismatch", "unmatched", "oversized"} {
 		m.foreign.WithLabelValues(sinkName, why)
 	}
 	o.inFlight.Set(0)
@@ -545,7 +546,7 @@ func (o *PipelineObserver) Resent() { o.resent.Inc() }
 func (o *PipelineObserver) RecoverFellBack() { o.fallbacks.Inc() }
 
 // Foreign counts a message read back that claims to be the sink's but
-// proves nothing, by why ("mismatch" or "unmatched").
+// proves nothing, by why ("mismatch", "unmatched" or "oversized").
 func (o *PipelineObserver) Foreign(why string) { o.m.foreign.WithLabelValues(o.name, why).Inc() }
 
 // Stopped records that the pipeline stopped for good with err (the other

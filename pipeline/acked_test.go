@@ -305,6 +305,10 @@ func TestResumeSkipsWhatTheSinkReadsBack(t *testing.T) {
 			forged: []sink.Held{{GTID: "0-1-5", ID: "nope", At: "log offset 9", Digest: sink.Digest{1}}},
 			want:   []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1},
 			foreign: map[string]int{"unmatched": 1}},
+		{name: "a message the sink dropped as too large is no claim, even with the event's digest: the event is sent", store: resumed(),
+			forged: []sink.Held{{GTID: "0-1-5", ID: "e4", At: "log offset 9", Digest: sha256.Sum256([]byte("e4@0-1-5")), Dropped: "oversized"}},
+			want:   []string{"e1", "e4"}, calls: 1, skipped: map[string]int{"checkpoint": 1, "readback": 1},
+			foreign: map[string]int{"oversized": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -202,8 +202,10 @@ type ResumeObserver interface {
 	RecoverFellBack()
 	// Foreign is called for each message read back that claims to be the
 	// sink's but proves nothing: why is "mismatch" (its event's message is
-	// not byte for byte this one; the event is sent again) or "unmatched"
-	// (the stream passed its transaction without an event of its id).
+	// not byte for byte this one; the event is sent again), "unmatched"
+	// (the stream passed its transaction without an event of its id) or
+	// "oversized" (the sink's read-back dropped it at once: larger than it
+	// reads or keeps).
 	Foreign(why string)
 }
 
@@ -983,14 +985,19 @@ func (p *Pipeline) recover(deliverCtx, readCtx context.Context, after event.Posi
 			mu.Unlock()
 		})
 		if err == nil {
-			unlisted := 0
+			unlisted, dropped := 0, 0
 			for _, h := range found {
+				if h.Dropped != "" {
+					p.dropped(h, dropped)
+					dropped++
+					continue
+				}
 				if skip.addHeld(h) {
 					unlisted++
 				}
 			}
 			p.log.Info("read back the destination: events after the checkpoint it holds are not sent again",
-				slog.Int("events", len(found)), slog.Int("unlisted", unlisted))
+				slog.Int("events", len(found)-dropped), slog.Int("unlisted", unlisted), slog.Int("dropped", dropped))
 			return nil
 		}
 		if errors.Is(err, sink.ErrCannotRecover) {
@@ -1042,8 +1049,25 @@ func (p *Pipeline) unmatched(held []sink.Held) {
 	}
 }
 
+// dropped reports a message the sink's read-back dropped at once
+// (sink.Held.Dropped: too large to be a claim), the nth so far: counted by
+// its reason, and logged for the first maxDroppedLogged of a read-back.
+func (p *Pipeline) dropped(h sink.Held, n int) {
+	p.resumeObs.Foreign(h.Dropped)
+	switch {
+	case n < maxDroppedLogged:
+		p.log.Warn("read-back: a message that claims to be this sink's is larger than the read-back reads or keeps (another writer, or an event too large to prove); dropped: it proves nothing, and its event, if it is one, is sent again",
+			slog.String("at", h.At), slog.String("why", h.Dropped), slog.String("gtid", h.GTID), slog.String("id", h.ID))
+	case n == maxDroppedLogged:
+		p.log.Warn("read-back: more messages dropped as too large; counted, no longer logged", slog.String("why", h.Dropped))
+	}
+}
+
+// maxDroppedLogged is how many dropped messages one read-back logs.
+const maxDroppedLogged = 10
+
 // The kinds of foreign messages read back, as ResumeObserver.Foreign names
-// them.
+// them (and sink.Held.Dropped's reasons, "oversized").
 const (
 	foreignMismatch  = "mismatch"
 	foreignUnmatched = "unmatched"

@@ -33,10 +33,15 @@ type forgeCase struct {
 	read func(t *testing.T) []outboxtest.Delivered
 	// forge writes, with a client of its own, one message for each of
 	// the events of txns (their gtid and id, this sink's relay headers, a
-	// payload of forgedValue) and one naming the id "ghost" in the last
-	// transaction.
+	// payload of forgedValue), one naming the id "ghost" in the last
+	// transaction, and one in that transaction whose id is longOf(its
+	// first event's id): longer than a read-back claim keeps.
 	forge func(t *testing.T, txns []outboxtest.Committed)
 }
+
+// longOf is id made longer (4,096 bytes more) than any id a read-back
+// claim keeps.
+func longOf(id string) string { return id + strings.Repeat("o", 4096) }
 
 // counterOf is the value of the counter name with the labels want.
 func (r *readBackRun) counterOf(t *testing.T, name string, want map[string]string) float64 {
@@ -84,8 +89,9 @@ func (r *readBackRun) foreignWarnings() []string {
 // for each of B's events (this sink's relay headers, B's GTIDs and ids,
 // another payload) and one naming an id no event has. The restarted relay
 // reads them back, proves none of them its own, warns of each with where it
-// is, counts them, and delivers every one of B's events: forged messages
-// can cost duplicates, never a lost event.
+// is, counts them (one with an id too long to keep is dropped at once, as
+// oversized), and delivers every one of B's events: forged messages can
+// cost duplicates, never a lost event.
 func forgedReadBack(t *testing.T, c forgeCase) {
 	dbname, w := newOutbox(t)
 	cpPath := filepath.Join(t.TempDir(), "cp.json")
@@ -131,20 +137,23 @@ sinks:
 	unmatched := func() float64 {
 		return run.counterOf(t, "outbox_relay_readback_foreign_total", map[string]string{"sink": c.sink, "why": "unmatched"})
 	}
+	oversized := func() float64 {
+		return run.counterOf(t, "outbox_relay_readback_foreign_total", map[string]string{"sink": c.sink, "why": "oversized"})
+	}
 	eventually.Within(t, 30*time.Second, "every forged message reported", func() bool {
-		return int(mismatch())+int(unmatched()) >= forged
+		return int(mismatch())+int(unmatched())+int(oversized()) >= forged+1
 	})
 	byReadBack := run.counterOf(t, "outbox_relay_events_skipped_on_resume_total", map[string]string{"sink": c.sink, "by": "readback"})
-	m, u := mismatch(), unmatched()
+	m, u, o := mismatch(), unmatched(), oversized()
 	run.stop(t)
 
 	outboxtest.Check(t, w, c.read(t), false)
-	if int(m) != forged-1 || u != 1 || byReadBack != 0 {
-		t.Errorf("foreign: %v mismatched, %v unmatched, %v skipped by read-back; want %d mismatched (B's events), 1 unmatched (the ghost), none skipped",
-			m, u, byReadBack, forged-1)
+	if int(m) != forged-1 || u != 1 || o != 1 || byReadBack != 0 {
+		t.Errorf("foreign: %v mismatched, %v unmatched, %v oversized, %v skipped by read-back; want %d mismatched (B's events), 1 unmatched (the ghost), 1 oversized (the long id), none skipped",
+			m, u, o, byReadBack, forged-1)
 	}
-	if warned := run.foreignWarnings(); len(warned) != forged {
-		t.Errorf("%d warnings naming where a forged message is, want %d: %q", len(warned), forged, warned)
+	if warned := run.foreignWarnings(); len(warned) != forged+1 {
+		t.Errorf("%d warnings naming where a forged message is, want %d: %q", len(warned), forged+1, warned)
 	}
 }
 
@@ -189,7 +198,7 @@ func TestKafkaReadBackProvesWhatItSkips(t *testing.T) {
 				}
 			}
 			last := txns[len(txns)-1]
-			recs = append(recs, rec(last.GTID, "ghost", last.AggIDs[0]))
+			recs = append(recs, rec(last.GTID, "ghost", last.AggIDs[0]), rec(last.GTID, longOf(last.IDs[0]), last.AggIDs[0]))
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -233,6 +242,7 @@ func TestRedisReadBackProvesWhatItSkips(t *testing.T) {
 			}
 			last := txns[len(txns)-1]
 			add(last.GTID, "ghost", last.AggIDs[0])
+			add(last.GTID, longOf(last.IDs[0]), last.AggIDs[0])
 		},
 	})
 }

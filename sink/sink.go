@@ -109,7 +109,9 @@ func TenantOf(s Sink) string {
 type Recoverer interface {
 	// Recover calls seen for every message this sink's destination holds
 	// that belongs to a transaction whose GTID is not contained in
-	// after.GTIDSet (so: committed after the checkpoint). It returns an
+	// after.GTIDSet (so: committed after the checkpoint); a message too
+	// large for the read-back to hold or prove is reported as dropped
+	// (Held.Dropped), never with its bytes. It returns an
 	// error wrapping ErrCannotRecover, saying why, when it cannot tell which
 	// events it holds (another writer, a changed partition count, records
 	// without this sink's headers); the pipeline then logs a warning,
@@ -137,6 +139,12 @@ type Held struct {
 	At string
 	// Digest is the digest of the message as stored.
 	Digest Digest
+	// Dropped, when not "", says that the message is no claim: the
+	// read-back dropped it at once, for the reason it names ("oversized":
+	// larger than the sink writes, or than the read-back reads whole). Its
+	// event, if it is one, is sent again; GTID and ID are then cut short,
+	// for the log line, and Digest is zero.
+	Dropped string
 }
 
 // ErrCannotRecover is wrapped by Recover's errors when the destination cannot tell what it holds.

@@ -99,7 +99,11 @@
 // to keep, rotate or lose (a forger who can produce the exact message has
 // delivered the event). Control records (transaction markers) are passed
 // over; a read-back error the sink does not expect falls back
-// (sink.ErrCannotRecover) instead of being retried for ever.
+// (sink.ErrCannotRecover) instead of being retried for ever. What it reads
+// and keeps is bounded in bytes (package readback): a fetch of 1 MiB (or
+// one record batch, up to the topic's max.message.bytes), records kept
+// until judged without their key or value and with their headers cut
+// short, and a record larger than batch_bytes dropped at once.
 //
 // # Concurrency
 //

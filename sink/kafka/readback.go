@@ -100,9 +100,14 @@ type Record struct {
 	Offset    int64
 	Time      time.Time
 	// ID, GTID and Sink are the id, gtid and relay_sink headers ("" when
-	// absent); HasSink tells an absent relay_sink header from an empty one.
+	// absent), each cut short (readback.Clip) past readback.MaxID,
+	// readback.MaxGTID and readback.MaxID bytes; HasSink tells an absent
+	// relay_sink header from an empty one.
 	ID, GTID, Sink string
 	HasSink        bool
+	// Size is the bytes of its key, its value and its headers' names and
+	// values.
+	Size int
 	// Partitions is the relay_partitions header (the topic's partition
 	// count when the sink produced the message); 0 without it.
 	Partitions int
@@ -110,7 +115,7 @@ type Record struct {
 	// is a replay job's copy of an event, not the live stream's.
 	Replay bool
 	// Key and Digest (see digest) are read only by a reader with digests
-	// set (Recover's).
+	// set (Recover's), and only of a record of at most its maxSize bytes.
 	Key    []byte
 	Digest sink.Digest
 }
@@ -124,8 +129,10 @@ const readFetchBytes = 1 << 20
 type reader struct {
 	client    *kafkago.Client
 	transport *kafkago.Transport
-	// digests makes Read fill each Record's Key and Digest.
+	// digests makes Read fill each Record's Key and Digest, when the
+	// record's Size is at most maxSize.
 	digests bool
+	maxSize int
 }
 
 // Partitions returns the partition count of topic.
@@ -285,21 +292,30 @@ func closeBytes(rec *kafkago.Record) {
 // recordOf is what read-back keeps of rec.
 func (r reader) recordOf(topic string, partition int, rec *kafkago.Record) (Record, error) {
 	out := Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time}
+	if rec.Key != nil {
+		out.Size += rec.Key.Len()
+	}
+	if rec.Value != nil {
+		out.Size += rec.Value.Len()
+	}
 	for _, h := range rec.Headers {
+		out.Size += len(h.Key) + len(h.Value)
 		switch h.Key {
 		case HeaderID:
-			out.ID = string(h.Value)
+			out.ID = clip(h.Value, readback.MaxID)
 		case HeaderGTID:
-			out.GTID = string(h.Value)
+			out.GTID = clip(h.Value, readback.MaxGTID)
 		case HeaderSink:
-			out.Sink, out.HasSink = string(h.Value), true
+			out.Sink, out.HasSink = clip(h.Value, readback.MaxID), true
 		case HeaderPartitions:
-			out.Partitions, _ = strconv.Atoi(string(h.Value))
+			if len(h.Value) <= 10 {
+				out.Partitions, _ = strconv.Atoi(string(h.Value))
+			}
 		case event.HeaderReplay:
 			out.Replay = true
 		}
 	}
-	if !r.digests {
+	if !r.digests || out.Size > r.maxSize {
 		return out, nil
 	}
 	var value []byte
@@ -316,6 +332,15 @@ func (r reader) recordOf(topic string, partition int, rec *kafkago.Record) (Reco
 	}
 	out.Digest = digest(topic, out.Key, value, rec.Headers)
 	return out, nil
+}
+
+// clip is b as a string, cut short past n bytes (readback.Clip): a long
+// header is never copied whole.
+func clip(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
 }
 
 // digest is the sink.Digest of a message of topic: its key, its value and

@@ -19,6 +19,10 @@ import (
 // partition's end backwards (a variable for tests).
 var recoverChunk int64 = 1000
 
+// afterChunk, when set (by tests), is called after each chunk is read,
+// before it is judged: when a chunk holds the most it will.
+var afterChunk func()
+
 var _ sink.Recoverer = (*Sink)(nil)
 
 // Recover reads the sink's topics back and calls seen for every message it
@@ -43,7 +47,11 @@ var _ sink.Recoverer = (*Sink)(nil)
 // Each message reported is a claim with its Digest, and a message not on
 // the partition its key hashes to is reported with a zero digest (which
 // matches nothing): the pipeline skips an event only when its claim's
-// digest is the sink's Digest of it.
+// digest is the sink's Digest of it. A message after the checkpoint larger
+// than Config.BatchBytes (none the sink produced), or whose id or gtid
+// header is longer than a claim keeps (readback.MaxID, MaxGTID), is
+// reported as dropped (sink.Held.Dropped), without its bytes, and the read
+// goes on past it.
 //
 // It holds, and returns nil, only when every message it reads after the
 // checkpoint carries this sink's relay_sink header (Config.Writer), a gtid
@@ -54,9 +62,10 @@ var _ sink.Recoverer = (*Sink)(nil)
 // with another sink's name; a partition count that changed since the
 // messages were produced (checked on the newest message of each partition
 // at or before the checkpoint too); an empty gtid (GTIDs off); an empty
-// checkpoint; or more than readback.MaxHeld messages after the
-// checkpoint in all. A partition whose newest message is already held
-// by after (or that is empty) holds nothing after it. Control records (a
+// checkpoint; or more than readback.MaxHeld messages, or
+// readback.MaxHeldBytes of claims, after the checkpoint in all. A partition
+// whose newest message is already held by after (or that is empty) holds
+// nothing after it. Control records (a
 // transactional producer's commit and abort markers) are passed over.
 // Failures to reach the brokers, and broker errors that say to try again,
 // are returned as they are, to be retried; any other error wraps
@@ -91,8 +100,8 @@ func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink
 	if err != nil {
 		return err
 	}
-	rd := reader{client: s.client, transport: s.transport, digests: true}
-	var held []sink.Held
+	rd := reader{client: s.client, transport: s.transport, digests: true, maxSize: s.cfg.BatchBytes}
+	var claims readback.Claims
 	for _, topic := range topics {
 		n, err := rd.Partitions(ctx, topic)
 		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
@@ -110,16 +119,15 @@ func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink
 			return fmt.Errorf("read kafka back: %w", err)
 		}
 		for p := range n {
-			if held, err = s.recoverPartition(ctx, rd, judge, topic, p, n, starts[p], ends[p], held); err != nil {
+			if err = s.recoverPartition(ctx, rd, judge, topic, p, n, starts[p], ends[p], &claims); err != nil {
 				return err
 			}
 		}
 	}
 	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
-		slog.Int("held_after_checkpoint", len(held)), slog.String("checkpoint", after.GTIDSet))
-	for _, h := range held {
-		seen(h)
-	}
+		slog.Int("held_after_checkpoint", claims.Len()-claims.Dropped()), slog.Int("dropped", claims.Dropped()),
+		slog.Int("held_bytes", claims.Bytes()), slog.String("checkpoint", after.GTIDSet))
+	claims.Report(seen)
 	return nil
 }
 
@@ -145,15 +153,30 @@ func (s *Sink) recoverTopics(ctx context.Context) ([]string, error) {
 }
 
 // recoverPartition reads topic[p] (n partitions now) back from end to
-// start, until a message after holds, and appends to held the messages
-// after the checkpoint.
-func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, held []sink.Held) ([]sink.Held, error) {
-	var chunk []Record
+// start, until a message after holds, and adds to claims the messages
+// after the checkpoint. A chunk keeps of each record only what it is
+// judged on (no key, no value; its headers cut short), so that a chunk's
+// memory is bounded whatever the partition holds.
+func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.Judge, topic string, p, n int, start, end int64, claims *readback.Claims) error {
+	type read struct {
+		Record
+		onKeyPartition bool // the partition its key hashes to
+	}
+	var chunk []read
 	for hi := end; hi > start; {
 		lo := max(start, hi-recoverChunk)
 		chunk = chunk[:0]
-		if err := rd.Read(ctx, topic, p, lo, hi, func(r Record) error { chunk = append(chunk, r); return nil }); err != nil {
-			return nil, fmt.Errorf("read kafka back: %w", err)
+		err := rd.Read(ctx, topic, p, lo, hi, func(r Record) error {
+			k := s.balancer.Balance(kafkago.Message{Key: r.Key}, indexes(n)...)
+			r.Key = nil
+			chunk = append(chunk, read{r, k == p})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read kafka back: %w", err)
+		}
+		if afterChunk != nil {
+			afterChunk()
 		}
 		for i := len(chunk) - 1; i >= 0; i-- {
 			r := chunk[i]
@@ -163,31 +186,35 @@ func (s *Sink) recoverPartition(ctx context.Context, rd reader, judge *readback.
 				// neither the live stream's nor where the read stops.
 				continue
 			}
-			after, err := judge.Judge(readback.Message{HasSink: r.HasSink, Sink: r.Sink, GTID: r.GTID})
-			if err == nil && r.HasSink && r.Partitions != n {
+			at := fmt.Sprintf("%s[%d] offset %d", topic, p, r.Offset)
+			// A record larger than batch_bytes is none the sink produced.
+			v, err := judge.Weigh(readback.Message{HasSink: r.HasSink, Sink: r.Sink, GTID: r.GTID}, r.ID, r.Size > s.cfg.BatchBytes)
+			if err == nil && v != readback.Drop && r.HasSink && r.Partitions != n {
 				err = fmt.Errorf("was produced when %s had %d partitions; it has %d now, so keys moved between partitions: %w",
 					topic, r.Partitions, n, sink.ErrCannotRecover)
 			}
-			if err == nil && after && len(held) >= readback.MaxHeld {
-				err = readback.TooMany()
+			switch {
+			case err != nil:
+			case v == readback.Stop:
+				return nil
+			case v == readback.Drop:
+				err = claims.Drop(readback.Oversized, at, r.GTID, r.ID)
+			default:
+				if !r.onKeyPartition {
+					// Not where the sink puts its key: not the sink's copy
+					// of any event. The pipeline sends the event it names
+					// again.
+					s.log.Warn("kafka read-back: a message that claims to be this sink's is not on its key's partition; it proves nothing",
+						slog.String("at", at), slog.String("gtid", r.GTID), slog.String("id", r.ID))
+					r.Digest = sink.Digest{}
+				}
+				err = claims.Hold(sink.Held{GTID: r.GTID, ID: r.ID, At: at, Digest: r.Digest})
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read kafka back: %s[%d] offset %d %w", topic, p, r.Offset, err)
+				return fmt.Errorf("read kafka back: %s %w", at, err)
 			}
-			if !after {
-				return held, nil
-			}
-			at := fmt.Sprintf("%s[%d] offset %d", topic, p, r.Offset)
-			if k := s.balancer.Balance(kafkago.Message{Key: r.Key}, indexes(n)...); k != p {
-				// Not where the sink puts its key: not the sink's copy of
-				// any event. The pipeline sends the event it names again.
-				s.log.Warn("kafka read-back: a message that claims to be this sink's is not on its key's partition; it proves nothing",
-					slog.String("at", at), slog.Int("key_partition", k), slog.String("gtid", r.GTID), slog.String("id", r.ID))
-				r.Digest = sink.Digest{}
-			}
-			held = append(held, sink.Held{GTID: r.GTID, ID: r.ID, At: at, Digest: r.Digest})
 		}
 		hi = lo
 	}
-	return held, nil // the log start: everything it holds is after the checkpoint
+	return nil // the log start: everything it holds is after the checkpoint
 }

@@ -32,7 +32,9 @@
 // event as the sink writes it, whoever appended it, and that needs no key
 // to keep, rotate or lose; a forger who can produce the exact entry has
 // delivered the event. Entries are read with raw XRANGE/XREVRANGE, since
-// go-redis's XMessage keeps fields in a map, without their order.
+// go-redis's XMessage keeps fields in a map, without their order, run in a
+// script on the server so that a page is bounded in bytes whatever the
+// stream holds (see walk, and package readback for every bound).
 //
 // # Delivery
 //

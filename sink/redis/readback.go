@@ -68,16 +68,17 @@ func (a *Auditor) Close() error { return a.client.Close() }
 func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, each func(sink.Stored) error) error {
 	start := strconv.FormatInt(from.Add(-a.skew).UnixMilli(), 10) + "-0"
 	for _, key := range keys {
-		last, err := a.client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		var last string // the stream's last entry, read as any page is
+		err := walk(ctx, a.client, key, true, "+", "-", 1, func(m entry) bool { last = m.ID; return false })
 		if err != nil {
 			return fmt.Errorf("read redis stream %q: %w", key, err)
 		}
-		if len(last) == 0 {
+		if last == "" {
 			continue
 		}
 		var n int64
 		var eerr error
-		err = walk(ctx, a.client, key, false, start, last[0].ID, auditPage, func(m entry) bool {
+		err = walk(ctx, a.client, key, false, start, last, auditPage, func(m entry) bool {
 			f := fieldsOf(m)
 			n++
 			eerr = each(sink.Stored{ID: f.id, GTID: f.gtid, Time: entryTime(m.ID), Log: key, Offset: n, At: key + "@" + m.ID})
@@ -98,21 +99,34 @@ func (a *Auditor) ReadBack(ctx context.Context, from time.Time, keys []string, e
 // backwards (start the newer) with XREVRANGE, and calls each for every
 // entry until each returns false. It is the read the audit (forwards) and
 // Recover (backwards, from the end) share.
+//
+// Each page is read by pageScript, on the server, so that what one read
+// brings in is bounded in bytes whatever the stream holds: whole entries up
+// to readback.PageBytes a page (at least one), and of an entry larger than
+// that only its id and its short read-back fields (entry.Withheld). A
+// server that refuses the script (an ACL without @scripting) is an error.
 func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, start, stop string, page int64, each func(entry) bool) error {
 	cmd := "XRANGE"
 	if backwards {
 		cmd = "XREVRANGE"
 	}
+	args := []any{cmd, "", stop, page, readback.PageBytes, readback.MaxID}
+	args = append(args, shortFields...)
 	for {
-		reply, err := cl.Do(ctx, cmd, key, start, stop, "COUNT", page).Slice()
+		args[1] = start
+		reply, err := pageScript.Run(ctx, cl, []string{key}, args...).Slice()
 		if err != nil {
 			return err
 		}
+		done, entries, err := pageOf(reply)
+		if err != nil {
+			// Not an answer the read can use: falls back, never retried.
+			return fmt.Errorf("%s: %w: %w", cmd, err, sink.ErrCannotRecover)
+		}
 		var last string
-		for _, r := range reply {
+		for _, r := range entries {
 			e, err := entryOf(r)
 			if err != nil {
-				// Not an answer the read can use: falls back, never retried.
 				return fmt.Errorf("%s: %w: %w", cmd, err, sink.ErrCannotRecover)
 			}
 			if !each(e) {
@@ -120,11 +134,77 @@ func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, s
 			}
 			last = e.ID
 		}
-		if int64(len(reply)) < page {
+		if done || last == "" {
 			return nil // the stream's end (or first entry)
 		}
 		start = "(" + last
 	}
+}
+
+// pageScript reads one page of a stream on the server. KEYS[1] is the
+// stream; ARGV: XRANGE or XREVRANGE, the range's start and stop, the most
+// entries, the most bytes (readback.PageBytes), the longest value a
+// withheld entry keeps, then the names of the fields it keeps. It reads
+// 16 entries at a time and counts what each costs (its fields, and a little
+// for each); it returns {done, entries}: done is 1 at the range's end, and
+// the entries are whole while their bytes fit (the first always is, unless
+// it is withheld). An entry larger than the most bytes is withheld: {id,
+// [name, value, …] of its kept fields with short values, its size}.
+var pageScript = goredis.NewScript(`
+local key, cmd, start, stop = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local count, budget, short = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local keep = {}
+for i = 7, #ARGV do keep[ARGV[i]] = true end
+local out, used = {}, 0
+while #out < count do
+  local ask = math.min(16, count - #out)
+  local entries = redis.call(cmd, key, start, stop, 'COUNT', ask)
+  for _, e in ipairs(entries) do
+    local fields = e[2]
+    local size = 64
+    for _, f in ipairs(fields) do size = size + 32 + #f end
+    if size > budget then
+      local kept, cost = {}, 64
+      for i = 1, #fields - 1, 2 do
+        local name, value = fields[i], fields[i + 1]
+        if keep[name] and #value <= short then
+          kept[#kept + 1] = name
+          kept[#kept + 1] = value
+          cost = cost + 64 + #name + #value
+        end
+      end
+      e = {e[1], kept, size}
+      size = cost
+    end
+    if #out > 0 and used + size > budget then return {0, out} end
+    used = used + size
+    out[#out + 1] = e
+    start = '(' .. e[1]
+  end
+  if #entries < ask then return {1, out} end
+end
+return {0, out}
+`)
+
+// shortFields are the fields a withheld entry keeps: what Recover and the
+// audit read of an entry, besides its bytes.
+var shortFields = []any{route.HeaderID, route.HeaderGTID, FieldSink, HeaderFieldPrefix + event.HeaderReplay}
+
+// pageOf reads pageScript's answer: {done, entries}.
+func pageOf(reply []any) (done bool, entries []any, err error) {
+	if len(reply) != 2 {
+		return false, nil, fmt.Errorf("a page is %d items, not [done, entries]", len(reply))
+	}
+	d, ok := reply[0].(int64)
+	if !ok {
+		return false, nil, fmt.Errorf("a page's end is %T, not a number", reply[0])
+	}
+	if reply[1] != nil {
+		if entries, ok = reply[1].([]any); !ok {
+			return false, nil, fmt.Errorf("a page's entries are %T, not a list", reply[1])
+		}
+	}
+	return d == 1, entries, nil
 }
 
 // entry is a stream entry as the server returns it: its id and its fields,
@@ -133,12 +213,17 @@ func walk(ctx context.Context, cl *goredis.Client, key string, backwards bool, s
 type entry struct {
 	ID     string
 	Fields []string // name, value, name, value…
+	// Withheld is the entry's size (pageScript's count of it) when it was
+	// too large to read whole: Fields are then only its short read-back
+	// fields.
+	Withheld int64
 }
 
-// entryOf reads one entry of an XRANGE reply: [id, [name, value, …]].
+// entryOf reads one entry of a page: [id, [name, value, …]], or [id,
+// [name, value, …], size] withheld.
 func entryOf(r any) (entry, error) {
 	a, ok := r.([]any)
-	if !ok || len(a) != 2 {
+	if !ok || len(a) != 2 && len(a) != 3 {
 		return entry{}, fmt.Errorf("an entry is %T, not [id, fields]", r)
 	}
 	id, ok := a[0].(string)
@@ -146,6 +231,11 @@ func entryOf(r any) (entry, error) {
 		return entry{}, fmt.Errorf("an entry id is %T, not a string", a[0])
 	}
 	e := entry{ID: id}
+	if len(a) == 3 {
+		if e.Withheld, ok = a[2].(int64); !ok || e.Withheld <= 0 {
+			return entry{}, fmt.Errorf("entry %s: its size is %v, not a positive number", id, a[2])
+		}
+	}
 	fs, ok := a[1].([]any)
 	if !ok && a[1] != nil {
 		return entry{}, fmt.Errorf("entry %s: its fields are %T, not a list", id, a[1])

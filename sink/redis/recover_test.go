@@ -96,20 +96,23 @@ const recoverUUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 // Recover reports exactly the entries of transactions after the
 // checkpoint, over every stream key the template routes to, page after
-// page; keys outside the template's shape, and keys of other types, are
-// not read.
+// page (pages cut by their count of entries, or by their bytes); keys
+// outside the template's shape, and keys of other types, are not read.
 func TestRecoverFindsExactlyTheEntriesAfterTheCheckpoint(t *testing.T) {
-	defer func(p int64) { recoverPage = p }(recoverPage)
-	recoverPage = 7
+	defer func(p int64, b int) { recoverPage, readback.PageBytes = p, b }(recoverPage, readback.PageBytes)
 	for _, c := range []struct {
-		flavor string
-		gtidOf func(i int) string
-		after  string
+		flavor    string
+		gtidOf    func(i int) string
+		after     string
+		page      int64
+		pageBytes int
 	}{
-		{"mariadb", func(i int) string { return fmt.Sprintf("0-1-%d", 100+i) }, "0-1-250,5-1-3"},
-		{"mysql", func(i int) string { return fmt.Sprintf("%s:%d", recoverUUID, 100+i) }, recoverUUID + ":1-250"},
+		{"mariadb", func(i int) string { return fmt.Sprintf("0-1-%d", 100+i) }, "0-1-250,5-1-3", 7, readback.PageBytes},
+		{"mysql", func(i int) string { return fmt.Sprintf("%s:%d", recoverUUID, 100+i) }, recoverUUID + ":1-250", 7, readback.PageBytes},
+		{"mariadb, pages of about 3 entries' bytes", func(i int) string { return fmt.Sprintf("0-1-%d", 100+i) }, "0-1-250,5-1-3", 500, 4000},
 	} {
 		t.Run(c.flavor, func(t *testing.T) {
+			recoverPage, readback.PageBytes = c.page, c.pageBytes
 			prefix := "t" + sinktest.Unique()
 			s := recoverSink(t, prefix, prefix+":outbox:{{.AggregateType}}", "orders-sink")
 			evs := sinktest.Events(prefix, 300, 13)

@@ -4,7 +4,25 @@
 // The Kafka and Redis sinks share it, and Hash, with which both compute a
 // message's sink.Digest: what the pipeline compares before it skips an
 // event, so that a message proves it is the sink's copy of an event by its
-// bytes, not by the headers it carries. A Judge is safe for concurrent use.
+// bytes, not by the headers it carries. A Judge is safe for concurrent use;
+// a Claims is used by one goroutine.
+//
+// What a read-back reads and keeps is bounded in bytes, not only in
+// messages, whatever a neighbour with write access to the destination puts
+// there:
+//   - one read brings in about PageBytes (the Redis sink reads through a
+//     server-side script that returns whole entries up to PageBytes a page,
+//     and of a larger entry only its short read-back fields; the Kafka sink
+//     fetches 1 MiB, or the one record batch its topic's max.message.bytes
+//     allows, which its client decompresses whole);
+//   - a message read is judged as it is read and kept only as a claim: its
+//     gtid (at most MaxGTID bytes), its id (at most MaxID), where it is, and
+//     its digest. A message larger than the sink writes or than the
+//     read-back reads whole, or with a longer gtid or id, is no claim: it is
+//     dropped at once, reported as dropped (sink.Held.Dropped) and counted;
+//   - the claims of one read-back together hold at most MaxHeld messages and
+//     MaxHeldBytes bytes (Claims); past either, the read-back gives up
+//     (TooMany), and the restart is at-least-once.
 package readback
 
 import (
@@ -13,6 +31,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
@@ -22,10 +41,98 @@ import (
 // MaxHeld is the most messages after the checkpoint a sink's read-back
 // collects, over all its logs (Kafka partitions, Redis streams), before it
 // gives up: ten times the default delivery.max_in_flight, which bounds the
-// read's memory (about 250 bytes a message: its gtid, id, where it is and
-// its digest, held by the pipeline until the stream passes its
-// transaction) and time. A variable for tests.
+// read's time, and with MaxHeldBytes its memory (about 250 bytes a message:
+// its gtid, id, where it is and its digest, held by the pipeline until the
+// stream passes its transaction). Dropped messages count too. A variable
+// for tests.
 var MaxHeld = 100_000
+
+// MaxHeldBytes is the most bytes the messages a read-back collects hold
+// together (Cost each), before it gives up. A variable for tests.
+var MaxHeldBytes = 32 << 20
+
+// PageBytes is about the most bytes of messages one read of the
+// destination brings in (the Redis sink's page). A variable for tests.
+var PageBytes = 1 << 20
+
+// MaxID and MaxGTID are the longest id and gtid a claim keeps. A gtid is
+// at most 90 bytes (a MySQL tagged GTID: a UUID, a 32-byte tag, a 20-digit
+// number); an event id is what the outbox row holds (a UUID or a number, as
+// a rule). A message with a longer one is dropped at once: a longer gtid is
+// none the relay writes, and an event with a longer id is sent again after
+// a crash instead of being proven by read-back.
+const (
+	MaxID   = 1024
+	MaxGTID = 128
+)
+
+// Oversized is the sink.Held.Dropped of a message dropped because it, its
+// gtid or its id is larger than a claim keeps.
+const Oversized = "oversized"
+
+// heldCost is what a claim costs besides its strings: the sink.Held, and
+// the pipeline's entry for it.
+const heldCost = 160
+
+// maxAt is the longest At a claim keeps (a Redis stream key can be long).
+const maxAt = 512
+
+// Cost is what Claims counts h as against MaxHeldBytes.
+func Cost(h sink.Held) int { return heldCost + len(h.GTID) + len(h.ID) + len(h.At) + len(h.Dropped) }
+
+// Clip returns s if it has at most n bytes, else a copy of its first n
+// bytes and "…" (so that a clipped string is longer than n, and never
+// shares the bytes it was cut from).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.Clone(s[:n]) + "…"
+}
+
+// Claims collects what one read-back reports, within MaxHeld messages and
+// MaxHeldBytes bytes. The zero value is empty and ready.
+type Claims struct {
+	held    []sink.Held
+	bytes   int
+	dropped int
+}
+
+// Hold adds a claim: h's GTID and ID fit MaxGTID and MaxID (Judge.Weigh
+// said Hold). The error is TooMany's, past either bound.
+func (c *Claims) Hold(h sink.Held) error {
+	h.At = Clip(h.At, maxAt)
+	n := Cost(h)
+	if len(c.held) >= MaxHeld || c.bytes+n > MaxHeldBytes {
+		return TooMany()
+	}
+	c.held = append(c.held, h)
+	c.bytes += n
+	return nil
+}
+
+// Drop adds a message dropped at once for why (Oversized), at at, with its
+// gtid and id cut short for the log line.
+func (c *Claims) Drop(why, at, gtid, id string) error {
+	if err := c.Hold(sink.Held{GTID: Clip(gtid, MaxGTID), ID: Clip(id, 64), At: at, Dropped: why}); err != nil {
+		return err
+	}
+	c.dropped++
+	return nil
+}
+
+// Len is how many messages were added, dropped ones too; Dropped how many
+// were dropped; Bytes what they cost together.
+func (c *Claims) Len() int     { return len(c.held) }
+func (c *Claims) Dropped() int { return c.dropped }
+func (c *Claims) Bytes() int   { return c.bytes }
+
+// Report calls seen for every message added, in the order added.
+func (c *Claims) Report(seen func(sink.Held)) {
+	for _, h := range c.held {
+		seen(h)
+	}
+}
 
 // Message is what a judge needs of a message read back.
 type Message struct {
@@ -72,7 +179,7 @@ func New(writer string, after event.Position) (*Judge, error) {
 // read: nothing the sink wrote after it is older.
 func (j *Judge) Judge(m Message) (after bool, err error) {
 	if m.HasSink && m.Sink != j.writer {
-		return false, fmt.Errorf("was written by sink %q, not %q: another relay sink writes here: %w", m.Sink, j.writer, sink.ErrCannotRecover)
+		return false, fmt.Errorf("was written by sink %q, not %q: another relay sink writes here: %w", Clip(m.Sink, 64), j.writer, sink.ErrCannotRecover)
 	}
 	if m.GTID == "" {
 		if !m.HasSink {
@@ -90,12 +197,52 @@ func (j *Judge) Judge(m Message) (after bool, err error) {
 	return !in, nil
 }
 
+// Verdict is what a message read back means (Judge.Weigh).
+type Verdict int
+
+const (
+	// Stop: the checkpoint holds the message's transaction; the read of
+	// its log stops.
+	Stop Verdict = iota
+	// Hold: a claim of the sink's after the checkpoint, to report.
+	Hold
+	// Drop: after the checkpoint, or not to be placed, but too large to be
+	// a claim: dropped at once (Claims.Drop); the read goes on.
+	Drop
+)
+
+// Weigh is Judge for a message whose id is id and that is oversized when
+// it is larger than the sink writes or than the read-back reads whole
+// (then only its short headers or fields are in m). Such a message, or one
+// whose id or gtid is longer than a claim keeps, is Drop when it is after
+// the checkpoint, or when it names this sink but its gtid is missing or too
+// long to place; otherwise it is judged as Judge does.
+func (j *Judge) Weigh(m Message, id string, oversized bool) (Verdict, error) {
+	large := oversized || len(id) > MaxID || len(m.GTID) > MaxGTID
+	if len(m.GTID) > MaxGTID {
+		m.GTID = ""
+	}
+	if large && m.HasSink && m.Sink == j.writer && m.GTID == "" {
+		return Drop, nil
+	}
+	after, err := j.Judge(m)
+	switch {
+	case err != nil:
+		return Stop, err
+	case !after:
+		return Stop, nil
+	case large:
+		return Drop, nil
+	}
+	return Hold, nil
+}
+
 var errForeign = fmt.Errorf("does not name the sink that wrote it: another producer writes here, or it predates read-back: %w", sink.ErrCannotRecover)
 
 // TooMany is the error of a read-back that found more than MaxHeld
-// messages after the checkpoint.
+// messages, or MaxHeldBytes bytes of them, after the checkpoint.
 func TooMany() error {
-	return fmt.Errorf("is past the %d messages after the checkpoint a read-back collects: %w", MaxHeld, sink.ErrCannotRecover)
+	return fmt.Errorf("is past the %d messages or %d bytes after the checkpoint a read-back collects: %w", MaxHeld, MaxHeldBytes, sink.ErrCannotRecover)
 }
 
 // Hash builds a sink.Digest: each part is written with its length first,
