@@ -83,34 +83,56 @@ func newTableEndpoints(sink string, tc TableConfig, static []EndpointConfig) *ta
 
 func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te.suffix }
 
-// load reads the table and returns the endpoints of its usable, enabled
-// rows. Only a table that cannot be read is an error: a bad row is
-// skipped (invalid), a row with a static endpoint's name refused.
+// load reads the table and returns the endpoints of its rows: those of
+// usable, enabled rows to run, the others (off, invalid) Held, so that the
+// gateway keeps their cursors. Only a table that cannot be read is an
+// error: a bad row is not run (invalid), a row with a static endpoint's
+// name refused, a row whose id cannot be used has no endpoint.
 func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, error) {
 	rows, bad, err := te.tc.Load(ctx, db)
 	if err != nil {
 		return nil, err
 	}
+	var out []gateway.Endpoint
 	for _, b := range bad {
 		if name, ok := te.static.Taken(b.ID); ok {
 			te.clash(b.ID, name, "read at start", nil)
 			continue
 		}
 		te.invalid(b.ID, b.Err)
+		out = te.held(out, b.ID)
 	}
-	var out []gateway.Endpoint
 	for _, row := range rows {
 		if name, ok := te.static.Taken(row.ID); ok {
 			te.clash(row.ID, name, "read at start", nil)
 			continue
 		}
-		if ep, ok := te.admit(row); ok {
-			out = append(out, ep)
-		}
+		out = append(out, te.admit(row))
 	}
 	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)+len(bad)),
-		slog.Int("enabled", len(out)), slog.Int("invalid", len(bad)))
+		slog.Int("enabled", len(te.rows)), slog.Int("invalid", len(bad)))
 	return out, nil
+}
+
+// held appends to out the endpoint of row id, which does not run (its row
+// is off or cannot be used), for the gateway to keep its cursor: none
+// when id cannot be used (such a row has no endpoint).
+func (te *tableEndpoints) held(out []gateway.Endpoint, id string) []gateway.Endpoint {
+	if id == "" || te.tc.CheckID(id) != nil {
+		return out
+	}
+	return append(out, gateway.Endpoint{Key: te.key(id), Held: true})
+}
+
+// hold keeps the cursor of key, whose row was inserted or changed so that
+// it does not run (off, invalid) while it was not running: one without a
+// cursor gets one at this transaction, so that it gets every later event
+// once it runs (under the hub's lock).
+func (te *tableEndpoints) hold(g *gateway.Gateway, key string) {
+	if err := g.HoldLocked(key); err != nil {
+		te.log.Error("endpoints table: the cursor of an endpoint that does not run could not be kept; once it runs it starts where its row is read then",
+			slog.String("endpoint", key), slog.Any("err", err))
+	}
 }
 
 // clash logs, once until the row is deleted, that the row id names the
@@ -146,21 +168,22 @@ func (te *tableEndpoints) invalid(id string, err error) {
 
 // admit takes a usable row read at start that is not a configured
 // endpoint's: off when disabled, invalid when its endpoint cannot be
-// built, else its endpoint to start (ok).
-func (te *tableEndpoints) admit(row TableEndpoint) (ep gateway.Endpoint, ok bool) {
+// built (both Held: the gateway keeps their cursors), else its endpoint to
+// start.
+func (te *tableEndpoints) admit(row TableEndpoint) gateway.Endpoint {
 	key := te.key(row.ID)
 	if !row.Enabled {
 		te.off[key] = true
 		te.states.State(key, gateway.Off)
-		return ep, false
+		return gateway.Endpoint{Key: key, Held: true}
 	}
 	ep, err := te.build(row.Config)
 	if err != nil {
 		te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
-		return ep, false
+		return gateway.Endpoint{Key: key, Held: true}
 	}
 	te.rows[key] = row
-	return ep, true
+	return ep
 }
 
 // changed applies the table's row changes of txn (under the hub's lock).
@@ -211,6 +234,9 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 				continue
 			}
 			te.invalid(id, err)
+			if id != "" && !g.IsDisabled(key) {
+				te.hold(g, key)
+			}
 			continue
 		}
 		old := te.rows[key]
@@ -236,6 +262,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			ep, err := te.build(row.Config)
 			if err != nil {
 				te.invalid(id, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, id, err))
+				te.hold(g, key)
 				continue
 			}
 			te.rows[key] = row
@@ -312,7 +339,10 @@ func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp
 	}
 	te.off[key] = true
 	if running {
-		te.log.Info("endpoint turned off by its row (enabled = 0): it gets no later event", slog.String("endpoint", key), slog.String("at", at.String()))
+		te.log.Info("endpoint turned off by its row (enabled = 0): it is sent nothing until its row says enabled = 1; its events after its cursor wait for it",
+			slog.String("endpoint", key), slog.String("at", at.String()))
+	} else if g.Tap(key) == nil && !g.IsDisabled(key) {
+		te.hold(g, key)
 	}
 	go func() {
 		<-done
@@ -446,11 +476,10 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 		row, err := te.tc.FromRow(r)
 		if err != nil {
 			te.invalid(id, err)
+			out = te.held(out, id)
 			continue
 		}
-		if ep, ok := te.admit(row); ok {
-			out = append(out, ep)
-		}
+		out = append(out, te.admit(row))
 	}
 	return out
 }
