@@ -171,6 +171,9 @@ func (g *SinkMetrics) Held(key string, cursor event.Position, since time.Time) {
 	s := g.stats(key)
 	if st, ok := stateOf(s.State); !ok || !st.Running() {
 		s.Cursor, s.HeldSince = cursor.String(), since
+		if cursor.File != "" {
+			s.file = cursor.File // the sink's binlog retention counts it
+		}
 	}
 	g.mu.Unlock()
 }

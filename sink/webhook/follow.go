@@ -23,8 +23,11 @@ import (
 // The rule: a change of an endpoint's row takes effect for the transactions
 // committed after the one that changed it. An endpoint inserted by
 // transaction T gets the events of every transaction after T (none before:
-// its cursor starts at T); disabled or deleted by T, it gets none after T
-// (it still gets T's own and the earlier ones it had not yet delivered).
+// its cursor starts at T), whether it runs from T or not; deleted by T, it
+// gets none after T (it still gets T's own and the earlier ones it had not
+// yet delivered). Turned off by T (enabled = 0), it is sent nothing after T
+// until a later transaction turns it on; it then resumes from its cursor
+// and sends what waited: off pauses, it skips nothing.
 // A change of its filter (tenant, event_types, aggregate_types) routes the
 // transactions after T with the new one; a change of its url, secrets or
 // rate limit restarts its pipeline, which drains what it holds, saves its
@@ -41,10 +44,14 @@ import (
 // or when both fold to the same (FoldName: "BILLING", "billing " and
 // "bíllíng" name "billing"), whatever the ways the store, a dashboard or a
 // reader compare them. A row that cannot be used (FromRow refuses it, or its
-// endpoint cannot be built) makes its endpoint invalid: skipped, with one
+// endpoint cannot be built) makes its endpoint invalid: not run, with one
 // error log, while every other endpoint runs; an UPDATE that fixes it
-// starts it. A row whose id itself is not valid (TableConfig.CheckID) has
-// no endpoint: its changes never stop, disable or delete one.
+// starts it from its cursor. An endpoint that does not run (off, invalid)
+// keeps a cursor: where it stopped, or, inserted or first read off or
+// invalid, where it came into being (gateway.Endpoint.Held at start,
+// Gateway.HoldLocked at the transaction), so it loses nothing. A row whose
+// id itself is not valid (TableConfig.CheckID) has no endpoint: its
+// changes never stop, disable or delete one.
 //
 // An UPDATE that changes a row's id is the DELETE of the old id and the
 // INSERT of the new one, at that transaction: the old id's endpoint gets no
@@ -67,8 +74,9 @@ type tableEndpoints struct {
 	//
 	// rows are the enabled endpoints' rows by key, as last applied.
 	rows map[string]TableEndpoint
-	// off are the keys whose row says enabled = 0.
-	off map[string]bool
+	// off are the keys whose row says enabled = 0; bad those whose row
+	// cannot be used (invalid).
+	off, bad map[string]bool
 	// clashed are the keys of the rows refused for naming a static
 	// endpoint (logged once until the row is deleted).
 	clashed map[string]bool
@@ -78,7 +86,7 @@ type tableEndpoints struct {
 // named sink, whose endpoints of the configuration are static.
 func newTableEndpoints(sink string, tc TableConfig, static []EndpointConfig) *tableEndpoints {
 	return &tableEndpoints{sink: sink, tc: tc, static: NewStaticNames(static), rows: map[string]TableEndpoint{},
-		off: map[string]bool{}, clashed: map[string]bool{}}
+		off: map[string]bool{}, bad: map[string]bool{}, clashed: map[string]bool{}}
 }
 
 func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te.suffix }
@@ -161,6 +169,9 @@ func (te *tableEndpoints) invalid(id string, err error) {
 	}
 	key := te.key(id)
 	delete(te.off, key)
+	if te.tc.CheckID(id) == nil {
+		te.bad[key] = true
+	}
 	te.states.Invalid(key, err)
 	te.log.Error("endpoints table: a row cannot be used: its endpoint is skipped (state invalid) until an UPDATE fixes the row (no restart needed); the other endpoints run",
 		slog.String("table", te.tc.Table), slog.String("endpoint", key), slog.Any("err", err))
@@ -183,6 +194,7 @@ func (te *tableEndpoints) admit(row TableEndpoint) gateway.Endpoint {
 		return gateway.Endpoint{Key: key, Held: true}
 	}
 	te.rows[key] = row
+	delete(te.bad, key)
 	return ep
 }
 
@@ -241,6 +253,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		}
 		old := te.rows[key]
 		delete(te.off, key)
+		delete(te.bad, key)
 		if g.IsDisabled(key) {
 			// Disabled for failing: an UPDATE of its row enables it, with
 			// the row as it is now, from its cursor.
@@ -326,6 +339,7 @@ func splitRenames(table string, changes []event.Change) []event.Change {
 // dropped); one turned off shows as off once its pipeline has stopped.
 func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp, at event.Position, running bool) {
 	delete(te.rows, key)
+	delete(te.bad, key)
 	done := g.StopLocked(key) // closed at once when it was not running
 	if op == event.Delete {
 		delete(te.off, key)
@@ -387,11 +401,16 @@ func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan str
 	}
 	if g != nil {
 		g.Hub().Lock()
-		_, back := te.rows[key] // inserted again meanwhile: it is listed
+		_, back := te.rows[key]
+		back = back || te.off[key] || te.bad[key]
 		g.Hub().Unlock()
-		if !back {
-			te.states.Forget(key)
+		if back {
+			// Inserted again meanwhile: it is listed, and keeps the
+			// cursor it resumes from or holds (it gets more events,
+			// never fewer).
+			return
 		}
+		te.states.Forget(key)
 	}
 	d, ok := te.store.(checkpoint.Deleter)
 	if !ok {
