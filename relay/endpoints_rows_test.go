@@ -484,7 +484,9 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 	if n := rr.count(skipped); n != 1 {
 		t.Errorf("%d error logs of the bad row, want 1", n)
 	}
-	// Fixed while running, it starts: it gets what is committed after.
+	// Fixed while running, it starts from its cursor: it gets what is
+	// committed after (and, TestAnEndpointThatDoesNotRunLosesNothing,
+	// what was committed while it was invalid).
 	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.URL+"/hook")
 	after := events(t, db, 5)
 	total += after
@@ -544,8 +546,8 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	})
 	total += events(t, db, 10)
 	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
-	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
-		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" || e.Cursor == "" {
+		t.Errorf("/endpoints: the 410 endpoint is %q with cursor %q, want disabled, and the cursor its events wait behind", e.State, e.Cursor)
 	}
 	if m := rr.metric(t, `outbox_relay_gateway_endpoints{sink="hooks",state="disabled"}`); !strings.HasSuffix(m, " 1") {
 		t.Errorf("gauge of disabled endpoints: %q, want 1", m)
@@ -555,8 +557,8 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	stop = rr.run(t)
 	total += events(t, db, 2)
 	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
-	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
-		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" || e.Cursor == "" {
+		t.Errorf("/endpoints after a restart: the 410 endpoint is %q with cursor %q, want disabled, and the cursor its events wait behind", e.State, e.Cursor)
 	}
 	stop()
 	// Enabled (what `outbox-relay endpoints enable` writes), with the
@@ -694,5 +696,72 @@ func TestAnEndpointThatDoesNotRunLosesNothing(t *testing.T) {
 		}
 		return true
 	})
+	stop()
+}
+
+// An endpoint whose pipeline stopped on an error (here: its checkpoint
+// says another server flavor) is stopped, with its cursor and since when
+// its events wait in /endpoints, while the others deliver; once the cause
+// is fixed and the relay restarted, it resumes from that cursor and gets
+// every event committed while it was stopped.
+func TestAStoppedEndpointKeepsItsCursorAndLosesNothing(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, st := receiver.Start(t, nil), receiver.Start(t, nil)
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('good', ?), ('st', ?)`, good.URL+"/hook", st.URL+"/hook"); err != nil {
+		t.Fatal(err)
+	}
+	rr := newRowsRelay(t, dbname, "")
+	stop := rr.run(t)
+	total := events(t, db, 5)
+	eventually.Within(t, 60*time.Second, "both endpoints to get every event", func() bool { return good.Unique() >= total && st.Unique() >= total })
+	stop()
+	store, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setFlavor := func(flavor string) string {
+		t.Helper()
+		cp, err := store.Load(context.Background(), "hooks/st")
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := cp.Flavor
+		cp.Flavor = flavor
+		if err := store.Save(context.Background(), "hooks/st", cp); err != nil {
+			t.Fatal(err)
+		}
+		return was
+	}
+	flavor := setFlavor("mysql") // the source is MariaDB: its pipeline stops
+	rl := startRelay(t, rr.cfg, relay.Options{Logger: slog.New(rr.logs)})
+	waiting := events(t, db, 5)
+	total += waiting
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
+	var e gateway.EndpointStats
+	eventually.Within(t, 10*time.Second, "/endpoints to show hooks/st stopped with its cursor", func() bool {
+		e = rr.endpoints(t)["hooks/st"]
+		return e.State == "stopped" && e.Cursor != "" && !e.HeldSince.IsZero()
+	}, func() { t.Logf("/endpoints hooks/st: %+v", e) })
+	if !strings.Contains(e.Stopped, "mysql") {
+		t.Errorf("/endpoints hooks/st says it stopped on %q, want the checkpoint's flavor", e.Stopped)
+	}
+	if err := rl.stop(t); err == nil || !strings.Contains(err.Error(), "hooks/st") {
+		t.Fatalf("relay: %v; want the stopped endpoint's error", err)
+	}
+	if got := st.Unique(); got != total-waiting {
+		t.Fatalf("the stopped endpoint got %d events, want the %d before it stopped", got, total-waiting)
+	}
+	setFlavor(flavor)
+	stop = rr.run(t)
+	total += events(t, db, 2)
+	eventually.Within(t, 60*time.Second, "the endpoint, fixed, to get every event committed while it was stopped", func() bool {
+		return st.Unique() >= total && good.Unique() >= total
+	}, func() { t.Logf("hooks/st got %d of %d", st.Unique(), total) })
 	stop()
 }
