@@ -20,6 +20,11 @@
 //     on detach or re-join: both are decided at a transaction boundary
 //     against positions), and its cursor moves over transactions it has no
 //     events in, so restart and prune are not held back by quiet endpoints;
+//   - nothing lost while an endpoint does not run (disabled, off, invalid,
+//     stopped): it keeps a cursor where it stopped or came into being
+//     (Endpoint.Held, HoldLocked save one it lacks) and catches up from it
+//     once it runs; each such cursor shows on /endpoints and the oldest in
+//     outbox_relay_gateway_held_cursor_age_seconds;
 //   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
 //     its pipeline's in-flight limits. An idle endpoint runs one goroutine,
 //     its pipeline's, waiting on its Tap; its tap reads a catch-up stream,
@@ -41,6 +46,7 @@
 // Metrics: NewMetrics registers the gateway's figures on a relay's metrics
 // (package metrics): per webhook sink (Metrics.Sink) its endpoints summed
 // on the sink's series, a count of endpoints per state and the
-// TopLaggingEndpoints lag series, every endpoint's figures on /endpoints,
+// TopLaggingEndpoints lag series, the oldest held cursor's age, every
+// endpoint's figures on /endpoints (with the cursor of one that does not run),
 // and the endpoints stopped for good on /readyz.
 package gateway

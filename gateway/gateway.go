@@ -30,6 +30,11 @@ type Endpoint struct {
 	Key    string
 	Sink   sink.Sink
 	Filter Filter
+	// Held says the endpoint does not run (its table row is off, or cannot
+	// be used; Sink is nil): the gateway does not start it, but keeps its
+	// cursor, saving one at Config.Start when it has none, so that once it
+	// runs (Start) it sends every event after the point it came into being.
+	Held bool
 }
 
 // Config wires a gateway.
@@ -40,6 +45,10 @@ type Config struct {
 	Store checkpoint.Store
 	// Start is where an endpoint with no cursor begins.
 	Start event.Position
+	// Identity is stored with the cursors the gateway saves itself, for
+	// endpoints that do not run and have none (Endpoint.Held, HoldLocked):
+	// the pipelines' checkpoint identity (flavor, server id/uuid).
+	Identity checkpoint.Checkpoint
 	// Endpoints are the endpoints known at start.
 	Endpoints []Endpoint
 	// NewPipeline builds an endpoint's pipeline; start is where it begins
@@ -67,6 +76,9 @@ type Gateway struct {
 	log *slog.Logger
 	// from are the cursors of cfg.Endpoints read by New.
 	from []event.Position
+	// held are the cursors, read or saved by New, of the endpoints that do
+	// not run (Endpoint.Held, disabled): Run shows them.
+	held []heldCursor
 
 	mu       sync.Mutex
 	running  map[string]*running
@@ -117,8 +129,28 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return checkpoint.Checkpoint{}, checkpoint.ErrNotFound
 		}
 	}
+	var held []heldCursor // endpoints that do not run, and their cursors
 	for i, ep := range cfg.Endpoints {
 		cp, err := load(ep.Key)
+		if ep.Held {
+			switch {
+			case errors.Is(err, checkpoint.ErrNotFound) && cfg.Start.IsZero():
+				// No start to hold it at: it starts where the stream is
+				// when it runs (a gateway without a start, in tests).
+			case errors.Is(err, checkpoint.ErrNotFound):
+				cp = cfg.Identity
+				cp.Position, cp.UpdatedAt = cfg.Start, time.Now().UTC()
+				if err := cfg.Store.Save(ctx, ep.Key, cp); err != nil {
+					return nil, fmt.Errorf("save the cursor of endpoint %q, which does not run: %w", ep.Key, err)
+				}
+				held = append(held, heldCursor{ep.Key, cp, true})
+			case err != nil:
+				return nil, fmt.Errorf("load checkpoint %q: %w", ep.Key, err)
+			default:
+				held = append(held, heldCursor{ep.Key, cp, false})
+			}
+			continue
+		}
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
 			fresh = true
@@ -127,7 +159,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("load checkpoint %q: %w", ep.Key, err)
 		case cp.Disabled != "":
 			disabled[ep.Key] = ep
-			cfg.Logger.Warn("endpoint is disabled: not started (enable it with `outbox-relay endpoints enable`)", slog.String("endpoint", ep.Key), slog.String("reason", cp.Disabled))
+			held = append(held, heldCursor{ep.Key, cp, false})
+			cfg.Logger.Warn("endpoint is disabled: not started (enable it with `outbox-relay endpoints enable`); its events after its cursor wait for it",
+				slog.String("endpoint", ep.Key), slog.String("reason", cp.Disabled), slog.String("cursor", cp.Position.String()))
 		default:
 			cursors = append(cursors, Cursor{Position: cp.Position, Commit: cp.CommitTime})
 			from[i] = cp.Position
@@ -142,8 +176,30 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		hc.Failing = func(key string) bool { return !cfg.Health.FailingSince(key).IsZero() }
 	}
 	hc.Logger = cfg.Logger
-	return &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
-		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}}, nil
+	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
+		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
+	if n := countNew(held); n > 0 {
+		g.log.Warn("endpoints that do not run (their table row is off or cannot be used) had no cursor: each was given one here, and gets every event after it once it runs",
+			slog.Int("endpoints", n), slog.String("cursor", cfg.Start.String()))
+	}
+	return g, nil
+}
+
+// heldCursor is the cursor of an endpoint that does not run; created: the
+// gateway saved it, the endpoint had none.
+type heldCursor struct {
+	key     string
+	cp      checkpoint.Checkpoint
+	created bool
+}
+
+func countNew(held []heldCursor) (n int) {
+	for _, h := range held {
+		if h.created {
+			n++
+		}
+	}
+	return n
 }
 
 // Hub returns the gateway's hub.
@@ -173,8 +229,12 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 	for key := range g.disabled {
 		g.hub.obs.State(key, Disabled)
 	}
+	for _, h := range g.held {
+		g.hub.obs.Held(h.key, h.cp.Position, heldSince(h.cp))
+	}
+	g.held = nil
 	for i, ep := range g.cfg.Endpoints {
-		if g.disabled[ep.Key].Key != "" {
+		if ep.Held || g.disabled[ep.Key].Key != "" {
 			continue
 		}
 		if err := g.start(ep, g.from[i], g.hub.covers(g.from[i], g.hub.pos)); err != nil {
@@ -320,14 +380,70 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 			g.mu.Unlock()
 		}()
 		err := p.Run(ctx, tap)
-		if err == nil || errors.Is(err, context.Canceled) {
-			return
+		if err != nil && !errors.Is(err, context.Canceled) {
+			g.log.Error("endpoint stopped; the other endpoints go on; its events after its cursor wait for it (they are sent once it runs again)",
+				slog.String("endpoint", ep.Key), slog.Any("err", err))
+			if g.cfg.Stopped != nil {
+				g.cfg.Stopped(ep.Key, err)
+			}
 		}
-		g.log.Error("endpoint stopped; the other endpoints go on", slog.String("endpoint", ep.Key), slog.Any("err", err))
-		if g.cfg.Stopped != nil {
-			g.cfg.Stopped(ep.Key, err)
-		}
+		g.showHeld(ep.Key)
 	})
+	return nil
+}
+
+// showHeld shows where the cursor of key, whose pipeline has just stopped
+// (stopped, disabled, turned off, or restarting), holds its events: not
+// when the gateway itself is stopping.
+func (g *Gateway) showHeld(key string) {
+	g.mu.Lock()
+	stopping := g.live == nil
+	g.mu.Unlock()
+	if stopping {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cp, err := g.cfg.Store.Load(ctx, key); err == nil {
+		g.hub.obs.Held(key, cp.Position, heldSince(cp))
+	}
+}
+
+// heldSince is since when the events after cp wait: the commit time of
+// its last transaction, or, when it has none, when it was saved.
+func heldSince(cp checkpoint.Checkpoint) time.Time {
+	if !cp.CommitTime.IsZero() {
+		return cp.CommitTime
+	}
+	return cp.UpdatedAt
+}
+
+// HoldLocked keeps the cursor of key, an endpoint that is not running and
+// does not run now (its table row was inserted or found off, or cannot be
+// used), where it is; one without a cursor gets one at the shared stream's
+// position, saved before HoldLocked returns, so that once it runs it sends
+// every event after this transaction and none is skipped. Call it from
+// Run's changed function, under the hub's lock, and never for an endpoint
+// whose pipeline runs or is stopping (its own saves are its cursor).
+func (g *Gateway) HoldLocked(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cp, err := g.cfg.Store.Load(ctx, key)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound) && g.hub.pos.IsZero():
+		return nil // no position to hold it at
+	case errors.Is(err, checkpoint.ErrNotFound):
+		cp = g.cfg.Identity
+		cp.Position, cp.CommitTime, cp.UpdatedAt = g.hub.pos, g.hub.commit, time.Now().UTC()
+		if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
+			return fmt.Errorf("save the cursor of endpoint %s, which does not run: %w", key, err)
+		}
+		g.log.Warn("endpoint does not run: its cursor is kept here, and its events after it wait for it (sent once it runs)",
+			slog.String("endpoint", key), slog.String("cursor", cp.Position.String()))
+	case err != nil:
+		return fmt.Errorf("load the cursor of endpoint %s: %w", key, err)
+	}
+	g.hub.obs.Held(key, cp.Position, heldSince(cp))
 	return nil
 }
 

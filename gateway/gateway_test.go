@@ -654,3 +654,58 @@ func TestAnEndpointStartedAfterRunEndedIsRefused(t *testing.T) {
 		t.Fatalf("Start after Run returned = %v (running: %v), want an error wrapping context.Canceled and nothing running", err, g.Tap("hooks/late") != nil)
 	}
 }
+
+// An endpoint that does not run keeps a cursor where it came into being:
+// one Held at start gets one at Start, one held at a transaction
+// (HoldLocked, as a table row inserted off or invalid) gets one there.
+// Started much later, each sends every event since, none before.
+func TestAHeldEndpointStartsWhereItCameIntoBeing(t *testing.T) {
+	f := newFixture(t, 1)
+	f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: "hooks/held", Held: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := f.store.Load(ctx, "hooks/held"); err != nil || cp.Position != pos(0) {
+		t.Fatalf("the held endpoint's cursor after New: %+v, %v; want one at Start", cp, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(ctx, func(g *Gateway, txn *event.Txn) {
+			if err := g.HoldLocked("hooks/late"); err != nil {
+				t.Error(err)
+			}
+		})
+	}()
+	commitMany(f.b, 50)
+	f.b.mu.Lock()
+	n := len(f.b.txns) + 1
+	f.b.txns = append(f.b.txns, &event.Txn{Position: pos(n), Changes: []event.Change{{Table: "x.endpoints", Op: event.Insert}}})
+	f.b.cond.Broadcast()
+	f.b.mu.Unlock()
+	commitMany(f.b, 50)
+	f.waitAll() // the running endpoint has read past both
+	held, late := &recorder{}, &recorder{}
+	for key, r := range map[string]*recorder{"hooks/held": held, "hooks/late": late} {
+		if err := g.Start(Endpoint{Key: key, Sink: r, Filter: tenantFilter("t1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := f.b.want("t1")
+	var after []string
+	for _, id := range all {
+		if txn, _ := strconv.Atoi(strings.Split(id, ".")[0]); txn > n {
+			after = append(after, id)
+		}
+	}
+	waitFor(t, "both held endpoints to catch up", func() bool { return len(held.ids()) >= len(all) && len(late.ids()) >= len(after) })
+	if got := held.ids(); !slices.Equal(got, all) {
+		t.Errorf("the endpoint held since the start got %v, want every event %v", got, all)
+	}
+	if got := late.ids(); !slices.Equal(got, after) {
+		t.Errorf("the endpoint held at txn %d got %v, want the events after it %v", n, got, after)
+	}
+	cancel()
+	<-done
+}

@@ -90,6 +90,10 @@ func (realClock) After(d time.Duration) (<-chan time.Time, func()) {
 type Observer interface {
 	// State is called when an endpoint's tap changes state.
 	State(endpoint string, s State)
+	// Held is called for an endpoint that does not run (stopped, disabled,
+	// off, invalid) with its cursor: its events after cursor, committed
+	// since since, wait for it.
+	Held(endpoint string, cursor event.Position, since time.Time)
 }
 
 // Hub reads the shared stream and hands each transaction to the taps
@@ -503,4 +507,5 @@ type Filter struct {
 
 type nopObserver struct{}
 
-func (nopObserver) State(string, State) {}
+func (nopObserver) State(string, State)                    {}
+func (nopObserver) Held(string, event.Position, time.Time) {}

@@ -28,6 +28,7 @@ const TopLaggingEndpoints = 10
 var MetricNames = []string{
 	"outbox_relay_gateway_endpoints",
 	"outbox_relay_gateway_endpoint_lag_seconds",
+	"outbox_relay_gateway_held_cursor_age_seconds",
 }
 
 // Metrics holds the gateway's metrics of one relay: per webhook sink run as
@@ -36,8 +37,8 @@ var MetricNames = []string{
 // registers them on a relay's metrics, serves /endpoints beside /metrics
 // and notes on /readyz the endpoints stopped for good.
 type Metrics struct {
-	m                   *metrics.Metrics
-	statesDesc, lagDesc *prometheus.Desc
+	m                             *metrics.Metrics
+	statesDesc, lagDesc, heldDesc *prometheus.Desc
 
 	mu    sync.Mutex
 	sinks map[string]*SinkMetrics
@@ -52,6 +53,8 @@ func NewMetrics(m *metrics.Metrics) (*Metrics, error) {
 	gm := &Metrics{m: m, sinks: map[string]*SinkMetrics{},
 		statesDesc: desc("gateway_endpoints", "Endpoints of a webhook sink by state: attached (fed by the shared stream), waiting (detached, waiting for room or a catch-up stream), catching_up (reading a stream of its own), disabled (by the relay: failed without a break for webhook.gateway.disable_after, or answered 410 Gone; waits to be enabled), off (its table row has enabled = 0), invalid (its table row cannot be used), stopped (its pipeline stopped on an error).", "sink", "state"),
 		lagDesc:    desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint"),
+		heldDesc: desc("gateway_held_cursor_age_seconds", "Age of the oldest cursor of a webhook sink's endpoints that do not run (disabled, off, invalid, stopped): "+
+			"the events committed after it wait for that endpoint and are sent once it runs again; 0 when every endpoint runs. /endpoints shows each one's cursor.", "sink"),
 	}
 	if err := m.Register(collector{gm}); err != nil {
 		return nil, err
@@ -100,6 +103,17 @@ type EndpointStats struct {
 	// Failing is when its current run of failed attempts began (zero: its
 	// last attempt succeeded).
 	Failing time.Time `json:"failing_since,omitzero"`
+	// Cursor, for an endpoint that does not run (stopped, disabled, off,
+	// invalid), is its cursor: what it holds back. Its events after it
+	// wait and are sent once it runs again (on the binlog, the cursor also
+	// holds back prune and the binlog retention the sink needs; on Kafka,
+	// the topic's retention deletes by time whatever it says).
+	Cursor string `json:"cursor,omitempty"`
+	// HeldSince is since when those events wait: the commit time of the
+	// last transaction its cursor covers (when it was saved, without one);
+	// HeldSeconds is its age.
+	HeldSince   time.Time `json:"held_since,omitzero"`
+	HeldSeconds float64   `json:"held_seconds,omitempty"`
 }
 
 type endpointStats struct {
@@ -137,6 +151,9 @@ func (g *SinkMetrics) State(key string, st State) {
 	g.mu.Lock()
 	s := g.stats(key)
 	s.State = st.String()
+	if st.Running() {
+		s.Cursor, s.HeldSince = "", time.Time{} // it runs: its cursor moves
+	}
 	if st != Stopped {
 		s.Stopped = "" // running again, or not running for another reason
 	}
@@ -144,6 +161,31 @@ func (g *SinkMetrics) State(key string, st State) {
 		s.Invalid = ""
 	}
 	g.mu.Unlock()
+}
+
+// Held records the cursor of key, an endpoint that does not run (an
+// Observer): its events after cursor, committed since since, wait for it.
+// Ignored once it runs again.
+func (g *SinkMetrics) Held(key string, cursor event.Position, since time.Time) {
+	g.mu.Lock()
+	s := g.stats(key)
+	if st, ok := stateOf(s.State); !ok || !st.Running() {
+		s.Cursor, s.HeldSince = cursor.String(), since
+		if cursor.File != "" {
+			s.file = cursor.File // the sink's binlog retention counts it
+		}
+	}
+	g.mu.Unlock()
+}
+
+// stateOf is the State named name.
+func stateOf(name string) (State, bool) {
+	for _, st := range States {
+		if st.String() == name {
+			return st, true
+		}
+	}
+	return Stopped, false
 }
 
 // Invalid records that key's row of the endpoints table cannot be used,
@@ -325,6 +367,9 @@ func (g *SinkMetrics) Endpoints() []EndpointStats {
 			e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
 		}
 		e.P99Seconds = quantile(s.latency, 0.99)
+		if e.Cursor != "" && !e.HeldSince.IsZero() {
+			e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
+		}
 		out = append(out, e)
 	}
 	g.mu.Unlock()
@@ -393,6 +438,7 @@ type collector struct{ gm *Metrics }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gm.statesDesc
 	ch <- c.gm.lagDesc
+	ch <- c.gm.heldDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -402,9 +448,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range States {
 			states[s.String()] = 0
 		}
+		held := 0.0
 		for _, e := range all {
 			states[e.State]++
+			if e.Cursor != "" {
+				held = max(held, e.HeldSeconds)
+			}
 		}
+		ch <- prometheus.MustNewConstMetric(c.gm.heldDesc, prometheus.GaugeValue, held, g.name)
 		for st, n := range states {
 			ch <- prometheus.MustNewConstMetric(c.gm.statesDesc, prometheus.GaugeValue, float64(n), g.name, st)
 		}

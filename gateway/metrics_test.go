@@ -328,3 +328,45 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string, labels map[str
 	t.Fatalf("no series %s%v gathered", name, labels)
 	return 0
 }
+
+// An endpoint that does not run shows its cursor and since when its events
+// wait on /endpoints, and the oldest such cursor's age is the sink's
+// held-cursor gauge; an endpoint that runs again shows none, and a late
+// report of its old cursor does not bring it back.
+func TestHeldCursorsShowOnEndpointsAndTheGauge(t *testing.T) {
+	_, gm, reg, c := newMetricsTest(t)
+	g := gm.Sink("hooks")
+	held := func() float64 {
+		return gathered(t, reg, "outbox_relay_gateway_held_cursor_age_seconds", map[string]string{"sink": "hooks"})
+	}
+	g.State("hooks/a", Attached)
+	if got := held(); got != 0 {
+		t.Fatalf("held cursor age %v with every endpoint running, want 0", got)
+	}
+	g.Invalid("hooks/bad", errors.New("url refused"))
+	g.Held("hooks/bad", event.Position{File: "bin.000002", Pos: 4}, c.t.Add(-90*time.Second))
+	g.State("hooks/off", Off)
+	g.Held("hooks/off", event.Position{File: "bin.000003", Pos: 4}, c.t.Add(-30*time.Second))
+	g.Held("hooks/a", event.Position{File: "bin.000001", Pos: 4}, c.t.Add(-time.Hour)) // runs: ignored
+	if got := held(); got != 90 {
+		t.Fatalf("held cursor age %v, want the oldest held cursor's 90", got)
+	}
+	byKey := map[string]EndpointStats{}
+	for _, e := range g.Endpoints() {
+		byKey[e.Endpoint] = e
+	}
+	if e := byKey["hooks/bad"]; e.State != "invalid" || e.Cursor != "bin.000002:4" || e.HeldSeconds != 90 || !e.HeldSince.Equal(c.t.Add(-90*time.Second)) {
+		t.Errorf("/endpoints hooks/bad = %+v, want invalid, its cursor and 90 s held", e)
+	}
+	if e := byKey["hooks/a"]; e.Cursor != "" || e.HeldSeconds != 0 {
+		t.Errorf("/endpoints hooks/a, which runs, = %+v: shows a held cursor", e)
+	}
+	g.State("hooks/bad", CatchingUp) // fixed: it runs
+	if got := held(); got != 30 {
+		t.Fatalf("held cursor age %v once hooks/bad runs, want hooks/off's 30", got)
+	}
+	g.Forget("hooks/off")
+	if got := held(); got != 0 {
+		t.Fatalf("held cursor age %v once none is held, want 0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -483,7 +484,9 @@ func TestABadRowIsInvalidAndTheOtherEndpointsRun(t *testing.T) {
 	if n := rr.count(skipped); n != 1 {
 		t.Errorf("%d error logs of the bad row, want 1", n)
 	}
-	// Fixed while running, it starts: it gets what is committed after.
+	// Fixed while running, it starts from its cursor: it gets what is
+	// committed after (and, TestAnEndpointThatDoesNotRunLosesNothing,
+	// what was committed while it was invalid).
 	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad'`, fixed.URL+"/hook")
 	after := events(t, db, 5)
 	total += after
@@ -543,8 +546,8 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	})
 	total += events(t, db, 10)
 	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
-	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
-		t.Errorf("/endpoints: the 410 endpoint is %q, want disabled", e.State)
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" || e.Cursor == "" {
+		t.Errorf("/endpoints: the 410 endpoint is %q with cursor %q, want disabled, and the cursor its events wait behind", e.State, e.Cursor)
 	}
 	if m := rr.metric(t, `outbox_relay_gateway_endpoints{sink="hooks",state="disabled"}`); !strings.HasSuffix(m, " 1") {
 		t.Errorf("gauge of disabled endpoints: %q, want 1", m)
@@ -554,8 +557,8 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 	stop = rr.run(t)
 	total += events(t, db, 2)
 	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
-	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" {
-		t.Errorf("/endpoints after a restart: the 410 endpoint is %q, want disabled", e.State)
+	if e := rr.endpoints(t)["hooks/gone"]; e.State != "disabled" || e.Cursor == "" {
+		t.Errorf("/endpoints after a restart: the 410 endpoint is %q with cursor %q, want disabled, and the cursor its events wait behind", e.State, e.Cursor)
 	}
 	stop()
 	// Enabled (what `outbox-relay endpoints enable` writes), with the
@@ -602,4 +605,163 @@ func TestAnEndpointAnswering410IsDisabledAndLosesNothing(t *testing.T) {
 		t.Errorf("all %d events are dead letters: the 410 did not stop the endpoint", total)
 	}
 	t.Logf("%d events: %d dead letters (held when it answered 410), %d delivered once enabled", total, len(dead), hook.Unique())
+}
+
+// An endpoint of the endpoints table that does not run loses nothing
+// (docs/gateway.md, Endpoint states): a row invalid or off when the relay
+// starts, one inserted invalid or off while it runs, and one turned off
+// while it ran each keep a cursor where they stopped or came into being,
+// across a restart, shown in /endpoints and in the held-cursor gauge; once
+// the row is fixed or enabled, each gets every event committed since.
+func TestAnEndpointThatDoesNotRunLosesNothing(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"good", "bad-start", "off-start", "bad-live", "off-live", "run-off"}
+	rx := map[string]*receiver.Receiver{}
+	for _, n := range names {
+		rx[n] = receiver.Start(t, nil)
+	}
+	refused := "http://10.1.2.3/hook" // the egress policy refuses it
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('good', ?, 1), ('bad-start', ?, 1), ('off-start', ?, 0), ('run-off', ?, 1)`,
+		rx["good"].URL+"/hook", refused, rx["off-start"].URL+"/hook", rx["run-off"].URL+"/hook")
+	rr := newRowsRelay(t, dbname, "")
+	stop := rr.run(t)
+	// Applied at their transactions: every event after them is theirs.
+	exec(`INSERT INTO outbox_endpoints (id, url, enabled) VALUES ('bad-live', ?, 1), ('off-live', ?, 0)`, refused, rx["off-live"].URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET enabled = 0 WHERE id = 'run-off'`)
+	total := events(t, db, 10)
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return rx["good"].Unique() >= total })
+	held := func(when string) {
+		t.Helper()
+		var eps map[string]gateway.EndpointStats
+		eventually.Within(t, 10*time.Second, "/endpoints to show every endpoint that does not run with its cursor", func() bool {
+			eps = rr.endpoints(t)
+			for _, n := range names[1:] {
+				if eps["hooks/"+n].Cursor == "" {
+					return false
+				}
+			}
+			return true
+		}, func() { t.Logf("%s: /endpoints: %+v", when, eps) })
+		for n, want := range map[string]string{"bad-start": "invalid", "bad-live": "invalid", "off-start": "off", "off-live": "off", "run-off": "off"} {
+			if e := eps["hooks/"+n]; e.State != want || e.HeldSince.IsZero() {
+				t.Errorf("%s: /endpoints hooks/%s: %+v; want state %s, its cursor and since when its events wait", when, n, e, want)
+			}
+		}
+		if m := rr.metric(t, `outbox_relay_gateway_held_cursor_age_seconds{sink="hooks"}`); m == "" {
+			t.Errorf("%s: no held-cursor gauge of the sink", when)
+		}
+	}
+	held("running")
+	stop()
+	total += events(t, db, 5) // while the relay is stopped
+	stop = rr.run(t)
+	total += events(t, db, 5)
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return rx["good"].Unique() >= total })
+	held("after a restart")
+	// Fixed and enabled: each gets every event since it came into being.
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad-start'`, rx["bad-start"].URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET url = ? WHERE id = 'bad-live'`, rx["bad-live"].URL+"/hook")
+	exec(`UPDATE outbox_endpoints SET enabled = 1 WHERE id IN ('off-start', 'off-live', 'run-off')`)
+	total += events(t, db, 5)
+	eventually.Within(t, 60*time.Second, "every endpoint to get every event", func() bool {
+		for _, n := range names {
+			if rx[n].Unique() < total {
+				return false
+			}
+		}
+		return true
+	}, func() {
+		for _, n := range names {
+			t.Logf("%s got %d of %d events", n, rx[n].Unique(), total)
+		}
+	})
+	eventually.Within(t, 10*time.Second, "/endpoints to show them running, without a held cursor", func() bool {
+		eps := rr.endpoints(t)
+		for _, n := range names {
+			if e := eps["hooks/"+n]; !slices.Contains([]string{"attached", "waiting", "catching_up"}, e.State) || e.Cursor != "" {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+}
+
+// An endpoint whose pipeline stopped on an error (here: its checkpoint
+// says another server flavor) is stopped, with its cursor and since when
+// its events wait in /endpoints, while the others deliver; once the cause
+// is fixed and the relay restarted, it resumes from that cursor and gets
+// every event committed while it was stopped.
+func TestAStoppedEndpointKeepsItsCursorAndLosesNothing(t *testing.T) {
+	dbname := srv.NewDatabase(t)
+	db := srv.DB(t, dbname)
+	for _, q := range []string{outboxtest.Schema, webhook.EndpointsTableSchema} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, st := receiver.Start(t, nil), receiver.Start(t, nil)
+	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url) VALUES ('good', ?), ('st', ?)`, good.URL+"/hook", st.URL+"/hook"); err != nil {
+		t.Fatal(err)
+	}
+	rr := newRowsRelay(t, dbname, "")
+	stop := rr.run(t)
+	total := events(t, db, 5)
+	eventually.Within(t, 60*time.Second, "both endpoints to get every event", func() bool { return good.Unique() >= total && st.Unique() >= total })
+	stop()
+	store, err := checkpoint.OpenFile(rr.cfg.Checkpoint.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setFlavor := func(flavor string) string {
+		t.Helper()
+		cp, err := store.Load(context.Background(), "hooks/st")
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := cp.Flavor
+		cp.Flavor = flavor
+		if err := store.Save(context.Background(), "hooks/st", cp); err != nil {
+			t.Fatal(err)
+		}
+		return was
+	}
+	flavor := setFlavor("mysql") // the source is MariaDB: its pipeline stops
+	rl := startRelay(t, rr.cfg, relay.Options{Logger: slog.New(rr.logs)})
+	waiting := events(t, db, 5)
+	total += waiting
+	eventually.Within(t, 60*time.Second, "the good endpoint to get every event", func() bool { return good.Unique() >= total })
+	var e gateway.EndpointStats
+	eventually.Within(t, 10*time.Second, "/endpoints to show hooks/st stopped with its cursor", func() bool {
+		e = rr.endpoints(t)["hooks/st"]
+		return e.State == "stopped" && e.Cursor != "" && !e.HeldSince.IsZero()
+	}, func() { t.Logf("/endpoints hooks/st: %+v", e) })
+	if !strings.Contains(e.Stopped, "mysql") {
+		t.Errorf("/endpoints hooks/st says it stopped on %q, want the checkpoint's flavor", e.Stopped)
+	}
+	if err := rl.stop(t); err == nil || !strings.Contains(err.Error(), "hooks/st") {
+		t.Fatalf("relay: %v; want the stopped endpoint's error", err)
+	}
+	if got := st.Unique(); got != total-waiting {
+		t.Fatalf("the stopped endpoint got %d events, want the %d before it stopped", got, total-waiting)
+	}
+	setFlavor(flavor)
+	stop = rr.run(t)
+	total += events(t, db, 2)
+	eventually.Within(t, 60*time.Second, "the endpoint, fixed, to get every event committed while it was stopped", func() bool {
+		return st.Unique() >= total && good.Unique() >= total
+	}, func() { t.Logf("hooks/st got %d of %d", st.Unique(), total) })
+	stop()
 }

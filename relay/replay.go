@@ -180,7 +180,7 @@ func (r *Relay) ReplayTarget(ctx context.Context, db *sql.DB, j replay.Job) (sin
 		eps = append(eps, more...)
 	}
 	for _, e := range eps {
-		if e.Key == j.Key() {
+		if e.Key == j.Key() && !e.Held {
 			return e.Sink, e.Filter.Match, nil
 		}
 	}

@@ -95,7 +95,9 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 			return nil, err
 		}
 		for _, e := range eps {
-			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+			if !e.Held { // off or invalid: not run
+				out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+			}
 		}
 	}
 	return out, nil

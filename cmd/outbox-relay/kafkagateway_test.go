@@ -55,6 +55,7 @@ type kafkaGatewayRig struct {
 	receipts   atomic.Int64
 	procs      []*exec.Cmd
 	db         *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
+	brokers    []string
 	url        string  // the receivers' base URL
 	produced   []*event.Event
 }
@@ -110,6 +111,7 @@ func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Dura
 	}))
 	t.Cleanup(hooks.Close)
 	rig.url = hooks.URL
+	rig.brokers = c.ListenAddrs()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d}

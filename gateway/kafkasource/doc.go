@@ -25,7 +25,12 @@
 //     what a new endpoint without a cursor starts from;
 //   - per-aggregate order: one aggregate is one message key, so one
 //     partition, read in order by one replica at a time; a handover re-sends
-//     the in-flight window from the cursor, in order.
+//     the in-flight window from the cursor, in order;
+//   - an endpoint that does not run keeps its own cursor (package gateway),
+//     so the committed offset passing it skips nothing; only the topic's
+//     retention can, and then loudly: a stream that starts before the
+//     partition's first offset logs an error and counts the records gone
+//     (Source.Expired, Observer.Expired).
 //
 // Concurrency: Group.Run owns every goroutine it starts (one per assigned
 // partition for the generation, plus its gateway's) and returns once they

@@ -97,6 +97,9 @@ type Observer interface {
 	Oldest(topic string, partition int, age time.Duration)
 	// Committed is the offset committed for the partition.
 	Committed(topic string, partition int, offset int64)
+	// Expired counts records of the partition a stream should have read
+	// but the topic's retention had deleted (Source.Expired).
+	Expired(topic string, partition int, records int64)
 }
 
 // Group is one replica of the scaled-out gateway.
@@ -242,7 +245,7 @@ func (gr *Group) runOnce(ctx context.Context, p *partition, committed int64, log
 	gc.Hub.Covers = Covers
 	gc.Hub.Open = func(slot int) pipeline.Source {
 		s := &Source{Brokers: gr.cfg.Brokers, Dialer: gr.cfg.Dialer, Topic: p.Topic, Partition: p.Partition.Partition,
-			Decode: gr.cfg.Decode, Logger: log}
+			Decode: gr.cfg.Decode, Logger: log, Expired: func(n int64) { gr.cfg.Observer.Expired(p.Topic, p.Partition.Partition, n) }}
 		if slot == 0 {
 			s.Changes = setup.Changes
 			s.Lag = func(n int64) { gr.cfg.Observer.Lag(p.Topic, p.Partition.Partition, n) }
@@ -406,3 +409,4 @@ func (nopObserver) Assigned(string, int, bool)        {}
 func (nopObserver) Lag(string, int, int64)            {}
 func (nopObserver) Oldest(string, int, time.Duration) {}
 func (nopObserver) Committed(string, int, int64)      {}
+func (nopObserver) Expired(string, int, int64)        {}

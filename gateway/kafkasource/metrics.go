@@ -17,6 +17,7 @@ var MetricNames = []string{
 	"outbox_relay_gateway_partition_lag_records",
 	"outbox_relay_gateway_partition_oldest_unacked_seconds",
 	"outbox_relay_gateway_partition_committed_offset",
+	"outbox_relay_gateway_partition_records_expired_total",
 }
 
 // Metrics records what a gateway replica's consumer group does, per
@@ -25,6 +26,7 @@ var MetricNames = []string{
 type Metrics struct {
 	sink                           string
 	assigned, lag, oldest, offsets *prometheus.GaugeVec
+	expired                        *prometheus.CounterVec
 }
 
 // NewMetrics registers, on m, the metrics of a gateway replica running the
@@ -39,8 +41,11 @@ func NewMetrics(m *metrics.Metrics, sink string) (*Metrics, error) {
 		oldest: gauge("gateway_partition_oldest_unacked_seconds", "Age of the oldest record of the partition that a running endpoint has not acknowledged and saved; 0 when none. "+
 			"Computed every commit interval (5 s)."),
 		offsets: gauge("gateway_partition_committed_offset", "The consumer group's committed offset of the partition: the least saved cursor of its running endpoints."),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "gateway_partition_records_expired_total",
+			Help: "Records of the partition a stream of this replica should have read (from an endpoint's cursor, or the committed offset) that the topic's retention had deleted: their events were not sent to those endpoints."},
+			[]string{"sink", "topic", "partition"}),
 	}
-	if err := m.Register(o.assigned, o.lag, o.oldest, o.offsets); err != nil {
+	if err := m.Register(o.assigned, o.lag, o.oldest, o.offsets, o.expired); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -61,6 +66,12 @@ func (o *Metrics) Assigned(topic string, partition int, on bool) {
 	for _, g := range []*prometheus.GaugeVec{o.assigned, o.lag, o.oldest, o.offsets} {
 		g.DeleteLabelValues(l...)
 	}
+	o.expired.DeleteLabelValues(l...)
+}
+
+// Expired implements Observer.
+func (o *Metrics) Expired(topic string, partition int, records int64) {
+	o.expired.WithLabelValues(o.labels(topic, partition)...).Add(float64(records))
 }
 
 // Lag implements Observer.

@@ -31,6 +31,7 @@ func TestMetricsExposeMetricNamesPerPartition(t *testing.T) {
 		o.Lag("orders", p, 12)
 		o.Oldest("orders", p, 3*time.Second)
 		o.Committed("orders", p, 40)
+		o.Expired("orders", p, 3)
 	}
 	o.Assigned("orders", 1, false)
 	mfs, err := reg.Gather()

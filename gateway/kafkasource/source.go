@@ -30,8 +30,14 @@ type Source struct {
 	Changes <-chan []event.Change
 	// Lag, if set, is told after each record how many records the
 	// partition holds after it (the high watermark's distance).
-	Lag    func(records int64)
-	Logger *slog.Logger
+	Lag func(records int64)
+	// Expired, if set, is told how many records the stream's start was
+	// before the partition's first offset: records the topic's retention
+	// deleted before this stream (an endpoint's cursor, or the group's
+	// committed offset) read them. Run logs them as an error and starts at
+	// the first record.
+	Expired func(records int64)
+	Logger  *slog.Logger
 }
 
 // Run implements pipeline.Source: it reads from position from (a Position
@@ -44,6 +50,15 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 	log := s.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if first, err := firstOffset(ctx, s.Dialer, s.Brokers, s.Topic, s.Partition); err == nil && next < first {
+		// The reader would skip them quietly.
+		log.Error("kafka gateway: records this stream should start at are gone (the topic's retention deleted them): the events among them are not sent to the endpoints whose cursor was there; it starts at the partition's first record",
+			slog.String("partition", name), slog.Int64("from", next), slog.Int64("first", first), slog.Int64("records", first-next))
+		if s.Expired != nil {
+			s.Expired(first - next)
+		}
+		next = first
 	}
 	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: s.Brokers, Dialer: s.Dialer, Topic: s.Topic, Partition: s.Partition,
 		MinBytes: 1, MaxBytes: 4 << 20, MaxWait: 200 * time.Millisecond, ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: time.Second})
@@ -108,4 +123,26 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 			}
 		}
 	}
+}
+
+// firstOffset returns the first offset topic[partition] holds.
+func firstOffset(ctx context.Context, d *kafkago.Dialer, brokers []string, topic string, partition int) (int64, error) {
+	if d == nil {
+		d = kafkago.DefaultDialer
+	}
+	var last error
+	for _, b := range brokers {
+		conn, err := d.DialLeader(ctx, "tcp", b, topic, partition)
+		if err != nil {
+			last = err
+			continue
+		}
+		off, err := conn.ReadFirstOffset()
+		_ = conn.Close()
+		if err == nil {
+			return off, nil
+		}
+		last = err
+	}
+	return 0, fmt.Errorf("read the first offset of kafka %s[%d]: %w", topic, partition, last)
 }

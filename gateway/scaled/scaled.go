@@ -165,7 +165,7 @@ func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 		}
 		setup.Gateway = gateway.Config{
 			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-			Store: store, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
+			Store: store, Identity: identity, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
 					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,

@@ -23,8 +23,11 @@ import (
 // The rule: a change of an endpoint's row takes effect for the transactions
 // committed after the one that changed it. An endpoint inserted by
 // transaction T gets the events of every transaction after T (none before:
-// its cursor starts at T); disabled or deleted by T, it gets none after T
-// (it still gets T's own and the earlier ones it had not yet delivered).
+// its cursor starts at T), whether it runs from T or not; deleted by T, it
+// gets none after T (it still gets T's own and the earlier ones it had not
+// yet delivered). Turned off by T (enabled = 0), it is sent nothing after T
+// until a later transaction turns it on; it then resumes from its cursor
+// and sends what waited: off pauses, it skips nothing.
 // A change of its filter (tenant, event_types, aggregate_types) routes the
 // transactions after T with the new one; a change of its url, secrets or
 // rate limit restarts its pipeline, which drains what it holds, saves its
@@ -41,10 +44,14 @@ import (
 // or when both fold to the same (FoldName: "BILLING", "billing " and
 // "bíllíng" name "billing"), whatever the ways the store, a dashboard or a
 // reader compare them. A row that cannot be used (FromRow refuses it, or its
-// endpoint cannot be built) makes its endpoint invalid: skipped, with one
+// endpoint cannot be built) makes its endpoint invalid: not run, with one
 // error log, while every other endpoint runs; an UPDATE that fixes it
-// starts it. A row whose id itself is not valid (TableConfig.CheckID) has
-// no endpoint: its changes never stop, disable or delete one.
+// starts it from its cursor. An endpoint that does not run (off, invalid)
+// keeps a cursor: where it stopped, or, inserted or first read off or
+// invalid, where it came into being (gateway.Endpoint.Held at start,
+// Gateway.HoldLocked at the transaction), so it loses nothing. A row whose
+// id itself is not valid (TableConfig.CheckID) has no endpoint: its
+// changes never stop, disable or delete one.
 //
 // An UPDATE that changes a row's id is the DELETE of the old id and the
 // INSERT of the new one, at that transaction: the old id's endpoint gets no
@@ -67,8 +74,9 @@ type tableEndpoints struct {
 	//
 	// rows are the enabled endpoints' rows by key, as last applied.
 	rows map[string]TableEndpoint
-	// off are the keys whose row says enabled = 0.
-	off map[string]bool
+	// off are the keys whose row says enabled = 0; bad those whose row
+	// cannot be used (invalid).
+	off, bad map[string]bool
 	// clashed are the keys of the rows refused for naming a static
 	// endpoint (logged once until the row is deleted).
 	clashed map[string]bool
@@ -78,39 +86,61 @@ type tableEndpoints struct {
 // named sink, whose endpoints of the configuration are static.
 func newTableEndpoints(sink string, tc TableConfig, static []EndpointConfig) *tableEndpoints {
 	return &tableEndpoints{sink: sink, tc: tc, static: NewStaticNames(static), rows: map[string]TableEndpoint{},
-		off: map[string]bool{}, clashed: map[string]bool{}}
+		off: map[string]bool{}, bad: map[string]bool{}, clashed: map[string]bool{}}
 }
 
 func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te.suffix }
 
-// load reads the table and returns the endpoints of its usable, enabled
-// rows. Only a table that cannot be read is an error: a bad row is
-// skipped (invalid), a row with a static endpoint's name refused.
+// load reads the table and returns the endpoints of its rows: those of
+// usable, enabled rows to run, the others (off, invalid) Held, so that the
+// gateway keeps their cursors. Only a table that cannot be read is an
+// error: a bad row is not run (invalid), a row with a static endpoint's
+// name refused, a row whose id cannot be used has no endpoint.
 func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, error) {
 	rows, bad, err := te.tc.Load(ctx, db)
 	if err != nil {
 		return nil, err
 	}
+	var out []gateway.Endpoint
 	for _, b := range bad {
 		if name, ok := te.static.Taken(b.ID); ok {
 			te.clash(b.ID, name, "read at start", nil)
 			continue
 		}
 		te.invalid(b.ID, b.Err)
+		out = te.held(out, b.ID)
 	}
-	var out []gateway.Endpoint
 	for _, row := range rows {
 		if name, ok := te.static.Taken(row.ID); ok {
 			te.clash(row.ID, name, "read at start", nil)
 			continue
 		}
-		if ep, ok := te.admit(row); ok {
-			out = append(out, ep)
-		}
+		out = append(out, te.admit(row))
 	}
 	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)+len(bad)),
-		slog.Int("enabled", len(out)), slog.Int("invalid", len(bad)))
+		slog.Int("enabled", len(te.rows)), slog.Int("invalid", len(bad)))
 	return out, nil
+}
+
+// held appends to out the endpoint of row id, which does not run (its row
+// is off or cannot be used), for the gateway to keep its cursor: none
+// when id cannot be used (such a row has no endpoint).
+func (te *tableEndpoints) held(out []gateway.Endpoint, id string) []gateway.Endpoint {
+	if id == "" || te.tc.CheckID(id) != nil {
+		return out
+	}
+	return append(out, gateway.Endpoint{Key: te.key(id), Held: true})
+}
+
+// hold keeps the cursor of key, whose row was inserted or changed so that
+// it does not run (off, invalid) while it was not running: one without a
+// cursor gets one at this transaction, so that it gets every later event
+// once it runs (under the hub's lock).
+func (te *tableEndpoints) hold(g *gateway.Gateway, key string) {
+	if err := g.HoldLocked(key); err != nil {
+		te.log.Error("endpoints table: the cursor of an endpoint that does not run could not be kept; once it runs it starts where its row is read then",
+			slog.String("endpoint", key), slog.Any("err", err))
+	}
 }
 
 // clash logs, once until the row is deleted, that the row id names the
@@ -139,6 +169,9 @@ func (te *tableEndpoints) invalid(id string, err error) {
 	}
 	key := te.key(id)
 	delete(te.off, key)
+	if te.tc.CheckID(id) == nil {
+		te.bad[key] = true
+	}
 	te.states.Invalid(key, err)
 	te.log.Error("endpoints table: a row cannot be used: its endpoint is skipped (state invalid) until an UPDATE fixes the row (no restart needed); the other endpoints run",
 		slog.String("table", te.tc.Table), slog.String("endpoint", key), slog.Any("err", err))
@@ -146,21 +179,23 @@ func (te *tableEndpoints) invalid(id string, err error) {
 
 // admit takes a usable row read at start that is not a configured
 // endpoint's: off when disabled, invalid when its endpoint cannot be
-// built, else its endpoint to start (ok).
-func (te *tableEndpoints) admit(row TableEndpoint) (ep gateway.Endpoint, ok bool) {
+// built (both Held: the gateway keeps their cursors), else its endpoint to
+// start.
+func (te *tableEndpoints) admit(row TableEndpoint) gateway.Endpoint {
 	key := te.key(row.ID)
 	if !row.Enabled {
 		te.off[key] = true
 		te.states.State(key, gateway.Off)
-		return ep, false
+		return gateway.Endpoint{Key: key, Held: true}
 	}
 	ep, err := te.build(row.Config)
 	if err != nil {
 		te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
-		return ep, false
+		return gateway.Endpoint{Key: key, Held: true}
 	}
 	te.rows[key] = row
-	return ep, true
+	delete(te.bad, key)
+	return ep
 }
 
 // changed applies the table's row changes of txn (under the hub's lock).
@@ -211,10 +246,14 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 				continue
 			}
 			te.invalid(id, err)
+			if id != "" && !g.IsDisabled(key) {
+				te.hold(g, key)
+			}
 			continue
 		}
 		old := te.rows[key]
 		delete(te.off, key)
+		delete(te.bad, key)
 		if g.IsDisabled(key) {
 			// Disabled for failing: an UPDATE of its row enables it, with
 			// the row as it is now, from its cursor.
@@ -236,6 +275,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			ep, err := te.build(row.Config)
 			if err != nil {
 				te.invalid(id, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, id, err))
+				te.hold(g, key)
 				continue
 			}
 			te.rows[key] = row
@@ -299,6 +339,7 @@ func splitRenames(table string, changes []event.Change) []event.Change {
 // dropped); one turned off shows as off once its pipeline has stopped.
 func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp, at event.Position, running bool) {
 	delete(te.rows, key)
+	delete(te.bad, key)
 	done := g.StopLocked(key) // closed at once when it was not running
 	if op == event.Delete {
 		delete(te.off, key)
@@ -312,7 +353,10 @@ func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp
 	}
 	te.off[key] = true
 	if running {
-		te.log.Info("endpoint turned off by its row (enabled = 0): it gets no later event", slog.String("endpoint", key), slog.String("at", at.String()))
+		te.log.Info("endpoint turned off by its row (enabled = 0): it is sent nothing until its row says enabled = 1; its events after its cursor wait for it",
+			slog.String("endpoint", key), slog.String("at", at.String()))
+	} else if g.Tap(key) == nil && !g.IsDisabled(key) {
+		te.hold(g, key)
 	}
 	go func() {
 		<-done
@@ -357,11 +401,16 @@ func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan str
 	}
 	if g != nil {
 		g.Hub().Lock()
-		_, back := te.rows[key] // inserted again meanwhile: it is listed
+		_, back := te.rows[key]
+		back = back || te.off[key] || te.bad[key]
 		g.Hub().Unlock()
-		if !back {
-			te.states.Forget(key)
+		if back {
+			// Inserted again meanwhile: it is listed, and keeps the
+			// cursor it resumes from or holds (it gets more events,
+			// never fewer).
+			return
 		}
+		te.states.Forget(key)
 	}
 	d, ok := te.store.(checkpoint.Deleter)
 	if !ok {
@@ -449,11 +498,10 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 		row, err := te.tc.FromRow(r)
 		if err != nil {
 			te.invalid(id, err)
+			out = te.held(out, id)
 			continue
 		}
-		if ep, ok := te.admit(row); ok {
-			out = append(out, ep)
-		}
+		out = append(out, te.admit(row))
 	}
 	return out
 }
