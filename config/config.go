@@ -140,7 +140,8 @@ type Replay struct {
 	// Default 2s.
 	Poll time.Duration `yaml:"poll" default:"2s"`
 	// MaxInFlight caps a replay's events sent and not yet acknowledged
-	// (with those whose save is not over): its own limit, apart from the
+	// (with those whose save is not over, and those its checkpoint does
+	// not list): what a crash sends again. Its own limit, apart from the
 	// live pipelines'. Default 1000.
 	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 }
@@ -440,8 +441,9 @@ type Delivery struct {
 	// fill from what queues while the sink is busy (under load).
 	Linger time.Duration `yaml:"linger"`
 	// MaxInFlight caps unacknowledged events per sink, with the
-	// acknowledged ones whose checkpoint save is not over yet: it bounds
-	// what a crash sends again. Default 10000.
+	// acknowledged ones whose checkpoint save is not over yet and those
+	// its checkpoint does not list: it bounds what a crash sends again.
+	// Default 10000.
 	MaxInFlight int `yaml:"max_in_flight" default:"10000"`
 	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"67108864"`
@@ -480,8 +482,8 @@ type Gateway struct {
 	// transactions with events for it. Default 256.
 	Queue int `yaml:"queue" default:"256"`
 	// MaxInFlight caps each endpoint's unacknowledged events (and those
-	// acknowledged but not yet saved: it bounds what a crash sends again).
-	// Default 1000.
+	// acknowledged but not yet saved, or not listed by its checkpoint: it
+	// bounds what a crash sends again). Default 1000.
 	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 	// MaxInFlightBytes caps their bytes. Default 1048576.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"1048576"`
