@@ -89,8 +89,8 @@ type tracker struct {
 	// count against maxEvents until the watermark passes them (then as
 	// unsaved, until the save that covers them is over).
 	unlisted int
-	wmSeq      uint64    // seq of the last entry the watermark passed
-	nextSeq    uint64
+	wmSeq    uint64 // seq of the last entry the watermark passed
+	nextSeq  uint64
 	// log is every listed acknowledgement not yet compacted away: those
 	// with seq > wmSeq are the list (acked of them), the others are
 	// forgotten. It holds at most 2×maxAcked events.
