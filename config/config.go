@@ -130,10 +130,16 @@ const DefaultAttemptsTable = "outbox_relay_attempts"
 // ones, with its own binlog stream, replica id and in-flight limits.
 type Replay struct {
 	// MaxRunning is how many replay jobs run at once; more wait, pending,
-	// in the order they were made. Each takes a replica id of its own after
-	// the sinks' (Config.ReplayReplicaIDs). 0 runs none (jobs stay pending).
-	// Default 2.
+	// and start in turn across tenants (the one with the fewest running,
+	// then the one served longest ago; each tenant's oldest first). Each
+	// takes a replica id of its own after the sinks' (Config.ReplayReplicaIDs).
+	// 0 runs none (jobs stay pending). Default 2.
 	MaxRunning int `yaml:"max_running" default:"2"`
+	// MaxJobsPerTenant caps the replay jobs one console tenant may have
+	// pending or running at once (recover since, resend): one more is
+	// refused (HTTP 429) until one ends. Operators' jobs are not capped.
+	// Default 10.
+	MaxJobsPerTenant int `yaml:"max_jobs_per_tenant" default:"10"`
 	// Poll is how often the relay looks for new replay jobs and requests to
 	// cancel one (in its checkpoint store, or in the request directory
 	// beside a checkpoint file), and saves the running jobs' counts.
@@ -1075,6 +1081,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Replay.Poll < 100*time.Millisecond {
 		bad("replay.poll: %s: use at least 100ms", c.Replay.Poll)
+	}
+	if c.Replay.MaxJobsPerTenant < 1 {
+		bad("replay.max_jobs_per_tenant: %d: use at least 1", c.Replay.MaxJobsPerTenant)
 	}
 	if c.Replay.MaxInFlight < 1 {
 		bad("replay.max_in_flight: %d: use at least 1", c.Replay.MaxInFlight)

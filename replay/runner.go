@@ -17,8 +17,12 @@ import (
 
 // Runner runs the jobs of a Store: every Poll it lists them, starts the
 // pending or running ones it does not run yet while one of its Slots is
-// free (oldest first), stops those asked to be cancelled, and saves the
-// running ones' counts. A job ends done (its window delivered and saved),
+// free, stops those asked to be cancelled, and saves the running ones'
+// counts. Jobs left running by an earlier run start first (oldest first);
+// then pending jobs start in turn across tenants (Job.Tenant, the
+// operators' being one more): the tenant with the fewest jobs running, of
+// those the one whose job started longest ago, and its oldest job. So a
+// tenant that queued many jobs does not hold the others behind them. A job ends done (its window delivered and saved),
 // cancelled or failed, each final: its record is saved with its counts and
 // its progress and cancel request are removed (Store.Forget). A job whose
 // run ends with Run's ctx, or because its pipeline's saves were fenced
@@ -58,6 +62,8 @@ type Runner struct {
 	free       []uint32
 	runs       map[string]*run
 	ended      chan *run
+	served     map[string]uint64 // by tenant: the sequence number of its last start
+	starts     uint64
 	listFailed bool // the last listing failed (logged once until one succeeds)
 }
 
@@ -111,6 +117,7 @@ func (rn *run) counts() Job {
 // once it has returned (the gateway runs the jobs while it holds a lock).
 func (r *Runner) Run(ctx context.Context) {
 	r.free, r.runs, r.ended = slices.Clone(r.Slots), map[string]*run{}, make(chan *run)
+	r.served = map[string]uint64{}
 	tick := time.NewTicker(r.Poll)
 	defer tick.Stop()
 	for {
@@ -145,6 +152,7 @@ func (r *Runner) poll(ctx context.Context) {
 	} else {
 		r.listFailed = false
 	}
+	var waiting []Job          // to start, oldest first
 	for _, j := range l.Jobs { // what decoded, should some record not
 		if j.State.Final() {
 			continue
@@ -167,11 +175,42 @@ func (r *Runner) poll(ctx context.Context) {
 			r.Logger.Info("replay cancelled before it ran", slog.String("job", j.ID))
 			continue
 		}
-		if len(r.free) == 0 {
-			continue // pending until a slot frees: jobs start oldest first
-		}
-		r.start(ctx, j)
+		waiting = append(waiting, j)
 	}
+	for len(r.free) > 0 && len(waiting) > 0 {
+		i := r.next(waiting)
+		r.start(ctx, waiting[i])
+		waiting = slices.Delete(waiting, i, i+1)
+	}
+	// Forget the tenants with no job left: a tenant that comes back is
+	// served first, as one never served.
+	for t := range r.served {
+		if err == nil && !slices.ContainsFunc(l.Jobs, func(j Job) bool { return j.Tenant == t && !j.State.Final() }) {
+			delete(r.served, t)
+		}
+	}
+}
+
+// next returns the index in waiting (oldest first) of the job to start:
+// the oldest one left running by an earlier run; else the oldest pending
+// one of the tenant with the fewest jobs running, of those the one served
+// longest ago.
+func (r *Runner) next(waiting []Job) int {
+	if i := slices.IndexFunc(waiting, func(j Job) bool { return j.State == Running }); i >= 0 {
+		return i
+	}
+	running := map[string]int{}
+	for _, rn := range r.runs {
+		running[rn.job.Tenant]++
+	}
+	best := 0
+	for i, j := range waiting[1:] {
+		b := waiting[best]
+		if n, m := running[j.Tenant], running[b.Tenant]; n < m || n == m && r.served[j.Tenant] < r.served[b.Tenant] {
+			best = i + 1
+		}
+	}
+	return best
 }
 
 // start runs job j on a free slot; a job that cannot start is failed, with
@@ -210,6 +249,8 @@ func (r *Runner) start(ctx context.Context, j Job) {
 	}
 	r.free = r.free[1:]
 	r.runs[j.ID] = rn
+	r.starts++
+	r.served[j.Tenant] = r.starts
 	rn.ctx, rn.cancel = context.WithCancelCause(ctx)
 	r.obs.Started(rn.target, j.ID, j.UntilTime)
 	attrs := append([]slog.Attr{slog.String("job", j.ID), slog.String("target", rn.target), slog.String("source", j.Source),
