@@ -34,17 +34,24 @@ const (
 type State string
 
 // The states of a job. Pending and Running jobs are run by the relay;
-// Done, Cancelled and Failed are final and stay listed with their counts.
+// Done, Cancelled, Failed and Stopped are final and stay listed with their
+// counts. Stopped: its target went away while it ran (an endpoint
+// disabled or deleted: ErrTargetGone), with why in Error.
 const (
 	Pending   State = "pending"
 	Running   State = "running"
 	Done      State = "done"
 	Cancelled State = "cancelled"
 	Failed    State = "failed"
+	Stopped   State = "stopped"
 )
 
 // Final reports whether s is a state a job does not leave.
-func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed }
+func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed || s == Stopped }
+
+// ErrTargetGone is wrapped by Runner.Current's error when a job's target
+// is gone (an endpoint disabled or deleted): the job is stopped.
+var ErrTargetGone = errors.New("the replay's target is gone")
 
 // Job is one replay: what to send again, to whom, and how far it got.
 type Job struct {

@@ -375,3 +375,50 @@ func TestPutCappedRefusesATenantsJobBeyondTheCap(t *testing.T) {
 		t.Fatalf("once one of acme's jobs ended: %v", err)
 	}
 }
+
+// A running job follows its target: when the target changes (an
+// endpoint's URL or secret), its run is stopped and opened again with the
+// target as it is now; when the target is gone (the endpoint disabled or
+// deleted), the job is stopped, recorded as such with why, and sends
+// nothing more.
+func TestRunnerFollowsItsTarget(t *testing.T) {
+	var mu sync.Mutex
+	version, gone := "url-1 secret-1", error(nil)
+	var opened []string // the version each run was opened with
+	rt := newRunnerTest(t, 1, nil, func(_ int32, ctx context.Context, _ pipeline.Source, obs pipeline.Observer) error {
+		return deliverOneAndWait(ctx, obs)
+	})
+	open := rt.runner.Open
+	rt.runner.Open = func(ctx context.Context, j replay.Job, slot uint32) (replay.Launch, error) {
+		mu.Lock()
+		opened = append(opened, version)
+		mu.Unlock()
+		return open(ctx, j, slot)
+	}
+	rt.runner.Current = func(context.Context, replay.Job) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return version, gone
+	}
+	rt.add(t, "job-1", time.Now())
+	rt.start(t)
+	eventually.Within(t, time.Minute, "the job to run", func() bool { return rt.runs.Load() == 1 })
+	mu.Lock()
+	version = "url-2 secret-1" // the endpoint's row was updated
+	mu.Unlock()
+	eventually.Within(t, time.Minute, "the job to run again", func() bool { return rt.runs.Load() == 2 })
+	mu.Lock()
+	if !slices.Equal(opened, []string{"url-1 secret-1", "url-2 secret-1"}) {
+		t.Fatalf("runs opened with targets %v, want the first, then the changed one", opened)
+	}
+	gone = fmt.Errorf("%w: endpoint hooks/billing is disabled", replay.ErrTargetGone)
+	mu.Unlock()
+	eventually.Within(t, time.Minute, "the job to end and its progress to be removed", func() bool {
+		j, progress := rt.job(t, "job-1")
+		return j.State.Final() && !progress
+	})
+	j, progress := rt.job(t, "job-1")
+	if j.State != replay.Stopped || !strings.Contains(j.Error, "endpoint hooks/billing is disabled") || progress || rt.runs.Load() != 2 {
+		t.Fatalf("job %s (error %q), progress kept %v, runs %d; want stopped naming why, its progress removed, 2 runs", j.State, j.Error, progress, rt.runs.Load())
+	}
+}
