@@ -387,7 +387,7 @@ func TestOutboxTableColumnsAndTypes(t *testing.T) {
 		{"an INT payload fails", "{name: shop.int_payload}", Fail, `payload column "payload" is int`, "ALTER TABLE shop.int_payload MODIFY payload JSON"},
 		{"an ENUM type fails", "{name: shop.enum_type}", Fail, `type column "type" is enum: the binlog carries its index`, "ALTER TABLE shop.enum_type MODIFY type VARCHAR(64)"},
 		{"a DATETIME aggregate id fails", "{name: shop.date_agg}", Fail, `aggregate_id column "aggregateid" is datetime`, "MODIFY aggregateid VARCHAR(64)"},
-		{"an integer id warns", "{name: shop.int_id}", Warn, `id column "id" is bigint`, "CHAR(36) or BINARY(16)"},
+		{"an integer id warns", "{name: shop.int_id}", Warn, `id column "id" is bigint`, "time-ordered UUIDs (UUIDv7) in CHAR(36)"},
 		{"a mapped table with binary ids passes", "{name: shop.reliable, columns: {id: idempotency_key, aggregate_type: '-', aggregate_id: aggregate_id, type: topic, payload: payload}, headers: [trace]}", Pass,
 			"shop.reliable: idempotency_key binary, aggregate_id varchar, topic varchar, payload mediumblob", ""},
 	}

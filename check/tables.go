@@ -147,7 +147,7 @@ func tableDecision(t config.Table, cols map[string]string) Result {
 		case integerTypes[typ]:
 			warns = append(warns, fmt.Sprintf("%s column %q is %s: sent as its decimal text", key, col, typ))
 			if key == "id" {
-				fixes = append(fixes, fmt.Sprintf("an event id should be unique across tables and restores: use CHAR(36) or BINARY(16) UUIDs for %s", col))
+				fixes = append(fixes, fmt.Sprintf("an event id should be unique across tables and restores: keep %s if it is, or use time-ordered UUIDs (UUIDv7) in CHAR(36), which grow with inserts as a backfill's order needs and which tables[].switch_over accepts (not BINARY(16): switch_over refuses it; not random UUIDv4: a backfill sends them out of commit order)", col))
 			}
 		case indexTypes[typ]:
 			fails = append(fails, fmt.Sprintf("%s column %q is %s: the binlog carries its index, not its text", key, col, typ))

@@ -139,17 +139,24 @@ const DefaultAttemptsTable = "outbox_relay_attempts"
 // ones, with its own binlog stream, replica id and in-flight limits.
 type Replay struct {
 	// MaxRunning is how many replay jobs run at once; more wait, pending,
-	// in the order they were made. Each takes a replica id of its own after
-	// the sinks' (Config.ReplayReplicaIDs). 0 runs none (jobs stay pending).
-	// Default 2.
+	// and start in turn across tenants (the one with the fewest running,
+	// then the one served longest ago; each tenant's oldest first). Each
+	// takes a replica id of its own after the sinks' (Config.ReplayReplicaIDs).
+	// 0 runs none (jobs stay pending). Default 2.
 	MaxRunning int `yaml:"max_running" default:"2"`
+	// MaxJobsPerTenant caps the replay jobs one console tenant may have
+	// pending or running at once (recover since, resend): one more is
+	// refused (HTTP 429) until one ends. Operators' jobs are not capped.
+	// Default 10.
+	MaxJobsPerTenant int `yaml:"max_jobs_per_tenant" default:"10"`
 	// Poll is how often the relay looks for new replay jobs and requests to
 	// cancel one (in its checkpoint store, or in the request directory
 	// beside a checkpoint file), and saves the running jobs' counts.
 	// Default 2s.
 	Poll time.Duration `yaml:"poll" default:"2s"`
 	// MaxInFlight caps a replay's events sent and not yet acknowledged
-	// (with those whose save is not over): its own limit, apart from the
+	// (with those whose save is not over, and those its checkpoint does
+	// not list): what a crash sends again. Its own limit, apart from the
 	// live pipelines'. Default 1000.
 	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 }
@@ -449,8 +456,9 @@ type Delivery struct {
 	// fill from what queues while the sink is busy (under load).
 	Linger time.Duration `yaml:"linger"`
 	// MaxInFlight caps unacknowledged events per sink, with the
-	// acknowledged ones whose checkpoint save is not over yet: it bounds
-	// what a crash sends again. Default 10000.
+	// acknowledged ones whose checkpoint save is not over yet and those
+	// its checkpoint does not list: it bounds what a crash sends again.
+	// Default 10000.
 	MaxInFlight int `yaml:"max_in_flight" default:"10000"`
 	// MaxInFlightBytes caps their bytes per sink. Default 67108864.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"67108864"`
@@ -489,8 +497,8 @@ type Gateway struct {
 	// transactions with events for it. Default 256.
 	Queue int `yaml:"queue" default:"256"`
 	// MaxInFlight caps each endpoint's unacknowledged events (and those
-	// acknowledged but not yet saved: it bounds what a crash sends again).
-	// Default 1000.
+	// acknowledged but not yet saved, or not listed by its checkpoint: it
+	// bounds what a crash sends again). Default 1000.
 	MaxInFlight int `yaml:"max_in_flight" default:"1000"`
 	// MaxInFlightBytes caps their bytes. Default 1048576.
 	MaxInFlightBytes int `yaml:"max_in_flight_bytes" default:"1048576"`
@@ -1082,6 +1090,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Replay.Poll < 100*time.Millisecond {
 		bad("replay.poll: %s: use at least 100ms", c.Replay.Poll)
+	}
+	if c.Replay.MaxJobsPerTenant < 1 {
+		bad("replay.max_jobs_per_tenant: %d: use at least 1", c.Replay.MaxJobsPerTenant)
 	}
 	if c.Replay.MaxInFlight < 1 {
 		bad("replay.max_in_flight: %d: use at least 1", c.Replay.MaxInFlight)

@@ -583,10 +583,10 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p princ
 		unavailable(w, "this console runs without a relay: replays cannot be made")
 		return
 	}
-	id, err := s.o.Relay.Recover(r.Context(), e.Sink, e.ID, since)
+	id, err := s.o.Relay.Recover(r.Context(), p.tenant, e.Sink, e.ID, since)
 	s.writeAudit(p, "recover endpoint since "+since.Format(time.RFC3339), e.Key, err)
 	if err != nil {
-		writeProblem(w, http.StatusUnprocessableEntity, "replay-refused", err.Error())
+		replayRefused(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"job": id})
@@ -705,10 +705,10 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, p principal) {
 		unavailable(w, "this console runs without a relay: replays cannot be made")
 		return
 	}
-	id, err := s.o.Relay.Resend(r.Context(), rec)
+	id, err := s.o.Relay.Resend(r.Context(), p.tenant, rec)
 	s.writeAudit(p, "resend event "+rec.EventID, rec.Sink+"/"+rec.Endpoint, err)
 	if err != nil {
-		writeProblem(w, http.StatusUnprocessableEntity, "replay-refused", err.Error())
+		replayRefused(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"job": id})

@@ -31,10 +31,13 @@ type Sink struct {
 type Relay interface {
 	// Resend makes a replay job that sends the attempt's event again to
 	// its endpoint (and only that event), and returns the job's id.
-	Resend(ctx context.Context, a attempts.Record) (string, error)
+	// tenant is who asks ("": an operator): a tenant with
+	// replay.max_jobs_per_tenant jobs pending or running gets a
+	// *replay.QueueFullError.
+	Resend(ctx context.Context, tenant string, a attempts.Record) (string, error)
 	// Recover makes a replay job that sends the endpoint what it was sent
-	// since a time, again, and returns the job's id.
-	Recover(ctx context.Context, sink, endpoint string, since time.Time) (string, error)
+	// since a time, again, and returns the job's id; tenant as for Resend.
+	Recover(ctx context.Context, tenant, sink, endpoint string, since time.Time) (string, error)
 	// ReplayDeadLetters delivers the records' events again, each deleted
 	// once acknowledged; it says how many were delivered, and why the
 	// others were not.

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/replay"
 )
 
 // memAttempts is an in-memory attempts.Store.
@@ -175,6 +176,8 @@ func (m *memDeadLetters) Close() error { return nil }
 type fakeRelay struct {
 	mu    sync.Mutex
 	calls []string
+	cap   int            // replay jobs a tenant may ask for (0: any)
+	asked map[string]int // by tenant
 }
 
 func (f *fakeRelay) called(s string) {
@@ -183,14 +186,28 @@ func (f *fakeRelay) called(s string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeRelay) Resend(_ context.Context, a attempts.Record) (string, error) {
+func (f *fakeRelay) Resend(_ context.Context, tenant string, a attempts.Record) (string, error) {
 	f.called("resend " + a.Sink + "/" + a.Endpoint + " " + a.EventID)
-	return "job-1", nil
+	return "job-1", f.refuse(tenant)
 }
 
-func (f *fakeRelay) Recover(_ context.Context, sink, endpoint string, since time.Time) (string, error) {
-	f.called("recover " + sink + "/" + endpoint)
-	return "job-2", nil
+func (f *fakeRelay) Recover(_ context.Context, tenant, sink, endpoint string, since time.Time) (string, error) {
+	f.called("recover " + sink + "/" + endpoint + " by " + tenant)
+	return "job-2", f.refuse(tenant)
+}
+
+// refuse is the error a replay asked by tenant gets: a full queue once it
+// asked for cap of them (cap 0: never).
+func (f *fakeRelay) refuse(tenant string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.asked == nil {
+		f.asked = map[string]int{}
+	}
+	if f.asked[tenant]++; f.cap > 0 && tenant != "" && f.asked[tenant] > f.cap {
+		return &replay.QueueFullError{Tenant: tenant, Cap: f.cap}
+	}
+	return nil
 }
 
 func (f *fakeRelay) ReplayDeadLetters(_ context.Context, recs []deadletter.Record) (int, error) {

@@ -2,10 +2,13 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/replay"
 )
 
 // problem is an RFC 9457 problem document.
@@ -50,6 +53,17 @@ func tooMany(w http.ResponseWriter, wait time.Duration) {
 	secs := max(int(wait.Seconds()+0.999), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeProblem(w, http.StatusTooManyRequests, "rate-limited", "too many requests with this token: retry after "+strconv.Itoa(secs)+"s")
+}
+
+// replayRefused answers a replay the relay did not make: 429 when the
+// tenant has as many jobs queued as it may (the detail names the cap), else
+// 422 with why.
+func replayRefused(w http.ResponseWriter, err error) {
+	if full := (*replay.QueueFullError)(nil); errors.As(err, &full) {
+		writeProblem(w, http.StatusTooManyRequests, "replay-queue-full", err.Error())
+		return
+	}
+	writeProblem(w, http.StatusUnprocessableEntity, "replay-refused", err.Error())
 }
 
 func unavailable(w http.ResponseWriter, detail string) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -84,8 +85,8 @@ func TestTrackerListsWhatWasAcknowledgedBeyondTheWatermark(t *testing.T) {
 }
 
 // The list is bounded by the in-flight limit: beyond it an acknowledgement
-// is not listed (its event is sent again after a crash), and nothing
-// unacknowledged ever is.
+// is not listed (its event is sent again after a crash, so it takes room),
+// and nothing unacknowledged ever is.
 func TestTrackerListsAtMostTheInFlightLimit(t *testing.T) {
 	tr := newTracker(pos(-1), 3, 1<<20)
 	stuck := tr.addKey(pos(0), time.Time{}, 1, 1, "g0")
@@ -105,6 +106,50 @@ func TestTrackerListsAtMostTheInFlightLimit(t *testing.T) {
 	tr.ack(stuck, 1)
 	if s := tr.take(); s.pos != pos(5) || len(s.acked) != 0 || tr.acked != 0 {
 		t.Fatalf("watermark %v, listed %v", s.pos, s.acked)
+	}
+}
+
+// While one transaction holds the watermark back, acknowledged events the
+// full list does not hold take room until the watermark passes them: a
+// crash would send them again, so sending stops once they and the events
+// in flight reach the limit, and never more than the limit is unlisted.
+// (They stopped counting once saved, and sending went on: a replay killed
+// with one aggregate held back re-sent 1,278 to 2,250 events, limit 1,000.)
+func TestUnlistedAcknowledgementsTakeRoomUntilTheWatermarkPassesThem(t *testing.T) {
+	const limit = 4
+	tr := newTracker(pos(-1), limit, 1<<20)
+	stuck := tr.addKey(pos(0), time.Time{}, 1, 1, "g0") // one aggregate's event, retried
+	fits := func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return tr.fits(1, 1) }
+	sent := 1
+	for i := 1; fits(); i++ {
+		if i > 10*limit {
+			t.Fatalf("%d events sent with one held back and the rest acknowledged and saved (limit %d): nothing stops sending", sent, limit)
+		}
+		e := tr.addKey(pos(i), time.Time{}, 1, 1, fmt.Sprintf("g%d", i))
+		sent++
+		tr.release([]*item{{ev: &event.Event{ID: fmt.Sprintf("e%d", i)}, txn: e, size: 1}})
+		tr.take() // saved at once: what is listed no longer takes room
+		tr.saved()
+	}
+	s := tr.take()
+	tr.saved()
+	// A crash now sends again what the checkpoint does not cover: the
+	// events after its watermark that it does not list.
+	resent := sent - len(ackedIDs(s.acked))
+	if s.pos != pos(-1) || resent > limit {
+		t.Fatalf("sending stopped after %d events, checkpoint at %v listing %d: a crash sends %d again, over the limit %d", sent, s.pos, len(ackedIDs(s.acked)), resent, limit)
+	}
+	if want := 2 * limit; sent != want {
+		t.Fatalf("sending stopped after %d events, want %d (the list's %d, then %d that take room)", sent, want, limit, limit)
+	}
+	tr.ack(stuck, 1) // the watermark passes them all: after their save, room again
+	tr.take()
+	if fits() {
+		t.Fatal("room before the save that covers the events the watermark passed")
+	}
+	tr.saved()
+	if !fits() || tr.held() != 0 {
+		t.Fatalf("after the save: fits %v, held %d", fits(), tr.held())
 	}
 }
 
@@ -155,6 +200,61 @@ func TestAcknowledgedEventsBeyondTheWatermarkAreSavedAtOnce(t *testing.T) {
 	}
 	if cp.Acked.ReadThrough != "0-1-5" {
 		t.Fatalf("read through %q, want the last transaction handed on, 0-1-5", cp.Acked.ReadThrough)
+	}
+}
+
+// A pipeline whose sink holds one aggregate's event unacknowledged, and
+// acknowledges the others at once, stops reading once what a crash would
+// send again reaches MaxInFlight: the events after the saved checkpoint's
+// position that it does not list are at most MaxInFlight. (Without the
+// bound, the acknowledgements past the full list were saved, stopped
+// counting, and the source went on to its end.)
+func TestAPipelineHeldByOneAggregateStopsWhereACrashWouldResendMaxInFlight(t *testing.T) {
+	const limit, events = 10, 200
+	s := &holdingSubmitter{hold: "e1"}
+	store := &memStore{}
+	p, err := New(Config{Name: "s", Sink: s, Store: store, Start: event.Position{File: "b.1", Pos: 4}, MaxInFlight: limit, DrainTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, &fakeSource{Txns: gtxns(events)}) }()
+	// Stopped: the source waits for room, and every acknowledgement is
+	// saved, so nothing can make room but e1's. (p.tracker is read once an
+	// event was delivered: after Run set it.)
+	stopped := func() bool {
+		if len(s.got()) == 0 {
+			return false
+		}
+		tr := p.tracker
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.waiting > 0 && tr.unsaved == 0 && tr.saving == 0
+	}
+	eventually.Within(t, 30*time.Second, "the source to wait for room, everything acknowledged saved, or every event delivered",
+		func() bool { return stopped() || len(s.got()) == events-1 })
+	cancel()
+	<-done
+	cp, _ := store.Load(context.Background(), "s")
+	covered := map[string]bool{}
+	if cp.Acked != nil {
+		for _, id := range ackedIDs(cp.Acked.Events) {
+			covered[id] = true
+		}
+	}
+	sent := append(s.got(), "e1") // e1 was sent, never acknowledged
+	var resent []string
+	for _, id := range sent {
+		var k int
+		fmt.Sscanf(id, "e%d", &k)
+		if uint32(10+k) > cp.Position.Pos && !covered[id] { // gtxns: eK is at position 10+K
+			resent = append(resent, id)
+		}
+	}
+	if len(resent) > limit {
+		t.Fatalf("%d events sent, checkpoint at %v listing %d: a crash now sends %d again, over max_in_flight %d",
+			len(sent), cp.Position, len(covered), len(resent), limit)
 	}
 }
 

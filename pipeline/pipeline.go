@@ -121,7 +121,8 @@ type Config struct {
 	// trades latency for fuller batches at low rates. Negative is an error.
 	Linger time.Duration
 	// MaxInFlight caps the unacknowledged events, with the acknowledged ones
-	// whose save is not over. Default 10000.
+	// whose save is not over and those the checkpoint does not list (what
+	// a crash sends again). Default 10000.
 	MaxInFlight int
 	// MaxInFlightBytes caps their bytes. Default 64 MiB.
 	MaxInFlightBytes int

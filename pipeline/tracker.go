@@ -27,6 +27,9 @@ type txnEntry struct {
 	// listed counts the events listed while the watermark was before this
 	// entry: its own, and those of the settled entries collapsed into it.
 	listed int
+	// unlisted counts, the same way, the events acknowledged and not
+	// listed (the list was full, or they have no id or key).
+	unlisted int
 }
 
 // ackedEvent names one acknowledged event: its transaction's key and its
@@ -51,10 +54,13 @@ type ackedEvent struct {
 // transactions without outbox rows go by costs a handful of entries.
 //
 // It also bounds what is in flight, by event count and bytes: add blocks
-// while the limits are reached. Acknowledged events not yet saved count as
-// in flight (a crash sends them again too) until the save that covers them
-// is over. A transaction larger than the limits on its
-// own is let in when nothing else is in flight, so it cannot deadlock.
+// while the limits are reached. The count is of what a crash would send
+// again: the unacknowledged events, the acknowledged ones whose save is not
+// over (they count until the save that covers them is over), and the
+// acknowledged ones beyond the watermark that the list does not hold (they
+// count until the watermark passes them: no save covers them before). A
+// transaction larger than the limits on its own is let in when nothing else
+// is in flight, so it cannot deadlock.
 //
 // Beyond the watermark it keeps which events were acknowledged (their
 // transaction's key and id), so that a checkpoint can list them and a
@@ -64,8 +70,11 @@ type ackedEvent struct {
 // it is compacted, at each snapshot and whenever the log reaches twice the
 // bound), so listing costs no allocation per acknowledgement and nothing
 // moves when entries collapse. At most maxAcked are kept (the in-flight
-// event limit): an acknowledgement past that is not listed, and its event
-// is sent again after a crash, as every event was before the list existed.
+// event limit): an acknowledgement past that is not listed, and its event,
+// which a crash would send again, takes room until the watermark passes
+// it. So while one transaction holds the watermark back, at most maxAcked
+// acknowledged events are listed and at most maxEvents more are sent
+// before add blocks, and a crash sends again at most maxEvents events.
 type tracker struct {
 	mu         sync.Mutex
 	room       *sync.Cond
@@ -75,8 +84,13 @@ type tracker struct {
 	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
 	advanced   bool      // watermark moved, or an acknowledgement was listed, since the last snapshot
 	acked      int       // acknowledged events listed beyond the watermark, over all entries
-	wmSeq      uint64    // seq of the last entry the watermark passed
-	nextSeq    uint64
+	// unlisted are the acknowledged events beyond the watermark that are
+	// not listed, over all entries: a crash sends them again, so they
+	// count against maxEvents until the watermark passes them (then as
+	// unsaved, until the save that covers them is over).
+	unlisted int
+	wmSeq    uint64 // seq of the last entry the watermark passed
+	nextSeq  uint64
 	// log is every listed acknowledgement not yet compacted away: those
 	// with seq > wmSeq are the list (acked of them), the others are
 	// forgotten. It holds at most 2×maxAcked events.
@@ -220,12 +234,12 @@ func (t *tracker) hurry() bool {
 
 // held is what counts against maxEvents: the unacknowledged events, and,
 // unless the sink reads its destination back, the acknowledged ones whose
-// save is not over.
+// save is not over and those beyond the watermark that are not listed.
 func (t *tracker) held() int {
 	if t.readBack {
 		return t.events
 	}
-	return t.events + t.unsaved + t.saving
+	return t.events + t.unsaved + t.saving + t.unlisted
 }
 
 // ack records that one event of e, of the given size, was acknowledged.
@@ -259,7 +273,9 @@ func (t *tracker) release(items []*item) {
 
 // list lists the acknowledged event id of e's transaction on the entry
 // that now stands for e (e, or the one it was collapsed into), unless the
-// watermark passed it, the id or key is empty, or the list is full.
+// watermark passed it, the id or key is empty, or the list is full. The
+// event was counted as unlisted by ackLocked: once listed, it counts as
+// unsaved instead.
 func (t *tracker) list(e *txnEntry, id string) {
 	key := e.key
 	if id == "" || key == "" || t.acked >= t.maxAcked {
@@ -272,6 +288,9 @@ func (t *tracker) list(e *txnEntry, id string) {
 	if e.removed {
 		return // passed by the watermark
 	}
+	e.unlisted--
+	t.unlisted--
+	t.unsaved++
 	t.appendLog(e, ackedEvent{key: key, id: id, seq: seq})
 }
 
@@ -294,15 +313,20 @@ func (t *tracker) compact() {
 }
 
 // ackLocked acknowledges one event of e; a non-empty id is listed as
-// acknowledged (while there is room) until the watermark passes e.
+// acknowledged (while there is room) until the watermark passes e. An
+// event not listed counts as unlisted on e until the watermark passes e
+// (or until release lists it).
 func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 	if e.pending <= 0 || e.removed {
 		panic("pipeline: event acknowledged twice")
 	}
 	if id != "" && e.key != "" && t.acked < t.maxAcked {
 		t.appendLog(e, ackedEvent{key: e.key, id: id, seq: e.seq})
+		t.unsaved++
+	} else {
+		e.unlisted++
+		t.unlisted++
 	}
-	t.unsaved++
 	t.markChanged()
 	e.pending--
 	t.events--
@@ -314,19 +338,21 @@ func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 
 // collapse keeps only the newest of e and its settled neighbours: the
 // watermark can stop after e's transaction only if the next one is unsettled.
-// The count of events listed on the entry dropped moves to the one kept
-// (the events stay in the log: the one kept has the larger seq, so the
-// watermark passes them with it).
+// The counts of events listed and unlisted on the entry dropped move to the
+// one kept (the events stay in the log: the one kept has the larger seq, so
+// the watermark passes them with it).
 func (t *tracker) collapse(e *txnEntry) {
 	if p := e.prev; p != nil && p.pending == 0 {
 		e.listed += p.listed
-		p.listed = 0
+		e.unlisted += p.unlisted
+		p.listed, p.unlisted = 0, 0
 		t.unlink(p)
 		p.into = e
 	}
 	if n := e.next; n != nil && n.pending == 0 {
 		n.listed += e.listed
-		e.listed = 0
+		n.unlisted += e.unlisted
+		e.listed, e.unlisted = 0, 0
 		t.unlink(e)
 		e.into = n
 	}
@@ -360,6 +386,11 @@ func (t *tracker) advance() {
 			t.head.listed = 0
 			t.listChanged = true
 		}
+		// Unlisted events the watermark passes are covered by the next
+		// save: until it is over they count as unsaved.
+		t.unlisted -= t.head.unlisted
+		t.unsaved += t.head.unlisted
+		t.head.unlisted = 0
 		t.markChanged()
 		t.unlink(t.head)
 	}

@@ -133,28 +133,35 @@ func restartOnly(was, now config.Console) []string {
 type consoleRelay struct {
 	a  *assembly
 	dl deadletter.Store
+	// submitting serialises submit's count of a tenant's jobs and its save
+	// (replay.Store.PutCapped).
+	submitting sync.Mutex
 }
 
-// submit plans ask against the source and stores the job, which the
-// replays member takes up within replay.poll.
-func (c *consoleRelay) submit(ctx context.Context, ask ReplayAsk, ids []string) (string, error) {
+// submit plans ask against the source and stores the job, asked by tenant
+// ("": an operator), which the replays member takes up within
+// replay.poll. A tenant with replay.max_jobs_per_tenant jobs pending or
+// running gets a *replay.QueueFullError.
+func (c *consoleRelay) submit(ctx context.Context, tenant string, ask ReplayAsk, ids []string) (string, error) {
 	p := &ReplayPlanner{r: c.a.r, db: c.a.src.db, info: c.a.src.info}
 	job, err := p.Plan(ctx, ask, time.Now())
 	if err != nil {
 		return "", err
 	}
-	job.IDs = ids
+	job.IDs, job.Tenant = ids, tenant
 	jobs, err := replay.NewStore(c.a.store)
 	if err != nil {
 		return "", err
 	}
-	if err := jobs.Put(ctx, job); err != nil {
+	c.submitting.Lock()
+	defer c.submitting.Unlock()
+	if err := jobs.PutCapped(ctx, job, c.a.cfg.Replay.MaxJobsPerTenant); err != nil {
 		return "", err
 	}
 	return job.ID, nil
 }
 
-func (c *consoleRelay) Resend(ctx context.Context, rec attempts.Record) (string, error) {
+func (c *consoleRelay) Resend(ctx context.Context, tenant string, rec attempts.Record) (string, error) {
 	if rec.EventID == "" {
 		return "", errors.New("the attempt names no event")
 	}
@@ -169,11 +176,11 @@ func (c *consoleRelay) Resend(ctx context.Context, rec attempts.Record) (string,
 			ask.UntilTime = time.Time{} // up to now
 		}
 	}
-	return c.submit(ctx, ask, []string{rec.EventID})
+	return c.submit(ctx, tenant, ask, []string{rec.EventID})
 }
 
-func (c *consoleRelay) Recover(ctx context.Context, sink, endpoint string, since time.Time) (string, error) {
-	return c.submit(ctx, ReplayAsk{Sink: sink, Endpoint: endpoint, Since: since}, nil)
+func (c *consoleRelay) Recover(ctx context.Context, tenant, sink, endpoint string, since time.Time) (string, error) {
+	return c.submit(ctx, tenant, ReplayAsk{Sink: sink, Endpoint: endpoint, Since: since}, nil)
 }
 
 func (c *consoleRelay) ReplayDeadLetters(ctx context.Context, recs []deadletter.Record) (int, error) {

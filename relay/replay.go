@@ -2,13 +2,17 @@ package relay
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
@@ -54,7 +58,7 @@ func (a *assembly) replays() (member, error) {
 	}
 	log := a.r.log.With(slog.String("component", "replay"))
 	r := &replay.Runner{Jobs: jobs, Poll: a.cfg.Replay.Poll, Slots: a.cfg.ReplayReplicaIDs(), Registry: a.r.metrics, Logger: log,
-		Open: a.openReplay(log),
+		Open: a.openReplay(log), Current: a.replayTarget,
 		NewPipeline: func(j replay.Job, s sink.Sink, obs pipeline.Observer) (replay.Pipeline, error) {
 			return a.newPipeline(replay.ProgressKey(j.ID), s, a.saver, j.From, a.cfg.Replay.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, obs)
 		}}
@@ -63,6 +67,26 @@ func (a *assembly) replays() (member, error) {
 		r.Adopt = func(ctx context.Context) { adopt(ctx, &sp, jobs, log) }
 	}
 	return member{name: "replay", run: func(ctx context.Context) error { r.Run(ctx); return nil }, aside: true}, nil
+}
+
+// replayTarget is the version of job j's target now (Runner.Current): its
+// endpoint's row (Relay.ReplayTargetVersion), and gone when the relay
+// disabled the endpoint for failing too long (its checkpoint says so).
+func (a *assembly) replayTarget(ctx context.Context, j replay.Job) (string, error) {
+	v, err := a.r.ReplayTargetVersion(ctx, a.src.db, j)
+	if err != nil || j.Endpoint == "" {
+		return v, err
+	}
+	cp, err := a.store.Load(ctx, j.Key())
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return v, nil
+	case err != nil:
+		return "", err
+	case cp.Disabled != "":
+		return "", fmt.Errorf("%w: endpoint %s is disabled: %s", replay.ErrTargetGone, j.Key(), cp.Disabled)
+	}
+	return v, nil
 }
 
 // adopt moves the spool's requests into the store, then removes them.
@@ -185,4 +209,95 @@ func (r *Relay) ReplayTarget(ctx context.Context, db *sql.DB, j replay.Job) (sin
 		}
 	}
 	return nil, nil, fmt.Errorf("sink %q has no endpoint %q (enabled, in its configuration or endpoints table): outbox-relay status lists them", sc.Name, j.Endpoint)
+}
+
+// ReplayTargetVersion reads the target of job j as it is now, for
+// replay.Runner.Current: an endpoint of a webhook sink's endpoints table is
+// read again from db, and its version is a digest of its row (any change
+// of the row, its URL or secrets among them, changes it); a sink, or an
+// endpoint of the configuration, never changes while the relay runs ("").
+// An endpoint the table no longer makes (its row deleted, disabled, or no
+// longer valid) is an error wrapping replay.ErrTargetGone that says which.
+// With db nil the table cannot be read: "" and no error.
+func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Job) (string, error) {
+	i := slices.IndexFunc(r.cfg.Sinks, func(s config.Sink) bool { return s.Name == j.Sink })
+	if i < 0 || j.Endpoint == "" || db == nil {
+		return "", nil
+	}
+	sc := r.cfg.Sinks[i]
+	fo, fan := gateway.FanOutFor(sc)
+	if !fan {
+		return "", nil
+	}
+	// Quiet: what this reads is the live gateway's to show and log.
+	p := r.fanOutParams(sc, "", nil, nil)
+	p.States, p.Observer, p.Logger = nil, nil, slog.New(slog.DiscardHandler)
+	eps, err := fo.Endpoints(p)
+	if err != nil {
+		return "", err
+	}
+	static := false
+	for _, e := range eps {
+		static = static || e.Key == j.Key()
+		_ = e.Sink.Close(ctx)
+	}
+	if static {
+		return "", nil
+	}
+	t, err := fo.Table(p)
+	if err != nil || t == nil {
+		return "", err
+	}
+	rows, err := t.Rows(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	named := false
+	for _, row := range rows {
+		if !rowNames(row, j.Endpoint) {
+			continue
+		}
+		named = true
+		found := false
+		for _, e := range t.LoadRows([]map[string]any{row}) {
+			found = found || e.Key == j.Key()
+			_ = e.Sink.Close(ctx)
+		}
+		if found {
+			return rowDigest(row), nil
+		}
+	}
+	if named {
+		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
+	}
+	return "", fmt.Errorf("%w: endpoint %s was deleted from %s", replay.ErrTargetGone, j.Key(), t.Name())
+}
+
+// rowNames reports whether a value of row is name (the row's id column
+// among them): the rows an endpoint can be made of, without building an
+// endpoint of every row.
+func rowNames(row map[string]any, name string) bool {
+	for _, v := range row {
+		switch v := v.(type) {
+		case string:
+			if v == name {
+				return true
+			}
+		case []byte:
+			if string(v) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rowDigest is a digest of every column of row, in column order: it
+// changes when any value does, and shows none of them (secrets).
+func rowDigest(row map[string]any) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(row)) {
+		fmt.Fprintf(h, "%q=%#v\n", k, row[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -25,8 +25,11 @@
 // A Runner runs the jobs of a Store (package relay's for the relay's store,
 // package gateway/scaled's for the scaled-out gateway's cursor table): it
 // lists them every Runner.Poll, starts the pending or running ones while
-// one of its slots is free, stops those asked to be cancelled, saves their
-// counts, and decides how each run ended (done, cancelled, failed, or left
+// one of its slots is free (in turn across the tenants who asked: Job.Tenant),
+// stops those asked to be cancelled, follows their target (an endpoint's
+// row read again every Runner.Poll: a change restarts the run with it, an
+// endpoint disabled or deleted stops the job), saves their counts, and
+// decides how each run ended (done, cancelled, failed, stopped, or left
 // running to resume). It runs each job as a pipeline of its own (package
 // pipeline: the one retry policy, dead letters, at-least-once progress),
 // with a sink of its own built from the target's configuration, a Window

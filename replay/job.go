@@ -34,17 +34,24 @@ const (
 type State string
 
 // The states of a job. Pending and Running jobs are run by the relay;
-// Done, Cancelled and Failed are final and stay listed with their counts.
+// Done, Cancelled, Failed and Stopped are final and stay listed with their
+// counts. Stopped: its target went away while it ran (an endpoint
+// disabled or deleted: ErrTargetGone), with why in Error.
 const (
 	Pending   State = "pending"
 	Running   State = "running"
 	Done      State = "done"
 	Cancelled State = "cancelled"
 	Failed    State = "failed"
+	Stopped   State = "stopped"
 )
 
 // Final reports whether s is a state a job does not leave.
-func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed }
+func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed || s == Stopped }
+
+// ErrTargetGone is wrapped by Runner.Current's error when a job's target
+// is gone (an endpoint disabled or deleted): the job is stopped.
+var ErrTargetGone = errors.New("the replay's target is gone")
 
 // Job is one replay: what to send again, to whom, and how far it got.
 type Job struct {
@@ -56,6 +63,10 @@ type Job struct {
 	// sink, not the "<sink>/<endpoint>" key) they are sent to; empty for
 	// every other sink.
 	Endpoint string `json:"endpoint,omitempty"`
+	// Tenant is the console tenant who asked for the job (recover since,
+	// resend); empty for an operator's. Jobs start in turn across tenants,
+	// and a tenant's pending and running jobs are capped (QueueFullError).
+	Tenant string `json:"tenant,omitempty"`
 	// Source is SourceBinlog, SourceTable or SourceKafka.
 	Source string `json:"source"`
 	// From is where the window starts: the events after it are replayed.
@@ -119,6 +130,17 @@ func (j *Job) Selects(t string) bool {
 // SelectsEvent reports whether the job's filters (Types, IDs) select e.
 func (j *Job) SelectsEvent(e *event.Event) bool {
 	return j.Selects(e.Type) && (len(j.IDs) == 0 || slices.Contains(j.IDs, e.ID))
+}
+
+// QueueFullError refuses a tenant's job when Cap of its jobs are already
+// pending or running (replay.max_jobs_per_tenant).
+type QueueFullError struct {
+	Tenant string
+	Cap    int
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("tenant %q has %d replay jobs pending or running, the most replay.max_jobs_per_tenant (%d) allows: wait for one to end, or cancel one", e.Tenant, e.Cap, e.Cap)
 }
 
 // Check reports what is wrong with a job as asked (before it is stored),

@@ -17,10 +17,18 @@ import (
 
 // Runner runs the jobs of a Store: every Poll it lists them, starts the
 // pending or running ones it does not run yet while one of its Slots is
-// free (oldest first), stops those asked to be cancelled, and saves the
-// running ones' counts. A job ends done (its window delivered and saved),
-// cancelled or failed, each final: its record is saved with its counts and
-// its progress and cancel request are removed (Store.Forget). A job whose
+// free, stops those asked to be cancelled, and saves the running ones'
+// counts. Jobs left running by an earlier run start first (oldest first);
+// then pending jobs start in turn across tenants (Job.Tenant, the
+// operators' being one more): the tenant with the fewest jobs running, of
+// those the one whose job started longest ago, and its oldest job. So a
+// tenant that queued many jobs does not hold the others behind them.
+//
+// A job ends done (its window delivered and saved), cancelled, failed or
+// stopped (its target gone: Current), each final: its record is saved with
+// its counts and its progress and cancel request are removed
+// (Store.Forget). A job whose target changed (Current) is started again at
+// once with the target as it is now. A job whose
 // run ends with Run's ctx, or because its pipeline's saves were fenced
 // (checkpoint.ErrFenced: another process holds the store), is left
 // running, with its counts saved: it resumes from its saved progress where
@@ -48,6 +56,16 @@ type Runner struct {
 	// Adopt, if set, is called before each listing: the relay moves its
 	// spool's requests into Jobs.
 	Adopt func(ctx context.Context)
+	// Current, if set, reads job j's target as it is now (an endpoint's
+	// row of its endpoints table): it returns a version that changes
+	// whenever what the target sends with changes (its URL, its secrets),
+	// or an error wrapping ErrTargetGone when the target is gone (the
+	// endpoint disabled or deleted). It is read before a run is opened,
+	// and every Poll while it runs: a run whose target changed is stopped
+	// and started again at once, from its saved progress, with the target
+	// as it is now; one whose target is gone is stopped, Stopped with why.
+	// Another error is logged, and the run goes on.
+	Current func(ctx context.Context, j Job) (string, error)
 	// Registry is where the jobs' metrics (NewMetrics) are registered,
 	// when the first job starts.
 	Registry *metrics.Metrics
@@ -58,6 +76,8 @@ type Runner struct {
 	free       []uint32
 	runs       map[string]*run
 	ended      chan *run
+	served     map[string]uint64 // by tenant: the sequence number of its last start
+	starts     uint64
 	listFailed bool // the last listing failed (logged once until one succeeds)
 }
 
@@ -82,8 +102,13 @@ type Pipeline interface {
 }
 
 // errCancelled is the cause a job's context is cancelled with when the
-// job is cancelled (outbox-relay replay cancel).
-var errCancelled = errors.New("replay cancelled")
+// job is cancelled (outbox-relay replay cancel); errRetarget when its
+// target changed (it starts again with the new one); a cause wrapping
+// ErrTargetGone when its target is gone.
+var (
+	errCancelled = errors.New("replay cancelled")
+	errRetarget  = errors.New("replay target changed")
+)
 
 // run is one job a Runner runs.
 type run struct {
@@ -93,6 +118,9 @@ type run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	window *Window
+	// version is Runner.Current's version of the target the run was
+	// opened with.
+	version string
 	// sent and skipped are this run's, added to the job's saved counts.
 	sent, skipped atomic.Int64
 	base          [2]int64
@@ -111,6 +139,7 @@ func (rn *run) counts() Job {
 // once it has returned (the gateway runs the jobs while it holds a lock).
 func (r *Runner) Run(ctx context.Context) {
 	r.free, r.runs, r.ended = slices.Clone(r.Slots), map[string]*run{}, make(chan *run)
+	r.served = map[string]uint64{}
 	tick := time.NewTicker(r.Poll)
 	defer tick.Stop()
 	for {
@@ -145,6 +174,7 @@ func (r *Runner) poll(ctx context.Context) {
 	} else {
 		r.listFailed = false
 	}
+	var waiting []Job          // to start, oldest first
 	for _, j := range l.Jobs { // what decoded, should some record not
 		if j.State.Final() {
 			continue
@@ -159,6 +189,7 @@ func (r *Runner) poll(ctx context.Context) {
 			if err := r.Jobs.Put(ctx, rn.counts()); err != nil && ctx.Err() == nil {
 				r.Logger.Warn("save a replay job's counts (retried)", slog.String("job", j.ID), slog.Any("err", err))
 			}
+			r.recheck(ctx, rn)
 			continue
 		}
 		if cancelAsked {
@@ -167,11 +198,42 @@ func (r *Runner) poll(ctx context.Context) {
 			r.Logger.Info("replay cancelled before it ran", slog.String("job", j.ID))
 			continue
 		}
-		if len(r.free) == 0 {
-			continue // pending until a slot frees: jobs start oldest first
-		}
-		r.start(ctx, j)
+		waiting = append(waiting, j)
 	}
+	for len(r.free) > 0 && len(waiting) > 0 {
+		i := r.next(waiting)
+		r.start(ctx, waiting[i])
+		waiting = slices.Delete(waiting, i, i+1)
+	}
+	// Forget the tenants with no job left: a tenant that comes back is
+	// served first, as one never served.
+	for t := range r.served {
+		if err == nil && !slices.ContainsFunc(l.Jobs, func(j Job) bool { return j.Tenant == t && !j.State.Final() }) {
+			delete(r.served, t)
+		}
+	}
+}
+
+// next returns the index in waiting (oldest first) of the job to start:
+// the oldest one left running by an earlier run; else the oldest pending
+// one of the tenant with the fewest jobs running, of those the one served
+// longest ago.
+func (r *Runner) next(waiting []Job) int {
+	if i := slices.IndexFunc(waiting, func(j Job) bool { return j.State == Running }); i >= 0 {
+		return i
+	}
+	running := map[string]int{}
+	for _, rn := range r.runs {
+		running[rn.job.Tenant]++
+	}
+	best := 0
+	for i, j := range waiting[1:] {
+		b := waiting[best]
+		if n, m := running[j.Tenant], running[b.Tenant]; n < m || n == m && r.served[j.Tenant] < r.served[b.Tenant] {
+			best = i + 1
+		}
+	}
+	return best
 }
 
 // start runs job j on a free slot; a job that cannot start is failed, with
@@ -188,13 +250,27 @@ func (r *Runner) start(ctx context.Context, j Job) {
 		r.save(ctx, j, true)
 		r.Logger.Error("replay job failed to start", slog.String("job", j.ID), slog.Any("err", err))
 	}
+	var version string
+	if r.Current != nil {
+		// Read before Open: a change between the two restarts the run
+		// once more, never leaves it on the old target.
+		var err error
+		if version, err = r.Current(ctx, j); errors.Is(err, ErrTargetGone) {
+			j.State, j.Error = Stopped, err.Error()
+			r.save(ctx, j, true)
+			r.Logger.Warn("replay stopped: its target is gone", slog.String("job", j.ID), slog.Any("why", err))
+			return
+		} else if err != nil {
+			r.Logger.Warn("read a replay's target (it starts all the same; read again every replay.poll)", slog.String("job", j.ID), slog.Any("err", err))
+		}
+	}
 	slot := r.free[0]
 	l, err := r.Open(ctx, j, slot)
 	if err != nil {
 		fail(err)
 		return
 	}
-	rn := &run{job: j, target: j.Key(), slot: slot, base: [2]int64{j.Sent, j.Skipped}}
+	rn := &run{job: j, target: j.Key(), slot: slot, base: [2]int64{j.Sent, j.Skipped}, version: version}
 	wjob := j // the window's own copy: rn.job changes as the job runs
 	rn.window = &Window{Source: l.Source, Job: &wjob, Flavor: l.Flavor, Select: l.Select,
 		Skipped: func() { rn.skipped.Add(1); r.obs.Skipped(rn.target, j.ID) },
@@ -210,6 +286,8 @@ func (r *Runner) start(ctx context.Context, j Job) {
 	}
 	r.free = r.free[1:]
 	r.runs[j.ID] = rn
+	r.starts++
+	r.served[j.Tenant] = r.starts
 	rn.ctx, rn.cancel = context.WithCancelCause(ctx)
 	r.obs.Started(rn.target, j.ID, j.UntilTime)
 	attrs := append([]slog.Attr{slog.String("job", j.ID), slog.String("target", rn.target), slog.String("source", j.Source),
@@ -219,6 +297,27 @@ func (r *Runner) start(ctx context.Context, j Job) {
 		rn.err = p.Run(rn.ctx, rn.window)
 		r.ended <- rn
 	}()
+}
+
+// recheck stops rn when its target is gone (Stopped, with why), or
+// changed since its run was opened (it starts again at the next poll,
+// first of the waiting jobs, with the target as it is now).
+func (r *Runner) recheck(ctx context.Context, rn *run) {
+	if r.Current == nil || rn.ctx.Err() != nil {
+		return
+	}
+	v, err := r.Current(ctx, rn.job)
+	switch {
+	case errors.Is(err, ErrTargetGone):
+		rn.job.Error = err.Error()
+		rn.cancel(err)
+	case err != nil:
+		if ctx.Err() == nil {
+			r.Logger.Warn("read a running replay's target (read again every replay.poll)", slog.String("job", rn.job.ID), slog.Any("err", err))
+		}
+	case v != rn.version:
+		rn.cancel(errRetarget)
+	}
 }
 
 // finish records how rn ended and frees its slot.
@@ -236,6 +335,12 @@ func (r *Runner) finish(ctx context.Context, rn *run) {
 	case rn.err == nil && rn.window.Reached():
 		j.State = Done
 		r.Logger.Info("replay done", slog.String("job", j.ID), slog.String("target", rn.target), slog.Int64("sent", j.Sent), slog.Int64("skipped", j.Skipped))
+	case errors.Is(cause, ErrTargetGone):
+		j.State = Stopped
+		r.Logger.Warn("replay stopped: its target is gone", slog.String("job", j.ID), slog.Int64("sent", j.Sent), slog.Any("why", cause))
+	case errors.Is(cause, errRetarget):
+		final = false // started again, first, with the target as it is now
+		r.Logger.Info("replay target changed: the replay starts again from its saved progress with the target as it is now", slog.String("job", j.ID))
 	case ctx.Err() != nil, errors.Is(rn.err, checkpoint.ErrFenced):
 		final = false // stopping, or another process took the store: the job resumes where the jobs run next
 	case rn.err != nil:

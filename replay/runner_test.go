@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +66,8 @@ type runnerTest struct {
 	runner *replay.Runner
 	runs   atomic.Int32
 	opened atomic.Int32
+	mu     sync.Mutex
+	order  []string // the jobs opened, in order
 }
 
 func newRunnerTest(t *testing.T, slots int, openErr error, pipe func(n int32, ctx context.Context, src pipeline.Source, obs pipeline.Observer) error) *runnerTest {
@@ -88,6 +92,9 @@ func newRunnerTest(t *testing.T, slots int, openErr error, pipe func(n int32, ct
 	rt.runner = &replay.Runner{Jobs: jobs, Poll: 5 * time.Millisecond, Slots: ids, Registry: m, Logger: slog.New(slog.DiscardHandler),
 		Open: func(_ context.Context, j replay.Job, _ uint32) (replay.Launch, error) {
 			rt.opened.Add(1)
+			rt.mu.Lock()
+			rt.order = append(rt.order, j.ID)
+			rt.mu.Unlock()
 			if openErr != nil {
 				return replay.Launch{}, openErr
 			}
@@ -104,7 +111,13 @@ func newRunnerTest(t *testing.T, slots int, openErr error, pipe func(n int32, ct
 // add stores a pending Kafka job made at created, with a saved progress.
 func (rt *runnerTest) add(t *testing.T, id string, created time.Time) {
 	t.Helper()
-	j := replay.Job{ID: id, Sink: "hooks", Endpoint: "billing", Source: replay.SourceKafka,
+	rt.addFor(t, "", id, created)
+}
+
+// addFor is add for a job asked by tenant.
+func (rt *runnerTest) addFor(t *testing.T, tenant, id string, created time.Time) {
+	t.Helper()
+	j := replay.Job{ID: id, Tenant: tenant, Sink: "hooks", Endpoint: "billing", Source: replay.SourceKafka,
 		From: event.Position{File: "0=0"}, Until: event.Position{File: "0=2"}, State: replay.Pending, CreatedAt: created}
 	if err := rt.jobs.Put(context.Background(), j); err != nil {
 		t.Fatal(err)
@@ -295,4 +308,117 @@ func TestRunnerSlots(t *testing.T) {
 		b, _ := rt.job(t, "job-b")
 		return a.State == replay.Done && b.State == replay.Done
 	})
+}
+
+// Jobs start in turn across tenants, not first in first out: a tenant that
+// queued four jobs first does not hold back another's one, made later.
+func TestRunnerStartsJobsInTurnAcrossTenants(t *testing.T) {
+	rt := newRunnerTest(t, 1, nil, func(_ int32, ctx context.Context, src pipeline.Source, obs pipeline.Observer) error {
+		return deliver(ctx, src, obs)
+	})
+	now := time.Now().Add(-time.Hour)
+	for i := range 4 {
+		rt.addFor(t, "acme", fmt.Sprintf("acme-%d", i+1), now.Add(time.Duration(i)*time.Minute))
+	}
+	rt.addFor(t, "globex", "globex-1", now.Add(10*time.Minute))
+	rt.add(t, "operator-1", now.Add(11*time.Minute))
+	rt.start(t)
+	eventually.Within(t, time.Minute, "every job done", func() bool {
+		l, err := rt.jobs.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range l.Jobs {
+			if j.State != replay.Done {
+				return false
+			}
+		}
+		return true
+	})
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if want := []string{"acme-1", "globex-1", "operator-1", "acme-2", "acme-3", "acme-4"}; !slices.Equal(rt.order, want) {
+		t.Fatalf("jobs started %v, want %v", rt.order, want)
+	}
+}
+
+// A tenant's jobs pending or running are capped: one more is refused with
+// an error naming the cap, until one ends; an operator's job is not capped.
+func TestPutCappedRefusesATenantsJobBeyondTheCap(t *testing.T) {
+	rt := newRunnerTest(t, 1, nil, nil)
+	ctx := context.Background()
+	job := func(tenant, id string) replay.Job {
+		return replay.Job{ID: id, Tenant: tenant, Sink: "hooks", Endpoint: "billing", Source: replay.SourceKafka, State: replay.Pending, CreatedAt: time.Now()}
+	}
+	for i := range 2 {
+		if err := rt.jobs.PutCapped(ctx, job("acme", fmt.Sprintf("acme-%d", i)), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := rt.jobs.PutCapped(ctx, job("acme", "acme-2"), 2)
+	var full *replay.QueueFullError
+	if !errors.As(err, &full) || full.Cap != 2 || full.Tenant != "acme" || !strings.Contains(err.Error(), "replay.max_jobs_per_tenant (2)") {
+		t.Fatalf("third job of acme: %v, want a QueueFullError naming the cap 2", err)
+	}
+	if err := rt.jobs.PutCapped(ctx, job("globex", "globex-0"), 2); err != nil {
+		t.Fatalf("another tenant's job: %v", err)
+	}
+	for i := range 3 {
+		if err := rt.jobs.PutCapped(ctx, job("", fmt.Sprintf("op-%d", i)), 2); err != nil {
+			t.Fatalf("an operator's job: %v", err)
+		}
+	}
+	if err := rt.jobs.Cancel(ctx, "acme-0", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.jobs.PutCapped(ctx, job("acme", "acme-2"), 2); err != nil {
+		t.Fatalf("once one of acme's jobs ended: %v", err)
+	}
+}
+
+// A running job follows its target: when the target changes (an
+// endpoint's URL or secret), its run is stopped and opened again with the
+// target as it is now; when the target is gone (the endpoint disabled or
+// deleted), the job is stopped, recorded as such with why, and sends
+// nothing more.
+func TestRunnerFollowsItsTarget(t *testing.T) {
+	var mu sync.Mutex
+	version, gone := "url-1 secret-1", error(nil)
+	var opened []string // the version each run was opened with
+	rt := newRunnerTest(t, 1, nil, func(_ int32, ctx context.Context, _ pipeline.Source, obs pipeline.Observer) error {
+		return deliverOneAndWait(ctx, obs)
+	})
+	open := rt.runner.Open
+	rt.runner.Open = func(ctx context.Context, j replay.Job, slot uint32) (replay.Launch, error) {
+		mu.Lock()
+		opened = append(opened, version)
+		mu.Unlock()
+		return open(ctx, j, slot)
+	}
+	rt.runner.Current = func(context.Context, replay.Job) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return version, gone
+	}
+	rt.add(t, "job-1", time.Now())
+	rt.start(t)
+	eventually.Within(t, time.Minute, "the job to run", func() bool { return rt.runs.Load() == 1 })
+	mu.Lock()
+	version = "url-2 secret-1" // the endpoint's row was updated
+	mu.Unlock()
+	eventually.Within(t, time.Minute, "the job to run again", func() bool { return rt.runs.Load() == 2 })
+	mu.Lock()
+	if !slices.Equal(opened, []string{"url-1 secret-1", "url-2 secret-1"}) {
+		t.Fatalf("runs opened with targets %v, want the first, then the changed one", opened)
+	}
+	gone = fmt.Errorf("%w: endpoint hooks/billing is disabled", replay.ErrTargetGone)
+	mu.Unlock()
+	eventually.Within(t, time.Minute, "the job to end and its progress to be removed", func() bool {
+		j, progress := rt.job(t, "job-1")
+		return j.State.Final() && !progress
+	})
+	j, progress := rt.job(t, "job-1")
+	if j.State != replay.Stopped || !strings.Contains(j.Error, "endpoint hooks/billing is disabled") || progress || rt.runs.Load() != 2 {
+		t.Fatalf("job %s (error %q), progress kept %v, runs %d; want stopped naming why, its progress removed, 2 runs", j.State, j.Error, progress, rt.runs.Load())
+	}
 }

@@ -142,6 +142,29 @@ func listing(all map[string]checkpoint.Checkpoint) (Listing, error) {
 	return l, errors.Join(errs...)
 }
 
+// PutCapped saves a new job j unless its tenant already has max jobs
+// pending or running (a *QueueFullError then). A job of no tenant (an
+// operator's) is not capped. The count and the save are not one
+// transaction: callers that submit concurrently serialise their calls.
+func (s *Store) PutCapped(ctx context.Context, j Job, max int) error {
+	if j.Tenant != "" {
+		l, err := s.List(ctx)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, o := range l.Jobs {
+			if o.Tenant == j.Tenant && !o.State.Final() {
+				n++
+			}
+		}
+		if n >= max {
+			return &QueueFullError{Tenant: j.Tenant, Cap: max}
+		}
+	}
+	return s.Put(ctx, j)
+}
+
 // RequestCancel records a request to cancel job id, with why: the running
 // relay stops the job once it has listed it, and marks it cancelled. A job
 // already in a final state is left as it is (an error says so).

@@ -153,8 +153,8 @@ func replayStatus(ctx context.Context, stdout io.Writer, store checkpoint.Store,
 	for _, j := range l.Jobs {
 		counts[j.State]++
 	}
-	fmt.Fprintf(stdout, "replay jobs: %d running, %d pending, %d requested, %d done, %d cancelled, %d failed (outbox-relay replay list shows them all)\n",
-		counts[replay.Running], counts[replay.Pending], len(spooled), counts[replay.Done], counts[replay.Cancelled], counts[replay.Failed])
+	fmt.Fprintf(stdout, "replay jobs: %d running, %d pending, %d requested, %d done, %d cancelled, %d failed, %d stopped (outbox-relay replay list shows them all)\n",
+		counts[replay.Running], counts[replay.Pending], len(spooled), counts[replay.Done], counts[replay.Cancelled], counts[replay.Failed], counts[replay.Stopped])
 	for _, j := range l.Jobs {
 		if j.State.Final() {
 			continue

@@ -255,6 +255,7 @@ func newReplays(ctx context.Context, rl *relay.Relay, r *relay.Parts, rp replayP
 			}
 			return replay.Launch{Target: s, Select: match, Source: rp.window(until)}, nil
 		},
+		Current: func(ctx context.Context, j replay.Job) (string, error) { return rl.ReplayTargetVersion(ctx, rp.db, j) },
 		NewPipeline: func(j replay.Job, s sink.Sink, obs pipeline.Observer) (replay.Pipeline, error) {
 			d, maxEvents := cfg.Delivery, cfg.Replay.MaxInFlight
 			return pipeline.New(pipeline.Config{

@@ -2,8 +2,12 @@
 // outbox-relay out and for piping into other tools.
 //
 // A Write is acknowledged once its lines are written and flushed to the
-// underlying writer. Write is not called concurrently (the pipeline's
-// contract), so lines of one batch are never interleaved with another's.
+// underlying writer. Every sink of the process writing to the same writer
+// (the live sink and a replay's, both on os.Stdout) writes through one
+// shared buffer under one lock, held from a batch's first byte to its
+// flush: a batch's lines are never interleaved with another sink's, and no
+// line is ever cut by another's. A Sink's Write is not called concurrently
+// (the pipeline's contract); Writes of different Sinks may be.
 package stdout
 
 import (
@@ -16,8 +20,10 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,20 +41,62 @@ type Config struct {
 // Sink writes JSON lines to W.
 type Sink struct {
 	cfg     Config
-	out     io.Writer
-	w       *bufio.Writer
-	torn    bool         // a failed write may have left a partial line
+	o       *output
+	closed  bool
 	payload bytes.Buffer // a compacted payload, reused
 }
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New returns a sink writing to w (os.Stdout when nil).
+// output is what every Sink writing to one writer shares: its buffer, and
+// the lock a Write holds from its batch's first byte to its flush.
+type output struct {
+	mu   sync.Mutex
+	out  io.Writer
+	w    *bufio.Writer
+	torn bool // a failed write may have left a partial line
+	refs int  // Sinks not closed; guarded by outputsMu
+}
+
+// outputs are the shared outputs by writer: one process, one stdout, one
+// buffer. A writer that cannot be a map key (not comparable) gets an
+// output of its own.
+var (
+	outputsMu sync.Mutex
+	outputs   = map[io.Writer]*output{}
+)
+
+func outputFor(w io.Writer) *output {
+	if !reflect.TypeOf(w).Comparable() {
+		return &output{out: w, w: bufio.NewWriterSize(w, 64<<10), refs: 1}
+	}
+	outputsMu.Lock()
+	defer outputsMu.Unlock()
+	o := outputs[w]
+	if o == nil {
+		o = &output{out: w, w: bufio.NewWriterSize(w, 64<<10)}
+		outputs[w] = o
+	}
+	o.refs++
+	return o
+}
+
+// release drops a Sink's hold on o; the last one forgets it.
+func (o *output) release() {
+	outputsMu.Lock()
+	defer outputsMu.Unlock()
+	if o.refs--; o.refs == 0 && outputs[o.out] == o {
+		delete(outputs, o.out)
+	}
+}
+
+// New returns a sink writing to w (os.Stdout when nil). Sinks given the
+// same writer share one buffer and lock (see the package comment).
 func New(cfg Config, w io.Writer) *Sink {
 	if w == nil {
 		w = os.Stdout
 	}
-	return &Sink{cfg: cfg, out: w, w: bufio.NewWriterSize(w, 64<<10)}
+	return &Sink{cfg: cfg, o: outputFor(w)}
 }
 
 // Line is the JSON document written per event (package jsonline).
@@ -61,24 +109,28 @@ func (s *Sink) Connect(context.Context) error { return nil }
 // retriably; the next write starts on a new line, so a line torn by the
 // failure stands alone and is not glued to the next event.
 func (s *Sink) Write(_ context.Context, batch []*event.Event) error {
-	if err := s.write(batch); err != nil {
+	o := s.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := s.write(o.w, batch); err != nil {
 		// bufio.Writer keeps its first error for ever: start afresh.
-		s.w.Reset(s.out)
-		s.torn = true
+		o.w.Reset(o.out)
+		o.torn = true
 		return err
 	}
 	return nil
 }
 
-func (s *Sink) write(batch []*event.Event) error {
-	if s.torn {
-		if err := s.w.WriteByte('\n'); err != nil {
+// write writes batch to w, the shared buffer, whose lock the caller holds.
+func (s *Sink) write(w *bufio.Writer, batch []*event.Event) error {
+	if s.o.torn {
+		if err := w.WriteByte('\n'); err != nil {
 			return err
 		}
-		s.torn = false
+		s.o.torn = false
 	}
 	if s.cfg.Pretty {
-		enc := json.NewEncoder(s.w)
+		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		for _, e := range batch {
@@ -86,16 +138,16 @@ func (s *Sink) write(batch []*event.Event) error {
 				return fmt.Errorf("write event %s: %w", e.ID, err)
 			}
 		}
-		return s.w.Flush()
+		return w.Flush()
 	}
 	for _, e := range batch {
 		// The line is built in the writer's own free space when it fits:
 		// no copy, and the payload is validated and compacted in one pass.
-		if _, err := s.w.Write(s.appendLine(s.w.AvailableBuffer(), e)); err != nil {
+		if _, err := w.Write(s.appendLine(w.AvailableBuffer(), e)); err != nil {
 			return fmt.Errorf("write event %s: %w", e.ID, err)
 		}
 	}
-	return s.w.Flush()
+	return w.Flush()
 }
 
 // appendLine appends e's line, byte for byte what encoding/json writes for
@@ -222,8 +274,18 @@ func appendString(b []byte, v string) []byte {
 	return append(b, '"')
 }
 
-// Close implements sink.Sink.
-func (s *Sink) Close(context.Context) error { return s.w.Flush() }
+// Close implements sink.Sink: it flushes what is buffered (nothing, after
+// a Write that succeeded) and lets go of the shared output.
+func (s *Sink) Close(context.Context) error {
+	s.o.mu.Lock()
+	err := s.o.w.Flush()
+	s.o.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.o.release()
+	}
+	return err
+}
 
 // ToLine renders e (jsonline.From).
 func ToLine(e *event.Event) Line { return jsonline.From(e) }

@@ -1,12 +1,15 @@
 package stdout
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +114,73 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+}
+
+// Two sinks of one process writing to one stdout — the live sink and a
+// replay's — write through one buffer: however their batches of many
+// buffers' worth meet in the pipe, every line is one whole event, and none
+// is lost. (Each with its own buffer, a batch was flushed in 64 KiB pieces
+// cut mid-line, with the other's lines between them.)
+func TestSinksSharingAStdoutNeverTearALine(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const sinks, batches, perBatch = 2, 8, 1800 // about 450 KB a batch, as a replay's
+	pad := strings.Repeat("x", 200)
+	seen := make(map[string]bool)
+	var bad []string
+	read := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var l Line
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				if len(bad) < 3 {
+					bad = append(bad, fmt.Sprintf("%.120s", sc.Text()))
+				}
+				continue
+			}
+			seen[l.ID] = true
+		}
+		read <- sc.Err()
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, sinks)
+	for n := range sinks {
+		s := New(Config{}, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Close(context.Background())
+			for b := range batches {
+				evs := make([]*event.Event, perBatch)
+				for i := range evs {
+					evs[i] = &event.Event{ID: fmt.Sprintf("s%d-b%d-%d", n, b, i), AggregateID: "a", Table: "db.outbox",
+						Payload: []byte(`{"pad":"` + pad + `"}`)}
+				}
+				if err := s.Write(context.Background(), evs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	w.Close()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("torn lines, such as:\n%s", strings.Join(bad, "\n"))
+	}
+	if want := sinks * batches * perBatch; len(seen) != want {
+		t.Errorf("%d events read whole, want %d", len(seen), want)
+	}
 }
