@@ -10,3 +10,10 @@ func Narrowed(r *Reader) (narrow, unknown int64) { return r.narrowed.Load(), r.u
 
 // Direct is the number of rows events r decoded straight into events.
 func Direct(r *Reader) int64 { return r.direct.Load() }
+
+// Marks are the transaction boundaries f remembers of file.
+func Marks(f *CommitFinder, file string) []uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint32(nil), f.marks[file]...)
+}
