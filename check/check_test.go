@@ -284,6 +284,25 @@ func TestPrivilegesAreReadFromTheGrants(t *testing.T) {
 	}
 }
 
+// A webhook sink's endpoints table is read by the relay's user too: the
+// privileges line asks for SELECT on it, naming the GRANT, as for an
+// outbox table.
+func TestPrivilegesAskForSelectOnTheEndpointsTable(t *testing.T) {
+	hooks := "sinks: [{name: hooks, type: webhook, webhook: {endpoints_table: {table: shop.outbox_endpoints}}}]"
+	documented := []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.outbox TO USER"}
+	srv.Exec(t, strings.Replace(webhook.EndpointsTableSchema, "CREATE TABLE IF NOT EXISTS outbox_endpoints", "CREATE TABLE shop.outbox_endpoints", 1),
+		"CREATE USER 'p_endpoints'@'%' IDENTIFIED BY 'pw'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER 'p_endpoints'@'%'", "DROP TABLE shop.outbox_endpoints") })
+	for _, g := range documented {
+		srv.Exec(t, strings.ReplaceAll(g, "USER", "'p_endpoints'@'%'"))
+	}
+	rep := runChecks(t, testConfig(t, srv, "p_endpoints", "pw", hooks))
+	expect(t, rep, only(t, rep, NamePrivileges), Fail, "lacks SELECT on shop.outbox_endpoints", "GRANT SELECT ON `shop`.`outbox_endpoints` TO 'p_endpoints'@'%';")
+	srv.Exec(t, "GRANT SELECT ON shop.outbox_endpoints TO 'p_endpoints'@'%'")
+	rep = runChecks(t, testConfig(t, srv, "p_endpoints", "pw", hooks))
+	expect(t, rep, only(t, rep, NamePrivileges), Pass, "SELECT on every outbox table (and endpoints table)", "")
+}
+
 // registerReplica connects a binlog reader with server id id that
 // registers itself as host, and waits until the server lists it.
 func registerReplica(t *testing.T, id uint32, host string) {
