@@ -27,16 +27,21 @@ const markEvery = 1 << 20
 // event.Event.CommitTime): what tells two servers with the same server_id
 // whose binlogs are laid out alike apart (package source, CheckResumeAt).
 // SHOW BINLOG EVENTS shows no times, so it reads the file with a binlog
-// dump (ScanConfig's replica id), from its start or from a transaction
-// boundary it remembers, up to the position. Finds are one at a time (the
-// dumps share the replica id) and their answers are kept, so asking again
-// for a position costs nothing. Safe for concurrent use.
+// dump (ScanConfig's replica id). An InnoDB transaction ends with an XID
+// event of a fixed size, so it first reads the one event that would start
+// that many bytes before the position (checksums verified: an offset that
+// is no event's start fails them, or the server refuses it); otherwise (a
+// COMMIT query, a DDL) it reads the file from its start, or from a
+// transaction boundary it remembers, up to the position. Finds are one at
+// a time (the dumps share the replica id) and their answers are kept, so
+// asking again for a position costs nothing. Safe for concurrent use.
 type CommitFinder struct {
 	cfg ScanConfig
 
 	mu    sync.Mutex
 	found map[filePos]commitAt
 	marks map[string][]uint32 // per file, ascending transaction boundaries
+	reads [2]int              // finds answered by one XID event, by reading the file
 }
 
 type filePos struct {
@@ -69,6 +74,12 @@ func (f *CommitFinder) CommitAt(ctx context.Context, file string, pos uint32, si
 	if int64(pos) > size {
 		return time.Time{}, false, nil
 	}
+	if at, ok := readXIDAt(ctx, f.cfg, file, pos); ok {
+		f.reads[0]++
+		f.found[key] = commitAt{at, true}
+		return at, true, nil
+	}
+	f.reads[1]++
 	from := uint32(4)
 	marks := f.marks[file]
 	if i, _ := slices.BinarySearch(marks, pos); i > 0 {
@@ -86,13 +97,71 @@ func (f *CommitFinder) CommitAt(ctx context.Context, file string, pos uint32, si
 	return at, ok, nil
 }
 
+// xidSize is the size of an XID event (header, xid, CRC32 checksum or none).
+var xidSize = [...]uint32{19 + 8 + 4, 19 + 8}
+
+// readXIDAt reads the XID event that ends at pos, if one does: a dump that
+// starts xidSize bytes before pos, whose first event must be that XID event
+// (checksums verified). ok is false for anything else: the caller reads the
+// file instead. It never waits for the server long: a start that is no
+// event's start may leave the server waiting for the rest of an event.
+func readXIDAt(ctx context.Context, cfg ScanConfig, file string, pos uint32) (time.Time, bool) {
+	for _, size := range xidSize {
+		if pos < 4+size {
+			continue
+		}
+		if at, ok := readOneXID(ctx, cfg, file, pos, size); ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func readOneXID(ctx context.Context, cfg ScanConfig, file string, pos, size uint32) (time.Time, bool) {
+	if cfg.ServerID == 0 {
+		return time.Time{}, false
+	}
+	cfg.ReadTimeout = min(cfg.ReadTimeout, 5*time.Second)
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 5 * time.Second
+	}
+	syncer := newScanSyncer(cfg, true)
+	defer syncer.Close()
+	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: pos - size})
+	if err != nil {
+		return time.Time{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
+	defer cancel()
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			return time.Time{}, false
+		}
+		switch e := ev.Event.(type) {
+		case *replication.RotateEvent:
+			continue // the fake one naming the file
+		case *replication.FormatDescriptionEvent:
+			crc := e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
+			if crc != (size == xidSize[0]) {
+				return time.Time{}, false // the file's XID events are of the other size
+			}
+			continue
+		case *replication.XIDEvent:
+			h := ev.Header
+			return time.Unix(int64(h.Timestamp), 0).UTC(), h.LogPos == pos && h.EventSize == size
+		}
+		return time.Time{}, false
+	}
+}
+
 // readCommitAt reads file from from (4, or where a transaction starts) up
 // to pos, calling mark with the end of each transaction on the way.
 func readCommitAt(ctx context.Context, cfg ScanConfig, file string, from, pos uint32, mark func(end uint32)) (time.Time, bool, error) {
 	if cfg.ServerID == 0 {
 		return time.Time{}, false, errors.New("canal: reading a commit time needs a replica id")
 	}
-	syncer := newScanSyncer(cfg)
+	syncer := newScanSyncer(cfg, false)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: from})
 	if err != nil {

@@ -13,10 +13,18 @@ import (
 // A CommitFinder answers, for the end of each transaction of a file of
 // several MiB, the commit time the binlog has (set here by SET timestamp,
 // one second apart); for the end of an event inside a transaction, and past
-// the file's end, that no transaction ends there. Finds later in the file
-// than an earlier one's end start from a transaction boundary it
-// remembered, not from the file's start.
+// the file's end, that no transaction ends there. An InnoDB transaction
+// (ending with an XID event) is answered by reading that one event; a
+// MyISAM one (ending with a COMMIT query) by reading the file, and a find
+// later in the file than an earlier one's end starts from a transaction
+// boundary it remembered, not from the file's start.
 func TestCommitFinderReadsTheCommitTimeOfTheTransactionEndingAtAPosition(t *testing.T) {
+	for _, engine := range []string{"InnoDB", "MyISAM"} {
+		t.Run(engine, func(t *testing.T) { testCommitFinder(t, engine) })
+	}
+}
+
+func testCommitFinder(t *testing.T, engine string) {
 	ctx := context.Background()
 	name := srv.NewDatabase(t)
 	db := srv.DB(t, name)
@@ -25,7 +33,7 @@ func TestCommitFinderReadsTheCommitTimeOfTheTransactionEndingAtAPosition(t *test
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)"); err != nil {
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB) ENGINE="+engine); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(ctx, "FLUSH BINARY LOGS"); err != nil {
@@ -67,8 +75,19 @@ func TestCommitFinderReadsTheCommitTimeOfTheTransactionEndingAtAPosition(t *test
 			t.Errorf("CommitAt(%s:%d) = %v, %v, %v; want %v (insert %d)", file, ends[i].pos, at, ok, err, ends[i].at, i)
 		}
 	}
-	if m := canal.Marks(f, file); len(m) < 2 || m[0] >= ends[20].pos {
-		t.Errorf("the finder remembered %v of %s: want boundaries every MiB, some before insert 20's end %d", m, file, ends[20].pos)
+	xid, read := canal.Reads(f)
+	switch engine {
+	case "InnoDB":
+		if xid != 4 || read != 0 {
+			t.Errorf("4 finds: %d answered by one XID event, %d by reading the file; want all by their XID event", xid, read)
+		}
+	default:
+		if xid != 0 || read != 4 {
+			t.Errorf("4 finds: %d answered by one XID event, %d by reading the file; want all by reading the file", xid, read)
+		}
+		if m := canal.Marks(f, file); len(m) < 2 || m[0] >= ends[20].pos {
+			t.Errorf("the finder remembered %v of %s: want boundaries every MiB, some before insert 20's end %d", m, file, ends[20].pos)
+		}
 	}
 	// Inside insert 21: the end of its first event (GTID), where no
 	// transaction ends.

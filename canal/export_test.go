@@ -17,3 +17,11 @@ func Marks(f *CommitFinder, file string) []uint32 {
 	defer f.mu.Unlock()
 	return append([]uint32(nil), f.marks[file]...)
 }
+
+// Reads are how many finds of f one XID event answered, and how many read
+// the file.
+func Reads(f *CommitFinder) (xid, file int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads[0], f.reads[1]
+}

@@ -55,7 +55,7 @@ func ScanFile(ctx context.Context, cfg ScanConfig, file string, size int64, stop
 	if cfg.ServerID == 0 {
 		return Mark{}, errors.New("canal: a scan needs a replica id")
 	}
-	syncer := newScanSyncer(cfg)
+	syncer := newScanSyncer(cfg, false)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: 4})
 	if err != nil {
@@ -78,8 +78,8 @@ func ScanFile(ctx context.Context, cfg ScanConfig, file string, size int64, stop
 }
 
 // newScanSyncer returns a syncer for one read of a file: no retries, no
-// rows decoded.
-func newScanSyncer(cfg ScanConfig) *replication.BinlogSyncer {
+// rows decoded; events' checksums verified with verify.
+func newScanSyncer(cfg ScanConfig, verify bool) *replication.BinlogSyncer {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 30 * time.Second
 	}
@@ -89,7 +89,7 @@ func newScanSyncer(cfg ScanConfig) *replication.BinlogSyncer {
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: cfg.ServerID, Flavor: cfg.Flavor, Host: cfg.Host, Port: cfg.Port, User: cfg.User, Password: cfg.Password,
 		TLSConfig: cfg.TLS, ReadTimeout: cfg.ReadTimeout, HeartbeatPeriod: cfg.ReadTimeout / 3,
-		DisableRetrySync: true, DiscardGTIDSet: true, FillZeroLogPos: cfg.Flavor == mysql.MariaDBFlavor,
+		DisableRetrySync: true, DiscardGTIDSet: true, FillZeroLogPos: cfg.Flavor == mysql.MariaDBFlavor, VerifyChecksum: verify,
 		RowsEventDecodeFunc: func(*replication.RowsEvent, []byte) error { return nil }, // rows are not read
 		Logger:              LibraryLogger(cfg.Logger),
 	})
