@@ -22,7 +22,7 @@ import (
 // default): a log of records appended in batches, cut in segments, and an
 // index of every record kept in memory.
 //
-// The directory holds:
+// The directory (0700, its files 0600: it holds receivers' answers) holds:
 //
 //	lock                      an flock: exclusive while the relay writes, shared while a reader reads
 //	<first id, 16 hex>.seg    a segment: records, each batch one write at its end
@@ -125,12 +125,21 @@ var ErrLocked = errors.New("the attempts file is open in another process")
 // OpenFile opens (creating it and its directory) the attempts directory at
 // path for reading and writing, waiting up to wait for another process to
 // let go of it (0: fail at once).
+//
+// The record holds receivers' answers, so it is the relay's user's only,
+// as the checkpoint file is: the directory is 0700 and every file in it
+// 0600. A directory or file that an earlier version made readable by
+// others (0755, 0644) is made so when it is opened; one that cannot be
+// (owned by another user) is refused.
 func OpenFile(path string, wait time.Duration) (*File, error) {
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	if err := os.MkdirAll(path, dirMode); err != nil {
 		return nil, dirError(path, err)
 	}
+	if err := private(path); err != nil {
+		return nil, err
+	}
 	f := &File{path: path, segSize: segmentSize}
-	lock, err := os.OpenFile(filepath.Join(path, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(filepath.Join(path, "lock"), os.O_CREATE|os.O_RDWR, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("attempts file %q: %w", path, err)
 	}
@@ -172,6 +181,29 @@ func OpenFileReadOnly(path string, wait time.Duration) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+const (
+	dirMode  = 0o700 // the attempts directory's
+	fileMode = 0o600 // every file in it
+)
+
+// private takes from path (the directory or a file in it) every permission
+// of its group and of others: the modes an earlier version created them
+// with (0755, 0644).
+func private(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("attempts file %q: %w", path, err)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, perm&^0o077); err != nil {
+		return fmt.Errorf("attempts file %q is mode %#o, readable by other users, and holds receivers' answers: it could not be made %#o (%w); make it so (chmod go-rwx), or set attempts.path to a directory of the relay's user", path, perm, perm&^0o077, err)
+	}
+	return nil
 }
 
 func dirError(path string, err error) error {
@@ -218,6 +250,11 @@ func (f *File) load() error {
 		if strings.HasPrefix(de.Name(), "pruned.") && !f.readOnly {
 			os.Remove(filepath.Join(f.path, de.Name())) // a write of "pruned" a crash cut short
 			continue
+		}
+		if !f.readOnly && de.Type().IsRegular() {
+			if err := private(filepath.Join(f.path, de.Name())); err != nil {
+				return err
+			}
 		}
 		name, ok := strings.CutSuffix(de.Name(), segSuffix)
 		if !ok || len(name) != 16 {
@@ -272,7 +309,7 @@ func (f *File) segPath(first uint64) string {
 }
 
 func (f *File) create(first uint64) (*segment, error) {
-	fh, err := os.OpenFile(f.segPath(first), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	fh, err := os.OpenFile(f.segPath(first), os.O_CREATE|os.O_RDWR|os.O_TRUNC, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("attempts file %q: %w", f.path, err)
 	}

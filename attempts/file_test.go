@@ -118,3 +118,64 @@ func TestFileAtTheRecordsPathIsRefused(t *testing.T) {
 		t.Errorf("OpenFile of a file = %v, want an error saying to remove it or set attempts.path", err)
 	}
 }
+
+// The record holds receivers' answers: its directory is the relay's user's
+// only (0700, every file in it 0600), as the checkpoint file is, when it is
+// made and when an earlier version made it readable by others (0755, 0644).
+func TestFileIsReadableByItsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp.json.attempts")
+	modes := func(when string) {
+		t.Helper()
+		des, err := os.ReadDir(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: the directory is %v (%v), want 0700", when, fi.Mode().Perm(), err)
+		}
+		var names []string
+		for _, de := range des {
+			fi, err := de.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, de.Name())
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %v, want 0600", when, de.Name(), fi.Mode().Perm())
+			}
+		}
+		for _, want := range []string{"lock", "pruned"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("%s: no %s among %v", when, want, names)
+			}
+		}
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".seg") }) {
+			t.Errorf("%s: no segment among %v", when, names)
+		}
+	}
+	st := openFile(t, path)
+	appendFixture(t, st)
+	if _, err := st.Prune(ctx, time.Time{}, 4); err != nil {
+		t.Fatal(err)
+	}
+	modes("made")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// As an earlier version left it.
+	des, err := os.ReadDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		if err := os.Chmod(filepath.Join(path, de.Name()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	openFile(t, path)
+	modes("opened again")
+}

@@ -35,6 +35,14 @@
 //     attempt; a position the server no longer has is returned as
 //     position.ErrLost (Config.Pick's errors wrapping position.ErrLost or
 //     position.ErrNotInHistory end Run too).
+//   - While a prepared XA transaction with outbox rows waits for its XA
+//     COMMIT, the position handed on is held at the end of the last
+//     transaction before it (a restart reads it again), and those
+//     transactions say so (event.Txn.Held).
+//
+// Besides the Reader, ScanFile (a time's place in a file) and
+// CommitFinder (when the transaction that ends at a position committed,
+// for the resume check) read one file with a binlog dump of their own.
 //
 // canal only reads the binlog stream. Asking the server about itself
 // (flavor, binlog list, GTID state, replicas, outbox table columns) is

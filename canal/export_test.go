@@ -10,3 +10,18 @@ func Narrowed(r *Reader) (narrow, unknown int64) { return r.narrowed.Load(), r.u
 
 // Direct is the number of rows events r decoded straight into events.
 func Direct(r *Reader) int64 { return r.direct.Load() }
+
+// Marks are the transaction boundaries f remembers of file.
+func Marks(f *CommitFinder, file string) []uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint32(nil), f.marks[file]...)
+}
+
+// Reads are how many finds of f one XID event answered, and how many read
+// the file.
+func Reads(f *CommitFinder) (xid, file int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads[0], f.reads[1]
+}

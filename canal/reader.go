@@ -886,7 +886,7 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 	if st.hold != nil {
 		pos = *st.hold
 	}
-	txn := &event.Txn{Events: st.events, Changes: st.changes, Position: pos, CommitTime: commitTime}
+	txn := &event.Txn{Events: st.events, Changes: st.changes, Position: pos, CommitTime: commitTime, Held: st.hold != nil}
 	st.begin()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.Transaction(commitTime)

@@ -399,8 +399,9 @@ func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	type txn struct {
-		ids []string
-		pos event.Position
+		ids  []string
+		pos  event.Position
+		held bool
 	}
 	var txns []txn
 	var ids []string
@@ -410,7 +411,7 @@ func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
 		for _, e := range t.Events {
 			x = append(x, e.Type)
 		}
-		txns = append(txns, txn{x, t.Position})
+		txns = append(txns, txn{x, t.Position, t.Held})
 		ids = append(ids, x...)
 		if len(x) > 0 && x[len(x)-1] == "e5" {
 			return errDone
@@ -425,10 +426,18 @@ func TestReaderReleasesXARowsAtCommitOnly(t *testing.T) {
 	}
 	// The transaction of e2 was read while 'a' was prepared: resuming from
 	// the position handed on with it must deliver e1 again.
+	// It says so (event.Txn.Held): its commit time is not the one of the
+	// transaction that ends at its position. e5's, after, is its own.
 	var e2pos event.Position
 	for _, x := range txns {
 		if len(x.ids) == 1 && x.ids[0] == "e2" {
 			e2pos = x.pos
+			if !x.held {
+				t.Errorf("e2's transaction, at a held position, is not marked held")
+			}
+		}
+		if len(x.ids) == 1 && x.ids[0] == "e5" && x.held {
+			t.Errorf("e5's transaction, at its own position, is marked held")
 		}
 	}
 	evs, _ := collect(t, cfg, e2pos, 2)

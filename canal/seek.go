@@ -55,19 +55,7 @@ func ScanFile(ctx context.Context, cfg ScanConfig, file string, size int64, stop
 	if cfg.ServerID == 0 {
 		return Mark{}, errors.New("canal: a scan needs a replica id")
 	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: cfg.ServerID, Flavor: cfg.Flavor, Host: cfg.Host, Port: cfg.Port, User: cfg.User, Password: cfg.Password,
-		TLSConfig: cfg.TLS, ReadTimeout: cfg.ReadTimeout, HeartbeatPeriod: cfg.ReadTimeout / 3,
-		DisableRetrySync: true, DiscardGTIDSet: true, FillZeroLogPos: cfg.Flavor == mysql.MariaDBFlavor,
-		RowsEventDecodeFunc: func(*replication.RowsEvent, []byte) error { return nil }, // rows are not read
-		Logger:              LibraryLogger(cfg.Logger),
-	})
+	syncer := newScanSyncer(cfg, false)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: 4})
 	if err != nil {
@@ -87,6 +75,24 @@ func ScanFile(ctx context.Context, cfg ScanConfig, file string, size int64, stop
 			return sc.mark(), nil
 		}
 	}
+}
+
+// newScanSyncer returns a syncer for one read of a file: no retries, no
+// rows decoded; events' checksums verified with verify.
+func newScanSyncer(cfg ScanConfig, verify bool) *replication.BinlogSyncer {
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: cfg.ServerID, Flavor: cfg.Flavor, Host: cfg.Host, Port: cfg.Port, User: cfg.User, Password: cfg.Password,
+		TLSConfig: cfg.TLS, ReadTimeout: cfg.ReadTimeout, HeartbeatPeriod: cfg.ReadTimeout / 3,
+		DisableRetrySync: true, DiscardGTIDSet: true, FillZeroLogPos: cfg.Flavor == mysql.MariaDBFlavor, VerifyChecksum: verify,
+		RowsEventDecodeFunc: func(*replication.RowsEvent, []byte) error { return nil }, // rows are not read
+		Logger:              LibraryLogger(cfg.Logger),
+	})
 }
 
 // scan follows one file's transactions: the GTID state before each, where

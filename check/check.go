@@ -149,6 +149,13 @@ type Options struct {
 	// table. `run` leaves it out of its startup checks and runs Growth once
 	// it has started.
 	SkipGrowth bool
+	// Commits, when set, reads when the transaction that ends at a MariaDB
+	// checkpoint's File:Pos committed on the server its binlog is
+	// (canal.CommitFinder), for checkpoint_server to compare with the
+	// checkpoint's commit_time, as the relay's resume check does
+	// (source.CheckResumeAt). `outbox-relay check` sets it; the startup
+	// checks of `run` do not: each pipeline compares it when it resumes.
+	Commits source.CommitFinder
 }
 
 // Run connects to the source with the configured credentials and runs every
@@ -212,7 +219,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) 
 	if !opts.SkipGrowth {
 		add(growthResults(ctx, db, cfg)...)
 	}
-	add(checkpointResults(ctx, db, s, cfg, cps, cpErr)...)
+	add(checkpointResults(ctx, db, s, cfg, cps, cpErr, opts.Commits)...)
 	add(retentionResult(s.vars, opts.RetentionMin))
 	rep.Results = withInsecure(rep.Results, noSource)
 	return finish(rep, opts), nil

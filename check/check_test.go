@@ -16,6 +16,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -284,6 +285,25 @@ func TestPrivilegesAreReadFromTheGrants(t *testing.T) {
 	}
 }
 
+// A webhook sink's endpoints table is read by the relay's user too: the
+// privileges line asks for SELECT on it, naming the GRANT, as for an
+// outbox table.
+func TestPrivilegesAskForSelectOnTheEndpointsTable(t *testing.T) {
+	hooks := "sinks: [{name: hooks, type: webhook, webhook: {endpoints_table: {table: shop.outbox_endpoints}}}]"
+	documented := []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO USER", "GRANT SELECT ON shop.outbox TO USER"}
+	srv.Exec(t, strings.Replace(webhook.EndpointsTableSchema, "CREATE TABLE IF NOT EXISTS outbox_endpoints", "CREATE TABLE shop.outbox_endpoints", 1),
+		"CREATE USER 'p_endpoints'@'%' IDENTIFIED BY 'pw'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER 'p_endpoints'@'%'", "DROP TABLE shop.outbox_endpoints") })
+	for _, g := range documented {
+		srv.Exec(t, strings.ReplaceAll(g, "USER", "'p_endpoints'@'%'"))
+	}
+	rep := runChecks(t, testConfig(t, srv, "p_endpoints", "pw", hooks))
+	expect(t, rep, only(t, rep, NamePrivileges), Fail, "lacks SELECT on shop.outbox_endpoints", "GRANT SELECT ON `shop`.`outbox_endpoints` TO 'p_endpoints'@'%';")
+	srv.Exec(t, "GRANT SELECT ON shop.outbox_endpoints TO 'p_endpoints'@'%'")
+	rep = runChecks(t, testConfig(t, srv, "p_endpoints", "pw", hooks))
+	expect(t, rep, only(t, rep, NamePrivileges), Pass, "SELECT on every outbox table (and endpoints table)", "")
+}
+
 // registerReplica connects a binlog reader with server id id that
 // registers itself as host, and waits until the server lists it.
 func registerReplica(t *testing.T, id uint32, host string) {
@@ -448,6 +468,57 @@ func TestCheckpointOnThisServerPasses(t *testing.T) {
 		if len(rs) != 2 || rs[0].Status != Pass || rs[1].Status != Pass {
 			t.Errorf("want two PASS %s lines:\n%s", name, printed(rep))
 		}
+	}
+}
+
+// On the server a MariaDB checkpoint was read from, checkpoint_server
+// compares its commit_time with the commit time of the transaction that
+// ends at its File:Pos, as the relay's resume check does: another second is
+// another history (two servers built alike), the same second passes, and a
+// checkpoint without one is compared by GTID position alone.
+func TestCheckpointOfAServerBuiltAlikeFailsByItsCommitTime(t *testing.T) {
+	at := time.Unix(1_600_000_000, 0).UTC()
+	conn, err := srv.DB(t, "").Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{fmt.Sprintf("SET timestamp = %d", at.Unix()), "INSERT INTO shop.outbox VALUES (UUID(), 'order', 'o1', 'created', '{}')"} {
+		if _, err := conn.ExecContext(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gtid, file, pos := current(t)
+	commits := canal.NewCommitFinder(canal.ScanConfig{Host: "127.0.0.1", Port: uint16(srv.Port), User: "root",
+		ServerID: testserver.ServerID() + 800, Flavor: "mariadb"})
+	for _, c := range []struct {
+		name   string
+		commit time.Time
+		status Status
+		detail string
+	}{
+		{"the same commit time passes", at, Pass, "is in this server's history"},
+		{"another commit time fails", at.Add(-time.Hour), Fail,
+			fmt.Sprintf("comes from another history: the transaction that ends at %s:%d on this server committed at 2020-09-13T12:26:40Z, the checkpoint's committed at 2020-09-13T11:26:40Z", file, pos)},
+		{"no commit time is not compared", time.Time{}, Pass, "is in this server's history"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t, srv, "root", "")
+			p := posOf(gtid, file, pos)
+			p.ServerID = 1
+			writeCheckpoint(t, cfg, "out", checkpoint.Checkpoint{Flavor: "mariadb", ServerID: 1, Position: p, CommitTime: c.commit})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := Run(ctx, cfg, Options{RetentionMin: 24 * time.Hour, Commits: commits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fix := ""
+			if c.status == Fail {
+				fix = "point source.host/source.port at the server the checkpoint was read from"
+			}
+			expect(t, rep, only(t, rep, NameCheckpointServer), c.status, c.detail, fix)
+		})
 	}
 }
 

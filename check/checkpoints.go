@@ -12,7 +12,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -76,7 +75,7 @@ func hasGTIDCheckpoint(cps map[string]checkpoint.Checkpoint) bool {
 	return false
 }
 
-func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config, cps map[string]checkpoint.Checkpoint, cpErr error) []Result {
+func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Config, cps map[string]checkpoint.Checkpoint, cpErr error, commits source.CommitFinder) []Result {
 	if cpErr != nil {
 		return []Result{{Name: NameCheckpointAvailable, Status: Fail,
 			Detail: fmt.Sprintf("cannot read the checkpoint store: %v", cpErr),
@@ -119,7 +118,7 @@ func checkpointResults(ctx context.Context, db *sql.DB, s server, cfg *config.Co
 			a = fileAvailable(key, cp, files, recovery)
 		}
 		avail = append(avail, a)
-		owner = append(owner, serverDecision(key, cp, s, history(ctx, db, s, files, cp.Position), recoveryFix(cfg, key, nil)))
+		owner = append(owner, serverDecision(key, cp, s, history(ctx, db, s, files, cp, commits), recoveryFix(cfg, key, nil)))
 	}
 	return append(avail, owner...)
 }
@@ -233,19 +232,26 @@ func fileNumbers(a, b string) (int64, int64, bool) {
 
 // history is what differs between a MariaDB checkpoint and the binlog of
 // the server it was read from, when this is that server and still has the
-// file (source.ServerState.OwnBinlog): none otherwise, or when it cannot be
-// read (the relay's own resume check reads it again and says why).
-func history(ctx context.Context, db *sql.DB, s server, files []source.BinlogFile, pos event.Position) []string {
+// file (source.ServerState.OwnBinlog): the GTID position at its File:Pos,
+// and, with commits, when the transaction that ends there committed. None
+// otherwise, or when it cannot be read (the relay's own resume check reads
+// it again and says why).
+func history(ctx context.Context, db *sql.DB, s server, files []source.BinlogFile, cp checkpoint.Checkpoint, commits source.CommitFinder) []string {
+	pos := cp.Position
 	id, _ := strconv.ParseUint(s.vars["server_id"], 10, 32)
 	st := source.ServerState{Info: source.ServerInfo{Flavor: s.flavor, ServerID: uint32(id)}, Files: files}
 	if s.flavor != flavorMariaDB || st.ReadHistory(ctx, db, pos) != nil || st.History == nil {
 		return nil
 	}
 	diff, err := position.MariaDBHistory(pos.GTIDSet, pos.File, pos.Pos, st.History.At)
-	if err != nil {
+	if err != nil || len(diff) > 0 || commits == nil {
+		return diff
+	}
+	if st.ReadCommit(ctx, commits, pos, cp.CommitTime) != nil || st.History.Commit == nil {
 		return nil
 	}
-	return diff
+	c := st.History.Commit
+	return position.MariaDBCommit(pos.File, pos.Pos, c.Checkpoint, c.Server, c.Found)
 }
 
 // serverDecision judges whether this server can serve a checkpoint by GTID

@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -53,11 +55,31 @@ func evaluate(gs []grants.Grant, flavor string, tables []config.Table) privilege
 }
 
 func privilegesResult(ctx context.Context, db *sql.DB, s server, cfg *config.Config) Result {
+	tables := readTables(cfg)
 	lines, err := grants.Lines(ctx, db)
 	if err != nil {
-		return privilegesByUse(ctx, db, s, cfg, err)
+		return privilegesByUse(ctx, db, s, tables, err)
 	}
-	return privilegesDecision(evaluate(grants.Parse(lines), s.flavor, cfg.Tables), s.user, s.flavor, cfg.Tables)
+	return privilegesDecision(evaluate(grants.Parse(lines), s.flavor, tables), s.user, s.flavor, tables)
+}
+
+// readTables are the tables of the source the relay's user reads: the
+// outbox tables, then those the sinks' kinds name (sink.Kind.SourceTables:
+// a webhook sink's endpoints table), each once.
+func readTables(cfg *config.Config) []config.Table {
+	tables := slices.Clone(cfg.Tables)
+	for _, sc := range cfg.Sinks {
+		k, ok := sink.KindOf(sc.Type)
+		if !ok || k.SourceTables == nil || sc.Config == nil {
+			continue
+		}
+		for _, name := range k.SourceTables(sc.Config) {
+			if !slices.ContainsFunc(tables, func(t config.Table) bool { return t.Name == name }) {
+				tables = append(tables, config.Table{Name: name})
+			}
+		}
+	}
+	return tables
 }
 
 // privilegesByUse judges the privileges by trying them, for a server that
@@ -66,11 +88,11 @@ func privilegesResult(ctx context.Context, db *sql.DB, s server, cfg *config.Con
 // CLIENT and a SELECT ... LIMIT 0 needs SELECT on the table; REPLICATION
 // SLAVE cannot be tried without starting a binlog dump, so at best this is
 // a WARN.
-func privilegesByUse(ctx context.Context, db *sql.DB, s server, cfg *config.Config, grantsErr error) Result {
+func privilegesByUse(ctx context.Context, db *sql.DB, s server, tables []config.Table, grantsErr error) Result {
 	p := privileges{replSlave: true, selectOn: map[string]bool{}, columnsOnly: map[string]bool{}}
 	_, err := source.BinaryLogs(ctx, db)
 	p.replClient = err == nil || !grants.Denied(err)
-	for _, t := range cfg.Tables {
+	for _, t := range tables {
 		schema, name := t.SchemaTable()
 		rows, err := db.QueryContext(ctx, "SELECT * FROM "+sqlident.Table(schema, name)+" LIMIT 0")
 		if err == nil {
@@ -78,13 +100,13 @@ func privilegesByUse(ctx context.Context, db *sql.DB, s server, cfg *config.Conf
 		}
 		p.selectOn[t.Name] = err == nil || !grants.Denied(err)
 	}
-	r := privilegesDecision(p, s.user, s.flavor, cfg.Tables)
+	r := privilegesDecision(p, s.user, s.flavor, tables)
 	if r.Status == Fail {
 		r.Detail += fmt.Sprintf(" (found by trying them: SHOW GRANTS failed: %v)", grantsErr)
 		return r
 	}
 	r.Status = Warn
-	r.Detail = fmt.Sprintf("SHOW GRANTS failed (%v): REPLICATION CLIENT and SELECT on every outbox table were not refused when tried; REPLICATION SLAVE is not checked", grantsErr)
+	r.Detail = fmt.Sprintf("SHOW GRANTS failed (%v): REPLICATION CLIENT and SELECT on every outbox table (and endpoints table) were not refused when tried; REPLICATION SLAVE is not checked", grantsErr)
 	r.Fix = "make sure " + s.user + " has REPLICATION SLAVE (GRANT REPLICATION SLAVE ON *.* TO " + s.user + ";): without it the relay fails at its first binlog read"
 	return r
 }
@@ -121,7 +143,7 @@ func privilegesDecision(p privileges, user, flavor string, tables []config.Table
 		fixes = append(fixes, fmt.Sprintf("GRANT SELECT ON `%s`.`%s` TO %s;", schema, name, user))
 	}
 	if len(missing) == 0 {
-		r.Detail = fmt.Sprintf("%s has REPLICATION SLAVE, REPLICATION CLIENT and SELECT on every outbox table", user)
+		r.Detail = fmt.Sprintf("%s has REPLICATION SLAVE, REPLICATION CLIENT and SELECT on every outbox table (and endpoints table)", user)
 		return r
 	}
 	r.Status = Fail

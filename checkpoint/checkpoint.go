@@ -34,10 +34,12 @@ type Checkpoint struct {
 	ServerID   uint32         `json:"server_id,omitempty"`
 	Position   event.Position `json:"position"`
 	// CommitTime is the source commit time (the binlog's, whole seconds) of
-	// the last transaction the checkpoint covers: every transaction the
-	// source committed before it was acknowledged. Zero when unknown (a
-	// start checkpoint saved before any transaction, or one saved by a
-	// version before 0.2). prune reads it; resuming does not.
+	// the transaction that ends at Position, the last one the checkpoint
+	// covers: every transaction the source committed before it was
+	// acknowledged. Zero when unknown (a start checkpoint saved before any
+	// transaction, or one saved by a version before 0.2). prune reads it;
+	// resuming on MariaDB compares it with the binlog's at Position
+	// (source.CheckResumeAt).
 	CommitTime time.Time `json:"commit_time,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	// Disabled, when set, says why and since when the pipeline of this key

@@ -1164,7 +1164,8 @@ func (c *Config) StartGTID() (string, error) {
 // source.server_id on: one stream per sink (ServerID+i for sink i), then
 // each webhook sink's catch-up streams (gateway.max_catch_up each), in sink
 // order, then one per running replay job (replay.max_running). The ids
-// after them are the commands' (audit, replay --dry-run).
+// after them are the commands' (audit, replay --dry-run) and then the
+// relay's reads of a checkpoint's commit time at resume.
 func (c *Config) ReplicaIDs() int {
 	n := len(c.Sinks)
 	for _, s := range c.Sinks {

@@ -35,6 +35,25 @@ type serviceMonitor struct {
 	} `json:"spec"`
 }
 
+// prometheusRuleObj is the part of the Prometheus Operator's PrometheusRule
+// (monitoring.coreos.com/v1) the manifests use.
+type prometheusRuleObj struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels,omitempty"`
+				Annotations map[string]string `json:"annotations,omitempty"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
 // kustomization is what the manifests' kustomization.yaml files use.
 type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
@@ -64,6 +83,8 @@ func typeOf(apiVersion, kind string) (any, bool) {
 		return &autoscalingv2.HorizontalPodAutoscaler{}, true
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return &serviceMonitor{}, true
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		return &prometheusRuleObj{}, true
 	case "kustomize.config.k8s.io/v1beta1 Kustomization":
 		return &kustomization{}, true
 	}

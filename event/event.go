@@ -318,6 +318,11 @@ type Txn struct {
 	Changes    []Change
 	Position   Position
 	CommitTime time.Time
+	// Held says Position is held back at the end of an earlier
+	// transaction (canal, while a prepared XA transaction with outbox
+	// events waits for its XA COMMIT): CommitTime is this transaction's,
+	// not the one of the transaction that ends at Position.
+	Held bool
 }
 
 // ChangeOp is what a statement did to a row of a watched table.

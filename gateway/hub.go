@@ -198,7 +198,12 @@ func (h *Hub) Run(ctx context.Context, changed func(*event.Txn)) error {
 func (h *Hub) dispatch(txn *event.Txn, changed func(*event.Txn)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.pos, h.commit = txn.Position, txn.CommitTime
+	switch {
+	case !txn.Held:
+		h.pos, h.commit = txn.Position, txn.CommitTime
+	case txn.Position != h.pos:
+		h.pos, h.commit = txn.Position, time.Time{} // the commit time of the transaction that ends there is not known
+	}
 	if len(txn.Events) > 0 && len(h.attached) > 0 {
 		h.handOn(txn)
 	}
@@ -278,10 +283,10 @@ func newTxn(evs []*event.Event, txn *event.Txn) *event.Txn {
 			ev  [1]*event.Event
 		}{}
 		one.ev[0] = evs[0]
-		one.txn = event.Txn{Events: one.ev[:], Position: txn.Position, CommitTime: txn.CommitTime}
+		one.txn = event.Txn{Events: one.ev[:], Position: txn.Position, CommitTime: txn.CommitTime, Held: txn.Held}
 		return &one.txn
 	}
-	return &event.Txn{Events: slices.Clone(evs), Position: txn.Position, CommitTime: txn.CommitTime}
+	return &event.Txn{Events: slices.Clone(evs), Position: txn.Position, CommitTime: txn.CommitTime, Held: txn.Held}
 }
 
 // offer puts txn in t's queue. A full queue is waited for, so that a burst

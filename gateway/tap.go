@@ -271,7 +271,7 @@ func (t *Tap) catchUp(ctx context.Context, slot int, pos event.Position) (event.
 				evs = append(evs, e)
 			}
 		}
-		out := &event.Txn{Events: evs, Position: txn.Position, CommitTime: txn.CommitTime}
+		out := &event.Txn{Events: evs, Position: txn.Position, CommitTime: txn.CommitTime, Held: txn.Held}
 		if len(evs) == 0 {
 			// Nothing for it: hand on the position if there is room, and
 			// count the transaction as read either way.

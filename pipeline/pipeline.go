@@ -99,11 +99,11 @@ type Config struct {
 	// humans: only its flavor is compared on resume.
 	Identity checkpoint.Checkpoint
 	// CanResume, if set, is asked whether the source can serve a loaded
-	// checkpoint's position (source.CheckResume: GTID containment, and on
-	// the MariaDB server whose binlog the position's File is, that binlog
-	// agreeing at File:Pos); its error stops the pipeline before it reads
-	// anything.
-	CanResume func(ctx context.Context, pos event.Position) error
+	// checkpoint (source.CheckResumeAt: GTID containment, and on the
+	// MariaDB server whose binlog the position's File is, that binlog
+	// agreeing at File:Pos, with the checkpoint's GTID position and its
+	// commit time); its error stops the pipeline before it reads anything.
+	CanResume func(ctx context.Context, cp checkpoint.Checkpoint) error
 	// Start is where to begin when Store has no checkpoint for Name.
 	Start event.Position
 	// DeadLetters receives permanently failed events. Nil: a permanent
@@ -333,7 +333,7 @@ func (p *Pipeline) resume(ctx context.Context) (checkpoint.Checkpoint, bool, err
 		return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: field acked lists %d acknowledged events, more than max_in_flight (%d) lets a run list: if max_in_flight was lowered since that checkpoint was saved, raise it to at least %d for one start; otherwise remove the checkpoint's \"acked\" field: the events after its position are then sent again, none is skipped", p.cfg.Name, n, p.cfg.MaxInFlight, n)
 	}
 	if p.cfg.CanResume != nil {
-		if err := p.cfg.CanResume(ctx, cp.Position); err != nil {
+		if err := p.cfg.CanResume(ctx, cp); err != nil {
 			return checkpoint.Checkpoint{}, false, fmt.Errorf("checkpoint %q: %w", p.cfg.Name, err)
 		}
 	}
@@ -349,6 +349,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	from := cp.Position
 	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
+	p.tracker.wmCommit = cp.CommitTime
 	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
 	if !resumed {
 		// The resolved start is saved at once (below, beside connecting
@@ -482,7 +483,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		} else {
 			slab = make([]item, len(txn.Events))
 		}
-		entry := p.tracker.addInto(into, txn.Position, txn.CommitTime, len(txn.Events), size, key)
+		commit := txn.CommitTime
+		if txn.Held {
+			commit = time.Time{} // not the commit time of the transaction that ends at its position
+		}
+		entry := p.tracker.addInto(into, txn.Position, commit, len(txn.Events), size, key)
 		if entry == nil {
 			return ctx.Err()
 		}

@@ -270,13 +270,13 @@ func TestResumeAsksCanResumeNotTheServerIdentity(t *testing.T) {
 	store := &memStore{}
 	store.Save(context.Background(), "s", checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: "aaa", Position: event.Position{GTIDSet: "aaa:1-5"}})
 	var asked event.Position
-	ok := func(_ context.Context, pos event.Position) error { asked = pos; return nil }
+	ok := func(_ context.Context, cp checkpoint.Checkpoint) error { asked = cp.Position; return nil }
 	p, _ := New(Config{Name: "s", Sink: &scriptSink{}, Store: store, Identity: checkpoint.Checkpoint{Flavor: "mysql", ServerUUID: "bbb"}, CanResume: ok})
 	pos, resumed, err := p.Resume(context.Background())
 	if err != nil || !resumed || pos.GTIDSet != "aaa:1-5" || asked.GTIDSet != "aaa:1-5" {
 		t.Fatalf("Resume = %v, %v, %v (asked %v); want the checkpoint of another server_uuid resumed", pos, resumed, err, asked)
 	}
-	refuse := func(context.Context, event.Position) error { return errors.New("missing aaa:5") }
+	refuse := func(context.Context, checkpoint.Checkpoint) error { return errors.New("missing aaa:5") }
 	p, _ = New(Config{Name: "s", Sink: &scriptSink{}, Store: store, Identity: checkpoint.Checkpoint{Flavor: "mysql"}, CanResume: refuse})
 	if _, _, err := p.Resume(context.Background()); err == nil || !strings.Contains(err.Error(), "missing aaa:5") {
 		t.Fatalf("Resume = %v, want CanResume's refusal", err)

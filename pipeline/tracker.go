@@ -81,7 +81,7 @@ type tracker struct {
 	head, tail *txnEntry // head is the oldest unsettled; nil when empty
 	entries    int
 	watermark  event.Position
-	wmCommit   time.Time // commit time of the watermark's transaction; zero when unknown
+	wmCommit   time.Time // commit time of the transaction that ends at the watermark; zero when unknown
 	advanced   bool      // watermark moved, or an acknowledgement was listed, since the last snapshot
 	acked      int       // acknowledged events listed beyond the watermark, over all entries
 	// unlisted are the acknowledged events beyond the watermark that are
@@ -168,7 +168,10 @@ func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, 
 	if n == 0 && t.tail != nil && t.tail.pending == 0 {
 		// A settled transaction after a settled one: the newer position
 		// replaces the older, nothing is allocated.
-		t.tail.pos, t.tail.commit = pos, commit
+		if pos != t.tail.pos || !commit.IsZero() {
+			t.tail.commit = commit // a held position keeps its own transaction's
+		}
+		t.tail.pos = pos
 		t.nextSeq++
 		t.tail.seq = t.nextSeq
 		return t.tail
@@ -376,10 +379,14 @@ func (t *tracker) unlink(e *txnEntry) {
 // advance moves the watermark over the settled entries at the head.
 func (t *tracker) advance() {
 	for t.head != nil && t.head.pending == 0 {
-		t.watermark = t.head.pos
-		if !t.head.commit.IsZero() {
+		if t.head.pos != t.watermark || !t.head.commit.IsZero() {
+			// The commit time is the one of the transaction that ends at
+			// the watermark: unknown (zero) when it moved without one; a
+			// transaction handed on at a held position (event.Txn.Held,
+			// no commit time) leaves it.
 			t.wmCommit = t.head.commit
 		}
+		t.watermark = t.head.pos
 		t.wmSeq = t.head.seq
 		if t.head.listed > 0 {
 			t.acked -= t.head.listed

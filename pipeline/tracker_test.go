@@ -253,3 +253,31 @@ func TestTrackerCommitTimeIsTheWatermarkTransactions(t *testing.T) {
 		t.Fatalf("watermark %v commit %v, want %v and %v", p, c, pos(4), at(4))
 	}
 }
+
+// The watermark's commit time is the one of the transaction that ends at
+// it: transactions handed on at a held position (event.Txn.Held: no commit
+// time of their own for it) leave the held transaction's, whether they
+// collapse into its entry or follow an unsettled one; a position reached
+// without a commit time has none (zero), not an earlier position's. The
+// resume check compares it with the binlog's (source.CheckResumeAt).
+func TestTrackerCommitTimeFollowsThePosition(t *testing.T) {
+	at := func(i int) time.Time { return time.Unix(int64(1000+i), 0) }
+	tr := newTracker(pos(-1), 100, 1000)
+	e := tr.add(pos(0), at(0), 1, 1)
+	tr.add(pos(1), at(1), 0, 0)
+	tr.add(pos(1), time.Time{}, 0, 0) // held: collapsed into pos(1)'s entry
+	tr.ack(e, 1)
+	if p, c, _ := tr.takeWatermarkCommit(); p != pos(1) || !c.Equal(at(1)) {
+		t.Fatalf("watermark %v commit %v, want %v and %v", p, c, pos(1), at(1))
+	}
+	e = tr.add(pos(1), time.Time{}, 1, 1) // held, with an event
+	tr.ack(e, 1)
+	if p, c, _ := tr.takeWatermarkCommit(); p != pos(1) || !c.Equal(at(1)) {
+		t.Fatalf("after a held transaction: watermark %v commit %v, want %v and %v", p, c, pos(1), at(1))
+	}
+	e = tr.add(pos(2), time.Time{}, 1, 1) // a position without a commit time
+	tr.ack(e, 1)
+	if p, c, _ := tr.takeWatermarkCommit(); p != pos(2) || !c.IsZero() {
+		t.Fatalf("watermark %v commit %v, want %v and none", p, c, pos(2))
+	}
+}

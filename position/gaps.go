@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
 )
@@ -25,7 +26,9 @@ var ErrNotInHistory = errors.New("the server has not executed every transaction 
 // the server purged must be in the position. One exception, MariaDB only
 // (MariaDBHistory): on the very server whose binlog the position was read
 // from (the same server_id) while that binlog file is still there, the
-// GTID position at the position's File:Pos must be the position's own.
+// GTID position at the position's File:Pos must be the position's own, and
+// the transaction that ends there must have committed when the position's
+// last one did (MariaDBCommit).
 type Gaps struct {
 	// Purged lists what the server no longer has of what comes after the
 	// position (it would have to send it, and cannot).
@@ -78,6 +81,28 @@ func MariaDBHistory(checkpoint, file string, pos uint32, at *string) ([]string, 
 		diff = append(diff, "the checkpoint was read from the binlog of another server with the same server_id")
 	}
 	return diff, nil
+}
+
+// MariaDBCommit compares a MariaDB checkpoint's commit time (its last
+// transaction's, whole seconds; never zero here) with the commit time of
+// the transaction that ends at the checkpoint's File:Pos in the server's
+// binlog (found false: none ends there). Ask it where MariaDBHistory found
+// the histories agreeing: two servers built alike (the same server_id, the
+// same statements) have binlogs laid out byte for byte alike, so the same
+// GTID ends at the same File:Pos on both; only when each transaction
+// committed tells them apart. On the server the checkpoint was read from,
+// the transaction that ends at File:Pos is the checkpoint's last one, and
+// committed when the checkpoint says. It returns what differs; none when
+// the histories agree.
+func MariaDBCommit(file string, pos uint32, checkpoint, server time.Time, found bool) []string {
+	switch {
+	case !found:
+		return []string{fmt.Sprintf("no transaction of this server's binlog ends at %s:%d, where the checkpoint's last one ended: it was read from the binlog of another server with the same server_id", file, pos)}
+	case !server.Equal(checkpoint):
+		return []string{fmt.Sprintf("the transaction that ends at %s:%d on this server committed at %s, the checkpoint's committed at %s: it was read from the binlog of another server with the same server_id whose binlog is laid out alike (built by the same statements)",
+			file, pos, server.UTC().Format(time.RFC3339), checkpoint.UTC().Format(time.RFC3339))}
+	}
+	return nil
 }
 
 // MySQLGaps applies the rule to MySQL GTID sets: checkpoint ⊆ executed and

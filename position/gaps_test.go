@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
 )
@@ -57,5 +58,30 @@ func TestForeignGapsAreNotInHistoryWithTheRecoveryChoices(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "wait for this server to catch up") {
 		t.Errorf("waiting cannot mend another history: %v", err)
+	}
+}
+
+func TestMariaDBCommit(t *testing.T) {
+	at := time.Unix(1_600_000_004, 0).UTC()
+	for _, tc := range []struct {
+		name   string
+		server time.Time
+		found  bool
+		want   string // a part of the difference; "" for none
+	}{
+		{"the transaction there committed when the checkpoint's did", at, true, ""},
+		{"the same second in another zone", at.In(time.FixedZone("x", 3600)), true, ""},
+		{"it committed at another second", at.Add(time.Second), true, "committed at 2020-09-13T12:26:45Z, the checkpoint's committed at 2020-09-13T12:26:44Z"},
+		{"no transaction ends there", time.Time{}, false, "no transaction of this server's binlog ends at binlog.000001:997"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			diff := MariaDBCommit("binlog.000001", 997, at, tc.server, tc.found)
+			switch {
+			case tc.want == "" && len(diff) > 0:
+				t.Fatalf("histories differ: %q", diff)
+			case tc.want != "" && (len(diff) != 1 || !strings.Contains(diff[0], tc.want)):
+				t.Fatalf("differences %q, want one with %q", diff, tc.want)
+			}
+		})
 	}
 }

@@ -89,7 +89,11 @@ type assembly struct {
 	servers   *source.Set
 	first     config.Addr
 	tls       *tls.Config
-	canResume func(ctx context.Context, pos event.Position) error
+	canResume func(ctx context.Context, cp checkpoint.Checkpoint) error
+	// commits reads when a checkpoint's last transaction committed on the
+	// one server (canResume), with a replica id of its own
+	// (ResumeCheckReplicaID).
+	commits *canal.CommitFinder
 
 	group *group
 
@@ -112,15 +116,29 @@ func (r *Relay) newAssembly(src *sourceConn, store checkpoint.Store, lock *held,
 	}
 	if a.servers.Len() == 1 {
 		a.canResume = a.checkResume
+		a.commits = canal.NewCommitFinder(canal.ScanConfig{Host: first.Host, Port: uint16(first.Port), User: cfg.Source.User,
+			Password: cfg.Source.Password.Reveal(), TLS: tc, ServerID: ResumeCheckReplicaID(cfg), Flavor: src.info.Flavor,
+			ReadTimeout: cfg.Source.ReadTimeout, Logger: r.log})
 	}
 	return a, nil
 }
 
 func (a *assembly) close() { a.servers.Close() }
 
-// checkResume asks the one source server whether it can serve pos.
-func (a *assembly) checkResume(ctx context.Context, pos event.Position) error {
-	return source.CheckResume(ctx, a.src.db, a.src.info, pos)
+// checkResume asks the one source server whether it can serve cp: its
+// GTIDs, and, on the MariaDB server whose binlog cp's position was read
+// from, the binlog at its File:Pos (its GTID position, and when the
+// transaction that ends there committed).
+func (a *assembly) checkResume(ctx context.Context, cp checkpoint.Checkpoint) error {
+	return source.CheckResumeAt(ctx, a.src.db, a.src.info, cp.Position, cp.CommitTime, a.commits)
+}
+
+// ResumeCheckReplicaID is the replica id of the relay's reads of a
+// checkpoint's commit time from the binlog (source.CheckResumeAt): the one
+// after the replay command's (ReplayCommandReplicaID), itself after
+// `outbox-relay audit`'s.
+func ResumeCheckReplicaID(cfg *config.Config) uint32 {
+	return cfg.Source.ServerID + uint32(cfg.ReplicaIDs()) + 2
 }
 
 // pickFromSet is a reader's Pick among several source servers.
@@ -143,7 +161,7 @@ type oneServer struct {
 
 func (o *oneServer) pick(ctx context.Context, pos event.Position) (canal.Endpoint, error) {
 	if o.started {
-		if err := o.a.checkResume(ctx, pos); err != nil {
+		if err := o.a.checkResume(ctx, checkpoint.Checkpoint{Position: pos}); err != nil {
 			return canal.Endpoint{}, err
 		}
 	}

@@ -63,6 +63,11 @@ type Kind struct {
 	// `outbox-relay check`: its findings are check's lines (tables, or
 	// insecure_settings).
 	CheckSource func(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.Sink) []Finding
+	// SourceTables, if set, names the tables of the source database a
+	// sink of the kind reads besides the outbox tables (a webhook sink's
+	// endpoints table), as schema.table: `check`'s privileges line asks
+	// the relay's user for SELECT on each.
+	SourceTables func(sc config.SinkConfig) []string
 	// Status, if set, returns the lines `outbox-relay status` prints of
 	// what the kind keeps in the source database (the endpoints of a
 	// webhook sink's table that do not run, and why); none when all is

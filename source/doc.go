@@ -8,7 +8,9 @@
 //     mode), CurrentPosition, EarliestPosition, BinaryLogs, ReadServerState
 //     and CheckResume (the resume rule of package position applied to what
 //     the server says, with ReadHistory: a MariaDB checkpoint's own binlog
-//     coordinates checked on the server they belong to), ReplicaOf and ListReplicas, CheckTables (the outbox
+//     coordinates checked on the server they belong to; CheckResumeAt and
+//     ReadCommit add its commit time, read through a CommitFinder the
+//     caller gives: canal's), ReplicaOf and ListReplicas, CheckTables (the outbox
 //     tables have the mapped columns).
 //
 // The binlog stream itself is canal's, and comparing positions is package

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -32,6 +33,25 @@ type History struct {
 	Pos event.Position
 	// At is BINLOG_GTID_POS(File, Pos); nil when no event ends there.
 	At *string
+	// Commit is what ReadCommit read; nil before.
+	Commit *CommitHistory
+}
+
+// CommitHistory is when the checkpoint's last transaction committed, and
+// when the transaction that ends at its File:Pos committed on the server.
+type CommitHistory struct {
+	Checkpoint time.Time
+	Server     time.Time
+	// Found is false when no transaction of the server's binlog ends at
+	// File:Pos.
+	Found bool
+}
+
+// CommitFinder reads the commit time of the transaction that ends at
+// file:pos in the server's binlog (canal.CommitFinder): ok false when no
+// transaction ends there. size is file's size in SHOW BINARY LOGS.
+type CommitFinder interface {
+	CommitAt(ctx context.Context, file string, pos uint32, size int64) (at time.Time, ok bool, err error)
 }
 
 // ReadServerState reads the server's GTID state and binlog list.
@@ -96,8 +116,35 @@ func (s *ServerState) ReadHistory(ctx context.Context, db *sql.DB, pos event.Pos
 	return nil
 }
 
+// ReadCommit reads, when ReadHistory read pos's own File:Pos and found
+// the checkpoint's GTID position there, when the transaction that ends
+// there committed, for Gaps to compare with commit, the checkpoint's
+// (position.MariaDBCommit). A zero commit (a checkpoint saved before its
+// first transaction, or by a version before 0.2) is not compared: nothing
+// is read.
+func (s *ServerState) ReadCommit(ctx context.Context, find CommitFinder, pos event.Position, commit time.Time) error {
+	h := s.History
+	if h == nil || h.Pos != pos || h.At == nil || commit.IsZero() || pos.Table != nil {
+		return nil
+	}
+	if foreign, err := position.MariaDBHistory(pos.GTIDSet, pos.File, pos.Pos, h.At); err != nil || len(foreign) > 0 {
+		return nil // Gaps says so; nothing more to read
+	}
+	i := slices.IndexFunc(s.Files, func(f BinlogFile) bool { return f.Name == pos.File })
+	if i < 0 {
+		return nil
+	}
+	at, ok, err := find.CommitAt(ctx, pos.File, pos.Pos, s.Files[i].Size)
+	if err != nil {
+		return fmt.Errorf("read when the transaction that ends at %s:%d committed: %w", pos.File, pos.Pos, err)
+	}
+	h.Commit = &CommitHistory{Checkpoint: commit, Server: at, Found: ok}
+	return nil
+}
+
 // Gaps applies the resume rule (package position) to pos, and, when
-// ReadHistory read pos's own File:Pos, position.MariaDBHistory.
+// ReadHistory read pos's own File:Pos, position.MariaDBHistory (and
+// position.MariaDBCommit when ReadCommit read its commit time).
 func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 	switch {
 	case pos.GTIDSet != "" && s.Info.Flavor == mysql.MariaDBFlavor:
@@ -110,6 +157,9 @@ func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 			return g, err
 		}
 		g.Foreign, err = position.MariaDBHistory(pos.GTIDSet, pos.File, pos.Pos, s.History.At)
+		if c := s.History.Commit; err == nil && len(g.Foreign) == 0 && c != nil {
+			g.Foreign = position.MariaDBCommit(pos.File, pos.Pos, c.Checkpoint, c.Server, c.Found)
+		}
 		return g, err
 	case pos.GTIDSet != "" && s.Info.GTIDMode:
 		return position.MySQLGaps(pos.GTIDSet, s.Executed, s.Purged)
@@ -128,12 +178,26 @@ func (s ServerState) Gaps(pos event.Position) (position.Gaps, error) {
 // executed, or was read from another server's binlog with the same GTIDs),
 // lists the transactions, and names the recovery choices.
 func CheckResume(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position) error {
+	return CheckResumeAt(ctx, db, info, pos, time.Time{}, nil)
+}
+
+// CheckResumeAt is CheckResume for a checkpoint whose last transaction
+// committed at commit (checkpoint.Checkpoint.CommitTime; zero: unknown):
+// on the MariaDB server whose binlog pos was read from (OwnBinlog), the
+// transaction that ends at pos.File:pos.Pos must have committed then too,
+// as find reads it (ReadCommit). A nil find reads nothing.
+func CheckResumeAt(ctx context.Context, db *sql.DB, info ServerInfo, pos event.Position, commit time.Time, find CommitFinder) error {
 	s, err := ReadServerState(ctx, db, info)
 	if err != nil {
 		return err
 	}
 	if err := s.ReadHistory(ctx, db, pos); err != nil {
 		return err
+	}
+	if find != nil {
+		if err := s.ReadCommit(ctx, find, pos, commit); err != nil {
+			return err
+		}
 	}
 	g, err := s.Gaps(pos)
 	if err != nil {

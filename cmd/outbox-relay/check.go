@@ -8,8 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/check"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/source"
 )
 
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -24,7 +28,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	newLogger(cfg.Log, stderr) // the probes' library logs (go-redis) go through it
-	rep, err := check.Run(ctx, cfg, check.Options{RetentionMin: *retentionMin, Sinks: true})
+	opts := check.Options{RetentionMin: *retentionMin, Sinks: true}
+	if opts.Commits, err = checkCommits(cfg); err != nil {
+		return err
+	}
+	rep, err := check.Run(ctx, cfg, opts)
 	if err != nil {
 		// The checks made on the config alone: their warnings still count.
 		for _, x := range rep.Results {
@@ -36,6 +44,24 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rep.Print(stdout)
 	return failedError(rep)
+}
+
+// checkCommits is what reads a MariaDB checkpoint's commit time for
+// `check` (check.Options.Commits), with one source server (nil with
+// several): a binlog dump with the replica id of the commands (`outbox-relay
+// audit`'s), not the running relay's. check asks it of MariaDB only.
+func checkCommits(cfg *config.Config) (source.CommitFinder, error) {
+	addrs := cfg.Source.Addrs()
+	if len(addrs) != 1 {
+		return nil, nil
+	}
+	tc, err := source.TLSConfig(cfg.Source.TLS, addrs[0].Host)
+	if err != nil {
+		return nil, err
+	}
+	return canal.NewCommitFinder(canal.ScanConfig{Host: addrs[0].Host, Port: uint16(addrs[0].Port), User: cfg.Source.User,
+		Password: cfg.Source.Password.Reveal(), TLS: tc, ServerID: cfg.Source.ServerID + uint32(cfg.ReplicaIDs()),
+		Flavor: mysql.MariaDBFlavor, ReadTimeout: cfg.Source.ReadTimeout}), nil
 }
 
 // failedError is nil when nothing FAILed, else an error naming the checks.

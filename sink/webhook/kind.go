@@ -19,7 +19,13 @@ func init() {
 		Insecure:    func(sc config.SinkConfig) []sink.Warning { return sc.(*SinkConfig).insecure() },
 		FanOut:      fanOut,
 		CheckSource: checkSource,
-		Status:      status,
+		SourceTables: func(sc config.SinkConfig) []string {
+			if t := sc.(*SinkConfig).EndpointsTable; t != nil {
+				return []string{t.Table}
+			}
+			return nil
+		},
+		Status: status,
 	})
 }
 
