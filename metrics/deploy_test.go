@@ -240,6 +240,8 @@ func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
 		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",
 		"OutboxRelayWebhookEndpointDisabled":   "outbox_relay_gateway_endpoints",
 		"OutboxRelayGatewayPartitionStuck":     "outbox_relay_gateway_partition_oldest_unacked_seconds",
+		"OutboxRelayWebhookEndpointHeldLong":   "outbox_relay_gateway_held_cursor_age_seconds",
+		"OutboxRelayGatewayRecordsExpired":     "outbox_relay_gateway_partition_records_expired_total",
 	} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s is missing or does not use %s", alert, metric)
