@@ -23,6 +23,9 @@ package attempts
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -100,9 +103,28 @@ type Query struct {
 	Limit int
 }
 
+// RefusedError is Append's error when the store refused some attempts of
+// a batch, each for a value it cannot keep (the MySQL store: a row a
+// trigger or a constraint refuses), and stored the others.
+type RefusedError struct {
+	// Batch is the batch Append was given; Errs, by index in it, says
+	// why each attempt refused was.
+	Batch []Attempt
+	Errs  map[int]error
+}
+
+func (e *RefusedError) Error() string {
+	first := slices.Min(slices.Collect(maps.Keys(e.Errs)))
+	a := e.Batch[first]
+	return fmt.Sprintf("the store refused %d of %d attempts; the first: attempt %d of event %q at %s/%s: %v",
+		len(e.Errs), len(e.Batch), a.Number, a.EventID, a.Sink, a.Endpoint, e.Errs[first])
+}
+
 // Store keeps attempts. Implementations are safe for concurrent use.
 type Store interface {
-	// Append stores a batch.
+	// Append stores a batch. An error but a *RefusedError means none of
+	// it was stored; a *RefusedError names the attempts left out, and the
+	// others were stored.
 	Append(ctx context.Context, batch []Attempt) error
 	// Search returns the records q selects, newest first.
 	Search(ctx context.Context, q Query) ([]Record, error)

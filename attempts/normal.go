@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 )
 
 // ErrReadOnly is returned by Append and Prune of a store opened for
@@ -12,7 +14,10 @@ import (
 var ErrReadOnly = errors.New("attempts store opened read-only")
 
 // Bounds of what a store keeps of an attempt's text fields; longer values
-// are cut (at a rune boundary).
+// are cut (at a rune boundary). The type and the error are text (a
+// receiver's answer can be part of the error): kept as valid UTF-8, each
+// invalid byte sequence replaced by U+FFFD (checkpoint.FitText); the
+// others are bytes.
 const (
 	keyLimit   = 255  // sink, endpoint, tenant, event id, type, replay job
 	errorLimit = 1024 // the error's text
@@ -32,9 +37,9 @@ func normal(a Attempt) Attempt {
 	a.Endpoint = cut(a.Endpoint, keyLimit)
 	a.Tenant = cut(a.Tenant, keyLimit)
 	a.EventID = cut(a.EventID, keyLimit)
-	a.EventType = cut(a.EventType, keyLimit)
+	a.EventType = checkpoint.FitText(a.EventType, keyLimit)
 	a.Replay = cut(a.Replay, keyLimit)
-	a.Error = cut(a.Error, errorLimit)
+	a.Error = checkpoint.FitText(a.Error, errorLimit)
 	if len(a.Answer) > AnswerLimit {
 		a.Answer = a.Answer[:AnswerLimit]
 	}

@@ -13,7 +13,12 @@ import (
 )
 
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
-// on first use, in the checkpoint database.
+// on first use, in the checkpoint database: utf8mb4 whatever the database's
+// default, its id, sink, event id and aggregate id binary (compared as
+// bytes: "hooks/strase" never selects "hooks/straße"). A record is kept
+// whole in a LONGBLOB; a value too long for its column is kept there in a
+// form that fits (checkpoint.FitKey, FitText). A table of an earlier
+// version is brought up to date on open (checkpoint.UpgradeTable).
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -27,10 +32,10 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		return nil, err
 	}
 	err = checkpoint.CreateSideTable(ctx, db, "dead-letter", table,
-		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
-			"sink VARCHAR(255) NOT NULL,"+
-			"event_id VARCHAR(255) NOT NULL,"+
-			"aggregate_id VARCHAR(255) NOT NULL,"+
+		"id VARBINARY(64) NOT NULL PRIMARY KEY,"+
+			"sink VARBINARY(255) NOT NULL,"+
+			"event_id VARBINARY(255) NOT NULL,"+
+			"aggregate_id VARBINARY(255) NOT NULL,"+
 			"reason TEXT NOT NULL,"+
 			"attempts INT NOT NULL,"+
 			"first_failed DATETIME(6) NOT NULL,"+
@@ -41,8 +46,22 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkpoint.UpgradeTable(ctx, db, "dead-letter", table, nil, keyColumns...); err != nil {
+		return nil, err
+	}
 	return &MySQL{db: db, table: table}, nil
 }
+
+// keyColumns are the table's binary columns, and their sizes: a longer
+// value is kept in FitKey's form there, and whole in the record.
+var keyColumns = []checkpoint.KeyColumn{{Name: "id", Size: 64}, {Name: "sink", Size: keySize}, {Name: "event_id", Size: keySize}, {Name: "aggregate_id", Size: keySize}}
+
+// keySize is the size of the sink, event_id and aggregate_id columns.
+const keySize = 255
+
+// reasonSize is the size of the reason column, in bytes (TEXT): a longer
+// reason is cut there, and kept whole in the record.
+const reasonSize = 65535
 
 // OpenMySQLReadOnly opens the store on db for reading only (dlq list): it
 // creates nothing, a missing table lists as empty, and Put and Delete return
@@ -67,7 +86,8 @@ func (m *MySQL) Put(ctx context.Context, dl Letter) error {
 		return err
 	}
 	_, err = m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (id, sink, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES (?,?,?,?,?,?,?,?,?,?)",
-		r.ID, r.Sink, r.Event.ID, r.Event.AggregateID, r.Reason, r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
+		r.ID, checkpoint.FitKey(r.Sink, keySize), checkpoint.FitKey(r.Event.ID, keySize), checkpoint.FitKey(r.Event.AggregateID, keySize),
+		checkpoint.FitText(r.Reason, reasonSize), r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
 	if err != nil {
 		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
 	}
@@ -93,7 +113,7 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 	}
 	if f.Sink != "" {
 		q += " AND (sink = ? OR sink LIKE ?)"
-		args = append(args, f.Sink, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
+		args = append(args, checkpoint.FitKey(f.Sink, keySize), strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
 	}
 	if !f.Since.IsZero() {
 		q += " AND stored >= ?"

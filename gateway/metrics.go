@@ -76,6 +76,7 @@ type SinkMetrics struct {
 	eps           map[string]*endpointStats
 	inFlight      int
 	inFlightBytes int
+	dlWaiting     int // endpoints whose DeadLetterWaiting is set
 }
 
 // EndpointStats is what /endpoints reports of one endpoint.
@@ -100,6 +101,9 @@ type EndpointStats struct {
 	// Failing is when its current run of failed attempts began (zero: its
 	// last attempt succeeded).
 	Failing time.Time `json:"failing_since,omitzero"`
+	// DeadLetterWaiting names the event it waits on because the
+	// dead-letter store does not take its record, why, and the fix.
+	DeadLetterWaiting string `json:"dead_letter_waiting,omitempty"`
 }
 
 type endpointStats struct {
@@ -161,9 +165,14 @@ func (g *SinkMetrics) Forget(key string) {
 	if s := g.eps[key]; s != nil {
 		g.inFlight -= s.InFlight
 		g.inFlightBytes -= s.bytes
+		if s.DeadLetterWaiting != "" {
+			g.dlWaiting--
+		}
 		delete(g.eps, key)
 	}
+	n := g.dlWaiting
 	g.mu.Unlock()
+	g.base.DeadLettersWaiting(n)
 }
 
 // Endpoint returns the pipeline observer of one endpoint.
@@ -242,6 +251,29 @@ func (r EndpointRetries) Retry(err error) {
 			s.Failing = o.g.gm.m.Now()
 		}
 	})
+}
+
+// DeadLetterWaiting records that the endpoint waits on e, whose dead
+// letter the store does not take (err; nil once it took it): /endpoints
+// and /readyz's notes name it, and the sink's gauge counts it.
+func (o *EndpointMetrics) DeadLetterWaiting(e *event.Event, err error, fix string) {
+	g := o.g
+	g.mu.Lock()
+	s := g.stats(o.key)
+	was := s.DeadLetterWaiting != ""
+	s.DeadLetterWaiting = ""
+	if err != nil {
+		s.DeadLetterWaiting = fmt.Sprintf("waits on event %s (%s): the dead-letter store does not take its record: %v; %s", e.ID, metrics.Transaction(e), err, fix)
+	}
+	switch now := s.DeadLetterWaiting != ""; {
+	case now && !was:
+		g.dlWaiting++
+	case was && !now:
+		g.dlWaiting--
+	}
+	n := g.dlWaiting
+	g.mu.Unlock()
+	g.base.DeadLettersWaiting(n)
 }
 
 // DeadLettered counts a dead letter.
@@ -452,13 +484,23 @@ func (gm *Metrics) EndpointsHandler() http.Handler {
 // maxStoppedNamed caps the stopped gateway endpoints /readyz names.
 const maxStoppedNamed = 20
 
-// stoppedNotes are /readyz's lines of the endpoints stopped for good (at
-// most maxStoppedNamed of them; the others are counted): notes, never a
-// reason the relay is not ready.
+// stoppedNotes are /readyz's lines of the endpoints stopped for good, and
+// of those waiting on a dead letter the store does not take (at most
+// maxStoppedNamed of each; the others are counted): notes, never a reason
+// the relay is not ready.
 func (gm *Metrics) stoppedNotes() (notes []string) {
 	named, more := 0, 0
+	waiting, moreWaiting := 0, 0
 	for _, g := range gm.all() {
 		for _, e := range g.Endpoints() {
+			if e.DeadLetterWaiting != "" {
+				if waiting < maxStoppedNamed {
+					notes = append(notes, fmt.Sprintf("endpoint %s: %s (the other endpoints go on)", e.Endpoint, e.DeadLetterWaiting))
+					waiting++
+				} else {
+					moreWaiting++
+				}
+			}
 			if e.Stopped == "" {
 				continue
 			}
@@ -472,6 +514,9 @@ func (gm *Metrics) stoppedNotes() (notes []string) {
 	}
 	if more > 0 {
 		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+	}
+	if moreWaiting > 0 {
+		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints wait on a dead letter the store does not take (see /endpoints)", moreWaiting))
 	}
 	return notes
 }
