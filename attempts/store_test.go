@@ -473,7 +473,8 @@ func latin1Database(t *testing.T) *sql.DB {
 }
 
 // A checkpoint database in latin1 refused a receiver's answer in an
-// attempt's error ("refusé ✓", a curly apostrophe: error 1366), and with
+// attempt's error ("refusé ✓": error 1366 for the ✓; MariaDB's latin1 is
+// cp1252, which has "é" and the curly apostrophe, kept here too), and with
 // it the whole batch, other tenants' attempts included. The table is
 // utf8mb4 whatever the database's default, and text that is not UTF-8 is
 // kept with U+FFFD in place of its bad bytes.

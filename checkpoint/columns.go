@@ -21,8 +21,8 @@ import (
 
 // TableOptions end the CREATE TABLE of each of the relay's own tables:
 // utf8mb4 with a binary collation, whatever the database's default (a
-// MariaDB database is latin1 unless told otherwise, and refuses "refusé ✓"
-// or a curly apostrophe with error 1366). Keys are binary columns
+// MariaDB database is latin1 — cp1252 — unless told otherwise, and
+// refuses "refusé ✓" or an emoji with error 1366). Keys are binary columns
 // (KeyColumnType) and compare as bytes.
 const TableOptions = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 

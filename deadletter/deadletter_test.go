@@ -90,7 +90,9 @@ func latin1Database(t *testing.T, srv *testserver.Server, charset string) *sql.D
 }
 
 // A checkpoint database in latin1 refused what a receiver answers
-// ("refusé ✓", a curly apostrophe: error 1366) and an aggregate id over
+// ("refusé ✓": error 1366 for the ✓, an emoji likewise; MariaDB's latin1
+// is cp1252, which has the curly apostrophe, kept here too) and an
+// aggregate id over
 // 255 characters (error 1406): the pipeline wrote the dead letter again
 // without end. The table is utf8mb4 whatever the database's default, a key
 // too long for its column is kept in a form that fits (a prefix and a

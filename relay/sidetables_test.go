@@ -41,7 +41,9 @@ func TestADeadLetterALatin1StoreRefusedIsKeptAndOneItStillRefusesHoldsOnlyItsEnd
 	cpdb := srv.NewDatabase(t)
 	srv.Exec(t, "ALTER DATABASE "+cpdb+" CHARACTER SET latin1")
 	const answer = "refusé ✓ — it’s not an order"
-	bad := receiver.Start(t, func(*http.Request, []byte, time.Duration) receiver.Reply { return receiver.Reply{Status: 400, Body: answer} })
+	bad := receiver.Start(t, func(*http.Request, []byte, time.Duration) receiver.Reply {
+		return receiver.Reply{Status: 400, Body: answer}
+	})
 	good := receiver.Start(t, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
