@@ -7,7 +7,8 @@
 // The record is written off the delivery path: a Recorder never blocks the
 // endpoint that reports to it; it batches attempts into a Store, and when the
 // store falls behind it drops the overflow and counts it rather than slow a
-// delivery. The store is bounded: a retention (an age and a row count) is
+// delivery; an attempt the store refuses on its own is left out alone, the
+// rest of its batch stored (RefusedError), counted and named on /readyz. The store is bounded: a retention (an age and a row count) is
 // applied as it is written.
 //
 // Two stores: a MySQL table beside the checkpoint store (MySQL), and a
@@ -15,7 +16,8 @@
 // memory) when the checkpoint store is a file.
 // Both are safe for concurrent use, keep the same fields to the same
 // precision (times to the microsecond, the first AnswerLimit bytes of an
-// answer, text fields cut at 255 bytes, an error's text at 1024) and pass
+// answer, text fields cut at 255 bytes, an error's text at 1024, the type
+// and the error in valid UTF-8) and pass
 // one conformance suite (store_test.go). A File is opened by one process at
 // a time; a reader waits for the writer to let go, and is told to ask the
 // running relay instead (ErrLocked).

@@ -33,7 +33,10 @@
 //     so its recovery is noticed within about a second); permanent ones are
 //     written to the dead-letter store before the checkpoint may pass them,
 //     or, with no store, stop the pipeline at once with an error (nothing is
-//     dropped);
+//     dropped); a dead letter the store does not take is written again
+//     until it does, the pipeline waiting on it and saying so (an ERROR
+//     line, DeadLetterObserver: a gauge and /readyz naming the event and
+//     the fix), its neighbours going on;
 //   - isolation: each pipeline has its own source, sink and checkpoint, so a
 //     sink that is down only holds back its own pipeline (a gateway's
 //     endpoints share a binlog stream through sources that never wait for
