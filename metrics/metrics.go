@@ -86,7 +86,7 @@ var Names = []string{
 	"outbox_relay_events_failed_total",
 	"outbox_relay_events_retried_total",
 	"outbox_relay_events_dead_lettered_total",
-	"outbox_relay_dead_letters_waiting",
+	"outbox_relay_dead_letter_waiting_events",
 	"outbox_relay_delivery_latency_seconds",
 	"outbox_relay_oldest_unacked_age_seconds",
 	"outbox_relay_in_flight_events",
@@ -228,7 +228,7 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.failed = counter("events_failed_total", "Failed delivery attempts of an event, by reason class (permanent, backoff, timeout, connection, retriable).", "sink", "reason")
 	m.retried = counter("events_retried_total", "Failed delivery attempts that will be retried, by reason class.", "sink", "reason")
 	m.deadLettered = counter("events_dead_lettered_total", "Events written to the dead-letter store, by reason class (always permanent).", "sink", "reason")
-	m.dlWaiting = gauge("dead_letters_waiting", "Events a sink waits on because the dead-letter store does not take their record (it refuses it, or cannot be written): "+
+	m.dlWaiting = gauge("dead_letter_waiting_events", "Events a sink waits on because the dead-letter store does not take their record (it refuses it, or cannot be written): "+
 		"the sink's checkpoint cannot pass them; for a webhook sink, how many of its endpoints wait so. /readyz names the event and the fix.", "sink")
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "delivery_latency_seconds",

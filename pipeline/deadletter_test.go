@@ -37,7 +37,7 @@ func (r *refusingDLQ) Put(ctx context.Context, dl deadletter.Letter) error {
 
 // A dead letter the store refuses is never dropped and never a silent
 // stall: the pipeline writes it again until the store takes it, its
-// checkpoint waits before it, and meanwhile outbox_relay_dead_letters_waiting
+// checkpoint waits before it, and meanwhile outbox_relay_dead_letter_waiting_events
 // is 1 and /readyz names the sink, the event, its transaction and the fix.
 // Once the store takes it, the alert clears and the checkpoint passes it.
 func TestADeadLetterTheStoreRefusesIsAnAlertUntilTheStoreTakesIt(t *testing.T) {

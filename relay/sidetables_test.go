@@ -27,7 +27,7 @@ import (
 // endpoint's checkpoint waiting, across restarts. Now it is kept whole, and
 // so is the attempt with the answer. A dead letter the store still refuses
 // (a trigger on the table refuses it here) is never dropped and never a
-// silent stall: an ERROR line, outbox_relay_dead_letters_waiting and
+// silent stall: an ERROR line, outbox_relay_dead_letter_waiting_events and
 // /readyz (and /endpoints) name the endpoint, the event and the fix; only
 // that endpoint waits, the other one goes on; once the store takes it, the
 // endpoint goes on by itself.
@@ -132,7 +132,7 @@ sinks:
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	const gauge = `outbox_relay_dead_letters_waiting{sink="hooks"} `
+	const gauge = `outbox_relay_dead_letter_waiting_events{sink="hooks"} `
 	eventually.Within(t, 60*time.Second, "/readyz to name the endpoint, the event and the fix", func() bool {
 		readyz := get("/readyz")
 		return strings.Contains(readyz, "endpoint hooks/bad: waits on event b-1 (GTID ") && strings.Contains(readyz, "refused by a trigger") &&
