@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -72,5 +73,47 @@ func TestFitKey(t *testing.T) {
 	}
 	if got := checkpoint.FitText("ab\xffcé", 4); got != "ab" {
 		t.Errorf("FitText cut %q", got)
+	}
+}
+
+// A checkpoint table of an earlier version in a latin1 database (its name
+// a latin1 character column) is converted to utf8mb4 before its name is
+// made binary: a key written in latin1 ("hooks/café") is then found by its
+// UTF-8, as every key is saved from then on, and the table keeps any text.
+func TestMySQLStoreUpgradesALatin1CheckpointTable(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	name := srv.NewDatabase(t)
+	srv.Exec(t, "ALTER DATABASE "+name+" CHARACTER SET latin1")
+	db := srv.DB(t, name)
+	ctx := context.Background()
+	if _, err := db.Exec("CREATE TABLE cp (name VARCHAR(255) NOT NULL PRIMARY KEY, flavor VARCHAR(16) NOT NULL, " +
+		"server_uuid VARCHAR(64) NOT NULL DEFAULT '', server_id INT UNSIGNED NOT NULL DEFAULT 0, gtid_set TEXT NOT NULL, " +
+		"binlog_file VARCHAR(512) NOT NULL DEFAULT '', binlog_pos INT UNSIGNED NOT NULL DEFAULT 0, updated_at DATETIME(6) NOT NULL, " +
+		"commit_time DATETIME(6) NULL, disabled VARCHAR(1024) NOT NULL DEFAULT '', acked MEDIUMTEXT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO cp (name, flavor, server_id, gtid_set, binlog_file, binlog_pos, updated_at) VALUES ('hooks/café', 'mariadb', 1, '0-1-1', 'binlog.000001', 1, FROM_UNIXTIME(1))"); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	st, err := checkpoint.OpenMySQL(ctx, db, "cp", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"its text columns are now utf8mb4", "its column name is now VARBINARY(255)"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the upgrade's log does not say %q:\n%s", want, logs.String())
+		}
+	}
+	if got, err := st.Load(ctx, "hooks/café"); err != nil || got.Position.GTIDSet != "0-1-1" {
+		t.Fatalf("the latin1 row by its UTF-8 key: %+v, %v", got, err)
+	}
+	c := cp(3)
+	c.Disabled = "refusé ✓"
+	if err := st.Save(ctx, "hooks/café", c); err != nil {
+		t.Fatalf("Save after the upgrade: %v", err)
+	}
+	if got, err := st.Load(ctx, "hooks/café"); err != nil || got.Disabled != "refusé ✓" {
+		t.Fatalf("Load after the upgrade: %+v, %v", got, err)
 	}
 }
