@@ -76,7 +76,7 @@ type SinkMetrics struct {
 	eps           map[string]*endpointStats
 	inFlight      int
 	inFlightBytes int
-	dlWaiting     int // endpoints whose DeadLetterWaiting is set
+	dlWaiting     int // events its endpoints wait on (their waiting)
 }
 
 // EndpointStats is what /endpoints reports of one endpoint.
@@ -108,6 +108,7 @@ type EndpointStats struct {
 
 type endpointStats struct {
 	EndpointStats
+	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
 	file    string   // binlog file of its last saved cursor
@@ -165,9 +166,7 @@ func (g *SinkMetrics) Forget(key string) {
 	if s := g.eps[key]; s != nil {
 		g.inFlight -= s.InFlight
 		g.inFlightBytes -= s.bytes
-		if s.DeadLetterWaiting != "" {
-			g.dlWaiting--
-		}
+		g.dlWaiting -= len(s.waiting)
 		delete(g.eps, key)
 	}
 	n := g.dlWaiting
@@ -183,7 +182,8 @@ func (g *SinkMetrics) Endpoint(key string) *EndpointMetrics {
 	return &EndpointMetrics{g: g, key: key}
 }
 
-// EndpointMetrics observes one endpoint's pipeline (a pipeline.Observer).
+// EndpointMetrics observes one endpoint's pipeline (a pipeline.Observer,
+// ResumeObserver and DeadLetterObserver).
 type EndpointMetrics struct {
 	g   *SinkMetrics
 	key string
@@ -255,22 +255,14 @@ func (r EndpointRetries) Retry(err error) {
 
 // DeadLetterWaiting records that the endpoint waits on e, whose dead
 // letter the store does not take (err; nil once it took it): /endpoints
-// and /readyz's notes name it, and the sink's gauge counts it.
+// and /readyz's notes name it, and the sink's gauge counts it with the
+// other endpoints'.
 func (o *EndpointMetrics) DeadLetterWaiting(e *event.Event, err error, fix string) {
 	g := o.g
 	g.mu.Lock()
 	s := g.stats(o.key)
-	was := s.DeadLetterWaiting != ""
-	s.DeadLetterWaiting = ""
-	if err != nil {
-		s.DeadLetterWaiting = fmt.Sprintf("waits on event %s (%s): the dead-letter store does not take its record: %v; %s", e.ID, metrics.Transaction(e), err, fix)
-	}
-	switch now := s.DeadLetterWaiting != ""; {
-	case now && !was:
-		g.dlWaiting++
-	case was && !now:
-		g.dlWaiting--
-	}
+	g.dlWaiting += s.waiting.Set(e, err, fix)
+	s.DeadLetterWaiting = s.waiting.String()
 	n := g.dlWaiting
 	g.mu.Unlock()
 	g.base.DeadLettersWaiting(n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -170,6 +171,8 @@ func (m *Metrics) Standby(waiting bool) {
 type sinkState struct {
 	mu sync.Mutex
 	facts
+	// waiting are the events whose dead letter the store does not take.
+	waiting WaitingDeadLetters
 	// derive, for a fan-out sink, gives at scrape time its oldest
 	// unacknowledged event and its oldest checkpoint's binlog file, from
 	// its endpoints' (PipelineObserver.FanOut).
@@ -188,7 +191,7 @@ type facts struct {
 	checkpointLog string // binlog file of the last saved checkpoint
 	server        string // the source server the stream reads ("host:port")
 	stopped       string // why the pipeline stopped for good; "" while it runs
-	deadLetter    string // the event whose dead letter the store does not take, why, and the fix; "" when none
+	deadLetter    string // waiting.String(); "" when none
 	sinkConnected bool   // the sink's Connect succeeded
 	sinkErr       string // why its last Connect failed, until one succeeds
 	fanOut        bool   // a sink run as a fan-out gateway: its endpoints' trouble is theirs
@@ -229,7 +232,7 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.retried = counter("events_retried_total", "Failed delivery attempts that will be retried, by reason class.", "sink", "reason")
 	m.deadLettered = counter("events_dead_lettered_total", "Events written to the dead-letter store, by reason class (always permanent).", "sink", "reason")
 	m.dlWaiting = gauge("dead_letter_waiting_events", "Events a sink waits on because the dead-letter store does not take their record (it refuses it, or cannot be written): "+
-		"the sink's checkpoint cannot pass them; for a webhook sink, how many of its endpoints wait so. /readyz names the event and the fix.", "sink")
+		"the sink's checkpoint cannot pass them (a webhook sink: the sum over its endpoints). /readyz names the event and the fix.", "sink")
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "delivery_latency_seconds",
 		Help: "Time from the source transaction's commit to the sink's acknowledgement. The commit timestamp has 1 s resolution " +
@@ -520,22 +523,58 @@ func (o *PipelineObserver) DeadLettered(_ *event.Event, _ string) {
 // gauge and /readyz, which names e and fix. With PipelineObserver's other
 // methods it satisfies pipeline.DeadLetterObserver.
 func (o *PipelineObserver) DeadLetterWaiting(e *event.Event, err error, fix string) {
-	what := ""
-	if err != nil {
-		what = fmt.Sprintf("waits on event %s (%s): the dead-letter store does not take its record: %v; %s", e.ID, Transaction(e), err, fix)
-		o.dlWaiting.Set(1)
-	} else {
-		o.dlWaiting.Set(0)
-	}
 	o.s.mu.Lock()
-	o.s.deadLetter = what
+	o.s.waiting.Set(e, err, fix)
+	o.s.deadLetter = o.s.waiting.String()
+	n := len(o.s.waiting)
 	o.s.mu.Unlock()
+	o.dlWaiting.Set(float64(n))
 }
 
-// DeadLettersWaiting sets the gauge of a fan-out sink: how many of its
-// endpoints wait on a dead letter the store does not take (they report it
-// to the gateway, which notes them on /readyz).
+// DeadLettersWaiting sets the gauge of a fan-out sink: how many events its
+// endpoints wait on because the dead-letter store does not take their
+// record (they report them to the gateway, which notes them on /readyz).
 func (o *PipelineObserver) DeadLettersWaiting(n int) { o.dlWaiting.Set(float64(n)) }
+
+// WaitingDeadLetters are the events one pipeline waits on because the
+// dead-letter store does not take their record, each with why and the fix,
+// by event id (a Submitter sink writes several dead letters at once). Its
+// owner locks it.
+type WaitingDeadLetters map[string]string
+
+// Set records e as waiting (err) or no longer (nil), and returns by how
+// much the count changed.
+func (w *WaitingDeadLetters) Set(e *event.Event, err error, fix string) (delta int) {
+	_, was := (*w)[e.ID]
+	if err == nil {
+		delete(*w, e.ID)
+		if was {
+			return -1
+		}
+		return 0
+	}
+	if *w == nil {
+		*w = WaitingDeadLetters{}
+	}
+	(*w)[e.ID] = fmt.Sprintf("waits on event %s (%s): the dead-letter store does not take its record: %v; %s", e.ID, Transaction(e), err, fix)
+	if was {
+		return 0
+	}
+	return 1
+}
+
+// String names the first event waiting (by id) and counts the others; ""
+// when none waits.
+func (w WaitingDeadLetters) String() string {
+	if len(w) == 0 {
+		return ""
+	}
+	first := slices.Min(slices.Collect(maps.Keys(w)))
+	if len(w) == 1 {
+		return w[first]
+	}
+	return fmt.Sprintf("%s (and %d more events)", w[first], len(w)-1)
+}
 
 // Transaction names e's transaction: "GTID g" or "binlog file:pos".
 func Transaction(e *event.Event) string {
