@@ -124,6 +124,12 @@ func convertTable(ctx context.Context, db *sql.DB, what, table string, log *slog
 // log, when not nil. The character columns must be utf8mb4 already
 // (UpgradeTable), so the bytes kept are the UTF-8 the relay writes.
 func MigrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log *slog.Logger, cols ...KeyColumn) error {
+	type change struct {
+		KeyColumn
+		typ    string
+		octets int64
+	}
+	var todo []change
 	for _, c := range cols {
 		var typ string
 		var octets sql.NullInt64
@@ -131,22 +137,37 @@ func MigrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log 
 		if err != nil {
 			return Denied(ctx, db, fmt.Errorf("inspect %s table %q: %w", what, table, err))
 		}
-		want := KeyColumnType(c.Size)
-		if strings.EqualFold(typ, "varbinary") && octets.Int64 == int64(c.Size) {
-			continue
+		if !strings.EqualFold(typ, "varbinary") || octets.Int64 != int64(c.Size) {
+			todo = append(todo, change{c, typ, octets.Int64})
 		}
-		fail := func(err error) error {
-			return Denied(ctx, db, fmt.Errorf("%s table %q: make column %s binary (%s), so that keys compare as bytes: %w; run ALTER TABLE `%s` MODIFY `%s` %s NOT NULL as a user with ALTER on it",
-				what, table, c.Name, want, err, table, c.Name, want))
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	fail := func(err error) error {
+		var stmts []string
+		for _, c := range todo {
+			stmts = append(stmts, fmt.Sprintf("MODIFY `%s` %s NOT NULL", c.Name, KeyColumnType(c.Size)))
 		}
-		var long int
-		if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM `%s` WHERE LENGTH(`%s`) > %d", table, c.Name, c.Size)).Scan(&long); err != nil {
-			return fail(err)
-		}
-		if long > 0 {
+		return Denied(ctx, db, fmt.Errorf("%s table %q: make its key columns binary, so that keys compare as bytes: %w; run ALTER TABLE `%s` %s as a user with ALTER on it",
+			what, table, err, table, strings.Join(stmts, ", ")))
+	}
+	// The values too long for their new column, counted in one scan.
+	counts := make([]string, len(todo))
+	long := make([]any, len(todo))
+	for i, c := range todo {
+		counts[i] = fmt.Sprintf("COALESCE(SUM(LENGTH(`%s`) > %d), 0)", c.Name, c.Size)
+		long[i] = new(int64)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT "+strings.Join(counts, ", ")+" FROM `"+table+"`").Scan(long...); err != nil {
+		return fail(err)
+	}
+	var modify []string
+	for i, c := range todo {
+		if *long[i].(*int64) > 0 {
 			// Those rows first take FitKey's form, in a column as wide
 			// as the old one so that no byte of a character is lost.
-			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` VARBINARY(%d) NOT NULL", table, c.Name, max(octets.Int64, int64(c.Size)))); err != nil {
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` VARBINARY(%d) NOT NULL", table, c.Name, max(c.octets, int64(c.Size)))); err != nil {
 				return fail(err)
 			}
 			if _, err := db.ExecContext(ctx, fmt.Sprintf("UPDATE `%s` SET `%[2]s` = CONCAT(LEFT(`%[2]s`, %d), '#', LEFT(SHA2(`%[2]s`, 256), 16)) WHERE LENGTH(`%[2]s`) > %d",
@@ -154,12 +175,16 @@ func MigrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log 
 				return fail(err)
 			}
 		}
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` %s NOT NULL", table, c.Name, want)); err != nil {
-			return fail(err)
-		}
-		if log != nil {
-			log.Info(fmt.Sprintf("%s table upgraded: its column %s is now %s, so keys compare as bytes (they compared with the %s column's collation, which can take one key for another: case, accents, trailing spaces)", what, c.Name, want, typ),
-				slog.String("table", table), slog.String("column", c.Name), slog.String("was", typ))
+		modify = append(modify, fmt.Sprintf("MODIFY `%s` %s NOT NULL", c.Name, KeyColumnType(c.Size)))
+	}
+	// One statement: the table is rebuilt once.
+	if _, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` "+strings.Join(modify, ", ")); err != nil {
+		return fail(err)
+	}
+	if log != nil {
+		for _, c := range todo {
+			log.Info(fmt.Sprintf("%s table upgraded: its column %s is now %s, so keys compare as bytes (they compared with the %s column's collation, which can take one key for another: case, accents, trailing spaces)", what, c.Name, KeyColumnType(c.Size), c.typ),
+				slog.String("table", table), slog.String("column", c.Name), slog.String("was", c.typ))
 		}
 	}
 	return nil
