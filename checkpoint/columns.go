@@ -39,7 +39,7 @@ const keyHashLen = 17
 // hex digits of the SHA-256 of the whole, so two long keys stay apart and
 // a search by prefix still finds it. The full value is kept elsewhere
 // (a dead letter's record): the column is for finding it. The form is the
-// one MigrateKeyColumns gives the rows of an earlier version in SQL.
+// one migrateKeyColumns gives the rows of an earlier version in SQL.
 func FitKey(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -74,13 +74,13 @@ type KeyColumn struct {
 // version in the database's default character set, up to date: every
 // character column utf8mb4 (a table rebuild, once, lossless: latin1 and
 // utf8mb3 are subsets), then each of keys a binary key column
-// (MigrateKeyColumns). what names the table for errors and the log
+// (migrateKeyColumns). what names the table for errors and the log
 // ("dead-letter"); log, when not nil, gets one info line per change.
 func UpgradeTable(ctx context.Context, db *sql.DB, what, table string, log *slog.Logger, keys ...KeyColumn) error {
 	if err := convertTable(ctx, db, what, table, log); err != nil {
 		return err
 	}
-	return MigrateKeyColumns(ctx, db, what, table, log, keys...)
+	return migrateKeyColumns(ctx, db, what, table, log, keys...)
 }
 
 // convertTable converts table to utf8mb4 when a character column of it,
@@ -115,7 +115,7 @@ func convertTable(ctx context.Context, db *sql.DB, what, table string, log *slog
 	return nil
 }
 
-// MigrateKeyColumns makes each of cols of table (in db's current database)
+// migrateKeyColumns makes each of cols of table (in db's current database)
 // a key column (KeyColumnType of its size) when it is not one: a character
 // column compares with a collation, which takes one key for another (case,
 // accents, "ß" for "s", trailing spaces). A value longer than the new
@@ -123,7 +123,7 @@ func convertTable(ctx context.Context, db *sql.DB, what, table string, log *slog
 // takes FitKey's form, computed in SQL. Each change is one info line to
 // log, when not nil. The character columns must be utf8mb4 already
 // (UpgradeTable), so the bytes kept are the UTF-8 the relay writes.
-func MigrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log *slog.Logger, cols ...KeyColumn) error {
+func migrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log *slog.Logger, cols ...KeyColumn) error {
 	type change struct {
 		KeyColumn
 		typ    string
