@@ -61,7 +61,8 @@ func TestMySQLStoreInALatin1DatabaseKeepsAnyText(t *testing.T) {
 
 // FitKey keeps a key that fits as it is, and one too long as its start and
 // a hash: within the column, apart from another long key of the same
-// start, and the form the upgrade of an earlier version's table gives it in SQL (TestMySQLStoreUpgradesALatin1Table, package deadletter).
+// start, and the form the upgrade of an earlier version's table gives it
+// in SQL (TestMySQLStoreUpgradesALatin1Table, package deadletter).
 func TestFitKey(t *testing.T) {
 	short := strings.Repeat("a", 255)
 	if got := checkpoint.FitKey(short, 255); got != short {
