@@ -7,7 +7,8 @@
 // The record is written off the delivery path: a Recorder never blocks the
 // endpoint that reports to it; it batches attempts into a Store, and when the
 // store falls behind it drops the overflow and counts it rather than slow a
-// delivery. The store is bounded: a retention (an age and a row count) is
+// delivery; an attempt the store refuses on its own is left out alone, the
+// rest of its batch stored (RefusedError), counted and named on /readyz. The store is bounded: a retention (an age and a row count) is
 // applied as it is written.
 //
 // Two stores: a MySQL table beside the checkpoint store (MySQL), and a
@@ -15,8 +16,8 @@
 // memory) when the checkpoint store is a file.
 // Both are safe for concurrent use, keep the same fields to the same
 // precision (times to the microsecond, the first AnswerLimit bytes of an
-// answer, text fields cut at 255 bytes, an error's text at 1024, a longer
-// tenant kept as TenantKey) and pass
+// answer, text fields cut at 255 bytes, an error's text at 1024, the type
+// and the error in valid UTF-8, a longer tenant kept as TenantKey) and pass
 // one conformance suite (store_test.go). A File is opened by one process at
 // a time; a reader waits for the writer to let go, and is told to ask the
 // running relay instead (ErrLocked).
@@ -24,6 +25,9 @@ package attempts
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -105,9 +109,28 @@ type Query struct {
 	Limit int
 }
 
+// RefusedError is Append's error when the store refused some attempts of
+// a batch, each for a value it cannot keep (the MySQL store: a row a
+// trigger or a constraint refuses), and stored the others.
+type RefusedError struct {
+	// Batch is the batch Append was given; Errs, by index in it, says
+	// why each attempt refused was.
+	Batch []Attempt
+	Errs  map[int]error
+}
+
+func (e *RefusedError) Error() string {
+	first := slices.Min(slices.Collect(maps.Keys(e.Errs)))
+	a := e.Batch[first]
+	return fmt.Sprintf("the store refused %d of %d attempts; the first: attempt %d of event %q at %s/%s: %v",
+		len(e.Errs), len(e.Batch), a.Number, a.EventID, a.Sink, a.Endpoint, e.Errs[first])
+}
+
 // Store keeps attempts. Implementations are safe for concurrent use.
 type Store interface {
-	// Append stores a batch.
+	// Append stores a batch. An error but a *RefusedError means none of
+	// it was stored; a *RefusedError names the attempts left out, and the
+	// others were stored.
 	Append(ctx context.Context, batch []Attempt) error
 	// Search returns the records q selects, newest first.
 	Search(ctx context.Context, q Query) ([]Record, error)

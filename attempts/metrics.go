@@ -1,6 +1,10 @@
 package attempts
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,23 +30,57 @@ const (
 	ReasonQueueFull = "queue_full"
 	// ReasonWriteFailed: the store failed to take the batch.
 	ReasonWriteFailed = "write_failed"
+	// ReasonRefused: the store refused this attempt (a value it cannot
+	// keep), and took the others of its batch.
+	ReasonRefused = "refused"
 )
 
 // Metrics counts what a Writer does. A nil *Metrics counts nothing. Its
 // methods are safe for concurrent use.
 type Metrics struct {
-	recorded, writeErrors, pruneCount prometheus.Counter
-	droppedBy                         *prometheus.CounterVec
-	queueFull, writeFailed            prometheus.Counter
-	latency                           prometheus.Histogram
+	recorded, writeErrors, pruneCount   prometheus.Counter
+	droppedBy                           *prometheus.CounterVec
+	queueFull, writeFailed, refusedRows prometheus.Counter
+	latency                             prometheus.Histogram
+
+	mu          sync.Mutex
+	refusedN    int    // attempts the store refused
+	lastRefused string // the last of them, and why
 }
 
-// NewMetrics returns the record's metrics, registered on m. On an error
-// (its families registered already) they are returned anyway, counting but
-// not exposed, with the error.
+// NewMetrics returns the record's metrics, registered on m, and notes on
+// its /readyz the attempts the store refused. On an error (its families
+// registered already) they are returned anyway, counting but not exposed,
+// with the error.
 func NewMetrics(m *metrics.Metrics) (*Metrics, error) {
 	o := newMetrics()
+	m.AddNotes(o.notes)
 	return o, m.Register(o.recorded, o.droppedBy, o.writeErrors, o.latency, o.pruneCount)
+}
+
+// notes is the line /readyz shows once the store refused an attempt.
+func (o *Metrics) notes() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.refusedN == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("attempts record: the store refused %d attempts, left out of the record (deliveries went on); the last: %s; "+
+		"see outbox_relay_attempts_dropped_total{reason=\"refused\"}, and fix what the store refuses (docs/attempts.md)", o.refusedN, o.lastRefused)}
+}
+
+// refused counts the attempts e names and remembers the last.
+func (o *Metrics) refused(e *RefusedError) {
+	if o == nil {
+		return
+	}
+	o.refusedRows.Add(float64(len(e.Errs)))
+	last := slices.Max(slices.Collect(maps.Keys(e.Errs)))
+	a := e.Batch[last]
+	o.mu.Lock()
+	o.refusedN += len(e.Errs)
+	o.lastRefused = fmt.Sprintf("attempt %d of event %q at endpoint %s/%s (%s): %v", a.Number, a.EventID, a.Sink, a.Endpoint, a.Time.UTC().Format(time.RFC3339), e.Errs[last])
+	o.mu.Unlock()
 }
 
 func newMetrics() *Metrics {
@@ -51,7 +89,7 @@ func newMetrics() *Metrics {
 		recorded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "attempts_recorded_total",
 			Help: "Webhook delivery attempts stored in the attempts record."}),
 		droppedBy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "attempts_dropped_total",
-			Help: "Webhook delivery attempts left out of the attempts record, by reason: queue_full (the store fell behind; deliveries never wait for it) or write_failed (the store refused a batch)."}, []string{"reason"}),
+			Help: "Webhook delivery attempts left out of the attempts record, by reason: queue_full (the store fell behind; deliveries never wait for it) write_failed (the store failed to take a batch) or refused (the store refused this attempt, a value it cannot keep, and took the rest of its batch)."}, []string{"reason"}),
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "attempts_write_errors_total",
 			Help: "Writes of a batch to the attempts record that failed."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "attempts_store_seconds",
@@ -62,6 +100,7 @@ func newMetrics() *Metrics {
 	}
 	o.queueFull = o.droppedBy.WithLabelValues(ReasonQueueFull)
 	o.writeFailed = o.droppedBy.WithLabelValues(ReasonWriteFailed)
+	o.refusedRows = o.droppedBy.WithLabelValues(ReasonRefused)
 	return o
 }
 

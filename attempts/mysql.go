@@ -17,7 +17,9 @@ import (
 // endpoint, event id, tenant, status, outcome (each with id, so a search
 // reads newest first without sorting) and by time (ranges and pruning).
 // Names, ids and the tenant compare as bytes, as the relay's keys do
-// everywhere (VARBINARY columns).
+// everywhere (VARBINARY columns); its text columns are utf8mb4, whatever
+// the database's default, and a table of an earlier version is brought
+// up to date on open (checkpoint.UpgradeTable).
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -64,6 +66,9 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkpoint.UpgradeTable(ctx, db, "attempts", table, nil); err != nil {
+		return nil, err
+	}
 	return &MySQL{db: db, table: table}, nil
 }
 
@@ -86,7 +91,10 @@ func tableName(table string) (string, error) {
 const mysqlColumns = "at, sink, endpoint, tenant, event_id, event_type, attempt, status, error_class, error, outcome, duration_ns, answer, replay, committed, gtid, binlog_file, binlog_pos"
 
 // Append implements Store: multi-row INSERTs of up to maxRowsPerInsert
-// rows, in one transaction, so the batch's ids grow in its order.
+// rows, in one transaction, so the batch's ids grow in its order. A
+// statement the store refuses for a value it cannot keep
+// (checkpoint.Refused) is written again row by row: the rows it takes are
+// stored, and the ones it refuses are named in a *RefusedError.
 func (m *MySQL) Append(ctx context.Context, batch []Attempt) error {
 	if m.readOnly {
 		return ErrReadOnly
@@ -100,27 +108,51 @@ func (m *MySQL) Append(ctx context.Context, batch []Attempt) error {
 	}
 	defer tx.Rollback()
 	const row = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-	for len(batch) > 0 {
-		n := min(len(batch), maxRowsPerInsert)
-		var q strings.Builder
-		q.WriteString("INSERT INTO `" + m.table + "` (" + mysqlColumns + ") VALUES " + row)
-		q.WriteString(strings.Repeat(","+row, n-1))
-		args := make([]any, 0, n*18)
-		for i := range batch[:n] {
-			a := normal(batch[i])
-			args = append(args, a.Time, a.Sink, a.Endpoint, a.Tenant, a.EventID, a.EventType, a.Number,
-				a.Status, a.Class, nullString(a.Error), a.Outcome, int64(a.Duration), a.Answer, a.Replay,
-				nullTime(a.Committed), nullString(a.GTID), a.File, a.Pos)
+	insert := "INSERT INTO `" + m.table + "` (" + mysqlColumns + ") VALUES " + row
+	var refused *RefusedError
+	for off := 0; off < len(batch); off += maxRowsPerInsert {
+		chunk := batch[off:min(off+maxRowsPerInsert, len(batch))]
+		args := make([]any, 0, len(chunk)*18)
+		for i := range chunk {
+			args = appendRow(args, normal(chunk[i]))
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return checkpoint.Denied(ctx, m.db, fmt.Errorf("store %d attempts in table %q: %w", n, m.table, err))
+		_, err := tx.ExecContext(ctx, insert+strings.Repeat(","+row, len(chunk)-1), args...)
+		if checkpoint.Refused(err) {
+			// The refused statement is undone alone; the transaction goes
+			// on, one row at a time.
+			for i := range chunk {
+				_, err := tx.ExecContext(ctx, insert, args[i*18:(i+1)*18]...)
+				if checkpoint.Refused(err) {
+					if refused == nil {
+						refused = &RefusedError{Batch: batch, Errs: map[int]error{}}
+					}
+					refused.Errs[off+i] = err
+					continue
+				}
+				if err != nil {
+					return checkpoint.Denied(ctx, m.db, fmt.Errorf("store %d attempts in table %q: %w", len(chunk), m.table, err))
+				}
+			}
+			continue
 		}
-		batch = batch[n:]
+		if err != nil {
+			return checkpoint.Denied(ctx, m.db, fmt.Errorf("store %d attempts in table %q: %w", len(chunk), m.table, err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store attempts in table %q: %w", m.table, err)
 	}
+	if refused != nil {
+		return refused
+	}
 	return nil
+}
+
+// appendRow appends the arguments of a's row of mysqlColumns to args.
+func appendRow(args []any, a Attempt) []any {
+	return append(args, a.Time, a.Sink, a.Endpoint, a.Tenant, a.EventID, a.EventType, a.Number,
+		a.Status, a.Class, nullString(a.Error), a.Outcome, int64(a.Duration), a.Answer, a.Replay,
+		nullTime(a.Committed), nullString(a.GTID), a.File, a.Pos)
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -14,7 +14,10 @@ import (
 var ErrReadOnly = errors.New("attempts store opened read-only")
 
 // Bounds of what a store keeps of an attempt's text fields; longer values
-// are cut (at a rune boundary).
+// are cut (at a rune boundary). The type and the error are text (a
+// receiver's answer can be part of the error): kept as valid UTF-8, each
+// invalid byte sequence replaced by U+FFFD (checkpoint.FitText); the
+// others are bytes.
 const (
 	keyLimit   = 255  // sink, endpoint, tenant, event id, type, replay job
 	errorLimit = 1024 // the error's text
@@ -34,9 +37,9 @@ func normal(a Attempt) Attempt {
 	a.Endpoint = cut(a.Endpoint, keyLimit)
 	a.Tenant = TenantKey(a.Tenant)
 	a.EventID = cut(a.EventID, keyLimit)
-	a.EventType = cut(a.EventType, keyLimit)
+	a.EventType = checkpoint.FitText(a.EventType, keyLimit)
 	a.Replay = cut(a.Replay, keyLimit)
-	a.Error = cut(a.Error, errorLimit)
+	a.Error = checkpoint.FitText(a.Error, errorLimit)
 	if len(a.Answer) > AnswerLimit {
 		a.Answer = a.Answer[:AnswerLimit]
 	}
@@ -48,9 +51,9 @@ func normal(a Attempt) Attempt {
 
 // TenantKey is a tenant as a store keeps it, and as a search compares it:
 // the tenant itself, or when it is longer than keyLimit its first bytes
-// and a hash of all of it (checkpoint.SideKey), so that two tenants never
+// and a hash of all of it (checkpoint.FitKey, the form of every key too long for its column), so that two tenants never
 // share a record, as they would if both were cut.
-func TenantKey(tenant string) string { return checkpoint.SideKey(tenant, keyLimit) }
+func TenantKey(tenant string) string { return checkpoint.FitKey(tenant, keyLimit) }
 
 func micro(t time.Time) time.Time {
 	if t.IsZero() {

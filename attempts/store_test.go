@@ -3,8 +3,10 @@ package attempts_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
+	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
 var srv *testserver.Server
@@ -474,4 +480,161 @@ func BenchmarkAppendMySQL(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// latin1Database returns a connection to a new database in latin1, as
+// MariaDB creates them by default until 11.6.
+func latin1Database(t *testing.T) *sql.DB {
+	t.Helper()
+	name := srv.NewDatabase(t)
+	srv.Exec(t, "ALTER DATABASE "+name+" CHARACTER SET latin1")
+	return srv.DB(t, name)
+}
+
+// A checkpoint database in latin1 refused a receiver's answer in an
+// attempt's error ("refusé ✓": error 1366 for the ✓; MariaDB's latin1 is
+// cp1252, which has "é" and the curly apostrophe, kept here too), and with
+// it the whole batch, other tenants' attempts included. The table is
+// utf8mb4 whatever the database's default, and text that is not UTF-8 is
+// kept with U+FFFD in place of its bad bytes.
+func TestMySQLInALatin1DatabaseKeepsEveryAnswer(t *testing.T) {
+	st, err := attempts.OpenMySQL(ctx, latin1Database(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []attempts.Attempt{
+		{Time: t0, Sink: "hooks", Endpoint: "ok", Tenant: "acme", EventID: "e1", EventType: "order.created", Number: 1, Status: 204, Outcome: attempts.OutcomeDelivered},
+		{Time: t0, Sink: "hooks", Endpoint: "bad", Tenant: "globex", EventID: "e2", EventType: "commande.créée", Number: 1, Status: 400, Outcome: attempts.OutcomeFailed,
+			Error: "endpoint rejected the event with 400 Bad Request: refusé ✓", Answer: []byte("refusé ✓")},
+		{Time: t0, Sink: "hooks", Endpoint: "bad", Tenant: "globex", EventID: "e3", EventType: "order.created", Number: 1, Status: 422, Outcome: attempts.OutcomeFailed,
+			Error: "endpoint rejected the event with 422 Unprocessable Entity: it’s not an order \xff", Answer: []byte("it’s not an order \xff")},
+		{Time: t0, Sink: "hooks", Endpoint: "ok", Tenant: "initech", EventID: "e4", EventType: "order.created", Number: 1, Status: 204, Outcome: attempts.OutcomeDelivered},
+	}
+	if err := st.Append(ctx, batch); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	recs, err := st.Search(ctx, attempts.Query{})
+	if err != nil || len(recs) != len(batch) {
+		t.Fatalf("Search = %d records, %v; want %d", len(recs), err, len(batch))
+	}
+	for _, r := range recs {
+		var want attempts.Attempt
+		for _, a := range batch {
+			if a.EventID == r.EventID {
+				want = a
+			}
+		}
+		if r.EventType != want.EventType || r.Error != strings.ToValidUTF8(want.Error, "\uFFFD") || !bytes.Equal(r.Answer, want.Answer) || r.Tenant != want.Tenant {
+			t.Errorf("event %s: type %q error %q answer %q tenant %q; want %q %q %q %q", r.EventID, r.EventType, r.Error, r.Answer, r.Tenant,
+				want.EventType, strings.ToValidUTF8(want.Error, "\uFFFD"), want.Answer, want.Tenant)
+		}
+	}
+}
+
+// An attempt the store still refuses (here a trigger on the table refuses
+// it, as a constraint or a value too large would) is left out alone: the
+// other attempts of its batch, other tenants' among them, are stored, and
+// Append names the one in a *RefusedError. Through a Writer it is counted
+// (dropped, reason refused), logged at ERROR and named on /readyz.
+func TestMySQLStoresABatchButTheAttemptTheStoreRefuses(t *testing.T) {
+	db := latin1Database(t)
+	st, err := attempts.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TRIGGER refuse BEFORE INSERT ON outbox_relay_attempts FOR EACH ROW " +
+		"IF NEW.event_id = 'refuse-me' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by a trigger'; END IF"); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(tag string) []attempts.Attempt {
+		return []attempts.Attempt{
+			{Time: t0, Sink: "hooks", Endpoint: "a", Tenant: "acme", EventID: tag + "1", Number: 1, Status: 204, Outcome: attempts.OutcomeDelivered},
+			{Time: t0, Sink: "hooks", Endpoint: "b", Tenant: "globex", EventID: "refuse-me", Number: 2, Status: 400, Outcome: attempts.OutcomeFailed, Error: "refusé ✓"},
+			{Time: t0, Sink: "hooks", Endpoint: "c", Tenant: "initech", EventID: tag + "3", Number: 1, Status: 204, Outcome: attempts.OutcomeDelivered},
+		}
+	}
+	err = st.Append(ctx, batch("s"))
+	var refused *attempts.RefusedError
+	if !errors.As(err, &refused) || len(refused.Errs) != 1 || refused.Errs[1] == nil {
+		t.Fatalf("Append = %v; want a *RefusedError naming attempt 1 alone", err)
+	}
+	for _, id := range []string{"s1", "s3"} {
+		if recs, err := st.Search(ctx, attempts.Query{EventID: id}); err != nil || len(recs) != 1 {
+			t.Errorf("attempt %s of the batch: %d stored, %v; want it stored", id, len(recs), err)
+		}
+	}
+
+	// Through a Writer.
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Pipeline("hooks") // a relay with a sink: /readyz has its notes
+	am, err := attempts.NewMetrics(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	w := attempts.NewWriter(st, attempts.WriterOptions{Metrics: am, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for _, a := range batch("w") {
+		w.Record(a)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, reg, "outbox_relay_attempts_dropped_total", "refused"); got != 1 {
+		t.Errorf("dropped_total{reason=refused} = %v, want 1", got)
+	}
+	if got := counterValue(t, reg, "outbox_relay_attempts_recorded_total", ""); got != 2 {
+		t.Errorf("recorded_total = %v, want 2", got)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "refuse-me") {
+		t.Errorf("no ERROR line naming the refused attempt:\n%s", logs.String())
+	}
+	_, _, notes := m.Ready(time.Minute)
+	if !slices.ContainsFunc(notes, func(n string) bool {
+		return strings.Contains(n, `event "refuse-me" at endpoint hooks/b`) && strings.Contains(n, "refused by a trigger")
+	}) {
+		t.Errorf("/readyz notes %q do not name the refused attempt", notes)
+	}
+}
+
+// counterValue is the value of the counter family name (with the label
+// value label, when not ""), gathered from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == label }) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

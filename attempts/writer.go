@@ -2,6 +2,7 @@ package attempts
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -49,7 +50,10 @@ const (
 // goroutine takes the queue in batches (BatchSize, or what came within
 // Interval) into the Store, and applies the retention every PruneEvery. A
 // batch the store fails to take is dropped (counted, logged at most once a
-// minute): the record never holds a delivery back. Close stores what is
+// minute): the record never holds a delivery back. Attempts the store
+// refuses one by one (a *RefusedError) are left out alone, the rest of
+// their batch stored: each such batch is an ERROR line, counted with
+// reason refused, and /readyz names the last one refused. Close stores what is
 // queued and stops. Its methods are safe for concurrent use.
 type Writer struct {
 	st   Store
@@ -184,6 +188,15 @@ func (w *Writer) write(batch []Attempt) {
 	defer cancel()
 	start := time.Now()
 	err := w.st.Append(ctx, batch)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		// The others are stored: only the refused ones are left out.
+		w.o.Metrics.stored(time.Since(start), len(batch)-len(refused.Errs), nil)
+		w.o.Metrics.refused(refused)
+		w.o.Logger.Error("attempts record: the store refused attempts, which are left out of the record (the others of their batch are stored; deliveries go on)",
+			slog.Int("refused", len(refused.Errs)), slog.Int("batch", len(batch)), slog.Any("err", err))
+		return
+	}
 	w.o.Metrics.stored(time.Since(start), len(batch), err)
 	if err != nil {
 		w.o.Metrics.dropped(ReasonWriteFailed, len(batch))

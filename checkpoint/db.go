@@ -124,10 +124,13 @@ func SideTableName(what, table, def string) (string, error) {
 }
 
 // CreateSideTable creates table (a SideTableName) with the column and key
-// definitions defs, unless it exists. A statement refused for want of a
-// privilege is told with the GRANT that would let it run (Denied).
+// definitions defs, unless it exists, in utf8mb4 whatever the database's
+// default (TableOptions); its keys should be binary (KeyColumnType), and
+// one of an earlier version brought up to date (UpgradeTable). A
+// statement refused for want of a privilege is told with the GRANT that
+// would let it run (Denied).
 func CreateSideTable(ctx context.Context, db *sql.DB, what, table, defs string) error {
-	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+defs+") ENGINE=InnoDB")
+	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+defs+") "+TableOptions)
 	if err != nil {
 		return Denied(ctx, db, fmt.Errorf("create %s table %q: %w", what, table, err))
 	}

@@ -22,8 +22,10 @@ const DefaultLockTimeout = config.DefaultLockTimeout
 
 // FenceTable is the table, in the checkpoint database, holding one fencing
 // row per checkpoint table: the epoch that each new lock holder bumps, who
-// took it, and when. It is created by the first Lock; checkpoint tables of
-// earlier versions are used unchanged.
+// took it, and when. It is created by the first Lock (utf8mb4, its name
+// binary, as the checkpoint table's); one of an earlier version is brought
+// up to date by it; checkpoint tables of earlier versions are used
+// unchanged.
 const FenceTable = "outbox_relay_fence"
 
 // Lock implements Locker with GET_LOCK on a connection of its own: the
@@ -50,12 +52,17 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 		return nil, nil, err
 	}
 	if _, err := m.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+FenceTable+"` ("+
-		"name VARCHAR(255) NOT NULL PRIMARY KEY,"+
+		"name "+KeyColumnType(keyColumnSize)+" NOT NULL PRIMARY KEY,"+
 		"epoch BIGINT UNSIGNED NOT NULL,"+
 		"holder VARCHAR(255) NOT NULL DEFAULT '',"+
 		"taken_at DATETIME(6) NOT NULL"+
-		") ENGINE=InnoDB"); err != nil {
+		") "+TableOptions); err != nil {
 		return nil, nil, Denied(ctx, m.db, fmt.Errorf("create fencing table %q: %w", FenceTable, err))
+	}
+	// A table of an earlier version: its name (a checkpoint table's name)
+	// compared with a collation, as its checkpoint keys did.
+	if err := UpgradeTable(ctx, m.db, "fencing", FenceTable, nil, KeyColumn{"name", keyColumnSize}); err != nil {
+		return nil, nil, err
 	}
 	conn, err := m.db.Conn(ctx)
 	if err != nil {
@@ -147,7 +154,7 @@ func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 // bumpEpoch takes the next fencing epoch of the store, under its lock.
 func (m *MySQL) bumpEpoch(ctx context.Context, conn *sql.Conn) (uint64, error) {
 	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	holder := FitText(fmt.Sprintf("%s pid %d", host, os.Getpid()), 255)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("take the fencing epoch: %w", err)

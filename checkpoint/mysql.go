@@ -29,8 +29,10 @@ import (
 // are four rows, and a save, load or delete of one never reaches another.
 // (A character column would compare them with its collation: case- and
 // accent-insensitive by default, and, PAD SPACE, blind to trailing spaces —
-// utf8mb4_bin included.) A table whose name column is still a character
-// column is altered on open (migrateKeyColumn).
+// utf8mb4_bin included.) The other text columns are utf8mb4, whatever the
+// database's default (TableOptions), and a reason for disabling an
+// endpoint is cut to its column (FitText). A table of an earlier version
+// is brought up to date on open (UpgradeTable).
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -50,8 +52,9 @@ var identRe = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
 func ValidTableName(name string) bool { return identRe.MatchString(name) }
 
 // OpenMySQL opens the store on db, creating table if it does not exist, and
-// bringing a table of an earlier version up to date (its name column made
-// binary: one info line to log, when not nil, saying so).
+// bringing a table of an earlier version up to date (its text columns made
+// utf8mb4 and its name column binary, UpgradeTable: an info line to log,
+// when not nil, for each).
 func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) (*MySQL, error) {
 	if table == "" {
 		table = config.DefaultCheckpointTable
@@ -60,7 +63,7 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		return nil, fmt.Errorf("checkpoint table name %q: use letters, digits, _ and $ only", table)
 	}
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS `"+table+"` ("+
-		"name "+keyColumn+" NOT NULL PRIMARY KEY,"+
+		"name "+KeyColumnType(keyColumnSize)+" NOT NULL PRIMARY KEY,"+
 		"flavor VARCHAR(16) NOT NULL,"+
 		"server_uuid VARCHAR(64) NOT NULL DEFAULT '',"+
 		"server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
@@ -69,12 +72,12 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 		"binlog_pos INT UNSIGNED NOT NULL DEFAULT 0,"+
 		"updated_at DATETIME(6) NOT NULL,"+
 		"commit_time DATETIME(6) NULL,"+
-		"disabled VARCHAR(1024) NOT NULL DEFAULT '',"+
+		"disabled VARCHAR("+fmt.Sprint(disabledSize)+") NOT NULL DEFAULT '',"+
 		"acked MEDIUMTEXT NULL,"+
 		"binlog_server_id INT UNSIGNED NOT NULL DEFAULT 0,"+
 		"record MEDIUMTEXT NULL,"+
 		"table_cursor TEXT NULL"+
-		") ENGINE=InnoDB")
+		") "+TableOptions)
 	if err != nil {
 		return nil, Denied(ctx, db, fmt.Errorf("create checkpoint table %q: %w", table, err))
 	}
@@ -106,41 +109,19 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string, log *slog.Logger) 
 			}
 		}
 	}
-	if err := migrateKeyColumn(ctx, db, table, "name", "checkpoint", log); err != nil {
+	if err := UpgradeTable(ctx, db, "checkpoint", table, log, KeyColumn{"name", keyColumnSize}); err != nil {
 		return nil, err
 	}
 	return &MySQL{db: db, table: table}, nil
 }
 
-// keyColumn is the type of a key column: bytes, compared as bytes (no
-// collation, no padding: trailing spaces count).
-const keyColumn = "VARBINARY(255)"
+// keyColumnSize is the size, in bytes, of the name column: a checkpoint's
+// key.
+const keyColumnSize = 255
 
-// migrateKeyColumn makes column of table (in db's current database) a
-// key column (VARBINARY(255)) when it is still a character column, which
-// compares with a collation: tables of versions before keys compared as
-// bytes. what names the table for the error and the log line ("checkpoint",
-// "fencing"); log, when not nil, gets one info line when the column is
-// altered, none when it already is binary. The ALTER rebuilds the table,
-// which holds a row per pipeline or endpoint: it is quick.
-func migrateKeyColumn(ctx context.Context, db *sql.DB, table, column, what string, log *slog.Logger) error {
-	var typ string
-	err := db.QueryRowContext(ctx, "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", table, column).Scan(&typ)
-	if err != nil {
-		return fmt.Errorf("inspect %s table %q: %w", what, table, err)
-	}
-	if strings.EqualFold(typ, "varbinary") {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, "ALTER TABLE `"+table+"` MODIFY `"+column+"` "+keyColumn+" NOT NULL"); err != nil {
-		return fmt.Errorf("%s table %q: make column %s binary (%s), so that keys compare as bytes: %w; run ALTER TABLE `%s` MODIFY `%s` %s NOT NULL as a user with ALTER on it", what, table, column, keyColumn, err, table, column, keyColumn)
-	}
-	if log != nil {
-		log.Info(fmt.Sprintf("%s table upgraded: its column %s is now %s, so keys compare as bytes (they compared with the %s column's collation, which can take one key for another: case, accents, trailing spaces)", what, column, keyColumn, typ),
-			slog.String("table", table), slog.String("column", column), slog.String("was", typ))
-	}
-	return nil
-}
+// disabledSize is the size of the disabled column, in characters: a
+// longer reason (an endpoint's answer) is cut (FitText, in bytes).
+const disabledSize = 1024
 
 func isDuplicateColumn(err error) bool {
 	var me *mysql.MySQLError
@@ -419,7 +400,7 @@ func (m *MySQL) upsertArgs(args []any, key string, cp Checkpoint) []any {
 		b, _ := json.Marshal(cp.Position.Table)
 		cursor = string(b)
 	}
-	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, cp.Disabled, acked, cp.Position.ServerID, record, cursor)
+	return append(args, key, cp.Flavor, cp.ServerUUID, cp.ServerID, cp.Position.GTIDSet, cp.Position.File, cp.Position.Pos, cp.UpdatedAt.UTC().Truncate(time.Microsecond), commit, FitText(cp.Disabled, disabledSize), acked, cp.Position.ServerID, record, cursor)
 }
 
 // Close implements Store; the caller owns db and closes it.

@@ -2,16 +2,13 @@ package checkpoint
 
 // This file owns what a side table (SideTableName) adds after it was first
 // created: a column and its index, on the first start of the version that
-// needs them; and the form a key too long for its column is kept in.
+// needs them (the form of a key too long for its column is FitKey's).
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"unicode/utf8"
 )
 
 // SideColumn is a column a side table gained in a later version: its
@@ -57,24 +54,3 @@ func AddSideColumn(ctx context.Context, db *sql.DB, what, table string, c SideCo
 // IsUnknownColumn reports whether err is MySQL's "unknown column" (1054):
 // a side table of an earlier version, read by a read-only store.
 func IsUnknownColumn(err error) bool { return isUnknownColumn(err) }
-
-// SideKey returns s as a key column of limit bytes keeps it: s itself when
-// it fits, else its first bytes (cut at a character) and "#" and a hash of
-// the whole of s, limit bytes in all. Two values that differ stay
-// different (unless their SHA-256 agrees in 64 bits), so a filter on the
-// column never takes one for the other, as cutting both would; the same s
-// always gives the same key, so a search asks for SideKey(s, limit).
-func SideKey(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	tag := "#" + hex.EncodeToString(sum[:8])
-	n := max(limit-len(tag), 0)
-	if utf8.ValidString(s) {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-	}
-	return s[:n] + tag
-}

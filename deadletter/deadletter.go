@@ -6,8 +6,13 @@
 // Put returns only once the record is durable: the pipeline lets the
 // checkpoint pass an event only after that, so a dead-lettered event is
 // never lost. Two stores: File (one JSON file per record in a directory,
-// written atomically) and MySQL (a table in the checkpoint database). Both
-// are safe for concurrent use.
+// written atomically) and MySQL (a table in the checkpoint database, utf8mb4
+// with binary keys whatever the database's default, so it takes any event
+// and any reason: a value too long for its column is kept there in a form
+// that fits, and whole in the record). Both are safe for concurrent use.
+// A record a store still refuses is the caller's to write again: Put's
+// error says why, and the pipeline waits on the event and says so (package
+// pipeline, DeadLetterObserver).
 //
 // A record keeps the tenant its endpoint had when the event failed
 // (Letter.Tenant), and is that tenant's for good: a tenant's view selects

@@ -2,12 +2,14 @@ package deadletter_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -67,7 +69,6 @@ func TestFileStore(t *testing.T) {
 }
 
 func TestMySQLStore(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
 	db := srv.DB(t, srv.NewDatabase(t))
 	st, err := deadletter.OpenMySQL(context.Background(), db, "")
 	if err != nil {
@@ -165,7 +166,6 @@ func TestFileStoreKeepsEachRecordsTenant(t *testing.T) {
 }
 
 func TestMySQLStoreKeepsEachRecordsTenant(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
 	db := srv.DB(t, srv.NewDatabase(t))
 	st, err := deadletter.OpenMySQL(context.Background(), db, "")
 	if err != nil {
@@ -215,7 +215,6 @@ func TestMySQLStoreKeepsEachRecordsTenant(t *testing.T) {
 // is opened: its records are the operator's, never a tenant's; a
 // read-only store on the old table lists no record for a tenant.
 func TestMySQLStoreAddsTheTenantColumnToAnOldTable(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
 	db := srv.DB(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	// The table as the version before made it, with one record.
@@ -248,4 +247,146 @@ func TestMySQLStoreAddsTheTenantColumnToAnOldTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenants(t, st, func() {}) // the old record is there already
+}
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) { testserver.Main(m, testserver.Options{NoBinlog: true}, &srv) }
+
+func latin1Database(t *testing.T, srv *testserver.Server, charset string) *sql.DB {
+	t.Helper()
+	name := srv.NewDatabase(t)
+	srv.Exec(t, "ALTER DATABASE "+name+" CHARACTER SET "+charset)
+	return srv.DB(t, name)
+}
+
+func TestMySQLStoreKeepsWhatALatin1DatabaseRefused(t *testing.T) {
+	db := latin1Database(t, srv, "latin1")
+	ctx := context.Background()
+	st, err := deadletter.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("aggregate-é-", 30) // 360 characters, 390 bytes
+	reasons := []string{
+		"endpoint rejected the event with 400 Bad Request: refusé ✓",
+		"endpoint rejected the event with 400 Bad Request: it’s not a valid order",
+		"endpoint rejected the event with 400 Bad Request: \xff\xfe not UTF-8 🙂",
+		strings.Repeat("é", 40000), // 80,000 bytes: more than a TEXT holds
+	}
+	for i, reason := range reasons {
+		err := st.Put(ctx, deadletter.Letter{Sink: "hooks/bad", Reason: reason, Attempts: 1, First: time.Now(), Last: time.Now(),
+			Event: &event.Event{ID: fmt.Sprintf("e%d-%s", i, long), AggregateID: long + fmt.Sprint(i), Payload: []byte(`{"note": "refusé ✓"}`)}})
+		if err != nil {
+			t.Fatalf("Put of a letter with reason %.60q: %v", reason, err)
+		}
+	}
+	recs, err := st.List(ctx, deadletter.Filter{Sink: "hooks/bad"})
+	if err != nil || len(recs) != len(reasons) {
+		t.Fatalf("List = %d records, %v; want %d", len(recs), err, len(reasons))
+	}
+	for i, r := range recs {
+		if r.Event.AggregateID != long+fmt.Sprint(i) || r.Event.ID != fmt.Sprintf("e%d-%s", i, long) || string(r.Event.Payload) != `{"note": "refusé ✓"}` {
+			t.Errorf("record %d: event %q aggregate %q payload %s: not kept whole", i, r.Event.ID, r.Event.AggregateID, r.Event.Payload)
+		}
+		// Each byte that is not UTF-8 is a U+FFFD (as encoding/json has it).
+		if want := string([]rune(reasons[i])); r.Reason != want {
+			t.Errorf("record %d: reason %.80q, want %.80q", i, r.Reason, want)
+		}
+	}
+	// The columns: a prefix and a hash, each id apart from the others.
+	rows, err := db.Query("SELECT aggregate_id, reason FROM outbox_relay_dead_letters ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for i := 0; rows.Next(); i++ {
+		var agg []byte
+		var reason string
+		if err := rows.Scan(&agg, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if len(agg) > 255 || !strings.HasPrefix(long, string(agg[:200])) || seen[string(agg)] {
+			t.Errorf("aggregate_id column %q: want at most 255 bytes, the id's start, unique", agg)
+		}
+		seen[string(agg)] = true
+		if want := checkpoint.FitKey(long+fmt.Sprint(i), 255); string(agg) != want {
+			t.Errorf("aggregate_id column %q, want checkpoint.FitKey's %q", agg, want)
+		}
+		if len(reason) > 65535 {
+			t.Errorf("reason column of %d bytes", len(reason))
+		}
+	}
+}
+
+func TestMySQLStoreUpgradesALatin1Table(t *testing.T) {
+	db := latin1Database(t, srv, "latin1")
+	ctx := context.Background()
+	if _, err := db.Exec("CREATE TABLE outbox_relay_dead_letters (id VARCHAR(64) NOT NULL PRIMARY KEY, sink VARCHAR(255) NOT NULL, " +
+		"event_id VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL, reason TEXT NOT NULL, attempts INT NOT NULL, " +
+		"first_failed DATETIME(6) NOT NULL, last_failed DATETIME(6) NOT NULL, stored DATETIME(6) NOT NULL, record LONGBLOB NOT NULL, " +
+		"KEY ix_sink_stored (sink, stored)) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 200) // 200 latin1 bytes, 400 in UTF-8
+	if _, err := db.Exec("INSERT INTO outbox_relay_dead_letters VALUES ('20260101T000000.000000000Z-000001', 'hooks/straße', 'e1', ?, 'why', 1, NOW(6), NOW(6), NOW(6), ?)",
+		long, `{"id":"20260101T000000.000000000Z-000001","sink":"hooks/straße","event":{"id":"e1"},"reason":"why"}`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := deadletter.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox_relay_dead_letters' " +
+		"AND (CHARACTER_SET_NAME <> 'utf8mb4' OR (COLUMN_NAME IN ('id', 'sink', 'event_id', 'aggregate_id') AND DATA_TYPE <> 'varbinary'))").Scan(&others); err != nil || others != 0 {
+		t.Fatalf("%d columns are still in another character set or not binary keys (%v)", others, err)
+	}
+	var agg []byte
+	if err := db.QueryRow("SELECT aggregate_id FROM outbox_relay_dead_letters").Scan(&agg); err != nil || string(agg) != checkpoint.FitKey(long, 255) {
+		t.Fatalf("the old row's aggregate_id is %q (%v), want %q", agg, err, checkpoint.FitKey(long, 255))
+	}
+	if recs, err := st.List(ctx, deadletter.Filter{Sink: "hooks/straße"}); err != nil || len(recs) != 1 {
+		t.Fatalf("the old row by its sink: %d records, %v", len(recs), err)
+	}
+	if err := st.Put(ctx, deadletter.Letter{Sink: "hooks/straße", Reason: "refusé ✓", Event: &event.Event{ID: "e2", AggregateID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadletter.OpenMySQL(ctx, db, ""); err != nil {
+		t.Fatalf("opening the upgraded table again: %v", err)
+	}
+}
+
+func TestMySQLStoreSinkNamesCompareAsBytes(t *testing.T) {
+	db := latin1Database(t, srv, "utf8mb4") // its default collation: utf8mb4_general_ci
+	ctx := context.Background()
+	st, err := deadletter.OpenMySQL(ctx, db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{"hooks/straße", "hooks/ıd"} {
+		if err := st.Put(ctx, deadletter.Letter{Sink: sink, Reason: "400", Event: &event.Event{ID: sink, AggregateID: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lookalike := range []string{"hooks/strase", "hooks/STRASSE", "hooks/id", "hooks/ID"} {
+		got, err := st.List(ctx, deadletter.Filter{Sink: lookalike})
+		if err != nil || len(got) != 0 {
+			t.Errorf("list --sink %s: %d records, %v; want none", lookalike, len(got), err)
+		}
+		// purge: what List selects is deleted.
+		ids := make([]string, len(got))
+		for i, r := range got {
+			ids[i] = r.ID
+		}
+		if err := st.Delete(ctx, ids...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sink := range []string{"hooks/straße", "hooks/ıd"} {
+		if got, err := st.List(ctx, deadletter.Filter{Sink: sink}); err != nil || len(got) != 1 || got[0].Sink != sink {
+			t.Errorf("list --sink %s after the purges of its lookalikes: %+v, %v; want its one letter", sink, got, err)
+		}
+	}
 }

@@ -13,11 +13,15 @@ import (
 )
 
 // MySQL keeps records in a table (default outbox_relay_dead_letters), created
-// on first use, in the checkpoint database. Its column tenant (bytes, with
-// an index by tenant and id) holds the record's tenant, so that a tenant's
-// List reads its own rows only; a tenant longer than the column is kept as
-// checkpoint.SideKey makes it. A table of an earlier version gains the
-// column when the store is opened for writing; its rows are of no tenant.
+// on first use, in the checkpoint database: utf8mb4 whatever the database's
+// default, its id, sink, event id and aggregate id binary (compared as
+// bytes: "hooks/strase" never selects "hooks/straße"). A record is kept
+// whole in a LONGBLOB; a value too long for its column is kept there in a
+// form that fits (checkpoint.FitKey, FitText). Its column tenant (bytes,
+// with an index by tenant and id) holds the record's tenant, so that a
+// tenant's List reads its own rows only. A table of an earlier version is
+// brought up to date on open (checkpoint.UpgradeTable, then the tenant
+// column, AddSideColumn); its rows are of no tenant.
 type MySQL struct {
 	db       *sql.DB
 	table    string
@@ -31,11 +35,11 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 		return nil, err
 	}
 	err = checkpoint.CreateSideTable(ctx, db, "dead-letter", table,
-		"id VARCHAR(64) NOT NULL PRIMARY KEY,"+
-			"sink VARCHAR(255) NOT NULL,"+
+		"id VARBINARY(64) NOT NULL PRIMARY KEY,"+
+			"sink VARBINARY(255) NOT NULL,"+
 			"tenant "+tenantColumn.Def+","+
-			"event_id VARCHAR(255) NOT NULL,"+
-			"aggregate_id VARCHAR(255) NOT NULL,"+
+			"event_id VARBINARY(255) NOT NULL,"+
+			"aggregate_id VARBINARY(255) NOT NULL,"+
 			"reason TEXT NOT NULL,"+
 			"attempts INT NOT NULL,"+
 			"first_failed DATETIME(6) NOT NULL,"+
@@ -45,6 +49,9 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 			"KEY ix_sink_stored (sink, stored),"+
 			"KEY "+tenantColumn.Index)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkpoint.UpgradeTable(ctx, db, "dead-letter", table, nil, keyColumns...); err != nil {
 		return nil, err
 	}
 	if err := checkpoint.AddSideColumn(ctx, db, "dead-letter", table, tenantColumn, nil); err != nil {
@@ -57,8 +64,17 @@ func OpenMySQL(ctx context.Context, db *sql.DB, table string) (*MySQL, error) {
 // earlier version.
 var tenantColumn = checkpoint.SideColumn{Name: "tenant", Def: "VARBINARY(255) NOT NULL DEFAULT ''", Index: "ix_tenant (tenant, id)"}
 
-// tenantLimit is the bytes of tenantColumn.
-const tenantLimit = 255
+// keyColumns are the table's binary columns, and their sizes: a longer
+// value is kept in FitKey's form there, and whole in the record.
+var keyColumns = []checkpoint.KeyColumn{{Name: "id", Size: 64}, {Name: "sink", Size: keySize}, {Name: "event_id", Size: keySize}, {Name: "aggregate_id", Size: keySize}}
+
+// keySize is the size of the sink, tenant, event_id and aggregate_id
+// columns.
+const keySize = 255
+
+// reasonSize is the size of the reason column, in bytes (TEXT): a longer
+// reason is cut there, and kept whole in the record.
+const reasonSize = 65535
 
 // OpenMySQLReadOnly opens the store on db for reading only (dlq list): it
 // creates nothing, a missing table lists as empty, and Put and Delete return
@@ -83,7 +99,8 @@ func (m *MySQL) Put(ctx context.Context, dl Letter) error {
 		return err
 	}
 	_, err = m.db.ExecContext(ctx, "INSERT INTO `"+m.table+"` (id, sink, tenant, event_id, aggregate_id, reason, attempts, first_failed, last_failed, stored, record) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-		r.ID, r.Sink, checkpoint.SideKey(r.Tenant, tenantLimit), r.Event.ID, r.Event.AggregateID, r.Reason, r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
+		r.ID, checkpoint.FitKey(r.Sink, keySize), checkpoint.FitKey(r.Tenant, keySize), checkpoint.FitKey(r.Event.ID, keySize), checkpoint.FitKey(r.Event.AggregateID, keySize),
+		checkpoint.FitText(r.Reason, reasonSize), r.Attempts, nz(r.First), nz(r.Last), r.Stored, b)
 	if err != nil {
 		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
 	}
@@ -109,11 +126,11 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 	}
 	if f.Sink != "" {
 		q += " AND (sink = ? OR sink LIKE ?)"
-		args = append(args, f.Sink, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
+		args = append(args, checkpoint.FitKey(f.Sink, keySize), strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.Sink)+"/%")
 	}
 	if f.Tenant != "" {
 		q += " AND tenant = ?"
-		args = append(args, checkpoint.SideKey(f.Tenant, tenantLimit))
+		args = append(args, checkpoint.FitKey(f.Tenant, keySize))
 	}
 	if !f.Since.IsZero() {
 		q += " AND stored >= ?"
@@ -145,7 +162,7 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 			return nil, err
 		}
 		if f.Tenant != "" && r.Tenant != f.Tenant {
-			continue // another tenant's of the same SideKey
+			continue // another tenant's of the same FitKey
 		}
 		out = append(out, r)
 	}

@@ -79,6 +79,7 @@ type SinkMetrics struct {
 	eps           map[string]*endpointStats
 	inFlight      int
 	inFlightBytes int
+	dlWaiting     int // events its endpoints wait on (their waiting)
 }
 
 // EndpointStats is what /endpoints reports of one endpoint.
@@ -114,10 +115,14 @@ type EndpointStats struct {
 	// HeldSeconds is its age.
 	HeldSince   time.Time `json:"held_since,omitzero"`
 	HeldSeconds float64   `json:"held_seconds,omitempty"`
+	// DeadLetterWaiting names the event it waits on because the
+	// dead-letter store does not take its record, why, and the fix.
+	DeadLetterWaiting string `json:"dead_letter_waiting,omitempty"`
 }
 
 type endpointStats struct {
 	EndpointStats
+	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
 	file    string   // binlog file of its last saved cursor
@@ -203,9 +208,12 @@ func (g *SinkMetrics) Forget(key string) {
 	if s := g.eps[key]; s != nil {
 		g.inFlight -= s.InFlight
 		g.inFlightBytes -= s.bytes
+		g.dlWaiting -= len(s.waiting)
 		delete(g.eps, key)
 	}
+	n := g.dlWaiting
 	g.mu.Unlock()
+	g.base.DeadLettersWaiting(n)
 }
 
 // Endpoint returns the pipeline observer of one endpoint.
@@ -216,7 +224,8 @@ func (g *SinkMetrics) Endpoint(key string) *EndpointMetrics {
 	return &EndpointMetrics{g: g, key: key}
 }
 
-// EndpointMetrics observes one endpoint's pipeline (a pipeline.Observer).
+// EndpointMetrics observes one endpoint's pipeline (a pipeline.Observer,
+// ResumeObserver and DeadLetterObserver).
 type EndpointMetrics struct {
 	g   *SinkMetrics
 	key string
@@ -284,6 +293,21 @@ func (r EndpointRetries) Retry(err error) {
 			s.Failing = o.g.gm.m.Now()
 		}
 	})
+}
+
+// DeadLetterWaiting records that the endpoint waits on e, whose dead
+// letter the store does not take (err; nil once it took it): /endpoints
+// and /readyz's notes name it, and the sink's gauge counts it with the
+// other endpoints'.
+func (o *EndpointMetrics) DeadLetterWaiting(e *event.Event, err error, fix string) {
+	g := o.g
+	g.mu.Lock()
+	s := g.stats(o.key)
+	g.dlWaiting += s.waiting.Set(e, err, fix)
+	s.DeadLetterWaiting = s.waiting.String()
+	n := g.dlWaiting
+	g.mu.Unlock()
+	g.base.DeadLettersWaiting(n)
 }
 
 // DeadLettered counts a dead letter.
@@ -503,13 +527,23 @@ func (gm *Metrics) EndpointsHandler() http.Handler {
 // maxStoppedNamed caps the stopped gateway endpoints /readyz names.
 const maxStoppedNamed = 20
 
-// stoppedNotes are /readyz's lines of the endpoints stopped for good (at
-// most maxStoppedNamed of them; the others are counted): notes, never a
-// reason the relay is not ready.
+// stoppedNotes are /readyz's lines of the endpoints stopped for good, and
+// of those waiting on a dead letter the store does not take (at most
+// maxStoppedNamed of each; the others are counted): notes, never a reason
+// the relay is not ready.
 func (gm *Metrics) stoppedNotes() (notes []string) {
 	named, more := 0, 0
+	waiting, moreWaiting := 0, 0
 	for _, g := range gm.all() {
 		for _, e := range g.Endpoints() {
+			if e.DeadLetterWaiting != "" {
+				if waiting < maxStoppedNamed {
+					notes = append(notes, fmt.Sprintf("endpoint %s: %s (the other endpoints go on)", e.Endpoint, e.DeadLetterWaiting))
+					waiting++
+				} else {
+					moreWaiting++
+				}
+			}
 			if e.Stopped == "" {
 				continue
 			}
@@ -523,6 +557,9 @@ func (gm *Metrics) stoppedNotes() (notes []string) {
 	}
 	if more > 0 {
 		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints stopped (see /endpoints)", more))
+	}
+	if moreWaiting > 0 {
+		notes = append(notes, fmt.Sprintf("and %d more webhook endpoints wait on a dead letter the store does not take (see /endpoints)", moreWaiting))
 	}
 	return notes
 }

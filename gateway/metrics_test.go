@@ -22,10 +22,11 @@ import (
 )
 
 var (
-	_ Observer                = (*SinkMetrics)(nil)
-	_ StateShower             = (*SinkMetrics)(nil)
-	_ pipeline.Observer       = (*EndpointMetrics)(nil)
-	_ pipeline.ResumeObserver = (*EndpointMetrics)(nil)
+	_ Observer                    = (*SinkMetrics)(nil)
+	_ StateShower                 = (*SinkMetrics)(nil)
+	_ pipeline.Observer           = (*EndpointMetrics)(nil)
+	_ pipeline.ResumeObserver     = (*EndpointMetrics)(nil)
+	_ pipeline.DeadLetterObserver = (*EndpointMetrics)(nil)
 )
 
 // metricsClock is a settable time source for the scrape-time gauges.

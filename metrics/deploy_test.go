@@ -235,6 +235,7 @@ func TestAlertRulesParseAndUseOnlyExposedMetrics(t *testing.T) {
 		"OutboxRelayReplicationLagHigh":        "outbox_relay_replication_lag_seconds",
 		"OutboxRelayOldestUnackedEventOld":     "outbox_relay_oldest_unacked_age_seconds",
 		"OutboxRelayDeadLettersGrowing":        "outbox_relay_events_dead_lettered_total",
+		"OutboxRelayDeadLetterWaiting":         "outbox_relay_dead_letter_waiting_events",
 		"OutboxRelaySinkDown":                  "outbox_relay_sink_up",
 		"OutboxRelayCheckpointNotSaved":        "outbox_relay_checkpoint_last_save_timestamp_seconds",
 		"OutboxRelayCheckpointNearBinlogPurge": "outbox_relay_checkpoint_binlog_purge_margin_files",

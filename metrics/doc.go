@@ -4,7 +4,8 @@
 // New registers every metric on the prometheus.Registerer it is given (there
 // are no package-level metrics); Unregister removes them again. Source and
 // Pipeline return per-sink observers that satisfy canal.Observer and
-// pipeline.Observer: the reader and the pipeline call them from their own
+// pipeline.Observer (with pipeline.ResumeObserver and
+// pipeline.DeadLetterObserver): the reader and the pipeline call them from their own
 // goroutines, and every method is safe for concurrent use, never blocks and
 // never allocates a new label set after the first call for a sink.
 //
@@ -22,8 +23,9 @@
 // owns their collectors and registers them here (Register, so Unregister
 // removes them too), with any page beside /metrics (Handle) and lines for
 // /readyz (AddNotes): the gateway's per-endpoint series and /endpoints
-// (gateway.NewMetrics), prune's (prune.NewMetrics) and the scaled-out
-// gateway's (kafkasource.NewMetrics). A fan-out sink's own series are
+// (gateway.NewMetrics), prune's (prune.NewMetrics), the scaled-out
+// gateway's (kafkasource.NewMetrics) and the attempts record's, whose note
+// names the last attempt its store refused (attempts.NewMetrics). A fan-out sink's own series are
 // derived from its endpoints' (PipelineObserver.FanOut). So metrics
 // imports none of them: it sits below every package that reports into it.
 package metrics

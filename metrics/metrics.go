@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -86,6 +87,7 @@ var Names = []string{
 	"outbox_relay_events_failed_total",
 	"outbox_relay_events_retried_total",
 	"outbox_relay_events_dead_lettered_total",
+	"outbox_relay_dead_letter_waiting_events",
 	"outbox_relay_delivery_latency_seconds",
 	"outbox_relay_oldest_unacked_age_seconds",
 	"outbox_relay_in_flight_events",
@@ -121,6 +123,7 @@ type Metrics struct {
 	failed        *prometheus.CounterVec
 	retried       *prometheus.CounterVec
 	deadLettered  *prometheus.CounterVec
+	dlWaiting     *prometheus.GaugeVec
 	latency       *prometheus.HistogramVec
 	inFlight      *prometheus.GaugeVec
 	inFlightBytes *prometheus.GaugeVec
@@ -168,6 +171,8 @@ func (m *Metrics) Standby(waiting bool) {
 type sinkState struct {
 	mu sync.Mutex
 	facts
+	// waiting are the events whose dead letter the store does not take.
+	waiting WaitingDeadLetters
 	// derive, for a fan-out sink, gives at scrape time its oldest
 	// unacknowledged event and its oldest checkpoint's binlog file, from
 	// its endpoints' (PipelineObserver.FanOut).
@@ -186,6 +191,7 @@ type facts struct {
 	checkpointLog string // binlog file of the last saved checkpoint
 	server        string // the source server the stream reads ("host:port")
 	stopped       string // why the pipeline stopped for good; "" while it runs
+	deadLetter    string // waiting.String(); "" when none
 	sinkConnected bool   // the sink's Connect succeeded
 	sinkErr       string // why its last Connect failed, until one succeeds
 	fanOut        bool   // a sink run as a fan-out gateway: its endpoints' trouble is theirs
@@ -225,6 +231,8 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 	m.failed = counter("events_failed_total", "Failed delivery attempts of an event, by reason class (permanent, backoff, timeout, connection, retriable).", "sink", "reason")
 	m.retried = counter("events_retried_total", "Failed delivery attempts that will be retried, by reason class.", "sink", "reason")
 	m.deadLettered = counter("events_dead_lettered_total", "Events written to the dead-letter store, by reason class (always permanent).", "sink", "reason")
+	m.dlWaiting = gauge("dead_letter_waiting_events", "Events a sink waits on because the dead-letter store does not take their record (it refuses it, or cannot be written): "+
+		"the sink's checkpoint cannot pass them (a webhook sink: the sum over its endpoints). /readyz names the event and the fix.", "sink")
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "delivery_latency_seconds",
 		Help: "Time from the source transaction's commit to the sink's acknowledgement. The commit timestamp has 1 s resolution " +
@@ -450,6 +458,7 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 		resent:        m.resent.WithLabelValues(sinkName),
 		fallbacks:     m.fallbacks.WithLabelValues(sinkName),
 		sinkUp:        m.sinkUp.WithLabelValues(sinkName),
+		dlWaiting:     m.dlWaiting.WithLabelValues(sinkName),
 	}
 	// Every series exists from the start, so increase() sees the first one.
 	m.failed.WithLabelValues(sinkName, ReasonPermanent)
@@ -467,6 +476,7 @@ func (m *Metrics) Pipeline(sinkName string) *PipelineObserver {
 	o.inFlight.Set(0)
 	o.inFlightBytes.Set(0)
 	o.sinkUp.Set(0)
+	o.dlWaiting.Set(0)
 	return o
 }
 
@@ -480,7 +490,7 @@ type PipelineObserver struct {
 	resent, fallbacks       prometheus.Counter
 	latency                 prometheus.Observer
 	inFlight, inFlightBytes prometheus.Gauge
-	sinkUp                  prometheus.Gauge
+	sinkUp, dlWaiting       prometheus.Gauge
 }
 
 // Delivered counts an acknowledged event and its commit-to-ack latency.
@@ -507,6 +517,72 @@ func (o *PipelineObserver) Failed(_ *event.Event, err error, permanent bool) {
 // failures are dead-lettered; reason (free text) is not a label.
 func (o *PipelineObserver) DeadLettered(_ *event.Event, _ string) {
 	o.m.deadLettered.WithLabelValues(o.name, ReasonPermanent).Inc()
+}
+
+// DeadLetterWaiting records that the pipeline waits on e, whose dead
+// letter the store does not take (err, nil once it took it), for the
+// gauge and /readyz, which names e and fix. With PipelineObserver's other
+// methods it satisfies pipeline.DeadLetterObserver.
+func (o *PipelineObserver) DeadLetterWaiting(e *event.Event, err error, fix string) {
+	o.s.mu.Lock()
+	o.s.waiting.Set(e, err, fix)
+	o.s.deadLetter = o.s.waiting.String()
+	n := len(o.s.waiting)
+	o.s.mu.Unlock()
+	o.dlWaiting.Set(float64(n))
+}
+
+// DeadLettersWaiting sets the gauge of a fan-out sink: how many events its
+// endpoints wait on because the dead-letter store does not take their
+// record (they report them to the gateway, which notes them on /readyz).
+func (o *PipelineObserver) DeadLettersWaiting(n int) { o.dlWaiting.Set(float64(n)) }
+
+// WaitingDeadLetters are the events one pipeline waits on because the
+// dead-letter store does not take their record, each with why and the fix,
+// by event id (a Submitter sink writes several dead letters at once). Its
+// owner locks it.
+type WaitingDeadLetters map[string]string
+
+// Set records e as waiting (err) or no longer (nil), and returns by how
+// much the count changed.
+func (w *WaitingDeadLetters) Set(e *event.Event, err error, fix string) (delta int) {
+	_, was := (*w)[e.ID]
+	if err == nil {
+		delete(*w, e.ID)
+		if was {
+			return -1
+		}
+		return 0
+	}
+	if *w == nil {
+		*w = WaitingDeadLetters{}
+	}
+	(*w)[e.ID] = fmt.Sprintf("waits on event %s (%s): the dead-letter store does not take its record: %v; %s", e.ID, Transaction(e), err, fix)
+	if was {
+		return 0
+	}
+	return 1
+}
+
+// String names the first event waiting (by id) and counts the others; ""
+// when none waits.
+func (w WaitingDeadLetters) String() string {
+	if len(w) == 0 {
+		return ""
+	}
+	first := slices.Min(slices.Collect(maps.Keys(w)))
+	if len(w) == 1 {
+		return w[first]
+	}
+	return fmt.Sprintf("%s (and %d more events)", w[first], len(w)-1)
+}
+
+// Transaction names e's transaction: "GTID g" or "binlog file:pos".
+func Transaction(e *event.Event) string {
+	if e.Source.GTID != "" {
+		return "GTID " + e.Source.GTID
+	}
+	return fmt.Sprintf("binlog %s:%d", e.Source.File, e.Source.Pos)
 }
 
 // InFlight records the unacknowledged events, their bytes and the commit
@@ -726,7 +802,8 @@ func (m *Metrics) Reading() []string {
 // Ready reports whether the relay is ready: every sink's pipeline runs,
 // its sink is connected and its binlog stream is connected to the source,
 // and — for a sink other than a webhook sink — its checkpoint was saved
-// within maxAge or nothing is in flight. Each reason names a sink and what
+// within maxAge or nothing is in flight, and it waits on no event whose
+// dead letter the store does not take. Each reason names a sink and what
 // of it is not ready. A webhook endpoint's trouble (failing, stopped,
 // disabled) never makes the relay unready: it is that endpoint's, shown by
 // its state (/endpoints, outbox_relay_gateway_endpoints) and its log lines;
@@ -757,6 +834,9 @@ func (m *Metrics) Ready(maxAge time.Duration) (ready bool, reasons, notes []stri
 		if st.stopped != "" {
 			reasons = append(reasons, fmt.Sprintf("sink %s: stopped after an error it cannot retry: %s", name, st.stopped))
 			continue
+		}
+		if st.deadLetter != "" && !st.fanOut {
+			reasons = append(reasons, fmt.Sprintf("sink %s: %s", name, st.deadLetter))
 		}
 		if !st.fanOut && !st.sinkConnected {
 			if st.sinkErr != "" {

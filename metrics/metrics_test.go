@@ -25,8 +25,9 @@ import (
 )
 
 var (
-	_ canal.Observer    = (*SourceObserver)(nil)
-	_ pipeline.Observer = (*PipelineObserver)(nil)
+	_ canal.Observer              = (*SourceObserver)(nil)
+	_ pipeline.Observer           = (*PipelineObserver)(nil)
+	_ pipeline.DeadLetterObserver = (*PipelineObserver)(nil)
 )
 
 // clock is a settable time source for the scrape-time gauges.
@@ -255,6 +256,24 @@ func TestReadiness(t *testing.T) {
 			p.InFlight(5, 100, c.t)
 			c.t = c.t.Add(3 * time.Minute)
 		}, false, "sink a: 5 events in flight and the checkpoint has not advanced for 3m0s"},
+		{"a sink waiting on dead letters the store does not take names the first and counts the others", func(m *Metrics, c *clock) {
+			m.Source("a").Connected()
+			p := m.Pipeline("a")
+			p.SinkConnected(nil)
+			refused := errors.New("Error 1406: Data too long")
+			for _, id := range []string{"e2", "e1", "e3"} {
+				p.DeadLetterWaiting(&event.Event{ID: id, Source: event.Source{GTID: "0-1-" + id}}, refused, "the fix")
+			}
+			p.DeadLetterWaiting(&event.Event{ID: "e3"}, nil, "")
+		}, false, "sink a: waits on event e1 (GTID 0-1-e1): the dead-letter store does not take its record: Error 1406: Data too long; the fix (and 1 more events)"},
+		{"a sink whose dead letters the store took is ready again", func(m *Metrics, c *clock) {
+			m.Source("a").Connected()
+			p := m.Pipeline("a")
+			p.SinkConnected(nil)
+			e := &event.Event{ID: "e1", Source: event.Source{File: "b.1", Pos: 4}}
+			p.DeadLetterWaiting(e, errors.New("refused"), "the fix")
+			p.DeadLetterWaiting(e, nil, "")
+		}, true, ""},
 		{"a reconnecting stream is not ready", func(m *Metrics, c *clock) {
 			s := m.Source("a")
 			m.Pipeline("a").SinkConnected(nil)

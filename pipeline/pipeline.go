@@ -33,7 +33,10 @@
 //     so its recovery is noticed within about a second); permanent ones are
 //     written to the dead-letter store before the checkpoint may pass them,
 //     or, with no store, stop the pipeline at once with an error (nothing is
-//     dropped);
+//     dropped); a dead letter the store does not take is written again
+//     until it does, the pipeline waiting on it and saying so (an ERROR
+//     line, DeadLetterObserver: a gauge and /readyz naming the event and
+//     the fix), its neighbours going on;
 //   - isolation: each pipeline has its own source, sink and checkpoint, so a
 //     sink that is down only holds back its own pipeline (a gateway's
 //     endpoints share a binlog stream through sources that never wait for
@@ -210,6 +213,19 @@ type ResumeObserver interface {
 	Foreign(why string)
 }
 
+// DeadLetterObserver is implemented by an Observer that also reports an
+// event whose dead letter the store does not take (it refuses the record,
+// or cannot be written at all): the pipeline waits on it, as the
+// checkpoint may not pass it, and writes it again until the store takes
+// it; nothing is dropped. Methods are called from the pipeline's
+// goroutines and must not block.
+type DeadLetterObserver interface {
+	// DeadLetterWaiting is called after each failed write of e's dead
+	// letter, with why (err) and what an operator can do (fix), and once
+	// with err nil when the store took it.
+	DeadLetterWaiting(e *event.Event, err error, fix string)
+}
+
 // Pipeline delivers one source's events to one sink.
 type Pipeline struct {
 	cfg       Config
@@ -217,6 +233,7 @@ type Pipeline struct {
 	tracker   *tracker
 	obs       Observer
 	resumeObs ResumeObserver
+	dlObs     DeadLetterObserver
 	// after is time.After; tests replace it with a clock of their own.
 	after func(time.Duration) <-chan time.Time
 	// lastSave is the start of saveLoop's last save (saveLoop runs only
@@ -302,7 +319,11 @@ func New(cfg Config) (*Pipeline, error) {
 	if !ok {
 		robs = nopObserver{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, resumeObs: robs, after: time.After}, nil
+	dlobs, ok := obs.(DeadLetterObserver)
+	if !ok {
+		dlobs = nopObserver{}
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, resumeObs: robs, dlObs: dlobs, after: time.After}, nil
 }
 
 // Resume returns the position the pipeline starts from: its checkpoint, or
@@ -838,24 +859,48 @@ func (p *Pipeline) deadLetter(ctx context.Context, it *item, cause error) error 
 	}
 	bo := retry.Backoff{Policy: p.cfg.Retry}
 	var logged logThrottle
+	defer func() {
+		if bo.Failures() > 0 && ctx.Err() != nil { // stopped while it waited: it no longer does
+			p.dlObs.DeadLetterWaiting(it.ev, nil, "")
+		}
+	}()
 	for {
 		if err := p.fence(ctx); err != nil {
 			return err
 		}
 		err := p.cfg.DeadLetters.Put(ctx, dl)
 		if err == nil {
+			if bo.Failures() > 0 {
+				p.dlObs.DeadLetterWaiting(it.ev, nil, "")
+				p.log.Info("the dead-letter store took the record it did not before; the sink goes on", slog.String("event_id", it.ev.ID), slog.String("txn", txnKey(it.ev)))
+			}
 			p.log.Error("event dead-lettered", slog.String("event_id", it.ev.ID), slog.String("aggregate_id", it.ev.AggregateID), slog.String("reason", dl.Reason))
 			p.obs.DeadLettered(it.ev, dl.Reason)
 			return nil
 		}
 		wait := bo.Next(err)
+		fix := DeadLetterFix(err)
+		p.dlObs.DeadLetterWaiting(it.ev, err, fix)
 		if logged.due(bo.Failures()) {
-			p.log.Error("dead-letter store write failed; retrying (the checkpoint waits)", slog.Int("attempt", bo.Failures()), slog.Any("err", err))
+			p.log.Error("dead-letter store write failed; retrying (this sink waits on the event, its checkpoint cannot pass it; other sinks and endpoints go on)",
+				slog.String("event_id", it.ev.ID), slog.String("txn", txnKey(it.ev)), slog.Int("attempt", bo.Failures()), slog.Any("err", err), slog.String("fix", fix))
 		}
 		if err := retry.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// DeadLetterFix says what an operator can do about err, a failed write of
+// a dead letter.
+func DeadLetterFix(err error) string {
+	if checkpoint.Refused(err) {
+		return "the dead-letter store refuses this record (a value it cannot keep): change what refuses it " +
+			"(a packet too large: raise the server's max_allowed_packet; a trigger or a constraint on the table: change it); " +
+			"the record is written again until the store takes it, and this sink then goes on by itself; nothing is dropped"
+	}
+	return "the dead-letter store cannot be written (the error says why): fix the store; the record is written again until it takes it, " +
+		"and this sink then goes on by itself; nothing is dropped"
 }
 
 // fence asks cfg.Fence, if set, whether this relay may still deliver.
@@ -1266,17 +1311,18 @@ func events(items []*item) []*event.Event {
 
 type nopObserver struct{}
 
-func (nopObserver) Delivered(*event.Event, time.Time)         {}
-func (nopObserver) Failed(*event.Event, error, bool)          {}
-func (nopObserver) DeadLettered(*event.Event, string)         {}
-func (nopObserver) InFlight(int, int, time.Time)              {}
-func (nopObserver) CheckpointSaved(event.Position, time.Time) {}
-func (nopObserver) SinkUp(bool)                               {}
-func (nopObserver) SinkConnected(error)                       {}
-func (nopObserver) Skipped(string)                            {}
-func (nopObserver) Resent()                                   {}
-func (nopObserver) RecoverFellBack()                          {}
-func (nopObserver) Foreign(string)                            {}
+func (nopObserver) Delivered(*event.Event, time.Time)             {}
+func (nopObserver) Failed(*event.Event, error, bool)              {}
+func (nopObserver) DeadLettered(*event.Event, string)             {}
+func (nopObserver) InFlight(int, int, time.Time)                  {}
+func (nopObserver) CheckpointSaved(event.Position, time.Time)     {}
+func (nopObserver) SinkUp(bool)                                   {}
+func (nopObserver) SinkConnected(error)                           {}
+func (nopObserver) Skipped(string)                                {}
+func (nopObserver) Resent()                                       {}
+func (nopObserver) RecoverFellBack()                              {}
+func (nopObserver) Foreign(string)                                {}
+func (nopObserver) DeadLetterWaiting(*event.Event, error, string) {}
 
 // txnKey identifies an event's transaction in a checkpoint's list of
 // acknowledged events: its GTID, or the binlog coordinates of its end when

@@ -224,3 +224,57 @@ sinks:
 		t.Errorf("no error log of the refused row: %s", errOut.String())
 	}
 }
+
+// MariaDB's utf8mb4 collations take "ß" for "s" and "ı" for "i": with the
+// dead letters in a table compared that way, `dlq list --sink hooks/strase`
+// listed hooks/straße's letters and `dlq purge --sink hooks/strase`
+// deleted them. The table's keys are binary: each command reaches only the
+// sink it names.
+func TestDLQListAndPurgeTellStraßeFromStrase(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	name := srv.NewDatabase(t)
+	srv.Exec(t, "ALTER DATABASE "+name+" CHARACTER SET utf8mb4") // its default collation, utf8mb4_general_ci
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "relay.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+tables: [{name: shop.outbox}]
+checkpoint: {store: mysql, dsn: "root@tcp(127.0.0.1:%d)/%s"}
+sinks:
+  - name: hooks
+    type: webhook
+    webhook: {endpoints: [{name: straße, url: "http://127.0.0.1:1/"}, {name: ıd, url: "http://127.0.0.1:1/"}]}
+`, srv.Port, name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := deadletter.OpenMySQL(context.Background(), srv.DB(t, name), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{"hooks/straße", "hooks/ıd"} {
+		if err := store.Put(context.Background(), deadletter.Letter{Sink: sink, Reason: "400", First: time.Now(), Last: time.Now(),
+			Event: &event.Event{ID: "e-" + sink, AggregateID: "a", Payload: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := mainCode(context.Background(), append(args, "--config", cfgPath), &out, &errOut); code != 0 {
+			t.Fatalf("%v exited %d: %s%s", args, code, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	for _, lookalike := range []string{"hooks/strase", "hooks/id"} {
+		if out := cli("dlq", "list", "--sink", lookalike); !strings.Contains(out, "0 dead letters") {
+			t.Errorf("dlq list --sink %s:\n%s\nwant none", lookalike, out)
+		}
+		if out := cli("dlq", "purge", "--sink", lookalike); !strings.Contains(out, "purged 0 dead letters") {
+			t.Errorf("dlq purge --sink %s: %s, want none purged", lookalike, out)
+		}
+	}
+	for _, sink := range []string{"hooks/straße", "hooks/ıd"} {
+		if out := cli("dlq", "list", "--sink", sink); !strings.Contains(out, "1 dead letters") || !strings.Contains(out, "e-"+sink) {
+			t.Errorf("dlq list --sink %s after the lookalikes' purges:\n%s\nwant its letter", sink, out)
+		}
+	}
+}
