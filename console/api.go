@@ -786,31 +786,39 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": recs})
 }
 
-func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p principal) {
+// namedDeadLetters decodes a body naming dead letters by id ({"ids": […]})
+// and returns them, every one of them a record p may see, or answers the
+// request (verb says what was asked: "replay", "purge") and returns false.
+func (s *Server) namedDeadLetters(w http.ResponseWriter, r *http.Request, p principal, verb string) ([]deadletter.Record, bool) {
 	if s.o.DeadLetters == nil {
 		unavailable(w, "dead_letter.store is none: there are no dead letters")
-		return
+		return nil, false
 	}
 	var in struct {
 		IDs []string `json:"ids"`
 	}
 	if !decode(w, r, &in) {
-		return
+		return nil, false
 	}
 	if len(in.IDs) == 0 {
-		badRequest(w, "ids: name the dead letters to replay (GET /api/v1/dead-letters lists them)")
-		return
+		badRequest(w, "ids: name the dead letters to "+verb+" (GET /api/v1/dead-letters lists them)")
+		return nil, false
 	}
 	recs, err := s.deadLetters(r.Context(), p, deadletter.Filter{IDs: in.IDs})
 	if err != nil {
 		s.internal(w, err)
-		return
+		return nil, false
 	}
 	if len(recs) != len(in.IDs) {
 		notFound(w, "some of ids are not dead letters this token may see: GET /api/v1/dead-letters lists them")
-		return
+		return nil, false
 	}
-	if !s.ownEndpoints(w, r.Context(), p, recs) {
+	return recs, true
+}
+
+func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p principal) {
+	recs, ok := s.namedDeadLetters(w, r, p, "replay")
+	if !ok || !s.ownEndpoints(w, r.Context(), p, recs) {
 		return
 	}
 	if s.o.Relay == nil {
@@ -818,7 +826,11 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 		return
 	}
 	n, err := s.o.Relay.ReplayDeadLetters(r.Context(), recs)
-	s.writeAudit(p, "replay dead letters "+strings.Join(in.IDs, ","), recs[0].Sink, err)
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.ID
+	}
+	s.writeAudit(p, "replay dead letters "+strings.Join(ids, ","), recs[0].Sink, err)
 	out := map[string]any{"replayed": n, "failed": len(recs) - n}
 	if err != nil {
 		out["error"] = err.Error()
@@ -827,34 +839,15 @@ func (s *Server) replayDeadLetters(w http.ResponseWriter, r *http.Request, p pri
 }
 
 func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request, p principal) {
-	if s.o.DeadLetters == nil {
-		unavailable(w, "dead_letter.store is none: there are no dead letters")
-		return
-	}
-	var in struct {
-		IDs []string `json:"ids"`
-	}
-	if !decode(w, r, &in) {
-		return
-	}
-	if len(in.IDs) == 0 {
-		badRequest(w, "ids: name the dead letters to purge (GET /api/v1/dead-letters lists them)")
-		return
-	}
-	recs, err := s.deadLetters(r.Context(), p, deadletter.Filter{IDs: in.IDs})
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
-	if len(recs) != len(in.IDs) {
-		notFound(w, "some of ids are not dead letters this token may see: GET /api/v1/dead-letters lists them")
+	recs, ok := s.namedDeadLetters(w, r, p, "purge")
+	if !ok {
 		return
 	}
 	ids := make([]string, len(recs))
 	for i, rec := range recs {
 		ids[i] = rec.ID
 	}
-	err = s.o.DeadLetters.Delete(r.Context(), ids...)
+	err := s.o.DeadLetters.Delete(r.Context(), ids...)
 	s.writeAudit(p, "purge dead letters "+strings.Join(ids, ","), recs[0].Sink, err)
 	if err != nil {
 		s.internal(w, err)
