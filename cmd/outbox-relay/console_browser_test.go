@@ -129,7 +129,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("sign-in")),
 		chromedp.WaitVisible(chromedp.ID("endpoints")))
 	overview := text("read the overview", "main")
-	for _, want := range []string{"hooks", "hooks/shop-one", "attached", "evt-web"} {
+	for _, want := range []string{"hooks", ".shop-one", "attached", "evt-web"} {
 		if !strings.Contains(overview, want) {
 			t.Errorf("the overview does not show %q:\n%s", want, overview)
 		}
@@ -181,7 +181,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#endpoints a`)),
 		chromedp.WaitVisible(chromedp.ID("attempts")))
 	tenantView := text("the tenant's endpoint", "main")
-	if !strings.Contains(tenantView, "hooks/shop-one") || !strings.Contains(tenantView, "evt-web") {
+	if !strings.Contains(tenantView, ".shop-one") || !strings.Contains(tenantView, "evt-web") {
 		t.Errorf("the tenant's view:\n%s", tenantView)
 	}
 	if errs := pe.list(); len(errs) > 0 {

@@ -236,6 +236,20 @@ func (cr *consoleRelay) addEndpoint(t *testing.T, token, id, path string) {
 	}, cr.showLog)
 }
 
+// addEndpointFor makes the row id of sink hooks for tenant as the operator
+// does (an operator's id is the row id, in no tenant's namespace), and
+// waits until it runs.
+func (cr *consoleRelay) addEndpointFor(t *testing.T, tenant, id, path string) {
+	t.Helper()
+	if st := cr.call(t, "POST", "/api/v1/endpoints/hooks", cr.op, map[string]any{"id": id, "tenant": tenant, "url": cr.rc.URL + path, "secret": cr.secret}, nil); st != 201 {
+		t.Fatalf("create endpoint %s for %s: %d", id, tenant, st)
+	}
+	eventually.Within(t, 30*time.Second, "endpoint "+id+" to run", func() bool {
+		var e console.Endpoint
+		return cr.call(t, "GET", "/api/v1/endpoints/hooks/"+id, cr.op, nil, &e) == 200 && e.State == "attached"
+	}, cr.showLog)
+}
+
 // Through the API of the built binary: an endpoint that answers 500 then
 // 200 shows both attempts with their codes and durations; a resend
 // delivers the event again, freshly and validly signed, and a new attempt

@@ -11,9 +11,12 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 )
 
-// Issue 41, item 1, against the built binary and MariaDB, with each kind of
-// store: tenant t1's endpoint "orders" dead-letters an event; t1 deletes
-// the endpoint; t2 makes its own "orders". t2's dead letters and attempts
+// Against the built binary and MariaDB, with each kind of store: tenant
+// t1's endpoint "orders" dead-letters an event; t1 deletes the endpoint;
+// t2 is given an "orders" of its own. A tenant's own creates name rows in
+// its namespace, so the same row id passes from one tenant to another only
+// through the operator (or the table itself): the operator makes both rows
+// here. t2's dead letters and attempts
 // show nothing of t1's; t1 still lists its own record, which no one can
 // replay to t2's endpoint, and purges it. t2's own dead letter is t2's.
 func TestAReusedEndpointNameShowsNothingOfTheTenantBefore(t *testing.T) {
@@ -44,7 +47,7 @@ func TestAReusedEndpointNameShowsNothingOfTheTenantBefore(t *testing.T) {
 				}
 				return ids
 			}
-			cr.addEndpoint(t, cr.t1, "orders", "/dead")
+			cr.addEndpointFor(t, "t1", "orders", "/dead")
 			cr.insert("evt-t1", "t1")
 			var mine []record
 			eventually.Within(t, 30*time.Second, "t1's event dead-lettered", func() bool {
@@ -60,7 +63,7 @@ func TestAReusedEndpointNameShowsNothingOfTheTenantBefore(t *testing.T) {
 			eventually.Within(t, 30*time.Second, "orders gone", func() bool {
 				return cr.call(t, "GET", "/api/v1/endpoints/hooks/orders", cr.op, nil, nil) == 404
 			}, cr.showLog)
-			cr.addEndpoint(t, cr.t2, "orders", "/dead")
+			cr.addEndpointFor(t, "t2", "orders", "/dead")
 
 			// The reproduction: t2 lists no dead letter, and none of t1's
 			// attempts.
