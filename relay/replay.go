@@ -239,7 +239,9 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 	static := false
 	for _, e := range eps {
 		static = static || e.Key == j.Key()
-		_ = e.Sink.Close(ctx)
+		if e.Sink != nil { // nil: held (off or invalid), never built
+			_ = e.Sink.Close(ctx)
+		}
 	}
 	if static {
 		return "", nil
@@ -260,8 +262,10 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 		named = true
 		found := false
 		for _, e := range t.LoadRows([]map[string]any{row}) {
-			found = found || e.Key == j.Key()
-			_ = e.Sink.Close(ctx)
+			found = found || e.Key == j.Key() && !e.Held
+			if e.Sink != nil {
+				_ = e.Sink.Close(ctx)
+			}
 		}
 		if found {
 			return rowDigest(row), nil

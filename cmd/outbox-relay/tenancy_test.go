@@ -132,7 +132,7 @@ func TestAnEndpointGivenToAnotherTenantRecordsItsAttemptsAsTheNewTenants(t *test
 		t.Skip("runs the binary against MariaDB")
 	}
 	cr := startConsoleRelay(t)
-	cr.addEndpoint(t, cr.t1, "orders", "/one")
+	cr.addEndpointFor(t, "t1", "orders", "/one") // an operator's row id, in no tenant's namespace
 	cr.insert("evt-1", "t1")
 	eventually.Within(t, 30*time.Second, "evt-1 delivered", func() bool {
 		got := cr.attempts(t, cr.t1, "event_id=evt-1")

@@ -44,6 +44,8 @@ var kindImportsInTests = map[string]string{
 	"check/check_test.go sink/webhook":                   "writes endpoints table rows with webhook secrets for check to read",
 	"cmd/outbox-relay/console_test.go sink/webhook":      "creates the webhook endpoints table the console writes to, end to end",
 	"relay/attempts_test.go sink/webhook":                "creates the webhook endpoints table whose rows' tenants the attempts record keeps",
+	"console/names_test.go sink/webhook":                 "folds endpoint names as the webhook kind's table and static names do, to show a tenant's create tells nothing of them",
+	"relay/replaytarget_test.go sink/webhook":            "creates the webhook endpoints table whose row a running replay follows",
 }
 
 // TestNoPackageOutsideSinkImportsAKind holds the registry's promise: a sink
