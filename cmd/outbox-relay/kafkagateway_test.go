@@ -56,7 +56,7 @@ type kafkaGatewayRig struct {
 	procs      []*exec.Cmd
 	db         *sql.DB // the endpoints table's (outbox_endpoints) and the cursors'
 	brokers    []string
-	url        string  // the receivers' base URL
+	url        string // the receivers' base URL
 	produced   []*event.Event
 }
 
