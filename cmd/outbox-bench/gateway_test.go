@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -179,3 +181,29 @@ func TestGatewayTablesShowWhatAnIdleEndpointCosts(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestCountRewritesSeesAFileReplaced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cp.json")
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi0, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := countRewrites(path, fi0, time.Millisecond, 20*time.Millisecond); err == nil {
+		t.Error("a file never replaced: no error")
+	}
+	// Replaced as the file store saves: a temporary file renamed over it.
+	if err := os.WriteFile(path+".tmp", []byte(`{"a":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	n, err := countRewrites(path, fi0, 10*time.Millisecond, time.Minute)
+	if err != nil || n != 1 {
+		t.Errorf("countRewrites after one rename = %d, %v; want 1", n, err)
+	}
+}
