@@ -30,8 +30,8 @@ package main
 //     answers with more, it does not page and the row says so), an
 //     endpoint's dead letters (endpoint 0's receiver answers 400: it has
 //     one), an endpoint's attempts;
-//   - a new endpoint row, then an event for it: from the event's commit to
-//     its request.
+//   - a new endpoint row, then an event for it: from the event's INSERT
+//     being sent to its request (and from the row's).
 
 import (
 	"bufio"
@@ -121,8 +121,8 @@ type gatewayRow struct {
 	after        memReading
 	cpFileAfter  int64
 	api          []apiLatency
-	newEndpoint  time.Duration // from the new endpoint's event's commit to its request
-	newFromRow   time.Duration // from the row's commit
+	newEndpoint  time.Duration // from the new endpoint's event's INSERT being sent to its request
+	newFromRow   time.Duration // from the row's INSERT being sent
 	config       string
 }
 
@@ -393,14 +393,16 @@ console:
 	}
 
 	// A new endpoint row, then an event for it.
+	// Each from its INSERT being sent, as the live phase times: on a busy
+	// machine the request can arrive before the commit's answer does.
+	rowAt := time.Now()
 	if _, err := db.Exec(`INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ('epnew', ?, ?, 'tnew')`, env.recv.srv.URL+"/gw/new", benchSecret); err != nil {
 		return fail(err)
 	}
-	rowAt := time.Now()
+	eventAt := time.Now()
 	if _, err := db.Exec(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES ('new-1', 'order', 'new', 'order.created', '{"n": 1}', 'tnew')`); err != nil {
 		return fail(err)
 	}
-	eventAt := time.Now()
 	select {
 	case at := <-env.recv.newAt:
 		row.newEndpoint, row.newFromRow = at.Sub(eventAt), at.Sub(rowAt)
@@ -813,7 +815,7 @@ func gatewayTables(rows []gatewayRow) string {
 		base = &rows[0]
 	}
 	p("### Gateway at scale: endpoint rows, one tenant each, the relay binary with a file checkpoint, the attempts record and the console on\n\n")
-	p("| endpoint rows | start → /readyz | RSS idle | per idle endpoint over the base | goroutines idle | idle 10 s: CPU, bytes written | checkpoint file idle → after the burst | one event to one endpoint: bytes written, file saves seen (cursors saved) | one event to each: all delivered | RSS peak during → after | duplicates, misrouted | new endpoint row → its first event |\n")
+	p("| endpoint rows | start → /readyz | RSS idle | per idle endpoint over the base | goroutines idle | idle 10 s: CPU, bytes written | checkpoint file idle → after the burst | one event to one endpoint: bytes written, file saves seen (cursors saved) | one event to each: all delivered | RSS peak during → after | duplicates, misrouted | new endpoint row, then an event: its request, from the event's INSERT (from the row's) |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		if r.err != nil {
