@@ -57,6 +57,15 @@
 // endpoint, 1,000 endpoints); stdout, kafka, poller and startup name the
 // others.
 //
+// Gateway-scale phase (-endpoints 1000,10000,100000; off by default): per
+// count, the relay binary with an endpoints table of that many rows, one
+// tenant each, a file checkpoint, the attempts record and the console on:
+// start → /readyz, idle RSS, goroutines and what an idle endpoint row costs
+// over a base run of one row, idle CPU and bytes written, bytes written per
+// checkpoint save, one event to every endpoint, the console API's
+// latencies, a new endpoint row's first event (gateway.go). -only gateway
+// runs it alone.
+//
 // OUTBOX_BENCH_CPUPROFILE=DIR makes every child write a CPU profile of its
 // whole life to DIR, and what it allocated as NAME.allocs.pprof (the relay
 // binary: 5 s from its first event, through its pprof endpoint, and then
@@ -108,7 +117,8 @@ func main() {
 	tracing := flag.Bool("tracing", false, "also drain the backlog to Kafka with tracing on, sampling 0 and sampling 1, alternating with tracing off (twice each); spans go over OTLP/HTTP to a receiver in this process")
 	baselineRelay := flag.String("baseline-relay", "", "an outbox-relay binary built from another commit: each row that runs the relay binary (stdout into a pipe, Kafka, webhooks) runs it too, right after, on the same backlog, for a before/after pair")
 	relayBin := flag.String("relay", "", "an outbox-relay binary to measure (default: go build ./cmd/outbox-relay into a temporary directory)")
-	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, backfill, comma-separated (default: all)")
+	only := flag.String("only", "", "backlog rows to run besides the limit: stdout, kafka, webhook, poller, backfill, comma-separated (default: all); gateway alone runs the -endpoints rows only")
+	endpoints := flag.String("endpoints", "", "gateway-scale rows: endpoint row counts, comma-separated (e.g. 1000,10000,100000), each measured with a base run of one row; default none")
 	// Child flags.
 	host := flag.String("host", "127.0.0.1", "internal")
 	port := flag.Int("port", 0, "internal")
@@ -144,7 +154,7 @@ func main() {
 	var err error
 	switch *role {
 	case "":
-		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baselineRelay, *relayBin, *only, *out, *png, *benchmarks)
+		err = run(*rows, *live, *liveRuns, *startupRuns, *skipLive, *tracing, *baselineRelay, *relayBin, *only, *endpoints, *out, *png, *benchmarks)
 	case "broker":
 		err = roleBroker(*delay, benchTopic, *partitions, *blackhole)
 	case "decode":

@@ -21,6 +21,7 @@ type reportInput struct {
 	took    time.Duration
 	machine string
 	cpus    int // the machine's cores, against which cores busy is read
+	gateway []gatewayRow
 }
 
 func rate(r backlogRow) float64 {
@@ -67,9 +68,19 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseco
 func report(in reportInput) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	server := func() {
+		p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`, `innodb_buffer_pool_size=%s`). Run took %s.\n\n",
+			in.machine, in.version, bufferPool, in.took.Round(time.Second))
+	}
+	if len(in.table) == 0 && len(in.gateway) > 0 {
+		// -only gateway: its rows alone.
+		p("## outbox-bench: the gateway at scale\n\n")
+		server()
+		p("%s", gatewayTables(in.gateway))
+		return b.String()
+	}
 	p("## outbox-bench: %d-row backlog, %s live steps\n\n", in.rows, in.live)
-	p("Machine: %s. Server: MariaDB %s (private, binlog ROW/FULL/FULL, `innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`, `innodb_buffer_pool_size=%s`). Run took %s.\n\n",
-		in.machine, in.version, bufferPool, in.took.Round(time.Second))
+	server()
 	p("### Backlog: %d rows committed in transactions of 10 (~100-byte JSON), drained by each in its own process\n\n", in.rows)
 	p("| what | events | events/s | × the limit | CPU s per 100k events | peak RSS MB | exec → all s | statements on the source per 1,000 events | same run, CPU s per 100k events: MariaDB · broker or receiver | cores busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	limit := 0.0
@@ -111,6 +122,9 @@ func report(in reportInput) string {
 	}
 	if len(in.lives) > 0 {
 		p("%s", liveTable(in.lives))
+	}
+	if len(in.gateway) > 0 {
+		p("\n%s", gatewayTables(in.gateway))
 	}
 	p("\n### Targets (ratios from this run; latencies the medians of its live runs)\n\n")
 	for _, t := range targets(in) {

@@ -37,18 +37,27 @@ type backlogRow struct {
 	binary bool
 }
 
-func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baselineRelay, relayBin, only, outPath, pngPath, benchmarksPath string) error {
+func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, tracing bool, baselineRelay, relayBin, only, endpoints, outPath, pngPath, benchmarksPath string) error {
 	groups := map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
 		switch g = strings.TrimSpace(g); g {
 		case "":
-		case "stdout", "kafka", "webhook", "poller", "backfill", "startup":
+		case "stdout", "kafka", "webhook", "poller", "backfill", "startup", "gateway":
 			groups[g] = true
 		default:
-			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller, backfill or startup, comma-separated", only, g)
+			return fmt.Errorf("-only %q: unknown group %q; use stdout, kafka, webhook, poller, backfill, startup or gateway, comma-separated", only, g)
 		}
 	}
 	runs := func(g string) bool { return len(groups) == 0 || groups[g] }
+	sizes, err := parseEndpoints(endpoints)
+	if err != nil {
+		return err
+	}
+	// -only gateway: the gateway rows alone, no backlog, no live phase.
+	gatewayOnly := len(groups) == 1 && groups["gateway"]
+	if gatewayOnly && len(sizes) == 0 {
+		return fmt.Errorf("-only gateway: give the endpoint row counts with -endpoints, e.g. -endpoints 1000,10000")
+	}
 	ctx := context.Background()
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "starting a private mariadbd…\n")
@@ -83,12 +92,14 @@ func run(rows int, live time.Duration, liveRuns, startupRuns int, skipLive, trac
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "loading %d rows in transactions of 10…\n", rows)
-	t0 := time.Now()
-	if err := load(db, "outbox", rows); err != nil {
-		return err
+	if !gatewayOnly {
+		fmt.Fprintf(os.Stderr, "loading %d rows in transactions of 10…\n", rows)
+		t0 := time.Now()
+		if err := load(db, "outbox", rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "loaded in %.1fs\n", time.Since(t0).Seconds())
 	}
-	fmt.Fprintf(os.Stderr, "loaded in %.1fs\n", time.Since(t0).Seconds())
 	tmp, err := os.MkdirTemp("", "outbox-bench-")
 	if err != nil {
 		return err
@@ -128,8 +139,10 @@ sinks: [%s]
 		return row
 	}
 	var table []backlogRow
-	table = append(table, measure("bare go-mysql BinlogSyncer, every row decoded (the limit)", "",
-		"-role", "decode", "-port", fmt.Sprint(srv.Port), "-start", startPos.GTIDSet, "-table", "bench.outbox", "-n", fmt.Sprint(rows)))
+	if !gatewayOnly {
+		table = append(table, measure("bare go-mysql BinlogSyncer, every row decoded (the limit)", "",
+			"-role", "decode", "-port", fmt.Sprint(srv.Port), "-start", startPos.GTIDSet, "-table", "bench.outbox", "-n", fmt.Sprint(rows)))
+	}
 	bin, err := buildRelay(tmp, relayBin)
 	if err != nil {
 		return err
@@ -300,7 +313,7 @@ sinks: [%s]
 	}
 
 	var lives []liveRow
-	if !skipLive {
+	if !skipLive && !gatewayOnly {
 		// Each run's own relay, broker and bare reader: a latency's median
 		// and spread over the runs, the bare reader's from the same runs.
 		var each [][]liveRow
@@ -316,8 +329,14 @@ sinks: [%s]
 		}
 		lives = mergeLiveRuns(each)
 	}
+	var gateway []gatewayRow
+	if len(sizes) > 0 {
+		gw := newGWReceiver()
+		defer gw.srv.Close()
+		gateway = runGateway(ctx, &gatewayEnv{bin: bin, srv: srv, root: root, tmp: tmp, recv: gw, serverID: serverID + 1000}, sizes)
+	}
 	rep := report(reportInput{rows: rows, live: live, table: table, lives: lives, startup: starts, version: version, took: time.Since(began),
-		machine: machine(), cpus: runtime.NumCPU()})
+		machine: machine(), cpus: runtime.NumCPU(), gateway: gateway})
 	fmt.Print(rep)
 	if outPath != "" {
 		if err := os.WriteFile(outPath, []byte(rep), 0o644); err != nil {
@@ -329,7 +348,7 @@ sinks: [%s]
 			return err
 		}
 	}
-	if pngPath != "" {
+	if pngPath != "" && len(table) > 0 {
 		if err := writeChart(pngPath, table, lives); err != nil {
 			return err
 		}
@@ -342,6 +361,11 @@ sinks: [%s]
 	for _, r := range starts {
 		if r.err != nil {
 			return fmt.Errorf("startup, %s: %w", r.what, r.err)
+		}
+	}
+	for _, r := range gateway {
+		if r.err != nil {
+			return fmt.Errorf("gateway, %d endpoint rows: %w", r.endpoints, r.err)
 		}
 	}
 	return nil
