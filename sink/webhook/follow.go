@@ -486,7 +486,7 @@ func gatewayFilter(f Filter) gateway.Filter {
 	return gf
 }
 
-// loadRows is load over rows already read (TableConfig.Rows).
+// loadRows is load over rows already read (TableConfig.Rows, Row).
 func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 	var out []gateway.Endpoint
 	for _, r := range raw {
