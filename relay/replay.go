@@ -259,12 +259,15 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 	if named {
 		found := false
 		for _, e := range t.LoadRows([]map[string]any{row}) {
-			found = found || e.Key == j.Key()
-			_ = e.Sink.Close(ctx)
+			found = found || e.Key == j.Key() && !e.Held
+			if e.Sink != nil {
+				_ = e.Sink.Close(ctx)
+			}
 		}
 		if found {
 			return rowDigest(row), nil
 		}
+		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
 	}
 	if named {
 		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
