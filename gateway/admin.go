@@ -43,7 +43,8 @@ var (
 type TableAdmin interface {
 	// Rows returns every row, ordered by id.
 	Rows(ctx context.Context) ([]TableRow, error)
-	// Row returns the row id (ErrNoRow: none).
+	// Row returns the row id (ErrNoRow: none), read by its primary key:
+	// one row, whatever the size of the table.
 	Row(ctx context.Context, id string) (TableRow, error)
 	// Insert adds a row signed with secret (a "whsec_..." value; "":
 	// a new random one), and returns the secret.

@@ -98,7 +98,7 @@ type FanOutParams struct {
 }
 
 // Table follows a fan-out sink's endpoints table. Its methods other than
-// Load and LoadRows are called under the hub's lock, or before the gateway
+// Load, Rows, Row and LoadRows are called under the hub's lock, or before the gateway
 // runs.
 type Table interface {
 	// Name is the table, "schema.table": the shared stream reads its row
@@ -110,7 +110,11 @@ type Table interface {
 	// Rows reads the table's rows as they are, for a follower that polls
 	// (LoadRows, then Changed with the differences).
 	Rows(ctx context.Context, db *sql.DB) ([]map[string]any, error)
-	// LoadRows is Load over rows Rows read.
+	// Row reads the row whose id is id by its primary key, as Rows reads
+	// rows: one row read, whatever the size of the table; ok is false
+	// when there is none.
+	Row(ctx context.Context, db *sql.DB, id string) (row map[string]any, ok bool, err error)
+	// LoadRows is Load over rows Rows or Row read.
 	LoadRows(rows []map[string]any) []Endpoint
 	// Changed applies a transaction's row changes of the table to g: it
 	// starts, stops, changes and forgets endpoints, each at that

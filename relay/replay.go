@@ -197,11 +197,14 @@ func (r *Relay) ReplayTarget(ctx context.Context, db *sql.DB, j replay.Job) (sin
 	if t, err := fo.Table(r.fanOutParams(sc, "", nil, nil)); err != nil {
 		return nil, nil, err
 	} else if t != nil && db != nil {
-		more, err := t.Load(ctx, db)
+		// The one row the endpoint is made of, by its primary key.
+		row, ok, err := t.Row(ctx, db, j.Endpoint)
 		if err != nil {
 			return nil, nil, err
 		}
-		eps = append(eps, more...)
+		if ok {
+			eps = append(eps, t.LoadRows([]map[string]any{row})...)
+		}
 	}
 	for _, e := range eps {
 		if e.Key == j.Key() && !e.Held {
@@ -250,16 +253,12 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 	if err != nil || t == nil {
 		return "", err
 	}
-	rows, err := t.Rows(ctx, db)
+	// The one row the endpoint is made of, by its primary key.
+	row, named, err := t.Row(ctx, db, j.Endpoint)
 	if err != nil {
 		return "", err
 	}
-	named := false
-	for _, row := range rows {
-		if !rowNames(row, j.Endpoint) {
-			continue
-		}
-		named = true
+	if named {
 		found := false
 		for _, e := range t.LoadRows([]map[string]any{row}) {
 			found = found || e.Key == j.Key() && !e.Held
@@ -270,30 +269,12 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 		if found {
 			return rowDigest(row), nil
 		}
+		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
 	}
 	if named {
 		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
 	}
 	return "", fmt.Errorf("%w: endpoint %s was deleted from %s", replay.ErrTargetGone, j.Key(), t.Name())
-}
-
-// rowNames reports whether a value of row is name (the row's id column
-// among them): the rows an endpoint can be made of, without building an
-// endpoint of every row.
-func rowNames(row map[string]any, name string) bool {
-	for _, v := range row {
-		switch v := v.(type) {
-		case string:
-			if v == name {
-				return true
-			}
-		case []byte:
-			if string(v) == name {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // rowDigest is a digest of every column of row, in column order: it

@@ -52,10 +52,7 @@ func NewSecret() string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b[:])
 }
 
-func (ta *tableAdmin) quoted() string {
-	schema, name, _ := strings.Cut(ta.tc.Table, ".")
-	return fmt.Sprintf("`%s`.`%s`", schema, name)
-}
+func (ta *tableAdmin) quoted() string { return ta.tc.quoted() }
 
 func (ta *tableAdmin) Rows(ctx context.Context) ([]gateway.TableRow, error) {
 	raw, err := ta.tc.Rows(ctx, ta.db)
@@ -97,18 +94,16 @@ func splitList(s string) []string {
 	return out
 }
 
-// raw reads row id as FromRow takes it.
+// raw reads row id as FromRow takes it, by its primary key.
 func (ta *tableAdmin) raw(ctx context.Context, id string) (map[string]any, error) {
-	all, err := ta.tc.Rows(ctx, ta.db)
+	r, ok, err := ta.tc.Row(ctx, ta.db, id)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range all {
-		if r["id"] == id {
-			return r, nil
-		}
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not a row of %s", gateway.ErrNoRow, id, ta.tc.Table)
 	}
-	return nil, fmt.Errorf("%w: %q is not a row of %s", gateway.ErrNoRow, id, ta.tc.Table)
+	return r, nil
 }
 
 func (ta *tableAdmin) Row(ctx context.Context, id string) (gateway.TableRow, error) {

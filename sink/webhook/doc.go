@@ -169,7 +169,8 @@
 // endpoints are built, in its sink.Kind's FanOut (a gateway.FanOut,
 // fanout.go): those of the configuration, each told to the gateway's
 // Health (a 410 disables it), and those of its endpoints table, which this
-// package follows (follow.go): the rows read at start, then every row
+// package follows (follow.go): the rows read at start (a page at a time
+// by primary key, in one snapshot: TableConfig.EachRow), then every row
 // change the shared stream reads, applied at the transaction that made it,
 // with the rule stated on tableEndpoints. The table's logic lives here, not
 // in the relay nor in package gateway, because everything it decides is
@@ -177,6 +178,8 @@
 // name which endpoint. The gateway only routes, queues and checkpoints the
 // endpoints it is given, and the relay only assembles. `outbox-relay check`
 // and `status` read the table through the kind too (CheckSource,
-// check.go; Status, status.go). The follower's methods that change
+// check.go; Status, status.go). What wants one endpoint's row (the
+// console's TableAdmin, a replay's target) reads it by its primary key
+// (TableConfig.Row), never the whole table. The follower's methods that change
 // endpoints run under the gateway hub's lock (gateway.Table).
 package webhook

@@ -130,6 +130,9 @@ func (f followed) Load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, err
 func (f followed) Rows(ctx context.Context, db *sql.DB) ([]map[string]any, error) {
 	return f.te.tc.Rows(ctx, db)
 }
+func (f followed) Row(ctx context.Context, db *sql.DB, id string) (map[string]any, bool, error) {
+	return f.te.tc.Row(ctx, db, id)
+}
 func (f followed) LoadRows(rows []map[string]any) []gateway.Endpoint { return f.te.loadRows(rows) }
 func (f followed) Changed(g *gateway.Gateway, txn *event.Txn)        { f.te.changed(g, txn) }
 

@@ -95,32 +95,63 @@ func (te *tableEndpoints) key(id string) string { return te.sink + "/" + id + te
 // usable, enabled rows to run, the others (off, invalid) Held, so that the
 // gateway keeps their cursors. Only a table that cannot be read is an
 // error: a bad row is not run (invalid), a row with a static endpoint's
-// name refused, a row whose id cannot be used has no endpoint.
+// name refused, a row whose id cannot be used has no endpoint. The table
+// is read a page at a time, in one snapshot (TableConfig.EachRow), each
+// row made its endpoint as it comes; a large table's progress is logged
+// every loadProgress rows.
+//
+// The snapshot is read after the start position was resolved, and the
+// shared stream starts at or before it: every change committed after the
+// read's snapshot reaches Changed on the stream, and one committed between
+// the start and the snapshot is applied once more (an INSERT of a row
+// read running is a change of nothing).
 func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpoint, error) {
-	rows, bad, err := te.tc.Load(ctx, db)
+	tc := te.tc.WithDefaults()
+	var (
+		out        []gateway.Endpoint
+		good       []TableEndpoint // for the warnings about weak secrets
+		read, bads int
+	)
+	began := time.Now()
+	err := tc.EachRow(ctx, db, func(raw map[string]any) error {
+		read++
+		if read%loadProgress == 0 {
+			te.log.Info("endpoints table: reading", slog.String("table", tc.Table), slog.Int("rows", read),
+				slog.Duration("elapsed", time.Since(began).Round(time.Millisecond)))
+		}
+		id, _ := raw["id"].(string)
+		row, err := tc.fromDefaulted(raw)
+		if err != nil {
+			bads++
+			if name, ok := te.static.Taken(id); ok {
+				te.clash(id, name, "read at start", nil)
+				return nil
+			}
+			te.invalid(id, err)
+			out = te.held(out, id)
+			return nil
+		}
+		if name, ok := te.static.Taken(row.ID); ok {
+			te.clash(row.ID, name, "read at start", nil)
+			return nil
+		}
+		if row.PlainSecrets || row.V1Secrets {
+			good = append(good, TableEndpoint{ID: row.ID, PlainSecrets: row.PlainSecrets, V1Secrets: row.V1Secrets})
+		}
+		out = append(out, te.admit(row))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	var out []gateway.Endpoint
-	for _, b := range bad {
-		if name, ok := te.static.Taken(b.ID); ok {
-			te.clash(b.ID, name, "read at start", nil)
-			continue
-		}
-		te.invalid(b.ID, b.Err)
-		out = te.held(out, b.ID)
-	}
-	for _, row := range rows {
-		if name, ok := te.static.Taken(row.ID); ok {
-			te.clash(row.ID, name, "read at start", nil)
-			continue
-		}
-		out = append(out, te.admit(row))
-	}
-	te.log.Info("endpoints table read", slog.String("table", te.tc.Table), slog.Int("rows", len(rows)+len(bad)),
-		slog.Int("enabled", len(te.rows)), slog.Int("invalid", len(bad)))
+	tc.warnWeak(good)
+	te.log.Info("endpoints table read", slog.String("table", tc.Table), slog.Int("rows", read),
+		slog.Int("enabled", len(te.rows)), slog.Int("invalid", bads), slog.Duration("took", time.Since(began).Round(time.Millisecond)))
 	return out, nil
 }
+
+// loadProgress is how many rows load reads between two progress logs.
+const loadProgress = 20_000
 
 // held appends to out the endpoint of row id, which does not run (its row
 // is off or cannot be used), for the gateway to keep its cursor: none
@@ -486,7 +517,7 @@ func gatewayFilter(f Filter) gateway.Filter {
 	return gf
 }
 
-// loadRows is load over rows already read (TableConfig.Rows).
+// loadRows is load over rows already read (TableConfig.Rows, Row).
 func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 	var out []gateway.Endpoint
 	for _, r := range raw {

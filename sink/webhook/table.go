@@ -221,7 +221,12 @@ func (tc TableConfig) FromRow(row map[string]any) (TableEndpoint, error) {
 
 // fromRow is FromRow without the warnings.
 func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
-	tc = tc.WithDefaults()
+	return tc.WithDefaults().fromDefaulted(row)
+}
+
+// fromDefaulted is fromRow of a tc whose defaults are applied
+// (WithDefaults): a load applies them once, not once a row.
+func (tc TableConfig) fromDefaulted(row map[string]any) (TableEndpoint, error) {
 	for _, c := range tableColumns {
 		if _, ok := row[c]; !ok {
 			id, _ := row["id"].(string)
@@ -453,77 +458,183 @@ func (e *RowError) Unwrap() error { return e.Err }
 // id: the usable ones as endpoints, the others as bad, each with why
 // (every bad row is named: an endpoint is never skipped silently). err is
 // for the table itself: missing, not granted, unreadable. Plain secrets are
-// reported in one warning naming their rows.
+// reported in one warning naming their rows. The table is read a page at
+// a time, as EachRow does.
 func (tc TableConfig) Load(ctx context.Context, db *sql.DB) (rows []TableEndpoint, bad []*RowError, err error) {
-	raw, err := tc.Rows(ctx, db)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, row := range raw {
-		ep, err := tc.fromRow(row)
+	tc = tc.WithDefaults() // once, not once a row
+	err = tc.EachRow(ctx, db, func(row map[string]any) error {
+		ep, err := tc.fromDefaulted(row)
 		if err != nil {
 			id, _ := row["id"].(string)
 			bad = append(bad, &RowError{ID: id, Err: err})
-			continue
+			return nil
 		}
 		rows = append(rows, ep)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	tc.warnWeak(rows)
 	return rows, bad, nil
 }
 
 // Rows reads every row of the endpoints table as FromRow takes them,
-// ordered by id. err is for the table itself: missing, not granted,
-// unreadable.
+// ordered by id, as EachRow does. err is for the table itself: missing,
+// not granted, unreadable.
 func (tc TableConfig) Rows(ctx context.Context, db *sql.DB) ([]map[string]any, error) {
-	if !tableNameRe.MatchString(tc.Table) {
-		return nil, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
-	}
-	schema, name, _ := strings.Cut(tc.Table, ".")
-	q := fmt.Sprintf("SELECT %s FROM `%s`.`%s` ORDER BY id", strings.Join(tableColumns, ", "), schema, name)
-	res, err := db.QueryContext(ctx, q)
-	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) {
-			switch me.Number {
-			case 1146: // ER_NO_SUCH_TABLE
-				return nil, fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
-			case 1054: // ER_BAD_FIELD_ERROR
-				return nil, fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
-			case 1142, 1143: // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
-				return nil, fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
-			}
-		}
-		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
-	}
-	defer res.Close()
 	var out []map[string]any
-	for res.Next() {
-		var (
-			id, url, secrets, tenant, eventTypes, aggTypes sql.NullString
-			rate                                           sql.NullFloat64
-			enabled                                        sql.NullInt64
-		)
-		if err := res.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
-			return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
-		}
-		row := map[string]any{
-			"id": nullable(id), "url": nullable(url), "secrets": nullable(secrets), "tenant": nullable(tenant),
-			"event_types": nullable(eventTypes), "aggregate_types": nullable(aggTypes),
-			"rate_limit": nil, "enabled": nil,
-		}
-		if rate.Valid {
-			row["rate_limit"] = rate.Float64
-		}
-		if enabled.Valid {
-			row["enabled"] = enabled.Int64
-		}
+	err := tc.EachRow(ctx, db, func(row map[string]any) error {
 		out = append(out, row)
-	}
-	if err := res.Err(); err != nil {
-		return nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// tablePage is how many rows one query of EachRow reads.
+var tablePage = 1000
+
+// EachRow calls fn with every row of the endpoints table as FromRow takes
+// it, in id order, then returns: the table is read by primary key a page
+// at a time (SELECT ... WHERE id > ? ORDER BY id LIMIT 1000), so that a
+// table of any size holds one page of raw rows in memory, never the whole
+// result. The pages are read in one read-only REPEATABLE READ transaction:
+// they are one snapshot of the table, as a single SELECT would be, and a
+// row inserted, renamed or deleted while they are read is seen as it was
+// at the first page (every row exactly once). An error of fn ends the read
+// and is returned; any other error is for the table itself: missing, not
+// granted, unreadable.
+func (tc TableConfig) EachRow(ctx context.Context, db *sql.DB, fn func(row map[string]any) error) error {
+	if !tableNameRe.MatchString(tc.Table) {
+		return fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only: nothing to undo
+	first := fmt.Sprintf("SELECT %s FROM %s ORDER BY id LIMIT %d", strings.Join(tableColumns, ", "), tc.quoted(), tablePage)
+	next := fmt.Sprintf("SELECT %s FROM %s WHERE id > ? ORDER BY id LIMIT %d", strings.Join(tableColumns, ", "), tc.quoted(), tablePage)
+	var after any // the last id read; nil before the first page
+	for {
+		q, args := first, []any(nil)
+		if after != nil {
+			q, args = next, []any{after}
+		}
+		n, last, err := tc.page(ctx, tx, q, args, fn)
+		if err != nil {
+			return err
+		}
+		if n < tablePage {
+			return nil
+		}
+		after = last
+	}
+}
+
+// page reads one page of EachRow: the rows of q, each handed to fn. It
+// returns how many it read and the last one's id as read.
+func (tc TableConfig) page(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(map[string]any) error) (n int, last any, err error) {
+	res, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0, nil, tc.readErr(err)
+	}
+	defer res.Close()
+	for res.Next() {
+		row, id, err := scanRow(res)
+		if err != nil {
+			return n, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+		}
+		n++
+		last = id
+		if err := fn(row); err != nil {
+			return n, nil, err
+		}
+	}
+	if err := res.Err(); err != nil {
+		return n, nil, fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+	}
+	return n, last, nil
+}
+
+// Row reads the row of the endpoints table whose id is id, byte for byte,
+// by its primary key (SELECT ... WHERE id = ?): one row read, whatever the
+// table's size. ok is false when there is none (an id equal to it only in
+// the table's collation, "ACME" for "acme", is another row's). err is for
+// the table itself.
+func (tc TableConfig) Row(ctx context.Context, db *sql.DB, id string) (row map[string]any, ok bool, err error) {
+	if !tableNameRe.MatchString(tc.Table) {
+		return nil, false, fmt.Errorf("endpoints_table: table %q must be schema.table, e.g. shop.outbox_endpoints", tc.Table)
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE id = ?", strings.Join(tableColumns, ", "), tc.quoted())
+	res, err := db.QueryContext(ctx, q, id)
+	if err != nil {
+		return nil, false, tc.readErr(err)
+	}
+	defer res.Close()
+	for res.Next() {
+		r, rid, err := scanRow(res)
+		if err != nil {
+			return nil, false, fmt.Errorf("read webhook endpoint %q from %s: %w", id, tc.Table, err)
+		}
+		if rid == id {
+			row, ok = r, true
+		}
+	}
+	if err := res.Err(); err != nil {
+		return nil, false, fmt.Errorf("read webhook endpoint %q from %s: %w", id, tc.Table, err)
+	}
+	return row, ok, nil
+}
+
+// quoted is the table as a statement names it.
+func (tc TableConfig) quoted() string {
+	schema, name, _ := strings.Cut(tc.Table, ".")
+	return fmt.Sprintf("`%s`.`%s`", schema, name)
+}
+
+// readErr says what an error reading the table means and how to fix it.
+func (tc TableConfig) readErr(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1146: // ER_NO_SUCH_TABLE
+			return fmt.Errorf("read webhook endpoints: table %s does not exist; create it with deploy/outbox_endpoints.sql", tc.Table)
+		case 1054: // ER_BAD_FIELD_ERROR
+			return fmt.Errorf("read webhook endpoints from %s: %s; the table must have the columns of deploy/outbox_endpoints.sql", tc.Table, me.Message)
+		case 1142, 1143: // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
+			return fmt.Errorf("read webhook endpoints from %s: %s; GRANT SELECT ON %s TO the relay's user", tc.Table, me.Message, tc.Table)
+		}
+	}
+	return fmt.Errorf("read webhook endpoints from %s: %w", tc.Table, err)
+}
+
+// scanRow reads the current row of res (the columns of tableColumns) as
+// FromRow takes it, and its id as read (nil for NULL).
+func scanRow(res *sql.Rows) (map[string]any, any, error) {
+	var (
+		id, url, secrets, tenant, eventTypes, aggTypes sql.NullString
+		rate                                           sql.NullFloat64
+		enabled                                        sql.NullInt64
+	)
+	if err := res.Scan(&id, &url, &secrets, &tenant, &eventTypes, &aggTypes, &rate, &enabled); err != nil {
+		return nil, nil, err
+	}
+	row := map[string]any{
+		"id": nullable(id), "url": nullable(url), "secrets": nullable(secrets), "tenant": nullable(tenant),
+		"event_types": nullable(eventTypes), "aggregate_types": nullable(aggTypes),
+		"rate_limit": nil, "enabled": nil,
+	}
+	if rate.Valid {
+		row["rate_limit"] = rate.Float64
+	}
+	if enabled.Valid {
+		row["enabled"] = enabled.Int64
+	}
+	return row, row["id"], nil
 }
 
 func nullable(s sql.NullString) any {
