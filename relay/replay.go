@@ -271,9 +271,6 @@ func (r *Relay) ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Jo
 		}
 		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
 	}
-	if named {
-		return "", fmt.Errorf("%w: endpoint %s is disabled, or its row in %s can no longer be used", replay.ErrTargetGone, j.Key(), t.Name())
-	}
 	return "", fmt.Errorf("%w: endpoint %s was deleted from %s", replay.ErrTargetGone, j.Key(), t.Name())
 }
 
