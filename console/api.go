@@ -124,9 +124,29 @@ func (s *Server) stats() map[string]gateway.EndpointStats {
 	return out
 }
 
+// stat returns a lookup of endpoints' figures by sink and key: Stat's,
+// else one copy of Stats' made at the first lookup.
+func (s *Server) stat() func(sink, key string) (gateway.EndpointStats, bool) {
+	if s.o.Stat != nil {
+		return s.o.Stat
+	}
+	var all map[string]gateway.EndpointStats
+	return func(_, key string) (gateway.EndpointStats, bool) {
+		if all == nil {
+			all = s.stats()
+		}
+		x, ok := all[key]
+		return x, ok
+	}
+}
+
 func withStats(e Endpoint, st map[string]gateway.EndpointStats) Endpoint {
+	return withStat(e, func(_, key string) (gateway.EndpointStats, bool) { x, ok := st[key]; return x, ok })
+}
+
+func withStat(e Endpoint, stat func(sink, key string) (gateway.EndpointStats, bool)) Endpoint {
 	e.State, e.Health = "unknown", "ok"
-	if x, ok := st[e.Key]; ok {
+	if x, ok := stat(e.Sink, e.Key); ok {
 		e.Stats = &x
 		e.State = x.State
 		if !x.Failing.IsZero() {
@@ -187,7 +207,7 @@ func (s *Server) endpoint(ctx context.Context, p principal, sink, name string) (
 		return Endpoint{}, errNoEndpoint
 	}
 	if p.operator() && slices.Contains(sk.Static, name) { // a tenant never sees them: its names are rows'
-		return withStats(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, Static: true, TableRow: gateway.TableRow{ID: name, Enabled: true}}, s.stats()), nil
+		return withStat(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, Static: true, TableRow: gateway.TableRow{ID: name, Enabled: true}}, s.stat()), nil
 	}
 	if sk.Table == nil {
 		return Endpoint{}, errNoEndpoint
@@ -200,7 +220,7 @@ func (s *Server) endpoint(ctx context.Context, p principal, sink, name string) (
 		if err != nil {
 			return Endpoint{}, err
 		}
-		return withStats(Endpoint{Sink: sink, Name: displayName(p, row.ID), Key: sink + "/" + row.ID, TableRow: row}, s.stats()), nil
+		return withStat(Endpoint{Sink: sink, Name: displayName(p, row.ID), Key: sink + "/" + row.ID, TableRow: row}, s.stat()), nil
 	}
 	return Endpoint{}, errNoEndpoint
 }
@@ -266,19 +286,6 @@ func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, p principal) 
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sinks": out})
-}
-
-func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p principal) {
-	eps, err := s.endpoints(r.Context(), p, r.URL.Query().Get("sink"))
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
-	out := make([]Endpoint, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, e.redacted())
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"endpoints": out})
 }
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
@@ -595,8 +602,11 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p princ
 // attemptsQuery reads the query of /api/v1/attempts.
 func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, error) {
 	v := r.URL.Query()
-	q := attempts.Query{Sink: v.Get("sink"), Endpoint: v.Get("endpoint"), EventID: v.Get("event_id"), Tenant: p.tenant}
-	var err error
+	limit, tenant, err := listQuery(v, p)
+	if err != nil {
+		return attempts.Query{}, err
+	}
+	q := attempts.Query{Sink: v.Get("sink"), Endpoint: v.Get("endpoint"), EventID: v.Get("event_id"), Tenant: tenant, Limit: limit}
 	if x := v.Get("status"); x != "" {
 		if q.Status, err = strconv.Atoi(x); err != nil {
 			return q, fmt.Errorf("status %q is not an HTTP status code", x)
@@ -622,10 +632,13 @@ func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, er
 			return q, fmt.Errorf("before %q is not an attempt id", x)
 		}
 	}
-	q.Limit = 100
-	if x := v.Get("limit"); x != "" {
-		if q.Limit, err = strconv.Atoi(x); err != nil || q.Limit < 1 || q.Limit > 1000 {
-			return q, fmt.Errorf("limit %q: use 1 to 1000", x)
+	if it := v.Get("iterator"); it != "" {
+		f, err := decodeCursor(cursorAttempts, it, 1)
+		if err != nil {
+			return q, err
+		}
+		if q.Before, err = strconv.ParseInt(f[0], 10, 64); err != nil || q.Before < 1 {
+			return q, badCursor(it)
 		}
 	}
 	return q, nil
@@ -641,6 +654,8 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 		badRequest(w, err.Error())
 		return
 	}
+	limit := q.Limit
+	q.Limit++ // one more: does the list go on?
 	recs, err := s.o.Attempts.Search(r.Context(), q)
 	if err != nil {
 		s.internal(w, err)
@@ -649,7 +664,14 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 	if recs == nil {
 		recs = []attempts.Record{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"attempts": recs})
+	var next string
+	more := len(recs) > limit
+	if more {
+		// Newest first: the next page is of the ids below the last one's.
+		recs = recs[:limit]
+		next = encodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
+	}
+	writeJSON(w, http.StatusOK, pageAnswer("attempts", recs, next, more))
 }
 
 // attempt returns attempt id when p may see it.
@@ -726,12 +748,19 @@ func (s *Server) deadLetters(ctx context.Context, p principal, f deadletter.Filt
 	}
 	out := []deadletter.Record{}
 	for _, rec := range recs {
-		sink, _, _ := strings.Cut(rec.Sink, "/")
-		if _, ok := s.sinks[sink]; ok && (p.operator() || rec.Tenant == p.tenant) {
+		if s.maySee(p, rec) {
 			out = append(out, rec)
 		}
 	}
 	return out, nil
+}
+
+// maySee reports whether p may see rec: a record of a webhook sink's
+// endpoint, and, for a tenant, stored as its own.
+func (s *Server) maySee(p principal, rec deadletter.Record) bool {
+	sink, _, _ := strings.Cut(rec.Sink, "/")
+	_, ok := s.sinks[sink]
+	return ok && (p.operator() || rec.Tenant == p.tenant)
 }
 
 // ownEndpoints answers 409 and returns false when one of recs cannot be
@@ -765,8 +794,20 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	v := r.URL.Query()
-	f := deadletter.Filter{Sink: v.Get("sink")}
-	var err error
+	limit, tenant, err := listQuery(v, p)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	f := deadletter.Filter{Sink: v.Get("sink"), Tenant: tenant}
+	if it := v.Get("iterator"); it != "" {
+		c, err := decodeCursor(cursorDeadLetters, it, 1)
+		if err != nil || c[0] == "" {
+			badRequest(w, badCursor(it).Error())
+			return
+		}
+		f.After = c[0]
+	}
 	for _, x := range []struct {
 		name string
 		dst  *time.Time
@@ -778,12 +819,21 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 			}
 		}
 	}
-	recs, err := s.deadLetters(r.Context(), p, f)
+	// The store selects by tenant and reads from the cursor on by its key;
+	// the records of sinks that are not webhook sinks are skipped here.
+	read := func(after string, n int) ([]deadletter.Record, error) {
+		f.After, f.Limit = after, n
+		return s.o.DeadLetters.List(r.Context(), f)
+	}
+	recs, next, more, err := fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": recs})
+	if recs == nil {
+		recs = []deadletter.Record{}
+	}
+	writeJSON(w, http.StatusOK, pageAnswer("dead_letters", recs, encodeCursor(cursorDeadLetters, next), more))
 }
 
 // namedDeadLetters decodes a body naming dead letters by id ({"ids": […]})

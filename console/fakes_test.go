@@ -71,6 +71,17 @@ func (t *memTable) Rows(context.Context) ([]gateway.TableRow, error) {
 	return out, nil
 }
 
+func (t *memTable) Page(ctx context.Context, after, tenant string, limit int) ([]gateway.TableRow, error) {
+	all, _ := t.Rows(ctx)
+	var out []gateway.TableRow
+	for _, r := range all {
+		if r.ID > after && (tenant == "" || r.Tenant == tenant) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 func (t *memTable) Row(_ context.Context, id string) (gateway.TableRow, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -67,7 +67,9 @@ func (f *File) Put(_ context.Context, dl Letter) error {
 	return nil
 }
 
-// List implements Store.
+// List implements Store. It reads the directory's names, and opens only
+// the files of the records it may return: those after flt.After whose
+// names can match, in order, until flt.Limit records matched.
 func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	entries, err := os.ReadDir(f.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -87,14 +89,14 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if flt.Tenant != "" {
 		tag = tenantTag(flt.Tenant)
 	}
-	var out []Record
+	var names []string
 	for _, e := range entries {
 		name := e.Name()
 		id, ok := strings.CutSuffix(name, ".json")
 		if e.IsDir() || !ok || strings.HasPrefix(name, ".") {
 			continue
 		}
-		if ids != nil && !ids[id] {
+		if ids != nil && !ids[id] || flt.After != "" && id <= flt.After {
 			continue
 		}
 		if tag != "" {
@@ -102,19 +104,28 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 				continue
 			}
 		}
-		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		names = append(names, id)
+	}
+	sort.Strings(names) // by id (a name's ".json" would sort "X.json" after "X-t…")
+	var out []Record
+	for _, id := range names {
+		b, err := os.ReadFile(filepath.Join(f.dir, id+".json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the directory was read
+		}
 		if err != nil {
 			return nil, err
 		}
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("dead letter %s is not valid JSON: %w", name, err)
+			return nil, fmt.Errorf("dead letter %s.json is not valid JSON: %w", id, err)
 		}
 		if flt.Match(r) {
-			out = append(out, r)
+			if out = append(out, r); flt.Limit > 0 && len(out) == flt.Limit {
+				break
+			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
