@@ -167,7 +167,7 @@ func (m *memDeadLetters) List(_ context.Context, f deadletter.Filter) ([]deadlet
 	defer m.mu.Unlock()
 	var out []deadletter.Record
 	for _, r := range m.recs {
-		if f.Match(r) {
+		if f.Match(r) && (f.Limit == 0 || len(out) < f.Limit) {
 			out = append(out, r)
 		}
 	}
