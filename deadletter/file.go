@@ -71,7 +71,7 @@ func (f *File) Put(_ context.Context, dl Letter) error {
 // the files of the records it may return: those after flt.After whose
 // names can match, in order, until flt.Limit records matched.
 func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
-	entries, err := os.ReadDir(f.dir)
+	entries, err := readNames(f.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -90,10 +90,9 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 		tag = tenantTag(flt.Tenant)
 	}
 	var names []string
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range entries {
 		id, ok := strings.CutSuffix(name, ".json")
-		if e.IsDir() || !ok || strings.HasPrefix(name, ".") {
+		if !ok || strings.HasPrefix(name, ".") {
 			continue
 		}
 		if ids != nil && !ids[id] || flt.After != "" && id <= flt.After {
@@ -112,6 +111,11 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 		b, err := os.ReadFile(filepath.Join(f.dir, id+".json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted since the directory was read
+		}
+		if err != nil {
+			if st, serr := os.Stat(filepath.Join(f.dir, id+".json")); serr == nil && st.IsDir() {
+				continue // not a record
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -152,6 +156,17 @@ func (f *File) Delete(_ context.Context, ids ...string) error {
 
 // Close implements Store.
 func (f *File) Close() error { return nil }
+
+// readNames returns the names in dir, unsorted (List sorts the ids it
+// keeps, often far fewer).
+func readNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
 
 // tagSep starts a tenant's tag in a record's id.
 const tagSep = "-t"
