@@ -38,7 +38,7 @@ type route struct {
 var apiRoutes = []route{
 	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag.", resp: "SinkList", status: 200, h: (*Server).listSinks},
 	{method: "GET", path: "/api/v1/endpoints", id: "listEndpoints", summary: "A page of the endpoints (of the configuration, then of the endpoints table, each sink in turn, by id) with state, health and lag.", query: [][2]string{{"sink", "only this webhook sink's"},
-		{"state", "only endpoints in this state: running (attached, waiting or catching_up), attached, waiting, catching_up, disabled, off, invalid, stopped, unknown"}}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
+		{"state", "only endpoints in this state: running (attached, waiting or catching_up), attached, waiting, catching_up, disabled, off, invalid, stopped, unknown"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
 	{method: "POST", path: "/api/v1/endpoints/{sink}", id: "createEndpoint", summary: "Add an endpoint as a row of the sink's endpoints table; the answer holds its signing secret, shown this once.", body: "EndpointWrite", resp: "EndpointSecret", status: 201, write: true, h: (*Server).createEndpoint},
 	{method: "GET", path: "/api/v1/endpoints/{sink}/{endpoint}", id: "getEndpoint", summary: "One endpoint.", resp: "Endpoint", status: 200, h: (*Server).getEndpoint},
 	{method: "PUT", path: "/api/v1/endpoints/{sink}/{endpoint}", id: "updateEndpoint", summary: "Set an endpoint row's url, tenant, filters and rate limit.", body: "EndpointWrite", resp: "Endpoint", status: 200, write: true, h: (*Server).updateEndpoint},
@@ -51,28 +51,20 @@ var apiRoutes = []route{
 		{"sink", "only this webhook sink's"}, {"endpoint", "only this endpoint's (its id: a tenant's endpoint's is not its name)"}, {"event_id", "only this event's"},
 		{"status", "only attempts answered with this HTTP status"}, {"failed", "true: only attempts that did not deliver"},
 		{"since", "only attempts at or after this time (RFC 3339, or a duration ago: 2h)"}, {"until", "only attempts before this time"},
-		{"before", "only attempts with an id below it (iterator is the same, opaque)"}}, resp: "AttemptList", status: 200, h: (*Server).listAttempts},
+		{"before", "only attempts with an id below it (iterator is the same, opaque)"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "AttemptList", status: 200, h: (*Server).listAttempts},
 	{method: "GET", path: "/api/v1/attempts/{id}", id: "getAttempt", summary: "One attempt, with the first bytes of the endpoint's answer.", resp: "Attempt", status: 200, h: (*Server).getAttempt},
 	{method: "POST", path: "/api/v1/attempts/{id}/resend", id: "resendAttempt", summary: "Send the attempt's event again to its endpoint, freshly signed (a replay job selecting only that event); a new attempt is recorded.", resp: "Job", status: 202, write: true, h: (*Server).resend},
-	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "A page of the dead letters of the webhook endpoints, oldest first (by id).", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
+	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "A page of the dead letters of the webhook endpoints, oldest first (by id).", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
 	{method: "POST", path: "/api/v1/links", id: "createLink", summary: "Mint a tenant's signed link (operator tokens only): the path of that tenant's view, valid for ttl (default 15m, at most 24h), to embed in a frame.", body: "LinkRequest", resp: "Link", status: 201, write: true, h: (*Server).createLink},
 	{method: "POST", path: "/api/v1/dead-letters/replay", id: "replayDeadLetters", summary: "Deliver dead letters again; each leaves the store once its endpoint acknowledged it. Refused (409) when an endpoint is gone or of another tenant than the record's.", body: "DeadLetterReplay", resp: "DeadLetterReplayResult", status: 200, write: true, h: (*Server).replayDeadLetters},
 	{method: "POST", path: "/api/v1/dead-letters/purge", id: "purgeDeadLetters", summary: "Delete dead letters (a deleted endpoint's too).", body: "DeadLetterPurge", resp: "DeadLetterPurgeResult", status: 200, write: true, h: (*Server).purgeDeadLetters},
 }
 
-// pageQuery are the query parameters of every list.
+// pageQuery are the query parameters of every list (paging.go).
 var pageQuery = [][2]string{
 	{"limit", fmt.Sprintf("at most this many (default %d, at most %d)", DefaultPageLimit, MaxPageLimit)},
 	{"iterator", "the next of the previous page's answer: this page starts after it (absent: the first page); anything else is 400"},
 	{"tenant", "only this tenant's (an operator's filter; a tenant token's lists are always its own, and naming another tenant is 400)"},
-}
-
-func init() {
-	for i, rt := range apiRoutes {
-		if strings.HasSuffix(rt.resp, "List") && rt.id != "listSinks" {
-			apiRoutes[i].query = append(slices.Clone(rt.query), pageQuery...)
-		}
-	}
 }
 
 // api wraps a route's handler: authentication, rate limit, CSRF.
