@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )

@@ -95,7 +95,9 @@ func benchAPIPages(b *testing.B, srv *testserver.Server, rows int) {
 	cc := config.Console{Listen: "127.0.0.1:0", LinkKeyEnv: "K", RateLimit: 1e9, Session: time.Hour, Tokens: []config.ConsoleToken{
 		{Name: "ops", Hash: hop}, {Name: "tenant", Hash: hten, Tenant: tenant}}}
 	s, err := New(Options{Config: cc, Key: []byte(strings.Repeat("k", 32)), Sinks: []Sink{{Name: "hooks", Table: ta}},
-		Stat: func(string, string) (gateway.EndpointStats, bool) { return gateway.EndpointStats{State: "attached"}, true },
+		Stat: func(string, string) (gateway.EndpointStats, bool) {
+			return gateway.EndpointStats{State: "attached"}, true
+		},
 		Attempts: at, DeadLetters: dl})
 	if err != nil {
 		b.Fatal(err)
@@ -105,7 +107,7 @@ func benchAPIPages(b *testing.B, srv *testserver.Server, rows int) {
 	_ = db.QueryRow("SELECT id FROM "+config.DefaultDeadLetterTable+" ORDER BY id LIMIT 1 OFFSET ?", rows/2).Scan(&dlMid)
 	for _, c := range []struct {
 		name, token, path string
-		n               int // the items the page must hold
+		n                 int // the items the page must hold
 	}{
 		{"endpoints page", op, "/api/v1/endpoints?limit=100&iterator=" + url.QueryEscape(endpointKey{"hooks", 1, mid}.cursor()), 100},
 		{"tenant's endpoints", ten, "/api/v1/endpoints?limit=100", 1},
