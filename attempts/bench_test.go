@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +112,40 @@ func BenchmarkOpenFile(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/attempt")
 	b.ReportMetric(float64(heap)/n, "heap-B/attempt")
+}
+
+// BenchmarkFileSearchPage is a page of 100 attempts of the file store of
+// 100,000, from a cursor in the middle (Before): Search starts at the
+// cursor in its index, not at the newest record. "one endpoint": the page
+// of one of 20 endpoints.
+//
+//	go test -run '^$' -bench FileSearchPage ./attempts/
+func BenchmarkFileSearchPage(b *testing.B) {
+	const n, batch = 100_000, 500
+	st := openFileB(b)
+	all := make([]Attempt, batch)
+	for i := 0; i < n; i += batch {
+		for j := range all {
+			all[j] = benchAttempt(i + j)
+		}
+		if err := st.Append(context.Background(), all); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		q    Query
+	}{
+		{"all", Query{Before: n / 2, Limit: 100}},
+		{"one endpoint", Query{Sink: "hooks", Endpoint: "endpoint-7", Before: n / 2, Limit: 100}},
+	} {
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			for b.Loop() {
+				recs, err := st.Search(context.Background(), c.q)
+				if err != nil || len(recs) != 100 || recs[0].ID >= n/2 {
+					b.Fatalf("Search: %d records, %v", len(recs), err)
+				}
+			}
+		})
+	}
 }

@@ -515,7 +515,11 @@ func (f *File) Search(ctx context.Context, q Query) ([]Record, error) {
 		if s.live == 0 || (m.before > 0 && s.first >= m.before) {
 			continue
 		}
-		for i := len(s.ents) - 1; i >= 0; i-- {
+		top := len(s.ents) - 1
+		if m.before > 0 && m.before-s.first <= uint64(top) {
+			top = int(m.before-s.first) - 1 // a cursor: start at it, not at the segment's end
+		}
+		for i := top; i >= 0; i-- {
 			if visited++; visited%4096 == 0 {
 				if err := ctx.Err(); err != nil {
 					return nil, err

@@ -37,7 +37,8 @@ type route struct {
 // document describes these.
 var apiRoutes = []route{
 	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag.", resp: "SinkList", status: 200, h: (*Server).listSinks},
-	{method: "GET", path: "/api/v1/endpoints", id: "listEndpoints", summary: "The endpoints (of the configuration and of the endpoints tables) with state, health and lag.", query: [][2]string{{"sink", "only this webhook sink's"}}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
+	{method: "GET", path: "/api/v1/endpoints", id: "listEndpoints", summary: "A page of the endpoints (of the configuration, then of the endpoints table, each sink in turn, by id) with state, health and lag.", query: [][2]string{{"sink", "only this webhook sink's"},
+		{"state", "only endpoints in this state: running (attached, waiting or catching_up), attached, waiting, catching_up, disabled, off, invalid, stopped, unknown"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
 	{method: "POST", path: "/api/v1/endpoints/{sink}", id: "createEndpoint", summary: "Add an endpoint as a row of the sink's endpoints table; the answer holds its signing secret, shown this once.", body: "EndpointWrite", resp: "EndpointSecret", status: 201, write: true, h: (*Server).createEndpoint},
 	{method: "GET", path: "/api/v1/endpoints/{sink}/{endpoint}", id: "getEndpoint", summary: "One endpoint.", resp: "Endpoint", status: 200, h: (*Server).getEndpoint},
 	{method: "PUT", path: "/api/v1/endpoints/{sink}/{endpoint}", id: "updateEndpoint", summary: "Set an endpoint row's url, tenant, filters and rate limit.", body: "EndpointWrite", resp: "Endpoint", status: 200, write: true, h: (*Server).updateEndpoint},
@@ -46,17 +47,24 @@ var apiRoutes = []route{
 	{method: "POST", path: "/api/v1/endpoints/{sink}/{endpoint}/enable", id: "enableEndpoint", summary: "Enable an endpoint: its row's enabled = 1, and the mark of an endpoint the relay disabled for failing too long cleared (it resumes from its cursor).", resp: "Endpoint", status: 200, write: true, h: (*Server).enableEndpoint},
 	{method: "POST", path: "/api/v1/endpoints/{sink}/{endpoint}/rotate-secret", id: "rotateSecret", summary: "Make a new signing secret the row's first; keep_old keeps the old ones while receivers switch. The answer holds the new secret, shown this once.", body: "Rotate", resp: "EndpointSecret", status: 200, write: true, h: (*Server).rotateSecret},
 	{method: "POST", path: "/api/v1/endpoints/{sink}/{endpoint}/recover", id: "recoverEndpoint", summary: "Send the endpoint what it was sent since a time, again (a replay job the running relay runs).", body: "Recover", resp: "Job", status: 202, write: true, h: (*Server).recoverEndpoint},
-	{method: "GET", path: "/api/v1/attempts", id: "listAttempts", summary: "Delivery attempts, newest first.", query: [][2]string{
+	{method: "GET", path: "/api/v1/attempts", id: "listAttempts", summary: "A page of delivery attempts, newest first (by id).", query: [][2]string{
 		{"sink", "only this webhook sink's"}, {"endpoint", "only this endpoint's (its id: a tenant's endpoint's is not its name)"}, {"event_id", "only this event's"},
 		{"status", "only attempts answered with this HTTP status"}, {"failed", "true: only attempts that did not deliver"},
 		{"since", "only attempts at or after this time (RFC 3339, or a duration ago: 2h)"}, {"until", "only attempts before this time"},
-		{"before", "a cursor: only attempts with an id below it"}, {"limit", "at most this many (default 100, at most 1000)"}}, resp: "AttemptList", status: 200, h: (*Server).listAttempts},
+		{"before", "only attempts with an id below it (iterator is the same, opaque)"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "AttemptList", status: 200, h: (*Server).listAttempts},
 	{method: "GET", path: "/api/v1/attempts/{id}", id: "getAttempt", summary: "One attempt, with the first bytes of the endpoint's answer.", resp: "Attempt", status: 200, h: (*Server).getAttempt},
 	{method: "POST", path: "/api/v1/attempts/{id}/resend", id: "resendAttempt", summary: "Send the attempt's event again to its endpoint, freshly signed (a replay job selecting only that event); a new attempt is recorded.", resp: "Job", status: 202, write: true, h: (*Server).resend},
-	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "Dead letters of the webhook endpoints, oldest first.", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
+	{method: "GET", path: "/api/v1/dead-letters", id: "listDeadLetters", summary: "A page of the dead letters of the webhook endpoints, oldest first (by id).", query: [][2]string{{"sink", "only this sink's or endpoint's (sink/endpoint)"}, {"since", "stored at or after"}, {"until", "stored before"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "DeadLetterList", status: 200, h: (*Server).listDeadLetters},
 	{method: "POST", path: "/api/v1/links", id: "createLink", summary: "Mint a tenant's signed link (operator tokens only): the path of that tenant's view, valid for ttl (default 15m, at most 24h), to embed in a frame.", body: "LinkRequest", resp: "Link", status: 201, write: true, h: (*Server).createLink},
 	{method: "POST", path: "/api/v1/dead-letters/replay", id: "replayDeadLetters", summary: "Deliver dead letters again; each leaves the store once its endpoint acknowledged it. Refused (409) when an endpoint is gone or of another tenant than the record's.", body: "DeadLetterReplay", resp: "DeadLetterReplayResult", status: 200, write: true, h: (*Server).replayDeadLetters},
 	{method: "POST", path: "/api/v1/dead-letters/purge", id: "purgeDeadLetters", summary: "Delete dead letters (a deleted endpoint's too).", body: "DeadLetterPurge", resp: "DeadLetterPurgeResult", status: 200, write: true, h: (*Server).purgeDeadLetters},
+}
+
+// pageQuery are the query parameters of every list (paging.go).
+var pageQuery = [][2]string{
+	{"limit", fmt.Sprintf("at most this many (default %d, at most %d)", DefaultPageLimit, MaxPageLimit)},
+	{"iterator", "the next of the previous page's answer: this page starts after it (absent: the first page); anything else is 400"},
+	{"tenant", "only this tenant's (an operator's filter; a tenant token's lists are always its own, and naming another tenant is 400)"},
 }
 
 // api wraps a route's handler: authentication, rate limit, CSRF.
@@ -124,9 +132,29 @@ func (s *Server) stats() map[string]gateway.EndpointStats {
 	return out
 }
 
+// stat returns a lookup of endpoints' figures by sink and key: Stat's,
+// else one copy of Stats' made at the first lookup.
+func (s *Server) stat() func(sink, key string) (gateway.EndpointStats, bool) {
+	if s.o.Stat != nil {
+		return s.o.Stat
+	}
+	var all map[string]gateway.EndpointStats
+	return func(_, key string) (gateway.EndpointStats, bool) {
+		if all == nil {
+			all = s.stats()
+		}
+		x, ok := all[key]
+		return x, ok
+	}
+}
+
 func withStats(e Endpoint, st map[string]gateway.EndpointStats) Endpoint {
+	return withStat(e, func(_, key string) (gateway.EndpointStats, bool) { x, ok := st[key]; return x, ok })
+}
+
+func withStat(e Endpoint, stat func(sink, key string) (gateway.EndpointStats, bool)) Endpoint {
 	e.State, e.Health = "unknown", "ok"
-	if x, ok := st[e.Key]; ok {
+	if x, ok := stat(e.Sink, e.Key); ok {
 		e.Stats = &x
 		e.State = x.State
 		if !x.Failing.IsZero() {
@@ -187,7 +215,7 @@ func (s *Server) endpoint(ctx context.Context, p principal, sink, name string) (
 		return Endpoint{}, errNoEndpoint
 	}
 	if p.operator() && slices.Contains(sk.Static, name) { // a tenant never sees them: its names are rows'
-		return withStats(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, Static: true, TableRow: gateway.TableRow{ID: name, Enabled: true}}, s.stats()), nil
+		return withStat(Endpoint{Sink: sink, Name: name, Key: sink + "/" + name, Static: true, TableRow: gateway.TableRow{ID: name, Enabled: true}}, s.stat()), nil
 	}
 	if sk.Table == nil {
 		return Endpoint{}, errNoEndpoint
@@ -200,7 +228,7 @@ func (s *Server) endpoint(ctx context.Context, p principal, sink, name string) (
 		if err != nil {
 			return Endpoint{}, err
 		}
-		return withStats(Endpoint{Sink: sink, Name: displayName(p, row.ID), Key: sink + "/" + row.ID, TableRow: row}, s.stats()), nil
+		return withStat(Endpoint{Sink: sink, Name: displayName(p, row.ID), Key: sink + "/" + row.ID, TableRow: row}, s.stat()), nil
 	}
 	return Endpoint{}, errNoEndpoint
 }
@@ -266,19 +294,6 @@ func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, p principal) 
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sinks": out})
-}
-
-func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p principal) {
-	eps, err := s.endpoints(r.Context(), p, r.URL.Query().Get("sink"))
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
-	out := make([]Endpoint, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, e.redacted())
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"endpoints": out})
 }
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
@@ -595,8 +610,11 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p princ
 // attemptsQuery reads the query of /api/v1/attempts.
 func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, error) {
 	v := r.URL.Query()
-	q := attempts.Query{Sink: v.Get("sink"), Endpoint: v.Get("endpoint"), EventID: v.Get("event_id"), Tenant: p.tenant}
-	var err error
+	limit, tenant, err := listQuery(v, p)
+	if err != nil {
+		return attempts.Query{}, err
+	}
+	q := attempts.Query{Sink: v.Get("sink"), Endpoint: v.Get("endpoint"), EventID: v.Get("event_id"), Tenant: tenant, Limit: limit}
 	if x := v.Get("status"); x != "" {
 		if q.Status, err = strconv.Atoi(x); err != nil {
 			return q, fmt.Errorf("status %q is not an HTTP status code", x)
@@ -622,10 +640,13 @@ func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, er
 			return q, fmt.Errorf("before %q is not an attempt id", x)
 		}
 	}
-	q.Limit = 100
-	if x := v.Get("limit"); x != "" {
-		if q.Limit, err = strconv.Atoi(x); err != nil || q.Limit < 1 || q.Limit > 1000 {
-			return q, fmt.Errorf("limit %q: use 1 to 1000", x)
+	if it := v.Get("iterator"); it != "" {
+		f, err := decodeCursor(cursorAttempts, it, 1)
+		if err != nil {
+			return q, err
+		}
+		if q.Before, err = strconv.ParseInt(f[0], 10, 64); err != nil || q.Before < 1 {
+			return q, badCursor(it)
 		}
 	}
 	return q, nil
@@ -641,6 +662,8 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 		badRequest(w, err.Error())
 		return
 	}
+	limit := q.Limit
+	q.Limit++ // one more: does the list go on?
 	recs, err := s.o.Attempts.Search(r.Context(), q)
 	if err != nil {
 		s.internal(w, err)
@@ -649,7 +672,14 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 	if recs == nil {
 		recs = []attempts.Record{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"attempts": recs})
+	var next string
+	more := len(recs) > limit
+	if more {
+		// Newest first: the next page is of the ids below the last one's.
+		recs = recs[:limit]
+		next = encodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
+	}
+	writeJSON(w, http.StatusOK, pageAnswer("attempts", recs, next, more))
 }
 
 // attempt returns attempt id when p may see it.
@@ -726,12 +756,19 @@ func (s *Server) deadLetters(ctx context.Context, p principal, f deadletter.Filt
 	}
 	out := []deadletter.Record{}
 	for _, rec := range recs {
-		sink, _, _ := strings.Cut(rec.Sink, "/")
-		if _, ok := s.sinks[sink]; ok && (p.operator() || rec.Tenant == p.tenant) {
+		if s.maySee(p, rec) {
 			out = append(out, rec)
 		}
 	}
 	return out, nil
+}
+
+// maySee reports whether p may see rec: a record of a webhook sink's
+// endpoint, and, for a tenant, stored as its own.
+func (s *Server) maySee(p principal, rec deadletter.Record) bool {
+	sink, _, _ := strings.Cut(rec.Sink, "/")
+	_, ok := s.sinks[sink]
+	return ok && (p.operator() || rec.Tenant == p.tenant)
 }
 
 // ownEndpoints answers 409 and returns false when one of recs cannot be
@@ -765,8 +802,20 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	v := r.URL.Query()
-	f := deadletter.Filter{Sink: v.Get("sink")}
-	var err error
+	limit, tenant, err := listQuery(v, p)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	f := deadletter.Filter{Sink: v.Get("sink"), Tenant: tenant}
+	if it := v.Get("iterator"); it != "" {
+		c, err := decodeCursor(cursorDeadLetters, it, 1)
+		if err != nil || c[0] == "" {
+			badRequest(w, badCursor(it).Error())
+			return
+		}
+		f.After = c[0]
+	}
 	for _, x := range []struct {
 		name string
 		dst  *time.Time
@@ -778,12 +827,21 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 			}
 		}
 	}
-	recs, err := s.deadLetters(r.Context(), p, f)
+	// The store selects by tenant and reads from the cursor on by its key;
+	// the records of sinks that are not webhook sinks are skipped here.
+	read := func(after string, n int) ([]deadletter.Record, error) {
+		f.After, f.Limit = after, n
+		return s.o.DeadLetters.List(r.Context(), f)
+	}
+	recs, next, more, err := fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": recs})
+	if recs == nil {
+		recs = []deadletter.Record{}
+	}
+	writeJSON(w, http.StatusOK, pageAnswer("dead_letters", recs, encodeCursor(cursorDeadLetters, next), more))
 }
 
 // namedDeadLetters decodes a body naming dead letters by id ({"ids": […]})

@@ -56,6 +56,10 @@ type Options struct {
 	Sinks []Sink
 	// Stats returns the gateway's endpoint figures (gateway.Metrics.Stats).
 	Stats func(sink string) map[string][]gateway.EndpointStats
+	// Stat returns the figures of one endpoint (gateway.Metrics.Endpoint):
+	// what a page of endpoints and a single endpoint show, looked up
+	// without copying the others'. nil: found in Stats.
+	Stat func(sink, key string) (gateway.EndpointStats, bool)
 	// Attempts is the attempts log; nil: not kept (its routes answer 503).
 	Attempts attempts.Store
 	// DeadLetters is the dead-letter store; nil: none.

@@ -32,6 +32,13 @@
 // creates one. Every write is logged as one audit line. Errors are RFC
 // 9457 problem documents.
 //
+// The lists page (paging.go): a limit and an opaque cursor (iterator in a
+// request, next in the answer, with done), each page read from its store
+// by key from the cursor on with a limit (the endpoints table by its
+// primary key, TableAdmin.Page; a tenant's by its tenant too), so that a
+// page costs the same whatever the number of rows, and a walk lists every
+// row that exists throughout it exactly once.
+//
 // Concurrency: a Server is safe for concurrent use; Run serves until its
 // context ends, then shuts the listener down and waits for it.
 package console

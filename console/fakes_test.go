@@ -71,6 +71,17 @@ func (t *memTable) Rows(context.Context) ([]gateway.TableRow, error) {
 	return out, nil
 }
 
+func (t *memTable) Page(ctx context.Context, after, tenant string, limit int) ([]gateway.TableRow, error) {
+	all, _ := t.Rows(ctx)
+	var out []gateway.TableRow
+	for _, r := range all {
+		if r.ID > after && (tenant == "" || r.Tenant == tenant) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 func (t *memTable) Row(_ context.Context, id string) (gateway.TableRow, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -156,7 +167,7 @@ func (m *memDeadLetters) List(_ context.Context, f deadletter.Filter) ([]deadlet
 	defer m.mu.Unlock()
 	var out []deadletter.Record
 	for _, r := range m.recs {
-		if f.Match(r) {
+		if f.Match(r) && (f.Limit == 0 || len(out) < f.Limit) {
 			out = append(out, r)
 		}
 	}

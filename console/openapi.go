@@ -38,7 +38,7 @@ var schemas = obj{
 		"failing": typed("integer", "endpoints in a run of failed attempts"), "lag_seconds": typed("number", "the greatest lag of its endpoints"),
 		"endpoints_table": typed("boolean", "it has an endpoints table (endpoints can be managed here)"),
 	}, "name", "endpoints", "states"),
-	"EndpointList": object(obj{"endpoints": arrayOf(ref("Endpoint"), "the endpoints")}, "endpoints"),
+	"EndpointList": object(obj{"endpoints": arrayOf(ref("Endpoint"), "the page's endpoints"), "next": str("the iterator of the next page (absent: this was the last)"), "done": typed("boolean", "true: this was the last page")}, "endpoints", "done"),
 	"Endpoint": object(obj{
 		"sink": str("the webhook sink"), "name": str("its name: for a tenant token the tenant's own name of it (unique among the tenant's endpoints), else its row id"), "key": str("sink/id: its checkpoint's and metrics' name"),
 		"static": typed("boolean", "an endpoint of the configuration, not of the endpoints table (read only here)"),
@@ -61,7 +61,7 @@ var schemas = obj{
 	"Rotate":         object(obj{"keep_old": typed("boolean", "keep the old secrets too while receivers switch")}),
 	"Recover":        object(obj{"since": str("a time (RFC 3339) or a duration ago (2h)")}, "since"),
 	"Job":            object(obj{"job": str("the replay job's id (outbox-relay replay list shows it)")}, "job"),
-	"AttemptList":    object(obj{"attempts": arrayOf(ref("Attempt"), "newest first")}, "attempts"),
+	"AttemptList":    object(obj{"attempts": arrayOf(ref("Attempt"), "the page's attempts, newest first"), "next": str("the iterator of the next page (absent: this was the last)"), "done": typed("boolean", "true: this was the last page")}, "attempts", "done"),
 	"Attempt": object(obj{
 		"id": typed("integer", "the record's id"), "time": str("when the attempt started"), "sink": str("the webhook sink"),
 		"endpoint": str("the endpoint's name"), "tenant": str("the endpoint's tenant"), "event_id": str("the event"), "event_type": str("its type"),
@@ -71,7 +71,7 @@ var schemas = obj{
 		"answer": str("the first bytes of the answer, base64"), "replay": str("the replay job that sent it"),
 		"committed": str("the event's commit time"), "gtid": str("its transaction's GTID"),
 	}, "id", "time", "sink", "endpoint", "event_id", "attempt", "outcome"),
-	"DeadLetterList": object(obj{"dead_letters": arrayOf(ref("DeadLetter"), "oldest first")}, "dead_letters"),
+	"DeadLetterList": object(obj{"dead_letters": arrayOf(ref("DeadLetter"), "the page's dead letters, oldest first"), "next": str("the iterator of the next page (absent: this was the last)"), "done": typed("boolean", "true: this was the last page")}, "dead_letters", "done"),
 	"DeadLetter": object(obj{
 		"id": str("the record's id"), "sink": str("sink/endpoint"), "tenant": str("the endpoint's tenant when the event failed: the record stays that tenant's"), "event": obj{"type": "object", "description": "the event"},
 		"reason": str("why it was dead-lettered"), "attempts": typed("integer", "attempts made"),
@@ -187,6 +187,31 @@ elsewhere).
 
 `
 
+// pagingSection is the reference's section on how the lists page.
+var pagingSection = fmt.Sprintf(`## Pages
+
+The lists (endpoints, attempts, dead letters) answer one page at a time, as Svix's API does:
+`+"`limit`"+` rows at most (default %d, at most %d), `+"`done`"+` (true on the last page) and, while the
+list goes on, `+"`next`"+`: pass it back as `+"`iterator`"+` (with the same filters) for the next page.
+An iterator is opaque (the key of the last row the page examined); one that is not a list's own
+is answered `+"`400`"+`.
+
+- Each page is read from its store by key from the iterator on, with a limit (the endpoints
+  table by its primary key, `+"`WHERE id > ? ORDER BY id LIMIT n`"+`; attempts and dead letters by
+  their ids), so a page costs the same whatever the number of rows.
+- A walk is complete and stable: a row that exists from the first page to the last is on exactly
+  one page, whatever is added or deleted meanwhile. A row added during the walk may or may not
+  appear (the endpoints and dead letters: when its key is after the page read; attempts, newest
+  first: never).
+- A tenant's page reads only its own rows (`+"`tenant = ?`"+`, with an index on (tenant, id): the
+  endpoints table of deploy/outbox_endpoints.sql has one, and `+"`outbox-relay check`"+` warns
+  when a table made before lacks it). An operator filters by `+"`tenant`"+`.
+- With `+"`state`"+` (endpoints), which only the running relay knows, a page examines at most
+  %d times its limit rows: it may hold fewer than `+"`limit`"+` rows, even none, and still have a
+  `+"`next`"+`. Follow `+"`next`"+` until `+"`done`"+`.
+
+`, DefaultPageLimit, MaxPageLimit, scanFactor)
+
 // Reference renders the API reference (docs/console-api.md) from the
 // OpenAPI document.
 func Reference() string {
@@ -196,6 +221,7 @@ func Reference() string {
 	b.WriteString(doc["info"].(obj)["description"].(string) + "\n\n")
 	b.WriteString("The running console serves this document at `/api/openapi.json` (OpenAPI 3.1). See [console.md](console.md) for tokens, links and the page.\n\n")
 	b.WriteString(endpointNames)
+	b.WriteString(pagingSection)
 	b.WriteString("| method | path | what it does | success |\n|---|---|---|---|\n")
 	for _, rt := range apiRoutes {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %d |\n", rt.method, rt.path, rt.summary, rt.status)

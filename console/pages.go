@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,11 @@ type pageData struct {
 	Endpoint Endpoint
 	Attempts []attempts.Record
 	Newest   int64
+
+	// Paged is set on a page after the first; Next is the query of the
+	// next page of its list ("": the list ends here).
+	Paged bool
+	Next  string
 }
 
 // pages registers the page routes.
@@ -144,9 +150,25 @@ func (s *Server) pageError(w http.ResponseWriter, d pageData, status int, err er
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal, d pageData) {
 	var err error
 	d.Title = "Overview"
-	if d.Sinks, d.Endpoints, err = s.sinkSummaries(r.Context(), p); err != nil {
+	if d.Sinks, _, err = s.sinkSummaries(r.Context(), p); err != nil {
 		s.pageError(w, d, http.StatusInternalServerError, err)
 		return
+	}
+	var after endpointKey
+	if it := r.URL.Query().Get("iterator"); it != "" {
+		if after, err = endpointCursor(it); err != nil {
+			s.pageError(w, d, http.StatusBadRequest, err)
+			return
+		}
+		d.Paged = true
+	}
+	next, more := endpointKey{}, false
+	if d.Endpoints, next, more, err = s.endpointsPage(r.Context(), p, endpointFilter{}, after, DefaultPageLimit); err != nil {
+		s.pageError(w, d, http.StatusInternalServerError, err)
+		return
+	}
+	if more {
+		d.Next = "?" + url.Values{"iterator": {next.cursor()}}.Encode()
 	}
 	if s.o.Attempts == nil {
 		d.NoAttempts = true
@@ -171,12 +193,28 @@ func (s *Server) endpointPage(w http.ResponseWriter, r *http.Request, p principa
 	if s.o.Attempts == nil {
 		d.NoAttempts = true
 	} else {
-		d.Attempts, err = s.o.Attempts.Search(r.Context(), attempts.Query{Sink: e.Sink, Endpoint: e.ID, Tenant: p.tenant, Limit: 100})
+		q := attempts.Query{Sink: e.Sink, Endpoint: e.ID, Tenant: p.tenant, Limit: DefaultPageLimit + 1}
+		if it := r.URL.Query().Get("iterator"); it != "" {
+			c, err := decodeCursor(cursorAttempts, it, 1)
+			if err == nil {
+				q.Before, err = strconv.ParseInt(c[0], 10, 64)
+			}
+			if err != nil || q.Before < 1 {
+				s.pageError(w, d, http.StatusBadRequest, badCursor(it))
+				return
+			}
+			d.Paged = true
+		}
+		d.Attempts, err = s.o.Attempts.Search(r.Context(), q)
 		if err != nil {
 			s.pageError(w, d, http.StatusInternalServerError, err)
 			return
 		}
-		if len(d.Attempts) > 0 {
+		if len(d.Attempts) > DefaultPageLimit {
+			d.Attempts = d.Attempts[:DefaultPageLimit]
+			d.Next = "?" + url.Values{"iterator": {encodeCursor(cursorAttempts, strconv.FormatInt(d.Attempts[DefaultPageLimit-1].ID, 10))}}.Encode()
+		}
+		if len(d.Attempts) > 0 && !d.Paged {
 			d.Newest = d.Attempts[0].ID
 		}
 	}

@@ -3,6 +3,8 @@ package deadletter_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,42 @@ func benchList(b *testing.B, st deadletter.Store) {
 				recs, err := st.List(context.Background(), c.f)
 				if err != nil || len(recs) != c.want {
 					b.Fatalf("List = %d records, %v", len(recs), err)
+				}
+			}
+		})
+	}
+}
+
+// A page of 100 records of the file store, from the middle of 10,000 and
+// of 100,000 records: it reads the directory's names (all of them) and
+// opens only the page's 100 files.
+//
+//	go test -run '^$' -bench FilePage ./deadletter/
+func BenchmarkFilePage(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			st, err := deadletter.OpenFile(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var mid string
+			for i := range n {
+				// Written as Put writes them, without its fsyncs: the
+				// setup of 100,000 files would take minutes.
+				id := fmt.Sprintf("20261207T000000.%09dZ-%06d", i, i%1000000)
+				if i == n/2 {
+					mid = id
+				}
+				body := fmt.Sprintf(`{"id":%q,"sink":"hooks/e%d","event":{"id":"evt-%d"},"reason":"gave up","attempts":5}`, id, i, i)
+				if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(body), 0o640); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				recs, err := st.List(context.Background(), deadletter.Filter{After: mid, Limit: 100})
+				if err != nil || len(recs) != 100 {
+					b.Fatalf("List: %d records, %v", len(recs), err)
 				}
 			}
 		})

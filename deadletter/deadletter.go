@@ -84,6 +84,14 @@ type Filter struct {
 	Tenant string
 	Since  time.Time // stored at or after
 	Until  time.Time // stored before
+	// After is a cursor: only records whose id sorts after it ("": from
+	// the first). A store reads from there by its key (the MySQL store's
+	// primary key, the file store's names): a page never reads the
+	// records before it.
+	After string
+	// Limit caps the records List returns (0: all): the first Limit
+	// records f selects, oldest first.
+	Limit int
 }
 
 // Match reports whether r passes f.
@@ -99,6 +107,9 @@ func (f Filter) Match(r Record) bool {
 		if !found {
 			return false
 		}
+	}
+	if f.After != "" && r.ID <= f.After {
+		return false
 	}
 	if f.Sink != "" && f.Sink != r.Sink && !strings.HasPrefix(r.Sink, f.Sink+"/") {
 		return false

@@ -67,9 +67,11 @@ func (f *File) Put(_ context.Context, dl Letter) error {
 	return nil
 }
 
-// List implements Store.
+// List implements Store. It reads the directory's names, and opens only
+// the files of the records it may return: those after flt.After whose
+// names can match, in order, until flt.Limit records matched.
 func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
-	entries, err := os.ReadDir(f.dir)
+	entries, err := readNames(f.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -87,14 +89,13 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if flt.Tenant != "" {
 		tag = tenantTag(flt.Tenant)
 	}
-	var out []Record
-	for _, e := range entries {
-		name := e.Name()
+	var names []string
+	for _, name := range entries {
 		id, ok := strings.CutSuffix(name, ".json")
-		if e.IsDir() || !ok || strings.HasPrefix(name, ".") {
+		if !ok || strings.HasPrefix(name, ".") {
 			continue
 		}
-		if ids != nil && !ids[id] {
+		if ids != nil && !ids[id] || flt.After != "" && id <= flt.After {
 			continue
 		}
 		if tag != "" {
@@ -102,19 +103,33 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 				continue
 			}
 		}
-		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		names = append(names, id)
+	}
+	sort.Strings(names) // by id (a name's ".json" would sort "X.json" after "X-t…")
+	var out []Record
+	for _, id := range names {
+		b, err := os.ReadFile(filepath.Join(f.dir, id+".json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the directory was read
+		}
+		if err != nil {
+			if st, serr := os.Stat(filepath.Join(f.dir, id+".json")); serr == nil && st.IsDir() {
+				continue // not a record
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("dead letter %s is not valid JSON: %w", name, err)
+			return nil, fmt.Errorf("dead letter %s.json is not valid JSON: %w", id, err)
 		}
 		if flt.Match(r) {
-			out = append(out, r)
+			if out = append(out, r); flt.Limit > 0 && len(out) == flt.Limit {
+				break
+			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
@@ -141,6 +156,17 @@ func (f *File) Delete(_ context.Context, ids ...string) error {
 
 // Close implements Store.
 func (f *File) Close() error { return nil }
+
+// readNames returns the names in dir, unsorted (List sorts the ids it
+// keeps, often far fewer).
+func readNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
 
 // tagSep starts a tenant's tag in a record's id.
 const tagSep = "-t"

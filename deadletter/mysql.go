@@ -114,9 +114,30 @@ func nz(t time.Time) time.Time {
 	return t
 }
 
-// List implements Store.
+// List implements Store: a page (f.After, f.Limit) is read by the primary
+// key ("id > ? ORDER BY id LIMIT n"; a tenant's by its index on (tenant,
+// id)), whatever the table's size.
 func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
-	q := "SELECT record FROM `" + m.table + "` WHERE 1=1"
+	var out []Record
+	want := f.Limit
+	for {
+		recs, last, n, err := m.list(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+		if want <= 0 || n < f.Limit || len(out) >= want {
+			return out, nil
+		}
+		// The limit took rows of another tenant of the same FitKey: read on.
+		f.After, f.Limit = last, want-len(out)
+	}
+}
+
+// list reads the records of f from the table, once, and returns with them
+// the id of the last row read and how many rows it read.
+func (m *MySQL) list(ctx context.Context, f Filter) (out []Record, last string, n int, err error) {
+	q := "SELECT id, record FROM `" + m.table + "` WHERE 1=1"
 	var args []any
 	if len(f.IDs) > 0 {
 		q += " AND id IN (?" + strings.Repeat(",?", len(f.IDs)-1) + ")"
@@ -140,33 +161,41 @@ func (m *MySQL) List(ctx context.Context, f Filter) ([]Record, error) {
 		q += " AND stored < ?"
 		args = append(args, f.Until.UTC())
 	}
-	rows, err := m.db.QueryContext(ctx, q+" ORDER BY id", args...)
+	if f.After != "" {
+		q += " AND id > ?"
+		args = append(args, f.After)
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := m.db.QueryContext(ctx, q, args...)
 	if m.readOnly && checkpoint.IsMissingTable(err) {
-		return nil, nil
+		return nil, "", 0, nil
 	}
 	if m.readOnly && f.Tenant != "" && checkpoint.IsUnknownColumn(err) {
-		return nil, nil // a table of an earlier version: no record has a tenant
+		return nil, "", 0, nil // a table of an earlier version: no record has a tenant
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	defer rows.Close()
-	var out []Record
 	for rows.Next() {
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
+		if err := rows.Scan(&last, &b); err != nil {
+			return nil, "", 0, err
 		}
+		n++
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, err
+			return nil, "", 0, err
 		}
 		if f.Tenant != "" && r.Tenant != f.Tenant {
 			continue // another tenant's of the same FitKey
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, last, n, rows.Err()
 }
 
 // Delete implements Store.

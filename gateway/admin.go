@@ -43,6 +43,11 @@ var (
 type TableAdmin interface {
 	// Rows returns every row, ordered by id.
 	Rows(ctx context.Context) ([]TableRow, error)
+	// Page returns at most limit rows whose id sorts after after ("":
+	// from the first), ordered by id (the table's collation); tenant, when
+	// set, selects only that tenant's rows. It reads only those rows (a
+	// key range with a limit), whatever the table's size.
+	Page(ctx context.Context, after, tenant string, limit int) ([]TableRow, error)
 	// Row returns the row id (ErrNoRow: none), read by its primary key:
 	// one row, whatever the size of the table.
 	Row(ctx context.Context, id string) (TableRow, error)

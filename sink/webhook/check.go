@@ -24,7 +24,11 @@ func checkSource(ctx context.Context, db *sql.DB, cfg *config.Config, sc config.
 	}
 	tc := wc.EndpointsTable.WithDefaults()
 	f, rows := endpointsTableResult(ctx, db, cfg, sc, tc)
-	return append([]sink.Finding{f}, tableInsecureResults(sc.Name, tc, rows)...)
+	out := append([]sink.Finding{f}, tableInsecureResults(sc.Name, tc, rows)...)
+	if f.Status != sink.Failed {
+		out = append(out, tenantIndexResult(ctx, db, sc.Name, tc)...)
+	}
+	return out
 }
 
 // endpointsTableResult reads a webhook sink's endpoints table as the relay

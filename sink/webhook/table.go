@@ -33,7 +33,8 @@ const EndpointsTableSchema = `CREATE TABLE IF NOT EXISTS outbox_endpoints (
   rate_limit      DOUBLE        NULL,                 -- attempts per second; NULL: endpoints_table.defaults.rate_limit
   enabled         TINYINT(1)    NOT NULL DEFAULT 1,
   created_at      TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  updated_at      TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+  updated_at      TIMESTAMP(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
+  KEY ix_tenant (tenant, id)                          -- a tenant's page of the console reads its own rows only
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
 
 // tableColumns are the columns FromRow reads, in Load's SELECT order.
