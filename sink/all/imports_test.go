@@ -46,6 +46,9 @@ var kindImportsInTests = map[string]string{
 	"relay/attempts_test.go sink/webhook":                "creates the webhook endpoints table whose rows' tenants the attempts record keeps",
 	"console/names_test.go sink/webhook":                 "folds endpoint names as the webhook kind's table and static names do, to show a tenant's create tells nothing of them",
 	"relay/replaytarget_test.go sink/webhook":            "creates the webhook endpoints table whose row a running replay follows",
+	"console/paging_test.go sink/webhook":                "walks the console's pages over the webhook kind's endpoints table in MariaDB",
+	"console/paging_bench_test.go sink/webhook":          "benchmarks the console's pages over the webhook kind's endpoints table in MariaDB",
+	"relay/table_bench_test.go sink/webhook":             "fills the webhook endpoints table with rows to benchmark a new row's first delivery",
 }
 
 // TestNoPackageOutsideSinkImportsAKind holds the registry's promise: a sink
