@@ -8,7 +8,8 @@
 // and MySQL (a table in a database of its own, each save one transaction).
 //
 // Both can also save many keys in one write (BatchSaver), delete a key
-// (Deleter) and list every key (Lister). Many pipelines saving at once (a
+// (Deleter), list every key (Lister) and list the keys of one prefix at the
+// cost of what it holds (PrefixLister). Many pipelines saving at once (a
 // webhook gateway's thousand endpoints, each every checkpoint interval) save
 // through a GroupCommit, which writes the saves that wait together with one
 // SaveMany; the lock and the fence stay on the store it wraps.

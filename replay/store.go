@@ -37,8 +37,9 @@ func parseKey(key string) (id, what string, ok bool) {
 	return id, what, ValidID(id)
 }
 
-// Store keeps jobs in a checkpoint store that can list and delete its keys
-// (File, MySQL).
+// Store keeps jobs in a checkpoint store that can list the keys of a prefix
+// and delete keys (File, MySQL): a listing reads the jobs' keys only, not
+// every endpoint's checkpoint beside them.
 type Store struct {
 	st checkpoint.Store
 }
@@ -49,7 +50,7 @@ var ErrNoJob = errors.New("no such replay job")
 // NewStore returns the jobs of st, or an error when st cannot list its
 // keys.
 func NewStore(st checkpoint.Store) (*Store, error) {
-	if _, ok := st.(checkpoint.Lister); !ok {
+	if _, ok := st.(checkpoint.PrefixLister); !ok {
 		return nil, errors.New("the checkpoint store cannot list its keys, so it cannot hold replay jobs")
 	}
 	return &Store{st: st}, nil
@@ -101,7 +102,7 @@ type Listing struct {
 // List returns every job, its progress and the requests to cancel. A
 // record that does not decode is an error.
 func (s *Store) List(ctx context.Context) (Listing, error) {
-	all, err := s.st.(checkpoint.Lister).List(ctx)
+	all, err := s.st.(checkpoint.PrefixLister).ListPrefix(ctx, KeyPrefix)
 	if err != nil {
 		return Listing{}, err
 	}
