@@ -559,6 +559,7 @@ type matcher struct {
 // matcher returns q's matcher, or false if q can select nothing (a name
 // no record has).
 func (f *File) matcher(q Query) (matcher, bool) {
+	q = q.stored()
 	m := matcher{before: uint64(max(q.Before, 0)), fails: q.Failed}
 	if q.Sink != "" || q.Endpoint != "" {
 		sink, ok1 := f.names[q.Sink]
@@ -572,7 +573,7 @@ func (f *File) matcher(q Query) (matcher, bool) {
 		}
 	}
 	if q.Tenant != "" {
-		t, ok := f.names[TenantKey(q.Tenant)]
+		t, ok := f.names[q.Tenant]
 		if !ok {
 			return m, false
 		}

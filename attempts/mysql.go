@@ -160,6 +160,7 @@ func nullTime(t time.Time) sql.NullTime  { return sql.NullTime{Time: t, Valid: !
 
 // Search implements Store.
 func (m *MySQL) Search(ctx context.Context, q Query) ([]Record, error) {
+	q = q.stored()
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -176,7 +177,7 @@ func (m *MySQL) Search(ctx context.Context, q Query) ([]Record, error) {
 		add("endpoint = ?", q.Endpoint)
 	}
 	if q.Tenant != "" {
-		add("tenant = ?", TenantKey(q.Tenant))
+		add("tenant = ?", q.Tenant)
 	}
 	if q.EventID != "" {
 		add("event_id = ?", q.EventID)

@@ -2,9 +2,7 @@ package attempts
 
 import (
 	"errors"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 )
@@ -13,11 +11,12 @@ import (
 // reading only.
 var ErrReadOnly = errors.New("attempts store opened read-only")
 
-// Bounds of what a store keeps of an attempt's text fields; longer values
-// are cut (at a rune boundary). The type and the error are text (a
-// receiver's answer can be part of the error): kept as valid UTF-8, each
-// invalid byte sequence replaced by U+FFFD (checkpoint.FitText); the
-// others are bytes.
+// Bounds of what a store keeps of an attempt's text fields. The keys (sink,
+// endpoint, tenant, event id, replay job) are bytes, a longer one kept as
+// its start and a hash of it (Key), so a search by the same key finds it.
+// The type and the error are text (a receiver's answer can be part of the
+// error), cut at a rune boundary: kept as valid UTF-8, each invalid byte
+// sequence replaced by U+FFFD (checkpoint.FitText).
 const (
 	keyLimit   = 255  // sink, endpoint, tenant, event id, type, replay job
 	errorLimit = 1024 // the error's text
@@ -33,12 +32,12 @@ func normal(a Attempt) Attempt {
 	}
 	a.Time = micro(a.Time)
 	a.Committed = micro(a.Committed)
-	a.Sink = cut(a.Sink, keyLimit)
-	a.Endpoint = cut(a.Endpoint, keyLimit)
-	a.Tenant = TenantKey(a.Tenant)
-	a.EventID = cut(a.EventID, keyLimit)
+	a.Sink = Key(a.Sink)
+	a.Endpoint = Key(a.Endpoint)
+	a.Tenant = Key(a.Tenant)
+	a.EventID = Key(a.EventID)
 	a.EventType = checkpoint.FitText(a.EventType, keyLimit)
-	a.Replay = cut(a.Replay, keyLimit)
+	a.Replay = Key(a.Replay)
 	a.Error = checkpoint.FitText(a.Error, errorLimit)
 	if len(a.Answer) > AnswerLimit {
 		a.Answer = a.Answer[:AnswerLimit]
@@ -49,28 +48,20 @@ func normal(a Attempt) Attempt {
 	return a
 }
 
-// TenantKey is a tenant as a store keeps it, and as a search compares it:
-// the tenant itself, or when it is longer than keyLimit its first bytes
-// and a hash of all of it (checkpoint.FitKey, the form of every key too long for its column), so that two tenants never
-// share a record, as they would if both were cut.
-func TenantKey(tenant string) string { return checkpoint.FitKey(tenant, keyLimit) }
+// Key is a key field (sink, endpoint, tenant, event id, replay job) as a
+// store keeps it, and as a search compares it: the key itself, or when it
+// is longer than keyLimit bytes its first bytes and a hash of all of it
+// (checkpoint.FitKey, the form of every key too long for its column), so
+// that two long keys alike in their first bytes never share a record, as
+// they would if both were cut, and a search by the whole key finds it.
+func Key(s string) string { return checkpoint.FitKey(s, keyLimit) }
+
+// TenantKey is a tenant as a store keeps it (Key).
+func TenantKey(tenant string) string { return Key(tenant) }
 
 func micro(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}
 	}
 	return t.UTC().Truncate(time.Microsecond)
-}
-
-// cut returns s cut to at most n bytes, at a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if utf8.ValidString(s) {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-	}
-	return strings.Clone(s[:n])
 }

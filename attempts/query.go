@@ -23,15 +23,24 @@ func (q Query) Size() int {
 	return q.Limit
 }
 
+// stored returns q with its keys as a store keeps them (Key): a key too
+// long for its column selects the records stored under it.
+func (q Query) stored() Query {
+	q.Sink, q.Endpoint, q.Tenant, q.EventID = Key(q.Sink), Key(q.Endpoint), Key(q.Tenant), Key(q.EventID)
+	return q
+}
+
 // Matches reports whether q selects r (every field but Limit). Times
-// compare to the microsecond, as stores keep them.
+// compare to the microsecond, as stores keep them; keys as stores keep
+// them (Key).
 func (q Query) Matches(r Record) bool {
 	a := &r.Attempt
+	q = q.stored()
 	switch {
 	case q.Before > 0 && r.ID >= q.Before,
 		q.Sink != "" && a.Sink != q.Sink,
 		q.Endpoint != "" && a.Endpoint != q.Endpoint,
-		q.Tenant != "" && a.Tenant != TenantKey(q.Tenant),
+		q.Tenant != "" && a.Tenant != q.Tenant,
 		q.EventID != "" && a.EventID != q.EventID,
 		q.Status != 0 && a.Status != q.Status,
 		q.Failed && a.Outcome == OutcomeDelivered,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/outbox-relay/outbox-relay/attempts"
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/metrics"
 )
@@ -174,6 +176,33 @@ var conformance = []conformanceCase{
 			}
 			if len(recs) == 1 && recs[0].Tenant != attempts.TenantKey(want.Tenant) {
 				t.Errorf("its record's tenant is %q, want its TenantKey", recs[0].Tenant)
+			}
+		}
+	}},
+	{"keys longer than their column are kept as their start, '#' and 16 hex digits, and found by the whole key", func(t *testing.T, st attempts.Store) {
+		long := strings.Repeat("é", 150) // 300 bytes
+		batch := []attempts.Attempt{
+			{Time: t0, Sink: "wh" + long, Endpoint: "billing" + long + "a", EventID: "e" + long + "a", Replay: "r" + long + "a", Outcome: attempts.OutcomeFailed},
+			{Time: t0, Sink: "wh" + long, Endpoint: "billing" + long + "b", EventID: "e" + long + "b", Replay: "r" + long + "b", Outcome: attempts.OutcomeFailed},
+		}
+		if err := st.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		fit := regexp.MustCompile(`^(.*)#[0-9a-f]{16}$`)
+		for _, want := range batch {
+			for _, q := range []attempts.Query{{Sink: want.Sink, Endpoint: want.Endpoint}, {EventID: want.EventID}} {
+				recs, err := st.Search(ctx, q)
+				if err != nil || len(recs) != 1 {
+					t.Errorf("Search(%.40q…) = %d records, %v; want its one attempt", fmt.Sprint(q), len(recs), err)
+					continue
+				}
+				got := recs[0].Attempt
+				for _, k := range []struct{ got, whole string }{{got.Sink, want.Sink}, {got.Endpoint, want.Endpoint}, {got.EventID, want.EventID}, {got.Replay, want.Replay}} {
+					m := fit.FindStringSubmatch(k.got)
+					if len(k.got) != 255 || m == nil || !strings.HasPrefix(k.whole, m[1]) || len(m[1]) != 255-17 || k.got != checkpoint.FitKey(k.whole, 255) {
+						t.Errorf("a key of %d bytes is kept as %d bytes %q; want its first 238 bytes, '#' and 16 hex digits of its hash (checkpoint.FitKey)", len(k.whole), len(k.got), k.got)
+					}
+				}
 			}
 		}
 	}},
