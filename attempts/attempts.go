@@ -16,8 +16,8 @@
 // memory) when the checkpoint store is a file.
 // Both are safe for concurrent use, keep the same fields to the same
 // precision (times to the microsecond, the first AnswerLimit bytes of an
-// answer, text fields cut at 255 bytes, an error's text at 1024, the type
-// and the error in valid UTF-8, a longer tenant kept as TenantKey) and pass
+// answer, a key field longer than 255 bytes kept as Key of it, the type
+// cut at 255 bytes and an error's text at 1024, both valid UTF-8) and pass
 // one conformance suite (store_test.go). A File is opened by one process at
 // a time; a reader waits for the writer to let go, and is told to ask the
 // running relay instead (ErrLocked).
