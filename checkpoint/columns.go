@@ -170,7 +170,11 @@ func migrateKeyColumns(ctx context.Context, db *sql.DB, what, table string, log 
 			if _, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE `%s` MODIFY `%s` VARBINARY(%d) NOT NULL", table, c.Name, max(c.octets, int64(c.Size)))); err != nil {
 				return fail(err)
 			}
-			if _, err := db.ExecContext(ctx, fmt.Sprintf("UPDATE `%s` SET `%[2]s` = CONCAT(LEFT(`%[2]s`, %d), '#', LEFT(SHA2(`%[2]s`, 256), 16)) WHERE LENGTH(`%[2]s`) > %d",
+			// Bytes, as FitKey cuts: the column is binary by now, and
+			// CAST says so whatever it was. (Each argument is indexed: a
+			// verb after %[2]s takes argument 3, which once made the
+			// WHERE compare with 238 and take keys that fit for long.)
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("UPDATE `%[1]s` SET `%[2]s` = CONCAT(LEFT(CAST(`%[2]s` AS BINARY), %[3]d), '#', LEFT(SHA2(`%[2]s`, 256), 16)) WHERE LENGTH(`%[2]s`) > %[4]d",
 				table, c.Name, c.Size-keyHashLen, c.Size)); err != nil {
 				return fail(err)
 			}
