@@ -26,12 +26,14 @@ func TestUpgradeTableCutsLongUTF8KeysAsBytes(t *testing.T) {
 	}
 	keys := []string{
 		"short",
-		strings.Repeat("🙂", 60),          // 60 characters, 240 bytes
-		strings.Repeat("🙂", 255),         // 1,020 bytes
-		strings.Repeat("é", 120) + "a",   // 241 bytes
-		strings.Repeat("é", 120) + "b",   // alike in the first 240
-		strings.Repeat("a", 237) + "éxé", // byte 238 is the first of an é
-		strings.Repeat("x", 255),         // 255 bytes: fits
+		strings.Repeat("🙂", 60),                            // 60 characters, 240 bytes
+		strings.Repeat("🙂", 255),                           // 1,020 bytes
+		strings.Repeat("é", 120) + "a",                     // 241 bytes
+		strings.Repeat("é", 120) + "b",                     // alike in the first 240
+		strings.Repeat("a", 237) + "éxé",                   // 242 bytes: fits
+		strings.Repeat("a", 237) + strings.Repeat("é", 10), // 257 bytes, cut inside an é
+		strings.Repeat("é", 130),                           // 260 bytes, 130 characters
+		strings.Repeat("x", 255),                           // 255 bytes: fits
 	}
 	for i, k := range keys {
 		if _, err := db.Exec("INSERT INTO side VALUES (?, ?)", k, i); err != nil {
