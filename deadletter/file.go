@@ -13,12 +13,12 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/outbox-relay/outbox-relay/checkpoint"
 )
 
 // File keeps one JSON file per record in a directory, named for the
-// record's id: "<id>.json".
+// record's id: "<id>.json", and indexes them by sink (index.go): a List of
+// one endpoint's records ("hooks/billing") reads the names of that
+// endpoint's records only, whatever the others' number.
 //
 // The id of a record of a tenant ends in its tenant's tag: "-t" and 16 hex
 // digits of the tenant's SHA-256. List for a tenant (Filter.Tenant), or for
@@ -30,19 +30,26 @@ type File struct {
 	readOnly bool
 }
 
-// OpenFile opens (creating if needed) the directory dir.
+// OpenFile opens (creating if needed) the directory dir. The first
+// OpenFile of a directory an earlier version wrote indexes its records by
+// sink, reading each once.
 func OpenFile(dir string) (*File, error) {
+	dir = filepath.Clean(dir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create dead-letter directory %q: %w", dir, err)
 	}
-	return &File{dir: dir}, nil
+	f := &File{dir: dir}
+	if err := f.buildIndex(); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // OpenFileReadOnly opens the directory dir for reading only (dlq list): it
 // creates nothing, a missing directory lists as empty, and Put and Delete
 // return ErrReadOnly.
 func OpenFileReadOnly(dir string) *File {
-	return &File{dir: dir, readOnly: true}
+	return &File{dir: filepath.Clean(dir), readOnly: true}
 }
 
 // Put implements Putter: the record's file is written and
@@ -61,17 +68,25 @@ func (f *File) Put(_ context.Context, dl Letter) error {
 	if err != nil {
 		return err
 	}
-	if err := checkpoint.WriteFileAtomic(filepath.Join(f.dir, r.ID+".json"), b); err != nil {
+	if err := f.putIndexed(dl.Sink, r.ID+".json", b); err != nil {
 		return fmt.Errorf("store dead letter for event %s: %w", dl.Event.ID, err)
 	}
 	return nil
 }
 
-// List implements Store. It reads the directory's names, and opens only
-// the files of the records it may return: those after flt.After whose
-// names can match, in order, until flt.Limit records matched.
+// List implements Store. It reads the directory's names (for one
+// endpoint's records, flt.Sink "<sink>/<endpoint>", the names in its index
+// directory), and opens only the files of the records it may return: those
+// after flt.After whose names can match, in order, until flt.Limit records
+// matched.
 func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
-	entries, err := readNames(f.dir)
+	var entries []string
+	var err error
+	if strings.Contains(flt.Sink, "/") && f.indexed() {
+		entries, err = f.sinkNames(flt.Sink)
+	} else {
+		entries, err = readNames(f.dir)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -138,20 +153,36 @@ func (f *File) Delete(_ context.Context, ids ...string) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}
+	// Each record leaves dir first, then its sink's index (index.go).
+	sinks := make(map[string]string, len(ids)) // by file name
 	for _, id := range ids {
 		if strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
 			return fmt.Errorf("bad dead-letter id %q", id)
 		}
-		if err := os.Remove(filepath.Join(f.dir, id+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		name := id + ".json"
+		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if sink, ok := sinkOf(b); ok {
+			sinks[name] = sink
+		}
+		if err := os.Remove(filepath.Join(f.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	d, err := os.Open(f.dir)
-	if err != nil {
+	if err := syncDir(f.dir); err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	for name, sink := range sinks {
+		if err := f.unlink(sink, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close implements Store.
