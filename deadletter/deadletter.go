@@ -6,7 +6,8 @@
 // Put returns only once the record is durable: the pipeline lets the
 // checkpoint pass an event only after that, so a dead-lettered event is
 // never lost. Two stores: File (one JSON file per record in a directory,
-// written atomically) and MySQL (a table in the checkpoint database, utf8mb4
+// written atomically, indexed by sink: one endpoint's records are listed
+// from a directory of their own) and MySQL (a table in the checkpoint database, utf8mb4
 // with binary keys whatever the database's default, so it takes any event
 // and any reason: a value too long for its column is kept there in a form
 // that fits, and whole in the record). Both are safe for concurrent use.
