@@ -18,9 +18,11 @@ package deadletter
 // A record is written in the index before it is linked into dir, and
 // unlinked from the index after it is removed from dir, each step made
 // durable before the next: every record of dir is in the index, whatever
-// the moment a crash came. A link whose
-// record is not in dir (a Put the crash cut short, or a Delete) is
-// skipped, since records are read by their name in dir.
+// the moment a crash came. A link whose record is not in dir (a Put the
+// crash cut short, or a Delete) is skipped, since records are read by
+// their name in dir; and a List compares each record's sink, so two sinks
+// that share a directory (a file system that folds case) stay apart. A
+// file system without hard links gets a copy instead.
 
 import (
 	"encoding/json"
@@ -99,23 +101,37 @@ func (f *File) putIndexed(sink, name string, b []byte) error {
 	if err := checkpoint.WriteFileAtomic(filepath.Join(sd, name), b); err != nil {
 		return err
 	}
-	if err := os.Link(filepath.Join(sd, name), filepath.Join(f.dir, name)); err != nil {
+	if err := linkOrCopy(filepath.Join(sd, name), filepath.Join(f.dir, name), b); err != nil {
 		return err
 	}
 	return syncDir(f.dir)
 }
 
-// link links record name of dir into sink's index directory, not synced
-// (buildIndex syncs once at its end).
-func (f *File) link(sink, name string) error {
+// link links record name of dir (its body b) into sink's index
+// directory, not synced (buildIndex syncs once at its end).
+func (f *File) link(sink, name string, b []byte) error {
 	sd, err := f.makeSinkDir(sink, false)
 	if err != nil {
 		return err
 	}
-	if err := os.Link(filepath.Join(f.dir, name), filepath.Join(sd, name)); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := linkOrCopy(filepath.Join(f.dir, name), filepath.Join(sd, name), b); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return nil
+}
+
+// linkOrCopy makes to a hard link to from, or on a file system that has
+// none a copy of it (its body b, written atomically): records are read by
+// their name in dir, so the index's copy is only ever listed.
+func linkOrCopy(from, to string, b []byte) error {
+	err := os.Link(from, to)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, serr := os.Stat(from); serr != nil {
+		return err // not the link that failed
+	}
+	return checkpoint.WriteFileAtomic(to, b)
 }
 
 // unlink removes name from sink's index directory, once the record is
@@ -155,7 +171,7 @@ func (f *File) buildIndex() error {
 		if !ok {
 			continue
 		}
-		if err := f.link(sink, name); err != nil {
+		if err := f.link(sink, name, b); err != nil {
 			return fmt.Errorf("index dead letter %s by its sink: %w", name, err)
 		}
 		linked++
