@@ -11,21 +11,36 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
-// BenchmarkStopSaves is the stop of a gateway of 100,000 endpoints with a
-// file store: each endpoint's pipeline makes its final save at once,
+// BenchmarkStopSaves is the stop of a gateway of 100,000 endpoints, with a
+// file store and with a MySQL one (durable commits): each endpoint's pipeline makes its final save at once,
 // through the gateway's GroupCommit (50 ms gap), within its 10 s (the
 // pipeline's final-save timeout). It reports how many saves timed out,
 // the file writes, and the seconds until every save returned.
 //
 //	go test -run '^$' -bench StopSaves -benchtime 1x ./checkpoint/
 func BenchmarkStopSaves(b *testing.B) {
+	b.Run("file", func(b *testing.B) {
+		st, err := checkpoint.OpenFile(filepath.Join(b.TempDir(), "cp.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchStopSaves(b, st)
+	})
+	b.Run("mysql", func(b *testing.B) {
+		srv := testserver.Start(b, testserver.Options{NoBinlog: true, ExtraArgs: []string{"--innodb-flush-log-at-trx-commit=1"}})
+		st, err := checkpoint.OpenMySQL(context.Background(), srv.DB(b, srv.NewDatabase(b)), "cp", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchStopSaves(b, st)
+	})
+}
+
+func benchStopSaves(b *testing.B, st store) {
 	const endpoints = 100_000
-	st, err := checkpoint.OpenFile(filepath.Join(b.TempDir(), "cp.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	all := make(map[string]checkpoint.Checkpoint, endpoints)
 	key := func(i int) string { return fmt.Sprintf("hooks/endpoint-%06d", i) }
 	for i := range endpoints {
