@@ -90,18 +90,23 @@ func newBuilder(p gateway.FanOutParams) builder {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	return builder{p: p}
+	return builder{p: p, eager: openAtBuild}
 }
 
 // builder builds the endpoints of one sink (and partition).
-type builder struct{ p gateway.FanOutParams }
+type builder struct {
+	p gateway.FanOutParams
+	// eager: openAtBuild (tests build as the gateway that wakes
+	// endpoints will).
+	eager bool
+}
 
 // openAtBuild: the gateway this package is built with does not call
 // gateway.Endpoint.Open yet, so endpoint opens each endpoint's sink at once
 // too (Sink and Open both set). Once the gateway wakes endpoints itself
 // (Open) and lets them go idle, it is false: an idle endpoint then holds
 // no sink, only what idle.go lists.
-var openAtBuild = true
+const openAtBuild = true
 
 // build makes the gateway's endpoint of ec, an endpoint of the
 // configuration: validated here (a bad one fails the start), its sink
@@ -123,7 +128,7 @@ func (b builder) key(name string) string { return b.p.Sink + "/" + name + b.p.Su
 // open makes (at once too, while openAtBuild).
 func (b builder) endpoint(key string, filter gateway.Filter, open func() (sink.Sink, error)) (gateway.Endpoint, error) {
 	ep := gateway.Endpoint{Key: key, Filter: filter, Open: open}
-	if openAtBuild {
+	if b.eager {
 		s, err := open()
 		if err != nil {
 			return gateway.Endpoint{}, err
