@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,13 +129,15 @@ func TestAnEndpointWokenAgainCarriesWhatOutlivesItsSink(t *testing.T) {
 	})
 
 	t.Run("closing a sink closes no shared connection", func(t *testing.T) {
-		srv := newServer(t, nil, ok)
 		var conns atomic.Int32
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 			if st == http.StateNew {
 				conns.Add(1)
 			}
 		}
+		srv.Start()
+		t.Cleanup(srv.Close)
 		te, _, _ := idleTable(t)
 		eps := te.loadRows([]map[string]any{rowAt("quiet", srv.URL, 0)})
 		for i := range 3 {
