@@ -14,17 +14,9 @@ func (gm *Metrics) Endpoint(sink, key string) (EndpointStats, bool) {
 	now := g.gm.m.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.eps[key]
-	if s == nil {
+	st, ok := g.states[key]
+	if !ok {
 		return EndpointStats{}, false
 	}
-	e := s.EndpointStats
-	if s.InFlight > 0 && !s.oldest.IsZero() {
-		e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
-	}
-	e.P99Seconds = quantile(s.latency, 0.99)
-	if e.Cursor != "" && !e.HeldSince.IsZero() {
-		e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
-	}
-	return e, true
+	return g.endpointLocked(key, st, now), true
 }
