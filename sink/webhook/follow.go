@@ -529,11 +529,19 @@ func (o healthObserver) Failed(reason string) {
 // tenant) when it has exactly one, else by its aggregate types when each is
 // an exact name (no glob), so the hub looks it up instead of asking it
 // about every event.
+//
+// A filter of one header value and nothing else (a row's tenant) matches
+// with a closure of that value, not with f: an idle endpoint then keeps no
+// map of its filter's headers.
 func gatewayFilter(f Filter) gateway.Filter {
 	gf := gateway.Filter{Match: f.Match}
 	if len(f.Headers) == 1 {
 		for k, v := range f.Headers {
 			gf.Header, gf.Value = k, v
+		}
+		if len(f.EventTypes) == 0 && len(f.AggregateTypes) == 0 {
+			k, v := gf.Header, gf.Value
+			gf.Match = func(e *event.Event) bool { return hasHeader(e.Headers, k, v) }
 		}
 		return gf
 	}
