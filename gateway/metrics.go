@@ -133,7 +133,7 @@ type endpointStats struct {
 	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
-	file    string   // binlog file of its last saved cursor
+	file    string // binlog file of its last saved cursor
 	// latency counts per metrics.LatencyBuckets, and one past the last;
 	// nil until it delivered.
 	latency []uint64
