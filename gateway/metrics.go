@@ -353,6 +353,10 @@ func (o *EndpointMetrics) DeadLettered(e *event.Event, reason string) {
 func (o *EndpointMetrics) InFlight(events, bytes int, oldest time.Time) {
 	g := o.g
 	g.mu.Lock()
+	if g.figs[o.key] == nil && events == 0 && bytes == 0 {
+		g.mu.Unlock() // nothing in flight, as it had: no figures to make
+		return
+	}
 	s := g.stats(o.key)
 	g.inFlight += events - s.InFlight
 	g.inFlightBytes += bytes - s.bytes
