@@ -36,7 +36,7 @@ type route struct {
 // apiRoutes are the API's routes: the mux serves these, and the OpenAPI
 // document describes these.
 var apiRoutes = []route{
-	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag.", resp: "SinkList", status: 200, h: (*Server).listSinks},
+	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag: for an operator, the counts the gateway keeps as endpoints change state (no row is read); for a tenant, its own rows.", resp: "SinkList", status: 200, h: (*Server).listSinks},
 	{method: "GET", path: "/api/v1/endpoints", id: "listEndpoints", summary: "A page of the endpoints (of the configuration, then of the endpoints table, each sink in turn, by id) with state, health and lag.", query: [][2]string{{"sink", "only this webhook sink's"},
 		{"state", "only endpoints in this state: running (attached, waiting or catching_up), attached, waiting, catching_up, disabled, off, invalid, stopped, unknown"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
 	{method: "POST", path: "/api/v1/endpoints/{sink}", id: "createEndpoint", summary: "Add an endpoint as a row of the sink's endpoints table; the answer holds its signing secret, shown this once.", body: "EndpointWrite", resp: "EndpointSecret", status: 201, write: true, h: (*Server).createEndpoint},
