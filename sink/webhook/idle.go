@@ -96,10 +96,11 @@ func (c *carried) takeFrom(e *Endpoint) {
 }
 
 // tableRow is what the kind keeps of an enabled row of the endpoints
-// table: its columns as read and, once its endpoint has woken, what its
-// sinks hand on. An UPDATE that keeps the endpoint makes a tableRow with
-// the new columns and the same carried (changed). Safe for concurrent use:
-// the gateway may call Open outside the hub's lock.
+// table: its columns as last applied and, once its endpoint has woken,
+// what its sinks hand on. An UPDATE that keeps the endpoint sets its
+// columns (changed), so the Open handed to the gateway decodes the row as
+// it is when the endpoint wakes. Safe for concurrent use: the gateway may
+// call Open outside the hub's lock.
 type tableRow struct {
 	mu    sync.Mutex
 	cols  rowColumns
@@ -124,16 +125,13 @@ func (r *tableRow) open() (rowColumns, *carried) {
 	return r.cols, r.carry
 }
 
-// changed returns the row as cols says, carrying what r carries (r nil:
-// a new row).
+// changed sets the row's columns to cols and returns it (r nil: a new row).
 func (r *tableRow) changed(cols rowColumns) *tableRow {
 	if r == nil {
 		return &tableRow{cols: cols}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.carry == nil {
-		r.carry = &carried{}
-	}
-	return &tableRow{cols: cols, carry: r.carry}
+	r.cols = cols
+	r.mu.Unlock()
+	return r
 }
