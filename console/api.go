@@ -1,12 +1,12 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -36,7 +36,7 @@ type route struct {
 // apiRoutes are the API's routes: the mux serves these, and the OpenAPI
 // document describes these.
 var apiRoutes = []route{
-	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag.", resp: "SinkList", status: 200, h: (*Server).listSinks},
+	{method: "GET", path: "/api/v1/sinks", id: "listSinks", summary: "The webhook sinks, with their endpoints counted by state and their greatest lag: for an operator, the counts the gateway keeps as endpoints change state (no row is read); for a tenant, its own rows.", resp: "SinkList", status: 200, h: (*Server).listSinks},
 	{method: "GET", path: "/api/v1/endpoints", id: "listEndpoints", summary: "A page of the endpoints (of the configuration, then of the endpoints table, each sink in turn, by id) with state, health and lag.", query: [][2]string{{"sink", "only this webhook sink's"},
 		{"state", "only endpoints in this state: running (attached, waiting or catching_up), attached, waiting, catching_up, disabled, off, invalid, stopped, unknown"}, pageQuery[0], pageQuery[1], pageQuery[2]}, resp: "EndpointList", status: 200, h: (*Server).listEndpoints},
 	{method: "POST", path: "/api/v1/endpoints/{sink}", id: "createEndpoint", summary: "Add an endpoint as a row of the sink's endpoints table; the answer holds its signing secret, shown this once.", body: "EndpointWrite", resp: "EndpointSecret", status: 201, write: true, h: (*Server).createEndpoint},
@@ -259,36 +259,57 @@ type SinkSummary struct {
 	Table      bool    `json:"endpoints_table"`
 }
 
-func (s *Server) sinkSummaries(ctx context.Context, p principal) ([]SinkSummary, []Endpoint, error) {
-	eps, err := s.endpoints(ctx, p, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	by := map[string]*SinkSummary{}
+// sinkSummaries counts, per sink, the endpoints p may see. An operator's
+// are the gateway's counts (Options.Counts), kept as the endpoints report
+// their states: no row is read, whatever the table's size. A tenant's are
+// its own rows, read a page at a time by tenant (endpointsPage).
+func (s *Server) sinkSummaries(ctx context.Context, p principal) ([]SinkSummary, error) {
 	var out []SinkSummary
-	for n, sk := range s.sinks {
-		by[n] = &SinkSummary{Name: n, States: map[string]int{}, Table: sk.Table != nil}
-	}
-	for _, e := range eps {
-		ss := by[e.Sink]
-		ss.Endpoints++
-		ss.States[e.State]++
-		if e.Health == "failing" {
-			ss.Failing++
+	for _, n := range slices.Sorted(maps.Keys(s.sinks)) {
+		ss := SinkSummary{Name: n, States: map[string]int{}, Table: s.sinks[n].Table != nil}
+		if c, ok := s.counts(p, n); ok {
+			ss.Endpoints, ss.Failing, ss.LagSeconds = c.Endpoints, c.Failing, c.LagSeconds
+			maps.Copy(ss.States, c.States)
+			out = append(out, ss)
+			continue
 		}
-		if e.Stats != nil {
-			ss.LagSeconds = max(ss.LagSeconds, e.Stats.LagSeconds)
+		var after endpointKey
+		for {
+			page, next, more, err := s.endpointsPage(ctx, p, endpointFilter{sink: n}, after, MaxPageLimit)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range page {
+				ss.Endpoints++
+				ss.States[e.State]++
+				if e.Health == "failing" {
+					ss.Failing++
+				}
+				if e.Stats != nil {
+					ss.LagSeconds = max(ss.LagSeconds, e.Stats.LagSeconds)
+				}
+			}
+			if !more {
+				break
+			}
+			after = next
 		}
+		out = append(out, ss)
 	}
-	for _, ss := range by {
-		out = append(out, *ss)
+	return out, nil
+}
+
+// counts returns the gateway's counts of sink's endpoints when p may see
+// them all (an operator) and the relay keeps them.
+func (s *Server) counts(p principal, sink string) (gateway.EndpointCounts, bool) {
+	if !p.operator() || s.o.Counts == nil {
+		return gateway.EndpointCounts{}, false
 	}
-	slices.SortFunc(out, func(a, b SinkSummary) int { return cmp.Compare(a.Name, b.Name) })
-	return out, eps, nil
+	return s.o.Counts(sink)
 }
 
 func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, p principal) {
-	out, _, err := s.sinkSummaries(r.Context(), p)
+	out, err := s.sinkSummaries(r.Context(), p)
 	if err != nil {
 		s.internal(w, err)
 		return

@@ -60,6 +60,10 @@ type Options struct {
 	// what a page of endpoints and a single endpoint show, looked up
 	// without copying the others'. nil: found in Stats.
 	Stat func(sink, key string) (gateway.EndpointStats, bool)
+	// Counts returns a sink's endpoints counted by state
+	// (gateway.Metrics.Counts): what an operator's list of sinks shows,
+	// without reading a row. nil: counted from the rows.
+	Counts func(sink string) (gateway.EndpointCounts, bool)
 	// Attempts is the attempts log; nil: not kept (its routes answer 503).
 	Attempts attempts.Store
 	// DeadLetters is the dead-letter store; nil: none.

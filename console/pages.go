@@ -150,7 +150,7 @@ func (s *Server) pageError(w http.ResponseWriter, d pageData, status int, err er
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, p principal, d pageData) {
 	var err error
 	d.Title = "Overview"
-	if d.Sinks, _, err = s.sinkSummaries(r.Context(), p); err != nil {
+	if d.Sinks, err = s.sinkSummaries(r.Context(), p); err != nil {
 		s.pageError(w, d, http.StatusInternalServerError, err)
 		return
 	}

@@ -35,6 +35,9 @@ type Endpoint struct {
 	// cursor, saving one at Config.Start when it has none, so that once it
 	// runs (Start) it sends every event after the point it came into being.
 	Held bool
+	// Open, if set, builds the endpoint's sink when it wakes; the gateway
+	// closes that sink when it lets the endpoint go idle. Sink is then nil.
+	Open func() (sink.Sink, error)
 }
 
 // Config wires a gateway.

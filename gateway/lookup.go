@@ -14,17 +14,52 @@ func (gm *Metrics) Endpoint(sink, key string) (EndpointStats, bool) {
 	now := g.gm.m.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.eps[key]
-	if s == nil {
+	st, ok := g.states[key]
+	if !ok {
 		return EndpointStats{}, false
 	}
-	e := s.EndpointStats
-	if s.InFlight > 0 && !s.oldest.IsZero() {
-		e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
+	return g.endpointLocked(key, st, now), true
+}
+
+// EndpointCounts are a webhook sink's endpoints counted, as the console's
+// list of sinks shows them.
+type EndpointCounts struct {
+	// Endpoints is how many there are: every endpoint that reported a
+	// state (started, off, invalid), until it is forgotten (its row
+	// deleted).
+	Endpoints int
+	// States counts them by state name; a state none is in is absent.
+	States map[string]int
+	// Failing counts those in a run of failed attempts.
+	Failing int
+	// LagSeconds is the greatest age of an unacknowledged event among them.
+	LagSeconds float64
+}
+
+// Counts returns the endpoints of the webhook sink counted: from the counts
+// kept as they report their states, and the figures of the few that have
+// any, so that it reads no idle endpoint whatever their number. false: no
+// such sink.
+func (gm *Metrics) Counts(sink string) (EndpointCounts, bool) {
+	gm.mu.Lock()
+	g := gm.sinks[sink]
+	gm.mu.Unlock()
+	if g == nil {
+		return EndpointCounts{}, false
 	}
-	e.P99Seconds = quantile(s.latency, 0.99)
-	if e.Cursor != "" && !e.HeldSince.IsZero() {
-		e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
+	counts, busy := g.summary()
+	c := EndpointCounts{States: map[string]int{}}
+	for st, n := range counts {
+		if n > 0 {
+			c.States[st.String()] = n
+			c.Endpoints += n
+		}
 	}
-	return e, true
+	for _, e := range busy {
+		if !e.Failing.IsZero() {
+			c.Failing++
+		}
+		c.LagSeconds = max(c.LagSeconds, e.LagSeconds)
+	}
+	return c, true
 }

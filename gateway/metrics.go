@@ -75,8 +75,13 @@ type SinkMetrics struct {
 	base    *metrics.PipelineObserver // the sink-level series
 	retries *metrics.EndpointObserver // the sink-level count of endpoints' own retries
 
-	mu            sync.Mutex
-	eps           map[string]*endpointStats
+	mu sync.Mutex
+	// states is every endpoint's state, by key, and counts how many are
+	// in each: all an endpoint that never delivered, failed or was held
+	// costs here. figs are the figures of those that have any.
+	states        map[string]State
+	counts        [numStates]int
+	figs          map[string]*endpointStats
 	inFlight      int
 	inFlightBytes int
 	dlWaiting     int // events its endpoints wait on (their waiting)
@@ -120,13 +125,18 @@ type EndpointStats struct {
 	DeadLetterWaiting string `json:"dead_letter_waiting,omitempty"`
 }
 
+// endpointStats are the figures of one endpoint that has any (its
+// EndpointStats' Endpoint and State are not kept here: SinkMetrics.states
+// has them).
 type endpointStats struct {
 	EndpointStats
 	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
-	file    string   // binlog file of its last saved cursor
-	latency []uint64 // counts per metrics.LatencyBuckets, and one past the last
+	file    string // binlog file of its last saved cursor
+	// latency counts per metrics.LatencyBuckets, and one past the last;
+	// nil until it delivered.
+	latency []uint64
 }
 
 // Sink returns the metrics of the webhook sink name (the same each call).
@@ -136,34 +146,58 @@ func (gm *Metrics) Sink(name string) *SinkMetrics {
 	if g := gm.sinks[name]; g != nil {
 		return g
 	}
-	g := &SinkMetrics{gm: gm, name: name, base: gm.m.Pipeline(name), retries: gm.m.Endpoint(name), eps: map[string]*endpointStats{}}
+	g := &SinkMetrics{gm: gm, name: name, base: gm.m.Pipeline(name), retries: gm.m.Endpoint(name),
+		states: map[string]State{}, figs: map[string]*endpointStats{}}
 	g.base.FanOut(g.derive)
 	gm.sinks[name] = g
 	return g
 }
 
+// numStates is how many States there are.
+const numStates = int(Invalid) + 1
+
+// stats returns key's figures, made when it has none: it is listed from
+// then on (in state stopped, until it reports one).
 func (g *SinkMetrics) stats(key string) *endpointStats {
-	s := g.eps[key]
+	g.known(key)
+	s := g.figs[key]
 	if s == nil {
-		s = &endpointStats{EndpointStats: EndpointStats{Endpoint: key, State: Stopped.String()}, latency: make([]uint64, len(metrics.LatencyBuckets)+1)}
-		g.eps[key] = s
+		s = &endpointStats{}
+		g.figs[key] = s
 	}
 	return s
+}
+
+// known lists key, in state stopped until it reports one.
+func (g *SinkMetrics) known(key string) {
+	if _, ok := g.states[key]; !ok {
+		g.setState(key, Stopped)
+	}
+}
+
+// setState sets key's state, counted.
+func (g *SinkMetrics) setState(key string, st State) {
+	if old, ok := g.states[key]; ok {
+		g.counts[old]--
+	}
+	g.states[key] = st
+	g.counts[st]++
 }
 
 // State records an endpoint's state (an Observer).
 func (g *SinkMetrics) State(key string, st State) {
 	g.mu.Lock()
-	s := g.stats(key)
-	s.State = st.String()
-	if st.Running() {
-		s.Cursor, s.HeldSince = "", time.Time{} // it runs: its cursor moves
-	}
-	if st != Stopped {
-		s.Stopped = "" // running again, or not running for another reason
-	}
-	if st != Invalid {
-		s.Invalid = ""
+	g.setState(key, st)
+	if s := g.figs[key]; s != nil {
+		if st.Running() {
+			s.Cursor, s.HeldSince = "", time.Time{} // it runs: its cursor moves
+		}
+		if st != Stopped {
+			s.Stopped = "" // running again, or not running for another reason
+		}
+		if st != Invalid {
+			s.Invalid = ""
+		}
 	}
 	g.mu.Unlock()
 }
@@ -173,8 +207,8 @@ func (g *SinkMetrics) State(key string, st State) {
 // Ignored once it runs again.
 func (g *SinkMetrics) Held(key string, cursor event.Position, since time.Time) {
 	g.mu.Lock()
-	s := g.stats(key)
-	if st, ok := stateOf(s.State); !ok || !st.Running() {
+	if st, ok := g.states[key]; !ok || !st.Running() {
+		s := g.stats(key)
 		s.Cursor, s.HeldSince = cursor.String(), since
 		if cursor.File != "" {
 			s.file = cursor.File // the sink's binlog retention counts it
@@ -183,33 +217,28 @@ func (g *SinkMetrics) Held(key string, cursor event.Position, since time.Time) {
 	g.mu.Unlock()
 }
 
-// stateOf is the State named name.
-func stateOf(name string) (State, bool) {
-	for _, st := range States {
-		if st.String() == name {
-			return st, true
-		}
-	}
-	return Stopped, false
-}
-
 // Invalid records that key's row of the endpoints table cannot be used,
 // and why (state invalid).
 func (g *SinkMetrics) Invalid(key string, err error) {
 	g.mu.Lock()
 	s := g.stats(key)
-	s.State, s.Stopped, s.Invalid = Invalid.String(), "", err.Error()
+	g.setState(key, Invalid)
+	s.Stopped, s.Invalid = "", err.Error()
 	g.mu.Unlock()
 }
 
 // Forget drops key (its row was deleted): it is no longer listed.
 func (g *SinkMetrics) Forget(key string) {
 	g.mu.Lock()
-	if s := g.eps[key]; s != nil {
+	if s := g.figs[key]; s != nil {
 		g.inFlight -= s.InFlight
 		g.inFlightBytes -= s.bytes
 		g.dlWaiting -= len(s.waiting)
-		delete(g.eps, key)
+		delete(g.figs, key)
+	}
+	if st, ok := g.states[key]; ok {
+		g.counts[st]--
+		delete(g.states, key)
 	}
 	n := g.dlWaiting
 	g.mu.Unlock()
@@ -219,7 +248,7 @@ func (g *SinkMetrics) Forget(key string) {
 // Endpoint returns the pipeline observer of one endpoint.
 func (g *SinkMetrics) Endpoint(key string) *EndpointMetrics {
 	g.mu.Lock()
-	g.stats(key)
+	g.known(key)
 	g.mu.Unlock()
 	return &EndpointMetrics{g: g, key: key}
 }
@@ -246,6 +275,9 @@ func (o *EndpointMetrics) Delivered(e *event.Event, at time.Time) {
 		if !e.CommitTime.IsZero() {
 			d := max(at.Sub(e.CommitTime).Seconds(), 0)
 			i, _ := slices.BinarySearch(metrics.LatencyBuckets, d)
+			if s.latency == nil {
+				s.latency = make([]uint64, len(metrics.LatencyBuckets)+1)
+			}
 			s.latency[i]++
 		}
 	})
@@ -321,6 +353,10 @@ func (o *EndpointMetrics) DeadLettered(e *event.Event, reason string) {
 func (o *EndpointMetrics) InFlight(events, bytes int, oldest time.Time) {
 	g := o.g
 	g.mu.Lock()
+	if g.figs[o.key] == nil && events == 0 && bytes == 0 {
+		g.mu.Unlock() // nothing in flight, as it had: no figures to make
+		return
+	}
 	s := g.stats(o.key)
 	g.inFlight += events - s.InFlight
 	g.inFlightBytes += bytes - s.bytes
@@ -355,10 +391,10 @@ func (o *EndpointMetrics) SinkConnected(error) {}
 
 // Stopped records that the endpoint stopped for good; the sink goes on.
 func (o *EndpointMetrics) Stopped(err error) {
-	o.with(func(s *endpointStats) {
-		s.Stopped = err.Error()
-		s.State = Stopped.String()
-	})
+	o.g.mu.Lock()
+	o.g.stats(o.key).Stopped = err.Error()
+	o.g.setState(o.key, Stopped)
+	o.g.mu.Unlock()
 }
 
 // Skipped counts, on the webhook sink's series, an event the endpoint's
@@ -384,26 +420,41 @@ func (g *SinkMetrics) Stopped(err error) { g.base.Stopped(err) }
 func (g *SinkMetrics) Endpoints() []EndpointStats {
 	now := g.gm.m.Now()
 	g.mu.Lock()
-	out := make([]EndpointStats, 0, len(g.eps))
-	for _, s := range g.eps {
-		e := s.EndpointStats
-		if s.InFlight > 0 && !s.oldest.IsZero() {
-			e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
-		}
-		e.P99Seconds = quantile(s.latency, 0.99)
-		if e.Cursor != "" && !e.HeldSince.IsZero() {
-			e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
-		}
-		out = append(out, e)
+	out := make([]EndpointStats, 0, len(g.states))
+	for key, st := range g.states {
+		out = append(out, g.endpointLocked(key, st, now))
 	}
 	g.mu.Unlock()
+	sortByLag(out)
+	return out
+}
+
+// sortByLag orders figures oldest unacknowledged first, then by endpoint.
+func sortByLag(out []EndpointStats) {
 	slices.SortFunc(out, func(a, b EndpointStats) int {
 		if c := cmp.Compare(b.LagSeconds, a.LagSeconds); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Endpoint, b.Endpoint)
 	})
-	return out
+}
+
+// endpointLocked is what /endpoints reports of key, in state st, at now.
+func (g *SinkMetrics) endpointLocked(key string, st State, now time.Time) EndpointStats {
+	s := g.figs[key]
+	if s == nil {
+		return EndpointStats{Endpoint: key, State: st.String()}
+	}
+	e := s.EndpointStats
+	e.Endpoint, e.State = key, st.String()
+	if s.InFlight > 0 && !s.oldest.IsZero() {
+		e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
+	}
+	e.P99Seconds = quantile(s.latency, 0.99)
+	if e.Cursor != "" && !e.HeldSince.IsZero() {
+		e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
+	}
+	return e
 }
 
 // quantile reads q from per-bucket counts (upper bounds; +Inf past the last).
@@ -436,7 +487,7 @@ func quantile(counts []uint64, q float64) float64 {
 func (g *SinkMetrics) derive() (oldest time.Time, file string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, s := range g.eps {
+	for _, s := range g.figs {
 		if s.file != "" && (file == "" || compareLogs(s.file, file) < 0) {
 			file = s.file
 		}
@@ -467,28 +518,43 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.gm.all() {
-		all := g.Endpoints()
-		states := map[string]int{}
-		for _, s := range States {
-			states[s.String()] = 0
-		}
+		counts, busy := g.summary()
 		held := 0.0
-		for _, e := range all {
-			states[e.State]++
+		for _, e := range busy {
 			if e.Cursor != "" {
 				held = max(held, e.HeldSeconds)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.gm.heldDesc, prometheus.GaugeValue, held, g.name)
-		for st, n := range states {
-			ch <- prometheus.MustNewConstMetric(c.gm.statesDesc, prometheus.GaugeValue, float64(n), g.name, st)
+		for _, st := range States {
+			ch <- prometheus.MustNewConstMetric(c.gm.statesDesc, prometheus.GaugeValue, float64(counts[st]), g.name, st.String())
 		}
-		for _, e := range all[:min(len(all), TopLaggingEndpoints)] {
+		for _, e := range busy[:min(len(busy), TopLaggingEndpoints)] {
 			if e.LagSeconds > 0 {
 				ch <- prometheus.MustNewConstMetric(c.gm.lagDesc, prometheus.GaugeValue, e.LagSeconds, g.name, e.Endpoint)
 			}
 		}
 	}
+}
+
+// summary returns how many endpoints are in each state, and the figures
+// of those that have any (the others have no lag, cursor or failure),
+// ordered as Endpoints orders them: a scrape reads the few endpoints with
+// figures, not every endpoint.
+func (g *SinkMetrics) summary() (counts map[State]int, busy []EndpointStats) {
+	now := g.gm.m.Now()
+	g.mu.Lock()
+	counts = make(map[State]int, numStates)
+	for st, n := range g.counts {
+		counts[State(st)] = n
+	}
+	busy = make([]EndpointStats, 0, len(g.figs))
+	for key := range g.figs {
+		busy = append(busy, g.endpointLocked(key, g.states[key], now))
+	}
+	g.mu.Unlock()
+	sortByLag(busy)
+	return counts, busy
 }
 
 // all returns every sink's metrics.
@@ -535,7 +601,8 @@ func (gm *Metrics) stoppedNotes() (notes []string) {
 	named, more := 0, 0
 	waiting, moreWaiting := 0, 0
 	for _, g := range gm.all() {
-		for _, e := range g.Endpoints() {
+		_, busy := g.summary() // an endpoint without figures neither stopped nor waits
+		for _, e := range busy {
 			if e.DeadLetterWaiting != "" {
 				if waiting < maxStoppedNamed {
 					notes = append(notes, fmt.Sprintf("endpoint %s: %s (the other endpoints go on)", e.Endpoint, e.DeadLetterWaiting))

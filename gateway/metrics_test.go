@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -369,5 +370,37 @@ func TestHeldCursorsShowOnEndpointsAndTheGauge(t *testing.T) {
 	g.Forget("hooks/off")
 	if got := held(); got != 0 {
 		t.Fatalf("held cursor age %v once none is held, want 0", got)
+	}
+}
+
+// A sink's endpoints are counted as they report their states (the
+// console's list of sinks): an endpoint that never delivered costs its
+// state and is listed with its state only, one forgotten is no longer
+// counted, and the failing and the lag come from those with figures.
+func TestEndpointsAreCountedAsTheyReportTheirStates(t *testing.T) {
+	m, gm, _, c := newMetricsTest(t)
+	g := withSink(m, gm, c) // hooks/a: attached, delivered, one event in flight for 3 s
+	g.Endpoint("hooks/idle")
+	g.State("hooks/idle", Attached)
+	g.State("hooks/off", Off)
+	g.Invalid("hooks/bad", errors.New("url refused"))
+	g.State("hooks/gone", Off)
+	g.Forget("hooks/gone")
+	g.Endpoint("hooks/failing").Failed(&event.Event{ID: "9"}, errors.New("503"), false)
+
+	got, ok := gm.Counts("hooks")
+	want := EndpointCounts{Endpoints: 5, States: map[string]int{"attached": 2, "off": 1, "invalid": 1, "stopped": 1}, Failing: 1, LagSeconds: 3}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("Counts(hooks) = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := gm.Counts("nope"); ok {
+		t.Error("Counts of a sink that is not there says it is")
+	}
+	idle, ok := gm.Endpoint("hooks", "hooks/idle")
+	if !ok || !reflect.DeepEqual(idle, EndpointStats{Endpoint: "hooks/idle", State: "attached"}) {
+		t.Errorf("an endpoint without figures shows %+v, %v; want its key and state only", idle, ok)
+	}
+	if n := len(g.figs); n != 3 {
+		t.Errorf("%d endpoints have figures, want 3 (a, bad, failing): the idle and the off ones cost their state only", n)
 	}
 }

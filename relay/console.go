@@ -56,7 +56,7 @@ func (a *assembly) console(at attempts.Store) (m member, ok bool, err error) {
 		sinks = append(sinks, s)
 	}
 	dl, _ := a.dl.(deadletter.Store)
-	srv, err := console.New(console.Options{Config: cc, Key: key, Sinks: sinks, Stats: a.r.gateways.Stats, Stat: a.r.gateways.Endpoint,
+	srv, err := console.New(console.Options{Config: cc, Key: key, Sinks: sinks, Stats: a.r.gateways.Stats, Stat: a.r.gateways.Endpoint, Counts: a.r.gateways.Counts,
 		Attempts: at, DeadLetters: dl, Relay: &consoleRelay{a: a, dl: dl}, Logger: a.r.log})
 	if err != nil {
 		return member{}, false, err

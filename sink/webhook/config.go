@@ -200,8 +200,12 @@ var reservedHeaders = map[string]bool{
 // Validate checks the configuration with its defaults applied. Each error
 // names the field and the bad value (never a secret's value) and says how to
 // fix it.
-func (c EndpointConfig) Validate() error {
-	c = c.WithDefaults()
+func (c EndpointConfig) Validate() error { return c.WithDefaults().validate() }
+
+// validate is Validate of a c whose defaults are applied: what a row of the
+// endpoints table, decoded from its table's defaults, needs (no reflection
+// a row).
+func (c EndpointConfig) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("webhook endpoint %q: "+format, append([]any{c.Name}, args...)...))

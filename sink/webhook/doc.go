@@ -3,7 +3,10 @@
 //
 // Each configured endpoint is its own sink, an *Endpoint made by NewEndpoint,
 // run by its own pipeline with its own checkpoint: a slow or failing endpoint
-// holds back only itself.
+// holds back only itself. In a gateway an endpoint's sink is made when an
+// event wakes it (gateway.Endpoint.Open) and closed when it goes idle;
+// what outlives its sinks (its row, rate limiter, run of failures, hold on
+// the shared transport) is kept by the kind in compact records (idle.go).
 //
 // # Requests
 //
@@ -172,7 +175,13 @@
 // package follows (follow.go): the rows read at start (a page at a time
 // by primary key, in one snapshot: TableConfig.EachRow), then every row
 // change the shared stream reads, applied at the transaction that made it,
-// with the rule stated on tableEndpoints. The table's logic lives here, not
+// with the rule stated on tableEndpoints. Each endpoint is handed on with
+// Open, which makes its sink (a row is decoded again from the columns
+// kept of it: an idle row costs its strings and a few small records, a few
+// hundred bytes); until the gateway calls Open itself, the sink is made at
+// once too (openAtBuild). A row is decoded with its table's defaults
+// applied once (TableConfig.WithDefaults) and copied, and validated without
+// applying them again. The table's logic lives here, not
 // in the relay nor in package gateway, because everything it decides is
 // the webhook's: its rows, their secrets and filters, a 410, which row may
 // name which endpoint. The gateway only routes, queues and checkpoints the

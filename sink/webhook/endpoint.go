@@ -109,6 +109,10 @@ type Endpoint struct {
 
 	probeEvery time.Duration // cfg.Policy's Probe; tests shorten it
 	logEvery   time.Duration // DefaultFailureLogInterval; tests shorten it
+	// carry, if set, is what the endpoint's sinks hand on to each other
+	// (idle.go): its limiter is carry's, its run of failures is read from
+	// carry when it is made and written back when it closes.
+	carry *carried
 }
 
 // DefaultFailureLogInterval is the least time between two "still failing"
@@ -183,10 +187,19 @@ type delivery struct {
 // NewEndpoint validates cfg, applies its defaults and returns the endpoint's
 // sink. A nil logger discards logs. No request is made until Write.
 func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	return makeEndpoint(cfg, logger, nil, false)
+}
+
+// makeEndpoint is NewEndpoint, handed on what carry keeps (nil: nothing);
+// checked says cfg has its defaults applied and is valid (decoded from a
+// row of the endpoints table), so neither is done again.
+func makeEndpoint(cfg EndpointConfig, logger *slog.Logger, carry *carried, checked bool) (*Endpoint, error) {
+	if !checked {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		cfg = cfg.WithDefaults()
 	}
-	cfg = cfg.WithDefaults()
 	cfg.Secrets = slices.Clone(cfg.Secrets)
 	cfg.Headers = maps.Clone(cfg.Headers)
 	cfg.Filter.EventTypes = slices.Clone(cfg.Filter.EventTypes)
@@ -228,12 +241,17 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 	fixed := fixedHeader(cfg.Headers, u)
 	u.User = nil
 	var limiter *rate.Limiter
-	if cfg.RateLimit > 0 {
+	switch {
+	case carry != nil:
+		limiter = carry.limiterFor(cfg.RateLimit)
+	case cfg.RateLimit > 0:
 		limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
 	}
 	// Shared by the endpoints that dial alike (transportFor); the workers
 	// bound each endpoint's requests, and so its connections.
-	tr, releaseTransport := transportFor(policy, cfg.Resolver != nil, dial)
+	tr, releaseTransport := carry.transport(func() (*http.Transport, func()) {
+		return transportFor(policy, cfg.Resolver != nil, dial)
+	})
 	e := &Endpoint{
 		cfg:       cfg,
 		keys:      keys,
@@ -252,7 +270,9 @@ func NewEndpoint(cfg EndpointConfig, logger *slog.Logger) (*Endpoint, error) {
 
 		probeEvery: cfg.Policy.WithDefaults().Probe,
 		logEvery:   DefaultFailureLogInterval,
+		carry:      carry,
 	}
+	carry.handTo(e)
 	if len(keys) > 0 {
 		e.signer = newSigner(keys)
 	}
@@ -528,6 +548,9 @@ func (e *Endpoint) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close webhook endpoint %q: %w", e.cfg.Name, ctx.Err())
 	}
+	e.mu.Lock()
+	e.carry.takeFrom(e)
+	e.mu.Unlock()
 	e.release()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // The webhook kind is a fan-out: the relay runs each webhook sink as a
@@ -76,7 +77,7 @@ func followTable(p gateway.FanOutParams) (gateway.Table, error) {
 	tc := wc.EndpointsTable.WithDefaults()
 	tc.Logger = b.p.Logger
 	te := newTableEndpoints(p.Sink, tc, wc.Endpoints)
-	te.suffix, te.store, te.health, te.build = p.Suffix, p.Store, p.Health, b.build
+	te.suffix, te.store, te.health, te.b = p.Suffix, p.Store, p.Health, b
 	te.states = p.States
 	if te.states == nil {
 		te.states = noStates{}
@@ -89,19 +90,61 @@ func newBuilder(p gateway.FanOutParams) builder {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	return builder{p: p}
+	return builder{p: p, eager: openAtBuild}
 }
 
 // builder builds the endpoints of one sink (and partition).
-type builder struct{ p gateway.FanOutParams }
+type builder struct {
+	p gateway.FanOutParams
+	// eager: openAtBuild (tests build as the gateway that wakes
+	// endpoints will).
+	eager bool
+}
 
-// build builds the webhook endpoint ec. Its filter is the gateway's, which
-// routes its events and can change at a transaction (endpoints table); the
+// openAtBuild: the gateway this package is built with does not call
+// gateway.Endpoint.Open yet, so endpoint opens each endpoint's sink at once
+// too (Sink and Open both set). Once the gateway wakes endpoints itself
+// (Open) and lets them go idle, it is false: an idle endpoint then holds
+// no sink, only what idle.go lists.
+const openAtBuild = true
+
+// build makes the gateway's endpoint of ec, an endpoint of the
+// configuration: validated here (a bad one fails the start), its sink
+// made by Open with what carried keeps between its sinks.
+func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
+	if err := ec.Validate(); err != nil {
+		return gateway.Endpoint{}, err
+	}
+	ec = ec.WithDefaults()
+	key := b.key(ec.Name)
+	carry := &carried{}
+	return b.endpoint(key, gatewayFilter(ec.Filter), func() (sink.Sink, error) { return b.open(key, ec, carry) })
+}
+
+// key is the gateway's key of the endpoint named name.
+func (b builder) key(name string) string { return b.p.Sink + "/" + name + b.p.Suffix }
+
+// endpoint is the gateway's endpoint key, routed by filter, whose sink
+// open makes (at once too, while openAtBuild).
+func (b builder) endpoint(key string, filter gateway.Filter, open func() (sink.Sink, error)) (gateway.Endpoint, error) {
+	ep := gateway.Endpoint{Key: key, Filter: filter, Open: open}
+	if b.eager {
+		s, err := open()
+		if err != nil {
+			return gateway.Endpoint{}, err
+		}
+		ep.Sink = s
+	}
+	return ep, nil
+}
+
+// open makes a sink of endpoint key: ec, its defaults applied and valid,
+// handed on what carry keeps. Its filter is the gateway's, which routes
+// its events and can change at a transaction (endpoints table); the
 // webhook endpoint itself filters nothing. Every attempt is told to the
 // gateway's Health: a 410 (Gone) disables the endpoint.
-func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
+func (b builder) open(key string, ec EndpointConfig, carry *carried) (sink.Sink, error) {
 	p := b.p
-	key := p.Sink + "/" + ec.Name + p.Suffix
 	obs := healthObserver{key: key, health: p.Health}
 	if p.Observer != nil {
 		obs.Observer, _ = p.Observer(key).(Observer)
@@ -111,13 +154,12 @@ func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
 	if p.Slots != nil {
 		ec.Slots = p.Slots
 	}
-	filter := gatewayFilter(ec.Filter)
 	ec.Filter = Filter{}
-	e, err := NewEndpoint(ec, p.Logger.With(slog.String("sink", key)))
+	e, err := makeEndpoint(ec, p.Logger.With(slog.String("sink", key)), carry, true)
 	if err != nil {
-		return gateway.Endpoint{}, err
+		return nil, err
 	}
-	return gateway.Endpoint{Key: key, Sink: e, Filter: filter}, nil
+	return e, nil
 }
 
 // followed is a tableEndpoints as a gateway.Table.

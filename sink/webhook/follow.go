@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // tableEndpoints follows a webhook sink's endpoints table: the rows read at
@@ -66,14 +66,16 @@ type tableEndpoints struct {
 	health *gateway.Health
 	states gateway.StateShower
 	log    *slog.Logger
-	build  func(EndpointConfig) (gateway.Endpoint, error)
+	b      builder // makes the endpoints' sinks
 	// static are the sink's endpoints of the configuration.
 	static StaticNames
 	// The fields below are read and written under the hub's lock (or
 	// before the gateway runs).
 	//
-	// rows are the enabled endpoints' rows by key, as last applied.
-	rows map[string]TableEndpoint
+	// rows are the enabled endpoints' rows by key, as last applied: their
+	// columns, not their config (an idle endpoint's row costs its
+	// strings; Open decodes it when it wakes).
+	rows map[string]*tableRow
 	// off are the keys whose row says enabled = 0; bad those whose row
 	// cannot be used (invalid).
 	off, bad map[string]bool
@@ -85,7 +87,7 @@ type tableEndpoints struct {
 // newTableEndpoints follows the endpoints table tc of the webhook sink
 // named sink, whose endpoints of the configuration are static.
 func newTableEndpoints(sink string, tc TableConfig, static []EndpointConfig) *tableEndpoints {
-	return &tableEndpoints{sink: sink, tc: tc, static: NewStaticNames(static), rows: map[string]TableEndpoint{},
+	return &tableEndpoints{sink: sink, tc: tc, static: NewStaticNames(static), rows: map[string]*tableRow{},
 		off: map[string]bool{}, bad: map[string]bool{}, clashed: map[string]bool{}}
 }
 
@@ -120,7 +122,7 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 				slog.Duration("elapsed", time.Since(began).Round(time.Millisecond)))
 		}
 		id, _ := raw["id"].(string)
-		row, err := tc.fromDefaulted(raw)
+		cols, row, err := tc.read(raw)
 		if err != nil {
 			bads++
 			if name, ok := te.static.Taken(id); ok {
@@ -138,7 +140,7 @@ func (te *tableEndpoints) load(ctx context.Context, db *sql.DB) ([]gateway.Endpo
 		if row.PlainSecrets || row.V1Secrets {
 			good = append(good, TableEndpoint{ID: row.ID, PlainSecrets: row.PlainSecrets, V1Secrets: row.V1Secrets})
 		}
-		out = append(out, te.admit(row))
+		out = append(out, te.admit(cols, row))
 		return nil
 	})
 	if err != nil {
@@ -212,21 +214,36 @@ func (te *tableEndpoints) invalid(id string, err error) {
 // endpoint's: off when disabled, invalid when its endpoint cannot be
 // built (both Held: the gateway keeps their cursors), else its endpoint to
 // start.
-func (te *tableEndpoints) admit(row TableEndpoint) gateway.Endpoint {
+func (te *tableEndpoints) admit(cols rowColumns, row TableEndpoint) gateway.Endpoint {
 	key := te.key(row.ID)
 	if !row.Enabled {
 		te.off[key] = true
 		te.states.State(key, gateway.Off)
 		return gateway.Endpoint{Key: key, Held: true}
 	}
-	ep, err := te.build(row.Config)
+	r := &tableRow{cols: cols}
+	ep, err := te.endpoint(key, r, row.Config.Filter)
 	if err != nil {
 		te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
 		return gateway.Endpoint{Key: key, Held: true}
 	}
-	te.rows[key] = row
+	te.rows[key] = r
 	delete(te.bad, key)
 	return ep
+}
+
+// endpoint is the gateway's endpoint of row r keyed key, routed by filter
+// (its decoded config's): Open decodes r's columns as they are then and
+// makes its sink, handed on what r carries.
+func (te *tableEndpoints) endpoint(key string, r *tableRow, filter Filter) (gateway.Endpoint, error) {
+	return te.b.endpoint(key, gatewayFilter(filter), func() (sink.Sink, error) {
+		cols, carry := r.open()
+		row, err := te.tc.decode(cols)
+		if err != nil {
+			return nil, err
+		}
+		return te.b.open(key, row.Config, carry)
+	})
 }
 
 // changed applies the table's row changes of txn (under the hub's lock).
@@ -268,7 +285,10 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			te.stop(g, key, c.Op, txn.Position, running)
 			continue
 		}
-		row, err := te.tc.FromRow(c.Row)
+		cols, row, err := te.tc.read(c.Row)
+		if err == nil {
+			te.tc.warnWeak([]TableEndpoint{row})
+		}
 		if err != nil {
 			if running {
 				// Not applied: the endpoint keeps its last good row.
@@ -288,12 +308,13 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		if g.IsDisabled(key) {
 			// Disabled for failing: an UPDATE of its row enables it, with
 			// the row as it is now, from its cursor.
-			ep, err := te.build(row.Config)
+			r := old.changed(cols)
+			ep, err := te.endpoint(key, r, row.Config.Filter)
 			if err != nil {
 				te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
 				continue
 			}
-			te.rows[key] = row
+			te.rows[key] = r
 			go func() {
 				if _, err := g.Enable(context.Background(), key, &ep); err != nil {
 					te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
@@ -303,13 +324,14 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		}
 		switch {
 		case !running:
-			ep, err := te.build(row.Config)
+			r := &tableRow{cols: cols}
+			ep, err := te.endpoint(key, r, row.Config.Filter)
 			if err != nil {
 				te.invalid(id, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, id, err))
 				te.hold(g, key)
 				continue
 			}
-			te.rows[key] = row
+			te.rows[key] = r
 			if _, err := te.store.Load(context.Background(), key); err == nil {
 				// Re-enabled: it resumes from its cursor, catching up.
 				go te.restart(g, key, nil)
@@ -321,15 +343,15 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 				continue
 			}
 			te.log.Info("endpoint added from the table", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
-		case onlyFilterChanged(old.Config, row.Config):
-			te.rows[key] = row
+		case onlyFilterChanged(old.columns(), cols):
+			te.rows[key] = old.changed(cols)
 			if t := g.Tap(key); t != nil {
 				g.Hub().SetFilterLocked(t, gatewayFilter(row.Config.Filter))
 			}
 			te.log.Info("endpoint filter changed", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		default:
-			// FromRow has validated the row; restart builds it.
-			te.rows[key] = row
+			// read has validated the row; restart builds it.
+			te.rows[key] = old.changed(cols)
 			go te.restart(g, key, g.StopLocked(key))
 			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		}
@@ -408,12 +430,16 @@ func (te *tableEndpoints) restart(g *gateway.Gateway, key string, done <-chan st
 		<-done
 	}
 	g.Hub().Lock()
-	row, ok := te.rows[key]
+	r, ok := te.rows[key]
 	if !ok || g.Tap(key) != nil {
 		g.Hub().Unlock()
 		return
 	}
-	ep, err := te.build(row.Config)
+	var ep gateway.Endpoint
+	row, err := te.tc.decode(r.columns())
+	if err == nil {
+		ep, err = te.endpoint(key, r, row.Config.Filter)
+	}
 	g.Hub().Unlock()
 	if err == nil {
 		err = g.Start(ep)
@@ -452,15 +478,15 @@ func (te *tableEndpoints) forget(g *gateway.Gateway, key string, done <-chan str
 	}
 }
 
-// onlyFilterChanged reports whether a and b differ in their filter only.
-// A row given to another tenant changes its filter (the tenant header's
-// value) and its tenant: the endpoint is built again, so that its attempts
-// and dead letters from then on are the new tenant's (sink.Owned).
-func onlyFilterChanged(a, b EndpointConfig) bool {
-	a.Filter, b.Filter = Filter{}, Filter{}
-	return a.URL == b.URL && a.Tenant == b.Tenant && slices.Equal(a.Secrets, b.Secrets) && a.RateLimit == b.RateLimit &&
-		a.Timeout == b.Timeout && a.MaxConcurrency == b.MaxConcurrency && a.Body == b.Body &&
-		maps.Equal(a.Headers, b.Headers) && a.Retry == b.Retry
+// onlyFilterChanged reports whether rows a and b (of one table: the same
+// defaults) differ in their event or aggregate types only. A row given to
+// another tenant changes its filter (the tenant header's value) and its
+// tenant: the endpoint is built again, so that its attempts and dead
+// letters from then on are the new tenant's (sink.Owned). Secrets are
+// compared as stored (one encrypted again is built again).
+func onlyFilterChanged(a, b rowColumns) bool {
+	a.eventTypes, a.aggregateTypes = b.eventTypes, b.aggregateTypes
+	return a == b
 }
 
 // healthObserver tells the gateway's Health of every attempt, besides the
@@ -503,11 +529,19 @@ func (o healthObserver) Failed(reason string) {
 // tenant) when it has exactly one, else by its aggregate types when each is
 // an exact name (no glob), so the hub looks it up instead of asking it
 // about every event.
+//
+// A filter of one header value and nothing else (a row's tenant) matches
+// with a closure of that value, not with f: an idle endpoint then keeps no
+// map of its filter's headers.
 func gatewayFilter(f Filter) gateway.Filter {
 	gf := gateway.Filter{Match: f.Match}
 	if len(f.Headers) == 1 {
 		for k, v := range f.Headers {
 			gf.Header, gf.Value = k, v
+		}
+		if len(f.EventTypes) == 0 && len(f.AggregateTypes) == 0 {
+			k, v := gf.Header, gf.Value
+			gf.Match = func(e *event.Event) bool { return hasHeader(e.Headers, k, v) }
 		}
 		return gf
 	}
@@ -526,13 +560,14 @@ func (te *tableEndpoints) loadRows(raw []map[string]any) []gateway.Endpoint {
 			te.clash(id, name, "read at start", nil)
 			continue
 		}
-		row, err := te.tc.FromRow(r)
+		cols, row, err := te.tc.read(r)
 		if err != nil {
 			te.invalid(id, err)
 			out = te.held(out, id)
 			continue
 		}
-		out = append(out, te.admit(row))
+		te.tc.warnWeak([]TableEndpoint{row})
+		out = append(out, te.admit(cols, row))
 	}
 	return out
 }

@@ -120,6 +120,10 @@ type TableConfig struct {
 	// enc:v1 (not bound to their row) secrets in the table, which never
 	// include their values. It is not part of the YAML configuration.
 	Logger *slog.Logger `yaml:"-"`
+
+	// defaulted: WithDefaults has applied Defaults' defaults, so a row's
+	// decode copies them instead of applying them again by reflection.
+	defaulted bool
 }
 
 // TableEndpoint is one row of the endpoints table.
@@ -140,7 +144,11 @@ type TableEndpoint struct {
 // WithDefaults returns tc with every zero field of Defaults set to its
 // default.
 func (tc TableConfig) WithDefaults() TableConfig {
+	if tc.defaulted {
+		return tc
+	}
 	tc.Defaults = tc.Defaults.WithDefaults()
+	tc.defaulted = true
 	return tc
 }
 
@@ -222,25 +230,93 @@ func (tc TableConfig) FromRow(row map[string]any) (TableEndpoint, error) {
 
 // fromRow is FromRow without the warnings.
 func (tc TableConfig) fromRow(row map[string]any) (TableEndpoint, error) {
-	return tc.WithDefaults().fromDefaulted(row)
+	if !tc.defaulted {
+		tc = tc.WithDefaults()
+	}
+	return tc.fromDefaulted(row)
 }
 
 // fromDefaulted is fromRow of a tc whose defaults are applied
 // (WithDefaults): a load applies them once, not once a row.
 func (tc TableConfig) fromDefaulted(row map[string]any) (TableEndpoint, error) {
+	_, ep, err := tc.read(row)
+	return ep, err
+}
+
+// read is fromDefaulted, with the row's columns (what is kept of it while
+// its endpoint is idle).
+func (tc TableConfig) read(row map[string]any) (rowColumns, TableEndpoint, error) {
+	cols, err := tc.columnsOf(row)
+	if err != nil {
+		return cols, TableEndpoint{}, err
+	}
+	ep, err := tc.decode(cols)
+	return cols, ep, err
+}
+
+// rowColumns are the columns of one row of the endpoints table as FromRow
+// reads them, typed: what the kind keeps of an enabled row while its
+// endpoint is idle (its strings as read, no map, no config), from which
+// decode makes its endpoint again when it wakes.
+type rowColumns struct {
+	id, url, secrets, tenant, eventTypes, aggregateTypes string
+	rate                                                 float64
+	hasTenant, hasRate, enabled                          bool
+}
+
+// columnsOf reads the columns of row, checking each one's type and the id.
+func (tc TableConfig) columnsOf(row map[string]any) (rowColumns, error) {
 	for _, c := range tableColumns {
 		if _, ok := row[c]; !ok {
 			id, _ := row["id"].(string)
-			return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
+			return rowColumns{}, fmt.Errorf("endpoints table %s, row %q: no column %q; create the table with deploy/outbox_endpoints.sql (or add the column as it declares it)", tc.Table, id, c)
 		}
 	}
 	id, ok := row["id"].(string)
 	if !ok {
-		return TableEndpoint{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
+		return rowColumns{}, fmt.Errorf("endpoints table %s: a row's id is %s, not text; ids are VARCHAR(64) NOT NULL (deploy/outbox_endpoints.sql)", tc.Table, kind(row["id"]))
 	}
 	if err := tc.CheckID(id); err != nil {
-		return TableEndpoint{}, err
+		return rowColumns{}, err
 	}
+	bad := func(format string, args ...any) (rowColumns, error) {
+		return rowColumns{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
+	}
+	c := rowColumns{id: id}
+	if c.url, ok = row["url"].(string); !ok || c.url == "" {
+		return bad("url is %s; set it to the endpoint's https address", kind(row["url"]))
+	}
+	for _, f := range []struct {
+		col string
+		dst *string
+	}{{"secrets", &c.secrets}, {"tenant", &c.tenant}, {"event_types", &c.eventTypes}, {"aggregate_types", &c.aggregateTypes}} {
+		v, err := optString(row, f.col)
+		if err != nil {
+			return bad("%v", err)
+		}
+		*f.dst = v
+	}
+	c.hasTenant = row["tenant"] != nil
+	switch v := row["rate_limit"].(type) {
+	case nil:
+	case float64:
+		c.rate, c.hasRate = v, true
+	case int64:
+		c.rate, c.hasRate = float64(v), true
+	default:
+		return bad("rate_limit is %s, not a number", kind(v))
+	}
+	if c.enabled, ok = rowEnabled(row["enabled"]); !ok {
+		return bad("enabled is %s; set 1 or 0", kind(row["enabled"]))
+	}
+	return c, nil
+}
+
+// decode makes the endpoint of a row's columns, with tc's defaults
+// (applied: tc is WithDefaults'), and validates it without applying them
+// again. An error names the row and the column, never a secret.
+func (tc TableConfig) decode(c rowColumns) (TableEndpoint, error) {
+	id := c.id
 	bad := func(format string, args ...any) (TableEndpoint, error) {
 		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: "+format, append([]any{tc.Table, id}, args...)...)
 	}
@@ -248,23 +324,14 @@ func (tc TableConfig) fromDefaulted(row map[string]any) (TableEndpoint, error) {
 	cfg := tc.Defaults
 	cfg.Headers = maps.Clone(cfg.Headers)
 	cfg.Egress.Allow = slices.Clone(cfg.Egress.Allow)
-	cfg.Name, cfg.FromData = id, true
+	cfg.Name, cfg.FromData, cfg.URL = id, true, c.url
 
-	url, ok := row["url"].(string)
-	if !ok || url == "" {
-		return bad("url is %s; set it to the endpoint's https address", kind(row["url"]))
-	}
-	cfg.URL = url
-
-	secrets, err := optString(row, "secrets")
-	if err != nil {
-		return bad("%v", err)
-	}
 	var (
 		key       []byte
 		plain, v1 bool
+		err       error
 	)
-	for i, s := range strings.Fields(secrets) {
+	for i, s := range strings.Fields(c.secrets) {
 		prefix, enc, ok := encPrefix, "", false
 		if enc, ok = strings.CutPrefix(s, encPrefix); !ok {
 			prefix = encPrefixV1
@@ -281,7 +348,7 @@ func (tc TableConfig) fromDefaulted(row map[string]any) (TableEndpoint, error) {
 			}
 			var row *SecretRow
 			if prefix == encPrefix {
-				row = &SecretRow{Table: tc.Table, ID: id, URL: url}
+				row = &SecretRow{Table: tc.Table, ID: id, URL: c.url}
 			} else {
 				v1 = true
 			}
@@ -297,57 +364,30 @@ func (tc TableConfig) fromDefaulted(row map[string]any) (TableEndpoint, error) {
 		cfg.Secrets = append(cfg.Secrets, s)
 	}
 
-	tenant, err := optString(row, "tenant")
-	if err != nil {
-		return bad("%v", err)
-	}
-	if row["tenant"] != nil {
+	if c.hasTenant {
 		switch {
-		case tenant == "":
+		case c.tenant == "":
 			return bad("tenant is empty; set NULL for an endpoint of every tenant, or the tenant's value")
 		case tc.TenantHeader == "":
 			return bad("tenant is set but endpoints_table.tenant_header is not; set tenant_header to the outbox header column that holds the tenant")
 		}
-		cfg.Filter.Headers = map[string]string{tc.TenantHeader: tenant}
-		cfg.Tenant = tenant
+		cfg.Filter.Headers = map[string]string{tc.TenantHeader: c.tenant}
+		cfg.Tenant = c.tenant
 	}
-	for _, f := range []struct {
-		col string
-		dst *[]string
-	}{{"event_types", &cfg.Filter.EventTypes}, {"aggregate_types", &cfg.Filter.AggregateTypes}} {
-		v, err := optString(row, f.col)
-		if err != nil {
-			return bad("%v", err)
-		}
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				*f.dst = append(*f.dst, p)
-			}
-		}
-	}
+	cfg.Filter.EventTypes = splitList(c.eventTypes)
+	cfg.Filter.AggregateTypes = splitList(c.aggregateTypes)
 
-	switch v := row["rate_limit"].(type) {
-	case nil:
-	case float64:
-		cfg.RateLimit = v
-	case int64:
-		cfg.RateLimit = float64(v)
-	default:
-		return bad("rate_limit is %s, not a number", kind(v))
+	if c.hasRate {
+		cfg.RateLimit = c.rate
 	}
 	if math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
 		return bad("rate_limit is not a finite number; set attempts per second, or NULL for the default")
 	}
 
-	enabled, ok := rowEnabled(row["enabled"])
-	if !ok {
-		return bad("enabled is %s; set 1 or 0", kind(row["enabled"]))
-	}
-
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return TableEndpoint{}, fmt.Errorf("endpoints table %s, row %q: %w", tc.Table, id, err)
 	}
-	return TableEndpoint{ID: id, Enabled: enabled, Config: cfg, PlainSecrets: plain, V1Secrets: v1}, nil
+	return TableEndpoint{ID: id, Enabled: c.enabled, Config: cfg, PlainSecrets: plain, V1Secrets: v1}, nil
 }
 
 func rowEnabled(v any) (enabled, ok bool) {

@@ -496,27 +496,27 @@ func TestLoad(t *testing.T) {
 // event types change only is not.
 func TestARowGivenToAnotherTenantIsBuiltAgain(t *testing.T) {
 	tc := TableConfig{Table: "shop.outbox_endpoints", TenantHeader: "tenant"}
-	build := func(modify func(map[string]any)) EndpointConfig {
+	build := func(modify func(map[string]any)) (rowColumns, EndpointConfig) {
 		t.Helper()
 		row := goodRow()
 		row["tenant"] = "acme"
 		modify(row)
-		ep, err := tc.FromRow(row)
+		cols, ep, err := tc.WithDefaults().read(row)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ep.Config
+		return cols, ep.Config
 	}
-	acme := build(func(map[string]any) {})
-	globex := build(func(r map[string]any) { r["tenant"] = "globex" })
-	types := build(func(r map[string]any) { r["event_types"] = "order.*" })
+	acme, _ := build(func(map[string]any) {})
+	globex, globexConfig := build(func(r map[string]any) { r["tenant"] = "globex" })
+	types, _ := build(func(r map[string]any) { r["event_types"] = "order.*" })
 	if onlyFilterChanged(acme, globex) {
 		t.Error("a row given to another tenant keeps its endpoint (and its tenant in what it records)")
 	}
 	if !onlyFilterChanged(acme, types) {
 		t.Error("a row whose event types change is built again")
 	}
-	if e, err := NewEndpoint(globex, nil); err != nil || e.Tenant() != "globex" {
+	if e, err := NewEndpoint(globexConfig, nil); err != nil || e.Tenant() != "globex" {
 		t.Errorf("the endpoint's Tenant() = %q (%v), want globex", e.Tenant(), err)
 	}
 }
