@@ -8,7 +8,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -18,7 +17,6 @@ func init() {
 		Config:   func() config.SinkConfig { return new(Config) },
 		Required: "at least kafka.brokers",
 		Probes:   true,
-		Consume:  kafkasource.Consume(consumeSection),
 		New: func(p sink.Params) (sink.Sink, error) {
 			c := *p.Config.(*Config)
 			// The sink retries its produce requests itself (it keeps one
@@ -56,14 +54,17 @@ func init() {
 	})
 }
 
-// consumeSection is how `outbox-relay gateway` reads back the records of a kafka
-// section: the aggregate id comes from the key, so a custom key is refused
-// unless the envelope carries it.
-func consumeSection(sc config.SinkConfig) (kafkasource.Topics, error) {
-	c := sc.(*Config)
+// ReadTopics is how `outbox-relay gateway` reads back the records of a kafka
+// section (the section is a kafkasource.Readable, an interface the gateway
+// owns in types this package shares with it): the aggregate id comes from
+// the key, so a custom key is refused unless the envelope carries it.
+func (c *Config) ReadTopics() (brokers []string, topic string, templated bool, err error) {
 	if !c.Envelope && c.Key != "" && c.Key != DefaultKey {
-		return kafkasource.Topics{}, fmt.Errorf("keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", c.Key, DefaultKey)
+		return nil, "", false, fmt.Errorf("keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", c.Key, DefaultKey)
 	}
-	return kafkasource.Topics{Brokers: c.Brokers, Dialer: c.Dialer, Topic: c.Topic, Templated: strings.Contains(c.Topic, "{{"),
-		Decode: func(m kafkago.Message) (*event.Event, error) { return EventOf(m, c.Envelope) }}, nil
+	return c.Brokers, c.Topic, strings.Contains(c.Topic, "{{"), nil
 }
+
+// ReadEvent reads back the event of a record a sink of the section wrote
+// (EventOf, with the section's envelope setting).
+func (c *Config) ReadEvent(m kafkago.Message) (*event.Event, error) { return EventOf(m, c.Envelope) }
