@@ -9,6 +9,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 func init() {
@@ -17,20 +18,14 @@ func init() {
 		Config:   func() config.SinkConfig { return new(Config) },
 		Required: "at least kafka.brokers",
 		Probes:   true,
-		New: func(p sink.Params) (sink.Sink, error) {
-			c := *p.Config.(*Config)
+		New: section.New(func(c Config, p sink.Params) (*Sink, error) {
 			// The sink retries its produce requests itself (it keeps one
 			// in flight per partition): with the relay's one retry policy.
 			c.Retry = p.Retry
 			// Its messages name it, so that a restart can read back its own.
 			c.Writer = p.Name
-			// Load has applied the section's defaults and validated it.
-			s, err := build(c, p.Logger)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		},
+			return build(c, p.Logger)
+		}),
 		Insecure: func(sc config.SinkConfig) []sink.Warning {
 			c := sc.(*Config)
 			var out []sink.Warning
@@ -44,13 +39,7 @@ func init() {
 			}
 			return out
 		},
-		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
-			a, err := NewAuditor(*p.Config.(*Config))
-			if err != nil {
-				return nil, err
-			}
-			return a, nil
-		},
+		Audit: section.Audit(func(c Config, _ sink.AuditParams) (*Auditor, error) { return NewAuditor(c) }),
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Sink publishes outbox events to NATS JetStream. Create it with New.
@@ -38,11 +39,7 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns a sink for cfg, with its defaults applied and validated. It
 // does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return build(cfg, logger)
+	return section.Build(cfg, func(c Config) (*Sink, error) { return build(c, logger) })
 }
 
 // build returns a sink for cfg with its defaults applied and validated (by

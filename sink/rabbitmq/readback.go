@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Header and prefetch of the audit's read.
@@ -44,11 +45,7 @@ var _ sink.Auditor = (*Auditor)(nil)
 // and validated here) that reads queue; skew is how far the broker's clock
 // may be behind the source's. It does not touch the network.
 func NewAuditor(c Config, queue string, skew time.Duration) (*Auditor, error) {
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return buildAuditor(c, queue, skew)
+	return section.Build(c, func(c Config) (*Auditor, error) { return buildAuditor(c, queue, skew) })
 }
 
 // buildAuditor returns the Auditor of a sink config with its defaults
