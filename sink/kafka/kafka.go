@@ -69,9 +69,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 	cfg.Retry = cfg.Retry.WithDefaults() // set by the relay, not the file
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger = section.Logger(logger, "kafka")
 	topic, err := route.Parse("kafka.topic", cfg.Topic)
 	if err != nil {
 		return nil, err
@@ -90,7 +88,7 @@ func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 	}
 	s := &Sink{
 		cfg:       cfg,
-		log:       logger.With(slog.String("sink_type", "kafka")),
+		log:       logger,
 		topic:     topic,
 		key:       key,
 		transport: transport,

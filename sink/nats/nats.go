@@ -46,14 +46,11 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 // New, or by config.Load for the sink's section: they are not applied
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	subject, err := route.Parse("nats.subject", cfg.Subject)
+	subject, auth, err := cfg.reach()
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "nats")), subject: subject}
+	s := &Sink{cfg: cfg, log: section.Logger(logger, "nats"), subject: subject}
 	s.opts = []natsgo.Option{
 		natsgo.Name(cfg.Name),
 		natsgo.Timeout(cfg.Timeout),
@@ -73,12 +70,22 @@ func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 			s.log.Info("reconnected to nats", slog.String("server", nc.ConnectedUrlRedacted()))
 		}),
 	}
-	auth, err := authOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
 	s.opts = append(s.opts, auth...)
 	return s, nil
+}
+
+// reach is what the sink and its Auditor build alike of a config: the
+// subject's template, and the client options of its TLS and credentials.
+func (c Config) reach() (*route.Template, []natsgo.Option, error) {
+	subject, err := route.Parse("nats.subject", c.Subject)
+	if err != nil {
+		return nil, nil, err
+	}
+	auth, err := authOptions(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return subject, auth, nil
 }
 
 // authOptions are the client options for cfg's TLS and credentials.

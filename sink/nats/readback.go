@@ -45,11 +45,7 @@ func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
 // buildAuditor returns the Auditor of a sink config with its defaults
 // applied and validated (by NewAuditor, or by config.Load).
 func buildAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	t, err := route.Parse("nats.subject", c.Subject)
-	if err != nil {
-		return nil, err
-	}
-	auth, err := authOptions(c)
+	t, auth, err := c.reach()
 	if err != nil {
 		return nil, err
 	}

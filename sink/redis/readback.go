@@ -40,11 +40,7 @@ func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
 // buildAuditor returns the Auditor of a sink config with its defaults
 // applied and validated (by NewAuditor, or by config.Load).
 func buildAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	t, err := route.Parse("redis.stream", c.Stream)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := newClient(c)
+	t, cl, err := c.reach()
 	if err != nil {
 		return nil, err
 	}

@@ -56,18 +56,25 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 // New, or by config.Load for the sink's section: they are not applied
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	stream, err := route.Parse("redis.stream", cfg.Stream)
+	stream, client, err := cfg.reach()
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient(cfg)
+	return &Sink{cfg: cfg, log: section.Logger(logger, "redis"), stream: stream, client: client}, nil
+}
+
+// reach is what the sink and its Auditor build alike of a config: the
+// stream key's template and a client of the server.
+func (c Config) reach() (*route.Template, *goredis.Client, error) {
+	stream, err := route.Parse("redis.stream", c.Stream)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "redis")), stream: stream, client: client}, nil
+	client, err := newClient(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stream, client, nil
 }
 
 // newClient is a client of cfg's server, with its TLS and credentials.

@@ -10,6 +10,7 @@ package section
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
@@ -58,6 +59,16 @@ func Audit[C any, P Config[C], A sink.Auditor](build func(C, sink.AuditParams) (
 		}
 		return a, nil
 	}
+}
+
+// Logger is the log of a sink of kind typ: logger with its sink_type, or
+// a logger that discards when logger is nil (a sink built only to be
+// probed).
+func Logger(logger *slog.Logger, typ string) *slog.Logger {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return logger.With(slog.String("sink_type", typ))
 }
 
 // Problems collects what is wrong with a section, for its Validate: each
