@@ -120,6 +120,12 @@ log: {level: info}
 			}
 		})
 	}
+	for _, verb := range []string{"add", "update", "delete", "rotate-secret"} {
+		code, out, stderr := runMain(t, context.Background(), "endpoints", verb, "--help")
+		if code != 0 || !strings.Contains(out+stderr, "Usage: outbox-relay endpoints "+verb+" --config FILE SINK/ID") {
+			t.Errorf("endpoints %s --help: exit %d:\n%s%s", verb, code, out, stderr)
+		}
+	}
 	if _, err := read(t, "static"); !errors.Is(err, sql.ErrNoRows) {
 		t.Errorf("a refused add wrote the row static: %v", err)
 	}
