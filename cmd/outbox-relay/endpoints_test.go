@@ -328,9 +328,9 @@ log: {level: info}
 	}{
 		{"an endpoint of the configuration is not updated", []string{"update", "hooks/static", "--url", "https://x.example/"}, "is in the configuration"},
 		{"an endpoint of the configuration is not deleted", []string{"delete", "hooks/static"}, "is in the configuration"},
-		{"a row does not take the name of an endpoint of the configuration", []string{"add", "hooks/static", "--url", "https://x.example/"}, "static"},
+		{"a row does not take the name of an endpoint of the configuration", []string{"add", "hooks/Static", "--url", "https://x.example/"}, "cannot take over an endpoint of the configuration"},
 		{"an id in a tenant's namespace is refused", []string{"add", "hooks/t0123456789abcdef.x", "--url", "https://x.example/"}, "namespace of another tenant"},
-		{"a url the relay would not use is refused", []string{"add", "hooks/bad", "--url", "ftp://x.example/"}, "url"},
+		{"a url the relay would not use is refused", []string{"add", "hooks/bad", "--url", "ftp://x.example/"}, "ftp"},
 		{"a row that exists is not added again", []string{"add", "hooks/acme", "--url", "https://x.example/"}, "exists"},
 		{"a row that does not exist is not updated", []string{"update", "hooks/nope", "--url", "https://x.example/"}, "no such endpoint row"},
 		{"a sink without an endpoints table", []string{"delete", "out/acme"}, "no webhook sink \"out\""},
@@ -349,8 +349,10 @@ log: {level: info}
 			t.Errorf("endpoints %s --help: exit %d:\n%s%s", verb, code, out, stderr)
 		}
 	}
-	if _, err := read(t, "static"); !errors.Is(err, sql.ErrNoRows) {
-		t.Errorf("a refused add wrote the row static: %v", err)
+	for _, id := range []string{"Static", "t0123456789abcdef.x", "bad"} {
+		if _, err := read(t, id); !errors.Is(err, sql.ErrNoRows) {
+			t.Errorf("a refused add wrote the row %s: %v", id, err)
+		}
 	}
 
 	if code, out, stderr = run(t, "delete", "hooks/acme"); code != 0 {
