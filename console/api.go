@@ -443,7 +443,7 @@ func (s *Server) newRowID(w http.ResponseWriter, r *http.Request, p principal, s
 // configuration.
 func (s *Server) rowOf(w http.ResponseWriter, e Endpoint) (gateway.TableAdmin, bool) {
 	if e.Static {
-		writeProblem(w, http.StatusConflict, "static-endpoint", fmt.Sprintf("endpoint %s is in the configuration (endpoints of sink %s): change it there", e.Key, e.Sink))
+		writeProblem(w, http.StatusConflict, "static-endpoint", StaticError(e.Key, e.Sink).Error())
 		return nil, false
 	}
 	return s.sinks[e.Sink].Table, true

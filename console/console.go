@@ -299,10 +299,5 @@ func csrfOK(r *http.Request, p principal) bool {
 
 // writeAudit logs one write: who, what, which endpoint, the result.
 func (s *Server) writeAudit(p principal, action, target string, err error) {
-	result := "ok"
-	if err != nil {
-		result = err.Error()
-	}
-	s.audit.Info("console audit", slog.String("who", p.name), slog.String("tenant", p.tenant), slog.String("action", action),
-		slog.String("target", target), slog.String("result", result))
+	Audit(s.audit, p.name, p.tenant, action, target, err)
 }

@@ -37,6 +37,12 @@
 // gateway does not import the binlog reader, and compares positions with
 // package position.
 //
+// The gateway engine is a library under the sink kinds: it builds on the
+// sink contract and the pipeline and names no kind; the webhook kind builds
+// on it (sink.Kind.FanOut, read by FanOutOf). Running it past one machine
+// is a feature above the kinds, in gateway/kafkasource and gateway/scaled
+// (docs/architecture.md, checked by its test).
+//
 // Concurrency: a Gateway's endpoints live as long as its Run. Start, StopLocked,
 // Enable and the other methods may be called from any goroutine while Run
 // runs (the …Locked ones under the hub's lock, as from Run's changed

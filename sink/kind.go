@@ -52,12 +52,6 @@ type Kind struct {
 	// endpoints table. Typed any because package gateway imports this one;
 	// gateway.FanOutOf reads it. Nil for the other kinds.
 	FanOut any
-	// Consume, for a kind whose records a consumer can read back as its
-	// events (Kafka topics, read by `outbox-relay gateway`), is its
-	// kafkasource.Consume: the brokers, the dialer and the decoding of a
-	// record. Typed any because that package imports this one. Nil for the
-	// other kinds.
-	Consume any
 	// CheckSource, if set, reads what the kind keeps in the source database
 	// (a webhook sink's endpoints table) as the relay will at start, for
 	// `outbox-relay check`: its findings are check's lines (tables, or

@@ -27,10 +27,33 @@ var stdin io.Reader = os.Stdin
 // endpointsCmd works on the webhook endpoints table's values.
 func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	usage := func(w io.Writer) {
-		fmt.Fprintf(w, `Usage: outbox-relay endpoints <enable|replay|encrypt-secret> [flags]
+		fmt.Fprintf(w, `Usage: outbox-relay endpoints <add|update|delete|rotate-secret|enable|replay|encrypt-secret> [flags]
 
 Helpers for webhook endpoints (of the configuration or of a table,
 deploy/outbox_endpoints.sql).
+
+  add             add a row to a webhook sink's endpoints table: --config FILE
+                  SINK/ID --url URL [--tenant T] [--event-type T]...
+                  [--aggregate-type T]... [--rate-limit N] [--disabled]
+                  [--secret-file FILE]; prints its signing secret (a new random
+                  one unless --secret-file). The row is checked as the relay reads
+                  it and as the console checks it; a running relay applies it at
+                  once
+
+  update          change a row's url, tenant, filters or rate limit: --config FILE
+                  SINK/ID and the flags of add to change (the others keep their
+                  value; --event-type '' or --aggregate-type '' clears that filter,
+                  --rate-limit '' sets the table's default)
+
+  delete          remove a row: --config FILE SINK/ID
+
+  rotate-secret   give a row a new random signing secret, printed: --config FILE
+                  SINK/ID [--keep-old] (keep the old ones after it while receivers
+                  switch)
+
+                  These four write through the console's table writer, with its
+                  checks, and log the console's audit line (component=cli,
+                  who=cli:USER). An endpoint of the configuration is changed there.
 
   enable          enable endpoints disabled for failing too long
                   (webhook.gateway.disable_after): --config FILE SINK/ENDPOINT...;
@@ -67,6 +90,10 @@ deploy/outbox_endpoints.sql).
 		}
 		usage(stdout)
 		return nil
+	}
+	switch args[0] {
+	case "add", "update", "delete", "rotate-secret":
+		return tableCmd(ctx, args[0], args[1:], stdout, stderr)
 	}
 	if args[0] == "enable" {
 		return enableEndpoints(ctx, args[1:], stdout, stderr)

@@ -47,7 +47,7 @@ func commands() []command {
 		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
 		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
 		{"replay", "send a window of the past again to one sink or webhook endpoint, beside the live stream; list or cancel replays", replayCmd},
-		{"endpoints", "enable webhook endpoints disabled for failing; recover one since a time; encrypt a signing secret for the endpoints table", endpointsCmd},
+		{"endpoints", "add, update, delete a webhook endpoints table's rows and rotate their secrets; enable endpoints disabled for failing; recover one since a time; encrypt a signing secret", endpointsCmd},
 		{"console", "make a token or a tenant link for the gateway's console (its admin API and web page)", consoleCmd},
 		{"gateway", "run one replica of the scaled-out webhook gateway, reading the kafka sink's topics as a consumer group", gatewayCmd},
 		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},

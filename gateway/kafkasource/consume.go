@@ -5,20 +5,37 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// Topics is how the records a sink writes are read back: what a sink kind
-// whose destination is Kafka topics declares (its sink.Kind's Consume is a
-// Consume), so that this package and the relay read them without importing
-// the kind.
+// Readable is the ability of a sink's section (its config.SinkConfig)
+// whose destination is Kafka topics: how the records its sink writes are
+// read back as events. This package owns the interface and the Kafka
+// kind's section implements it, in types neither owns (kafka-go's and
+// event's), so that no sink kind imports this package and this package
+// names no kind: ConsumeFor finds it by type assertion.
+type Readable interface {
+	// ReadTopics returns the brokers and the topic the sink writes
+	// (templated: a template, whose topics must then be listed); an error
+	// when the gateway cannot route its records (it names the setting to
+	// change).
+	ReadTopics() (brokers []string, topic string, templated bool, err error)
+	// Dialer returns the dialer, with TLS and SASL (its files are read
+	// then).
+	Dialer() (*kafkago.Dialer, error)
+	// ReadEvent reads back the event of a record the sink wrote; an error
+	// for a record the relay did not write.
+	ReadEvent(kafkago.Message) (*event.Event, error)
+}
+
+// Topics is how the records a sink writes are read back: what this package
+// and package gateway/scaled read of a Readable section.
 type Topics struct {
 	Brokers []string
 	// Dialer returns the dialer, with TLS and SASL (its files are read
 	// then).
 	Dialer func() (*kafkago.Dialer, error)
 	// Topic is the topic the sink writes; Templated when it is a template
-	// (the topics to read must then be listed).
+	// (the topics to read must be listed).
 	Topic     string
 	Templated bool
 	// Decode reads back the event of a record the sink wrote; an error for
@@ -31,17 +48,21 @@ type Topics struct {
 // change).
 type Consume func(config.SinkConfig) (Topics, error)
 
-// ConsumeFor returns the Consume of the kind of section sc; ok is false
-// when its kind declares none. A Consume field of another type is a
-// programming error of the kind's package, and panics.
+// ConsumeFor returns the Consume of sink sc; ok is false when its section
+// is not Readable.
 func ConsumeFor(sc config.Sink) (Consume, bool) {
-	k, ok := sink.KindOf(sc.Type)
-	if !ok || k.Consume == nil {
+	if _, ok := sc.Config.(Readable); !ok {
 		return nil, false
 	}
-	c, ok := k.Consume.(Consume)
-	if !ok {
-		panic("kafkasource: sink kind " + k.Type + " declares a Consume that is not a kafkasource.Consume")
+	return consume, true
+}
+
+// consume reads a Readable section (ConsumeFor has checked that it is one).
+func consume(sc config.SinkConfig) (Topics, error) {
+	r := sc.(Readable)
+	brokers, topic, templated, err := r.ReadTopics()
+	if err != nil {
+		return Topics{}, err
 	}
-	return c, true
+	return Topics{Brokers: brokers, Dialer: r.Dialer, Topic: topic, Templated: templated, Decode: r.ReadEvent}, nil
 }

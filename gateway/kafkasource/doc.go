@@ -40,6 +40,11 @@
 // another, one partition after the other) for package gateway/scaled's
 // replays; OffsetsAt finds the offsets of a time.
 //
+// A sink's section whose destination is Kafka topics is Readable (the
+// Kafka kind's is): this package owns that interface, in kafka-go's and
+// event's types, so that it names no sink kind and no kind imports it
+// (docs/architecture.md); ConsumeFor finds it by type assertion.
+//
 // NewMetrics registers a replica's per-partition figures (MetricNames) on a
 // relay's metrics and is the Observer that records them.
 package kafkasource

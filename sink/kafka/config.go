@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
@@ -167,12 +168,10 @@ func (c *Config) Defaults() {
 // Validate checks a configuration with its defaults applied. Each problem
 // names the field and the bad value; all problems are returned, joined.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("kafka."+format, args...))
-	}
+	p := section.NewProblems("kafka")
+	bad := p.Bad
 	if err := c.CloudEvents.Validate("kafka.cloudevents"); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	} else if c.CloudEvents.On() && c.Envelope {
 		bad("cloudevents: set either envelope or cloudevents, not both")
 	}
@@ -185,14 +184,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	if t, err := route.Parse("kafka.topic", c.Topic); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	} else if fixed, ok := t.Fixed(); ok {
 		if err := validTopicName(fixed); err != nil {
 			bad("topic: %q: %v", c.Topic, err)
 		}
 	}
 	if _, err := route.Parse("kafka.key", c.Key); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100000 {
 		bad("batch_size: %d is not between 1 and 100000", c.BatchSize)
@@ -220,13 +219,7 @@ func (c *Config) Validate() error {
 	if r := c.CreateTopics.ReplicationFactor; r < -1 || r == 0 || r > 32767 {
 		bad("create_topics.replication_factor: %d is not -1 (broker default) or between 1 and 32767", r)
 	}
-	t := c.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
-		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
-	}
+	p.TLS(c.TLS)
 	s := c.SASL
 	if !slices.Contains(mechanisms, s.Mechanism) {
 		bad("sasl.mechanism: %q is not one of plain, scram-sha-256, scram-sha-512 (or empty for none)", s.Mechanism)
@@ -245,7 +238,7 @@ func (c *Config) Validate() error {
 			bad("sasl: set exactly one of password, password_file, password_env (%d are set)", n)
 		}
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 func (c *Config) compression() kafkago.Compression {

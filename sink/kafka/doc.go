@@ -105,6 +105,15 @@
 // until judged without their key or value and with their headers cut
 // short, and a record larger than batch_bytes dropped at once.
 //
+// # Read back by the scaled-out gateway
+//
+// A section (Config) says how `outbox-relay gateway` reads its records back
+// as events: ReadTopics (its brokers and topic; an error for a key the
+// gateway cannot take the aggregate id from), Dialer and ReadEvent. They
+// are the methods of kafkasource.Readable, an interface the gateway owns in
+// kafka-go's and event's types: this package does not import
+// gateway/kafkasource (docs/architecture.md).
+//
 // # Concurrency
 //
 // The sink is a sink.Submitter: the pipeline calls Connect, then Submit from

@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Sink delivers outbox events to Kafka. Create it with New.
@@ -60,11 +61,7 @@ var (
 // New returns a sink for cfg as a program writes it: it applies cfg's
 // defaults and validates it. It does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return build(cfg, logger)
+	return section.Build(cfg, func(c Config) (*Sink, error) { return build(c, logger) })
 }
 
 // build returns a sink for cfg with its defaults applied and validated
@@ -72,9 +69,7 @@ func New(cfg Config, logger *slog.Logger) (*Sink, error) {
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 	cfg.Retry = cfg.Retry.WithDefaults() // set by the relay, not the file
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger = section.Logger(logger, "kafka")
 	topic, err := route.Parse("kafka.topic", cfg.Topic)
 	if err != nil {
 		return nil, err
@@ -93,7 +88,7 @@ func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 	}
 	s := &Sink{
 		cfg:       cfg,
-		log:       logger.With(slog.String("sink_type", "kafka")),
+		log:       logger,
 		topic:     topic,
 		key:       key,
 		transport: transport,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
-	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 func init() {
@@ -18,21 +18,14 @@ func init() {
 		Config:   func() config.SinkConfig { return new(Config) },
 		Required: "at least kafka.brokers",
 		Probes:   true,
-		Consume:  kafkasource.Consume(consumeSection),
-		New: func(p sink.Params) (sink.Sink, error) {
-			c := *p.Config.(*Config)
+		New: section.New(func(c Config, p sink.Params) (*Sink, error) {
 			// The sink retries its produce requests itself (it keeps one
 			// in flight per partition): with the relay's one retry policy.
 			c.Retry = p.Retry
 			// Its messages name it, so that a restart can read back its own.
 			c.Writer = p.Name
-			// Load has applied the section's defaults and validated it.
-			s, err := build(c, p.Logger)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		},
+			return build(c, p.Logger)
+		}),
 		Insecure: func(sc config.SinkConfig) []sink.Warning {
 			c := sc.(*Config)
 			var out []sink.Warning
@@ -46,24 +39,21 @@ func init() {
 			}
 			return out
 		},
-		Audit: func(p sink.AuditParams) (sink.Auditor, error) {
-			a, err := NewAuditor(*p.Config.(*Config))
-			if err != nil {
-				return nil, err
-			}
-			return a, nil
-		},
+		Audit: section.Audit(func(c Config, _ sink.AuditParams) (*Auditor, error) { return NewAuditor(c) }),
 	})
 }
 
-// consumeSection is how `outbox-relay gateway` reads back the records of a kafka
-// section: the aggregate id comes from the key, so a custom key is refused
-// unless the envelope carries it.
-func consumeSection(sc config.SinkConfig) (kafkasource.Topics, error) {
-	c := sc.(*Config)
+// ReadTopics is how `outbox-relay gateway` reads back the records of a kafka
+// section (the section is a kafkasource.Readable, an interface the gateway
+// owns in types this package shares with it): the aggregate id comes from
+// the key, so a custom key is refused unless the envelope carries it.
+func (c *Config) ReadTopics() (brokers []string, topic string, templated bool, err error) {
 	if !c.Envelope && c.Key != "" && c.Key != DefaultKey {
-		return kafkasource.Topics{}, fmt.Errorf("keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", c.Key, DefaultKey)
+		return nil, "", false, fmt.Errorf("keys its messages with %q: the gateway reads the aggregate id from the key; use the default kafka.key (%s) or kafka.envelope: true", c.Key, DefaultKey)
 	}
-	return kafkasource.Topics{Brokers: c.Brokers, Dialer: c.Dialer, Topic: c.Topic, Templated: strings.Contains(c.Topic, "{{"),
-		Decode: func(m kafkago.Message) (*event.Event, error) { return EventOf(m, c.Envelope) }}, nil
+	return c.Brokers, c.Topic, strings.Contains(c.Topic, "{{"), nil
 }
+
+// ReadEvent reads back the event of a record a sink of the section wrote
+// (EventOf, with the section's envelope setting).
+func (c *Config) ReadEvent(m kafkago.Message) (*event.Event, error) { return EventOf(m, c.Envelope) }

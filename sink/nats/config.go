@@ -2,7 +2,6 @@ package nats
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
@@ -110,11 +110,9 @@ func (c *Config) Defaults() {
 // Validate checks a configuration with its defaults applied; each problem
 // names the field and the bad value.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("nats."+format, args...)) }
-	if err := c.CloudEvents.Validate("nats.cloudevents"); err != nil {
-		errs = append(errs, err)
-	}
+	p := section.NewProblems("nats")
+	bad := p.Bad
+	p.Add(c.CloudEvents.Validate("nats.cloudevents"))
 	if len(c.URLs) == 0 {
 		bad("urls: at least one server is required, e.g. [\"nats://localhost:4222\"]")
 	}
@@ -130,7 +128,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if t, err := route.Parse("nats.subject", c.Subject); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	} else if s, ok := t.Fixed(); ok {
 		if err := validSubject(s); err != nil {
 			bad("subject: %q: %v", s, err)
@@ -179,14 +177,8 @@ func (c *Config) Validate() error {
 	if c.MaxPending < 1 {
 		bad("max_pending: %d is less than 1", c.MaxPending)
 	}
-	t := c.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
-		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
-	}
-	return errors.Join(errs...)
+	p.TLS(c.TLS)
+	return p.Err()
 }
 
 // validSubject applies NATS's rules for a subject to publish to.

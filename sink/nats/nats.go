@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Sink publishes outbox events to NATS JetStream. Create it with New.
@@ -38,25 +39,18 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns a sink for cfg, with its defaults applied and validated. It
 // does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return build(cfg, logger)
+	return section.Build(cfg, func(c Config) (*Sink, error) { return build(c, logger) })
 }
 
 // build returns a sink for cfg with its defaults applied and validated (by
 // New, or by config.Load for the sink's section: they are not applied
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	subject, err := route.Parse("nats.subject", cfg.Subject)
+	subject, auth, err := cfg.reach()
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "nats")), subject: subject}
+	s := &Sink{cfg: cfg, log: section.Logger(logger, "nats"), subject: subject}
 	s.opts = []natsgo.Option{
 		natsgo.Name(cfg.Name),
 		natsgo.Timeout(cfg.Timeout),
@@ -76,12 +70,22 @@ func build(cfg Config, logger *slog.Logger) (*Sink, error) {
 			s.log.Info("reconnected to nats", slog.String("server", nc.ConnectedUrlRedacted()))
 		}),
 	}
-	auth, err := authOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
 	s.opts = append(s.opts, auth...)
 	return s, nil
+}
+
+// reach is what the sink and its Auditor build alike of a config: the
+// subject's template, and the client options of its TLS and credentials.
+func (c Config) reach() (*route.Template, []natsgo.Option, error) {
+	subject, err := route.Parse("nats.subject", c.Subject)
+	if err != nil {
+		return nil, nil, err
+	}
+	auth, err := authOptions(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return subject, auth, nil
 }
 
 // authOptions are the client options for cfg's TLS and credentials.

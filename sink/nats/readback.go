@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // auditBatch is how many messages (headers only) one fetch of the audit's
@@ -38,21 +39,13 @@ var _ sink.Auditor = (*Auditor)(nil)
 // and validated here); skew is how far the NATS server's clock may be
 // behind the source's. It does not touch the network.
 func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return buildAuditor(c, skew)
+	return section.Build(c, func(c Config) (*Auditor, error) { return buildAuditor(c, skew) })
 }
 
 // buildAuditor returns the Auditor of a sink config with its defaults
 // applied and validated (by NewAuditor, or by config.Load).
 func buildAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	t, err := route.Parse("nats.subject", c.Subject)
-	if err != nil {
-		return nil, err
-	}
-	auth, err := authOptions(c)
+	t, auth, err := c.reach()
 	if err != nil {
 		return nil, err
 	}

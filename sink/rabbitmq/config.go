@@ -1,8 +1,6 @@
 package rabbitmq
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -13,6 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
@@ -84,18 +83,16 @@ func (c *Config) Defaults() {
 
 // Validate checks a configuration with its defaults applied.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("rabbitmq."+format, args...)) }
-	if err := c.CloudEvents.Validate("rabbitmq.cloudevents"); err != nil {
-		errs = append(errs, err)
-	}
+	p := section.NewProblems("rabbitmq")
+	bad := p.Bad
+	p.Add(c.CloudEvents.Validate("rabbitmq.cloudevents"))
 	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" || slices.Contains([]byte(c.Addr), '@') {
 		bad("addr: not host:port, e.g. localhost:5672 (credentials go in rabbitmq.username and password)")
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		bad("addr: the port of %q is not a number from 1 to 65535", host)
 	}
 	if t, err := route.Parse("rabbitmq.routing_key", c.RoutingKey); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	} else if k, ok := t.Fixed(); ok && len(k) > 255 {
 		bad("routing_key: longer than 255 bytes")
 	}
@@ -114,12 +111,6 @@ func (c *Config) Validate() error {
 	if c.Timeout < 0 || c.Heartbeat < 0 {
 		bad("timeout, heartbeat: negative")
 	}
-	t := c.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
-		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
-	}
-	return errors.Join(errs...)
+	p.TLS(c.TLS)
+	return p.Err()
 }

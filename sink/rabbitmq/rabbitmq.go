@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Sink publishes outbox events to a RabbitMQ exchange with publisher
@@ -25,9 +26,7 @@ import (
 type Sink struct {
 	cfg Config
 	log *slog.Logger
-	key *route.Template
-	tls *tls.Config
-	pw  string
+	reach
 
 	mu      sync.Mutex // guards the connection against Close during a Write
 	conn    *amqp.Connection
@@ -43,33 +42,42 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns a sink for cfg, with its defaults applied and validated. It
 // does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return build(cfg, logger)
+	return section.Build(cfg, func(c Config) (*Sink, error) { return build(c, logger) })
 }
 
 // build returns a sink for cfg with its defaults applied and validated (by
 // New, or by config.Load for the sink's section: they are not applied
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	key, err := route.Parse("rabbitmq.routing_key", cfg.RoutingKey)
+	r, err := cfg.reach()
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := cfg.TLS.Build("rabbitmq.tls")
+	return &Sink{cfg: cfg, log: section.Logger(logger, "rabbitmq"), reach: r}, nil
+}
+
+// reach is what the sink and its Auditor build alike of a config: the
+// routing key's template and how to reach the broker.
+type reach struct {
+	key *route.Template
+	tls *tls.Config
+	pw  string
+}
+
+func (c Config) reach() (reach, error) {
+	key, err := route.Parse("rabbitmq.routing_key", c.RoutingKey)
 	if err != nil {
-		return nil, err
+		return reach{}, err
 	}
-	pw, err := secret.Resolve("rabbitmq.password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
+	tlsCfg, err := c.TLS.Build("rabbitmq.tls")
 	if err != nil {
-		return nil, err
+		return reach{}, err
 	}
-	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "rabbitmq")), key: key, tls: tlsCfg, pw: pw}, nil
+	pw, err := secret.Resolve("rabbitmq.password", c.Password, c.PasswordFile, c.PasswordEnv)
+	if err != nil {
+		return reach{}, err
+	}
+	return reach{key: key, tls: tlsCfg, pw: pw}, nil
 }
 
 // Connect dials the broker, opens a confirming channel and checks (or

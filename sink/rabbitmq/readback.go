@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
-	"github.com/outbox-relay/outbox-relay/sink/internal/route"
-	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Header and prefetch of the audit's read.
@@ -30,10 +28,8 @@ const (
 // routing key each event is published with, and how to reach the broker
 // with the sink's credentials. It is used by one goroutine.
 type Auditor struct {
-	cfg   Config
-	key   *route.Template
-	tls   *tls.Config
-	pw    string
+	cfg Config
+	reach
 	queue string
 	skew  time.Duration
 }
@@ -44,11 +40,7 @@ var _ sink.Auditor = (*Auditor)(nil)
 // and validated here) that reads queue; skew is how far the broker's clock
 // may be behind the source's. It does not touch the network.
 func NewAuditor(c Config, queue string, skew time.Duration) (*Auditor, error) {
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return buildAuditor(c, queue, skew)
+	return section.Build(c, func(c Config) (*Auditor, error) { return buildAuditor(c, queue, skew) })
 }
 
 // buildAuditor returns the Auditor of a sink config with its defaults
@@ -57,19 +49,11 @@ func buildAuditor(c Config, queue string, skew time.Duration) (*Auditor, error) 
 	if queue == "" {
 		return nil, fmt.Errorf("a rabbitmq queue is consumed destructively, so the audit reads a stream queue bound for it: declare one (x-queue-type: stream) bound to exchange %q like your consumers' queues and pass it as --queue", c.Exchange)
 	}
-	key, err := route.Parse("rabbitmq.routing_key", c.RoutingKey)
+	r, err := c.reach()
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := c.TLS.Build("rabbitmq.tls")
-	if err != nil {
-		return nil, err
-	}
-	pw, err := secret.Resolve("rabbitmq.password", c.Password, c.PasswordFile, c.PasswordEnv)
-	if err != nil {
-		return nil, err
-	}
-	return &Auditor{cfg: c, key: key, tls: tlsCfg, pw: pw, queue: queue, skew: skew}, nil
+	return &Auditor{cfg: c, reach: r, queue: queue, skew: skew}, nil
 }
 
 // Dest is the routing key the sink publishes e with.

@@ -1,8 +1,6 @@
 package redis
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 )
@@ -78,11 +77,9 @@ func (c *Config) Defaults() {
 
 // Validate checks a configuration with its defaults applied.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("redis."+format, args...)) }
-	if err := c.CloudEvents.Validate("redis.cloudevents"); err != nil {
-		errs = append(errs, err)
-	}
+	p := section.NewProblems("redis")
+	bad := p.Bad
+	p.Add(c.CloudEvents.Validate("redis.cloudevents"))
 	if strings.Contains(c.Addr, "@") {
 		bad(`addr: holds an "@": credentials do not belong in the address (they would be logged); write host:port only, and set redis.username and redis.password_env (or password_file)`)
 	} else if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
@@ -91,7 +88,7 @@ func (c *Config) Validate() error {
 		bad("addr: the port of %q is not a number from 1 to 65535", host)
 	}
 	if _, err := route.Parse("redis.stream", c.Stream); err != nil {
-		errs = append(errs, err)
+		p.Add(err)
 	}
 	if c.DB < 0 {
 		bad("db: %d is negative", c.DB)
@@ -108,12 +105,6 @@ func (c *Config) Validate() error {
 	if c.PoolSize < 1 {
 		bad("pool_size: %d is less than 1", c.PoolSize)
 	}
-	t := c.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
-		bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
-	}
-	return errors.Join(errs...)
+	p.TLS(c.TLS)
+	return p.Err()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/readback"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // auditPage is how many entries one XRANGE of the audit's read reads.
@@ -33,21 +34,13 @@ var _ sink.Auditor = (*Auditor)(nil)
 // and validated here); skew is how far the Redis server's clock may be
 // behind the source's. It does not touch the network.
 func NewAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return buildAuditor(c, skew)
+	return section.Build(c, func(c Config) (*Auditor, error) { return buildAuditor(c, skew) })
 }
 
 // buildAuditor returns the Auditor of a sink config with its defaults
 // applied and validated (by NewAuditor, or by config.Load).
 func buildAuditor(c Config, skew time.Duration) (*Auditor, error) {
-	t, err := route.Parse("redis.stream", c.Stream)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := newClient(c)
+	t, cl, err := c.reach()
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
+	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 )
 
 // Field names of every stream entry. Extra columns follow as
@@ -48,29 +49,32 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns a sink for cfg, with its defaults applied and validated. It
 // does not touch the network: Connect does.
 func New(cfg Config, logger *slog.Logger) (*Sink, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return build(cfg, logger)
+	return section.Build(cfg, func(c Config) (*Sink, error) { return build(c, logger) })
 }
 
 // build returns a sink for cfg with its defaults applied and validated (by
 // New, or by config.Load for the sink's section: they are not applied
 // twice).
 func build(cfg Config, logger *slog.Logger) (*Sink, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	stream, err := route.Parse("redis.stream", cfg.Stream)
+	stream, client, err := cfg.reach()
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient(cfg)
+	return &Sink{cfg: cfg, log: section.Logger(logger, "redis"), stream: stream, client: client}, nil
+}
+
+// reach is what the sink and its Auditor build alike of a config: the
+// stream key's template and a client of the server.
+func (c Config) reach() (*route.Template, *goredis.Client, error) {
+	stream, err := route.Parse("redis.stream", c.Stream)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &Sink{cfg: cfg, log: logger.With(slog.String("sink_type", "redis")), stream: stream, client: client}, nil
+	client, err := newClient(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stream, client, nil
 }
 
 // newClient is a client of cfg's server, with its TLS and credentials.

@@ -1,0 +1,108 @@
+// Package section is what the broker kinds (NATS, Redis, RabbitMQ, Kafka)
+// share about their config section: building a sink or an auditor from a
+// section written in Go (Build: defaults, then validation, as config.Load
+// does for a section it reads), the adapters from a kind's own Config,
+// Sink and Auditor types to sink.Kind's New and Audit, and the checks
+// every section's Validate makes (Problems). It holds no state; its
+// functions may be called from any goroutine.
+package section
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
+	"github.com/outbox-relay/outbox-relay/sink"
+)
+
+// Config is a kind's section type C, as config.Load holds it: a *C.
+type Config[C any] interface {
+	*C
+	config.SinkConfig
+}
+
+// Build applies c's defaults, validates it and builds from it: the
+// constructors a kind exports for a section written in Go (New,
+// NewAuditor). config.Load has done both for a section it read, so the
+// sink.Kind's New and Audit call the build function directly.
+func Build[C any, P Config[C], T any](c C, build func(C) (T, error)) (T, error) {
+	P(&c).Defaults()
+	if err := P(&c).Validate(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return build(c)
+}
+
+// New is sink.Kind.New for a kind whose section is a C and whose sink a
+// build of it (the section's defaults applied and validated by
+// config.Load).
+func New[C any, P Config[C], S sink.Sink](build func(C, sink.Params) (S, error)) func(sink.Params) (sink.Sink, error) {
+	return func(p sink.Params) (sink.Sink, error) {
+		s, err := build(*p.Config.(P), p)
+		if err != nil {
+			return nil, err // not a nil S in a non-nil sink.Sink
+		}
+		return s, nil
+	}
+}
+
+// Audit is sink.Kind.Audit for a kind whose section is a C and whose
+// Auditor a build of it.
+func Audit[C any, P Config[C], A sink.Auditor](build func(C, sink.AuditParams) (A, error)) func(sink.AuditParams) (sink.Auditor, error) {
+	return func(p sink.AuditParams) (sink.Auditor, error) {
+		a, err := build(*p.Config.(P), p)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+}
+
+// Logger is the log of a sink of kind typ: logger with its sink_type, or
+// a logger that discards when logger is nil (a sink built only to be
+// probed).
+func Logger(logger *slog.Logger, typ string) *slog.Logger {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return logger.With(slog.String("sink_type", typ))
+}
+
+// Problems collects what is wrong with a section, for its Validate: each
+// problem is prefixed with the section's key ("nats.").
+type Problems struct {
+	key  string
+	errs []error
+}
+
+// NewProblems returns the Problems of section key ("nats").
+func NewProblems(key string) *Problems { return &Problems{key: key} }
+
+// Bad adds a problem of the field that format starts with ("urls[%d]: ...").
+func (p *Problems) Bad(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(p.key+"."+format, args...))
+}
+
+// Add adds err, already prefixed, unless it is nil.
+func (p *Problems) Add(err error) {
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+}
+
+// TLS checks the section's tls block: its fields are used only when it is
+// enabled, and a client certificate goes with its key.
+func (p *Problems) TLS(t tlsfiles.Settings) {
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
+		p.Bad("tls.enabled: false, but other tls fields are set; set tls.enabled: true to use them")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.Bad("tls: cert_file %q and key_file %q must be set together", t.CertFile, t.KeyFile)
+	}
+}
+
+// Err is every problem added, joined; nil when there is none.
+func (p *Problems) Err() error { return errors.Join(p.errs...) }
