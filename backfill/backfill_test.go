@@ -59,34 +59,71 @@ func unique(got []outboxtest.Delivered) int {
 	return len(seen)
 }
 
-func setup(t *testing.T) (string, *sql.DB, canal.Config) {
+// lane is a source server the tests read: the package's MariaDB, or a
+// Dolt server (MySQL's flavor: the GTID watermark path).
+type lane struct {
+	flavor string
+	host   string
+	port   int
+	server interface {
+		NewDatabase(testing.TB) string
+		DB(testing.TB, string) *sql.DB
+	}
+}
+
+func mariaDB() lane { return lane{flavor: "mariadb", host: srv.Host, port: srv.Port, server: srv} }
+
+// dolt starts a Dolt server of the test's own (skipped without a dolt
+// binary, but under CI: testserver.RequireDolt).
+func dolt(t *testing.T) lane {
+	d := testserver.StartDolt(t, testserver.DoltOptions{ServerID: 7})
+	return lane{flavor: "mysql", host: d.Host, port: d.Port, server: d}
+}
+
+// lanes runs f on MariaDB (its snapshot-position path) and on Dolt (the
+// GTID watermark path MySQL takes).
+func lanes(t *testing.T, f func(t *testing.T, l lane)) {
+	t.Run("mariadb", func(t *testing.T) { f(t, mariaDB()) })
+	t.Run("dolt", func(t *testing.T) { f(t, dolt(t)) })
+}
+
+func setup(t *testing.T) (string, *sql.DB, canal.Config) { return mariaDB().setup(t) }
+
+func (l lane) setup(t *testing.T) (string, *sql.DB, canal.Config) {
 	t.Helper()
-	name := srv.NewDatabase(t)
-	db := srv.DB(t, name)
+	name := l.server.NewDatabase(t)
+	db := l.server.DB(t, name)
 	if _, err := db.Exec(outboxtest.Schema); err != nil {
 		t.Fatal(err)
 	}
-	return name, db, readerConfig(name)
+	return name, db, l.readerConfig(name)
 }
 
-func readerConfig(schema string) canal.Config {
+func readerConfig(schema string) canal.Config { return mariaDB().readerConfig(schema) }
+
+func (l lane) readerConfig(schema string) canal.Config {
 	return canal.Config{
-		Host: srv.Host, Port: uint16(srv.Port), User: "root",
-		ServerID: testserver.ServerID(), Flavor: "mariadb",
+		Host: l.host, Port: uint16(l.port), User: "root",
+		ServerID: testserver.ServerID(), Flavor: l.flavor, GTIDMode: l.flavor == "mysql",
 		Tables: []canal.Table{{Schema: schema, Name: "outbox", Columns: canal.Columns{
 			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}},
 		HeartbeatPeriod: time.Second,
+		ReadTimeout:     45 * time.Second, // Dolt heartbeats every 30 s whatever is asked
 		Logger:          slog.New(slog.DiscardHandler),
 	}
 }
 
 func newSource(t *testing.T, db *sql.DB, schema string, chunk int, where string) *backfill.Source {
+	return mariaDB().newSource(t, db, schema, chunk, where)
+}
+
+func (l lane) newSource(t *testing.T, db *sql.DB, schema string, chunk int, where string) *backfill.Source {
 	t.Helper()
-	r, err := canal.New(readerConfig(schema))
+	r, err := canal.New(l.readerConfig(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: "mariadb", Schema: schema, Table: "outbox", ChunkSize: chunk, Where: where})
+	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: chunk, Where: where})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,29 +143,83 @@ func newPipeline(t *testing.T, name string, sink *recorder, store checkpoint.Sto
 // start P while producers go on committing, then the live stream from P
 // the rest. Every committed row arrives once, and each aggregate's in
 // commit order (the producers write an aggregate from one connection, so
-// its primary key order is its commit order).
+// its primary key order is its commit order). On MariaDB each chunk's
+// snapshot names its position; on Dolt (MySQL's flavor) it is read between
+// gtid_executed watermarks, and the backfill's binlog reader is served
+// the whole binlog whatever GTID set it asks from.
 func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
-	schema, db, live := setup(t)
+	lanes(t, backfillsThenGoesLive)
+}
+
+func backfillsThenGoesLive(t *testing.T, l lane) {
+	schema, db, live := l.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	stop := make(chan struct{})
-	w := &outboxtest.Workload{Until: stop, Retained: true, OwnAggregates: true}
-	var produced sync.WaitGroup
-	produced.Go(func() { outboxtest.Produce(ctx, t, db, w, 4, 1_000_000, []int{1, 3, 2}, 6) })
-	defer func() { close(stop); produced.Wait() }()
-	eventually.Within(t, 2*time.Minute, "300 events committed before the backfill starts", func() bool { return w.Events() >= 300 })
+	// Dolt refuses a binlog dump that arrives while a commit is in flight
+	// (testserver.Dolt): there the producers pause while a stream
+	// connects, and go on once it has read its first event.
+	dolt := l.flavor == "mysql"
+	var (
+		phases   []*outboxtest.Workload
+		produced sync.WaitGroup
+		stop     chan struct{}
+	)
+	produce := func() {
+		stop = make(chan struct{})
+		w := &outboxtest.Workload{Prefix: fmt.Sprintf("p%d-", len(phases)), Until: stop, Retained: true, OwnAggregates: true, NetChange: dolt}
+		phases = append(phases, w)
+		produced.Go(func() { outboxtest.Produce(ctx, t, db, w, 4, 1_000_000, []int{1, 3, 2}, 6) })
+	}
+	pause := func() {
+		if stop != nil {
+			close(stop)
+			produced.Wait()
+			stop = nil
+		}
+	}
+	defer pause()
+	events := func() int {
+		n := 0
+		for _, w := range phases {
+			n += w.Events()
+		}
+		return n
+	}
+	produce()
+	eventually.Within(t, 2*time.Minute, "300 events committed before the backfill starts", func() bool { return events() >= 300 })
+	if dolt {
+		pause()
+	}
 
 	store, err := checkpoint.OpenFile(filepath.Join(t.TempDir(), "cp.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, db, schema, 17, "")
+	followed := &connected{ch: make(chan struct{})}
+	r, err := canal.New(withObserver(live, followed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: 17})
+	if err != nil {
+		t.Fatal(err)
+	}
 	start, err := src.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sink := &recorder{}
-	if err := newPipeline(t, "s.backfill", sink, store, start).Run(ctx, src); err != nil {
+	backfilling := make(chan error, 1)
+	go func() { backfilling <- newPipeline(t, "s.backfill", sink, store, start).Run(ctx, src) }()
+	if dolt {
+		select {
+		case <-followed.ch:
+			produce()
+		case err := <-backfilling:
+			backfilling <- err
+		}
+	}
+	if err := <-backfilling; err != nil {
 		t.Fatalf("backfill: %v", err)
 	}
 	backfilled := len(sink.delivered())
@@ -136,9 +227,14 @@ func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
 	if err != nil || cp.Position.Table == nil || !cp.Position.Table.Done {
 		t.Fatalf("backfill checkpoint %v (%v): want a Done cursor", cp.Position, err)
 	}
-	eventually.Within(t, 2*time.Minute, "more events committed after the backfill", func() bool { return w.Events() >= 2*backfilled+300 })
+	if dolt {
+		pause()
+	} else {
+		eventually.Within(t, 2*time.Minute, "more events committed after the backfill", func() bool { return events() >= 2*backfilled+300 })
+	}
 
-	r, err := canal.New(live)
+	streaming := &connected{ch: make(chan struct{})}
+	r, err = canal.New(withObserver(live, streaming))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,13 +247,28 @@ func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
 			t.Errorf("live: %v", err)
 		}
 	})
-	close(stop)
-	produced.Wait()
-	stop = make(chan struct{}) // the deferred close
-	eventually.Within(t, 3*time.Minute, "every committed event delivered", func() bool { return unique(sink.delivered()) >= w.Events() })
+	if dolt {
+		select {
+		case <-streaming.ch:
+		case <-ctx.Done():
+			t.Fatal("the live stream did not connect")
+		}
+		produce()
+		n := events()
+		eventually.Within(t, 2*time.Minute, "more events committed once live", func() bool { return events() >= n+100 })
+	}
+	pause()
+	all := &outboxtest.Workload{RolledBack: map[string]bool{}}
+	for _, w := range phases {
+		all.Txns = append(all.Txns, w.Committed()...)
+		for id := range w.RolledBack {
+			all.RolledBack[id] = true
+		}
+	}
+	eventually.Within(t, 3*time.Minute, "every committed event delivered", func() bool { return unique(sink.delivered()) >= all.Events() })
 	lcancel()
 	running.Wait()
-	rep := outboxtest.Check(t, w, sink.delivered(), false)
+	rep := outboxtest.Check(t, all, sink.delivered(), false)
 	if rep.Duplicates != 0 {
 		t.Errorf("%d events delivered twice by the backfill and the live stream together", rep.Duplicates)
 	}
@@ -165,6 +276,26 @@ func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
 	if backfilled == 0 || backfilled == rep.Delivered {
 		t.Errorf("backfilled %d of %d: want some from each side", backfilled, rep.Delivered)
 	}
+}
+
+// connected is a canal.Observer that closes ch once its stream has read
+// its first event.
+type connected struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (c *connected) Connected()               { c.once.Do(func() { close(c.ch) }) }
+func (c *connected) BinlogEvent()             {}
+func (c *connected) OutboxEvents(string, int) {}
+func (c *connected) Heartbeat()               {}
+func (c *connected) Reconnect()               {}
+func (c *connected) Transaction(time.Time)    {}
+func (c *connected) Server(string, bool)      {}
+
+func withObserver(cfg canal.Config, o canal.Observer) canal.Config {
+	cfg.Observer = o
+	return cfg
 }
 
 // A backfilled row becomes the event the binlog reader makes of it.

@@ -509,6 +509,11 @@ type txnState struct {
 	// file; transactions ending at or before it were handed on already.
 	skipFile string
 	skipTo   uint32
+	// had: the transaction in progress is in exec already, a server that
+	// ignored the dump's GTID set sent it again (Dolt reads the set only
+	// with BINLOG_THROUGH_GTID, which go-mysql does not send): it was
+	// handed on before, or is before the start, and is not handed on.
+	had bool
 
 	// own: the transaction has rows in a table of Config.Own; others: in
 	// any other table.
@@ -606,6 +611,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		st.gtid = fmt.Sprintf("%s:%s:%d", u, e.Tag, e.GNO)
 		if st.exec != nil {
+			st.had = executed(st.exec, u, e.Tag, e.GNO)
 			st.exec.(*mysql.MysqlGTIDSet).AddGTIDWithTag(u, e.Tag, e.GNO)
 		}
 	case *replication.GTIDEvent:
@@ -619,6 +625,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		st.gtid = fmt.Sprintf("%s:%d", u, e.GNO)
 		if st.exec != nil {
+			st.had = executed(st.exec, u, mysql.Tag{}, e.GNO)
 			st.exec.(*mysql.MysqlGTIDSet).AddGTID(u, e.GNO)
 		}
 	case *replication.MariadbGTIDEvent:
@@ -842,7 +849,14 @@ func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
+// executed reports whether MySQL GTID set exec holds uuid:tag:gno.
+func executed(exec mysql.GTIDSet, u uuid.UUID, tag mysql.Tag, gno int64) bool {
+	m, ok := exec.(*mysql.MysqlGTIDSet)
+	return ok && (*m)[u][tag].Contain(mysql.IntervalSlice{{Start: gno, Stop: gno + 1}})
+}
+
 func (st *txnState) begin() {
+	st.had = false
 	st.inTxn = false
 	st.gtid = ""
 	st.events = nil
@@ -864,6 +878,10 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 			return nil
 		}
 		st.skipTo = 0
+	}
+	if st.had {
+		st.begin() // in the start set: a server that ignored it sent it
+		return nil
 	}
 	if st.own && !st.others && len(st.events) == 0 && len(st.changes) == 0 && st.xa == "" {
 		st.begin() // the relay's own write (a checkpoint save): nothing to hand on
