@@ -155,71 +155,24 @@ func backfillsThenGoesLive(t *testing.T, l lane) {
 	schema, db, live := l.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Dolt refuses a binlog dump that arrives while a commit is in flight
-	// (testserver.Dolt): there the producers pause while a stream
-	// connects, and go on once it has read its first event.
-	dolt := l.flavor == "mysql"
-	var (
-		phases   []*outboxtest.Workload
-		produced sync.WaitGroup
-		stop     chan struct{}
-	)
-	produce := func() {
-		stop = make(chan struct{})
-		w := &outboxtest.Workload{Prefix: fmt.Sprintf("p%d-", len(phases)), Until: stop, Retained: true, OwnAggregates: true, NetChange: dolt}
-		phases = append(phases, w)
-		produced.Go(func() { outboxtest.Produce(ctx, t, db, w, 4, 1_000_000, []int{1, 3, 2}, 6) })
-	}
-	pause := func() {
-		if stop != nil {
-			close(stop)
-			produced.Wait()
-			stop = nil
-		}
-	}
-	defer pause()
-	events := func() int {
-		n := 0
-		for _, w := range phases {
-			n += w.Events()
-		}
-		return n
-	}
-	produce()
-	eventually.Within(t, 2*time.Minute, "300 events committed before the backfill starts", func() bool { return events() >= 300 })
-	if dolt {
-		pause()
-	}
+	stop := make(chan struct{})
+	w := &outboxtest.Workload{Until: stop, Retained: true, OwnAggregates: true, NetChange: l.flavor == "mysql"}
+	var produced sync.WaitGroup
+	produced.Go(func() { outboxtest.Produce(ctx, t, db, w, 4, 1_000_000, []int{1, 3, 2}, 6) })
+	defer func() { close(stop); produced.Wait() }()
+	eventually.Within(t, 2*time.Minute, "300 events committed before the backfill starts", func() bool { return w.Events() >= 300 })
 
 	store, err := checkpoint.OpenFile(filepath.Join(t.TempDir(), "cp.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	followed := &connected{ch: make(chan struct{})}
-	r, err := canal.New(withObserver(live, followed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: 17})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := l.newSource(t, db, schema, 17, "")
 	start, err := src.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sink := &recorder{}
-	backfilling := make(chan error, 1)
-	go func() { backfilling <- newPipeline(t, "s.backfill", sink, store, start).Run(ctx, src) }()
-	if dolt {
-		select {
-		case <-followed.ch:
-			produce()
-		case err := <-backfilling:
-			backfilling <- err
-		}
-	}
-	if err := <-backfilling; err != nil {
+	if err := newPipeline(t, "s.backfill", sink, store, start).Run(ctx, src); err != nil {
 		t.Fatalf("backfill: %v", err)
 	}
 	backfilled := len(sink.delivered())
@@ -227,14 +180,9 @@ func backfillsThenGoesLive(t *testing.T, l lane) {
 	if err != nil || cp.Position.Table == nil || !cp.Position.Table.Done {
 		t.Fatalf("backfill checkpoint %v (%v): want a Done cursor", cp.Position, err)
 	}
-	if dolt {
-		pause()
-	} else {
-		eventually.Within(t, 2*time.Minute, "more events committed after the backfill", func() bool { return events() >= 2*backfilled+300 })
-	}
+	eventually.Within(t, 2*time.Minute, "more events committed after the backfill", func() bool { return w.Events() >= 2*backfilled+300 })
 
-	streaming := &connected{ch: make(chan struct{})}
-	r, err = canal.New(withObserver(live, streaming))
+	r, err := canal.New(live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,28 +195,13 @@ func backfillsThenGoesLive(t *testing.T, l lane) {
 			t.Errorf("live: %v", err)
 		}
 	})
-	if dolt {
-		select {
-		case <-streaming.ch:
-		case <-ctx.Done():
-			t.Fatal("the live stream did not connect")
-		}
-		produce()
-		n := events()
-		eventually.Within(t, 2*time.Minute, "more events committed once live", func() bool { return events() >= n+100 })
-	}
-	pause()
-	all := &outboxtest.Workload{RolledBack: map[string]bool{}}
-	for _, w := range phases {
-		all.Txns = append(all.Txns, w.Committed()...)
-		for id := range w.RolledBack {
-			all.RolledBack[id] = true
-		}
-	}
-	eventually.Within(t, 3*time.Minute, "every committed event delivered", func() bool { return unique(sink.delivered()) >= all.Events() })
+	close(stop)
+	produced.Wait()
+	stop = make(chan struct{}) // the deferred close
+	eventually.Within(t, 3*time.Minute, "every committed event delivered", func() bool { return unique(sink.delivered()) >= w.Events() })
 	lcancel()
 	running.Wait()
-	rep := outboxtest.Check(t, all, sink.delivered(), false)
+	rep := outboxtest.Check(t, w, sink.delivered(), false)
 	if rep.Duplicates != 0 {
 		t.Errorf("%d events delivered twice by the backfill and the live stream together", rep.Duplicates)
 	}
@@ -276,26 +209,6 @@ func backfillsThenGoesLive(t *testing.T, l lane) {
 	if backfilled == 0 || backfilled == rep.Delivered {
 		t.Errorf("backfilled %d of %d: want some from each side", backfilled, rep.Delivered)
 	}
-}
-
-// connected is a canal.Observer that closes ch once its stream has read
-// its first event.
-type connected struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-func (c *connected) Connected()               { c.once.Do(func() { close(c.ch) }) }
-func (c *connected) BinlogEvent()             {}
-func (c *connected) OutboxEvents(string, int) {}
-func (c *connected) Heartbeat()               {}
-func (c *connected) Reconnect()               {}
-func (c *connected) Transaction(time.Time)    {}
-func (c *connected) Server(string, bool)      {}
-
-func withObserver(cfg canal.Config, o canal.Observer) canal.Config {
-	cfg.Observer = o
-	return cfg
 }
 
 // A backfilled row becomes the event the binlog reader makes of it.

@@ -413,12 +413,12 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: max(pos.Pos, 4)})
 	}
 	if err != nil {
-		return classify(err)
+		return classifyDump(err, pos.GTIDSet)
 	}
 	for first := true; ; first = false {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return classify(err)
+			return classifyDump(err, pos.GTIDSet)
 		}
 		if r.cfg.Observer != nil {
 			if first {
@@ -461,6 +461,24 @@ func (r *Reader) startMode(pos event.Position) (startMode, error) {
 		return 0, fmt.Errorf("%w: no start position (gtid_mode is OFF, so a file and position are needed)", errFatal)
 	}
 	return startFile, nil
+}
+
+// ignoredSet is how a server that read no GTID set from a dump names the
+// set it was sent, in its error 1236.
+const ignoredSet = "The GTID set sent by the replica is ''"
+
+// classifyDump is classify for the errors of a dump asked from GTID set
+// sent. A server that answers as if the set were empty when it was not
+// ignored it (Dolt reads it only with BINLOG_THROUGH_GTID, which go-mysql
+// does not send, and refuses a dump that arrives while a commit is in
+// flight as "purged", naming that commit): its refusal says nothing of
+// our position, and the dump is retried.
+func classifyDump(err error, sent string) error {
+	var me *mysql.MyError
+	if sent != "" && errors.As(err, &me) && me.Code == 1236 && strings.Contains(me.Message, ignoredSet) {
+		return fmt.Errorf("the server ignored the GTID set the dump sent and refused it while a commit was in flight; retried: %s (error %d)", me.Message, me.Code)
+	}
+	return classify(err)
 }
 
 // classify turns the server's refusal to serve a position into
