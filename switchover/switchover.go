@@ -28,8 +28,8 @@ import (
 // Table is an outbox table under switch-over (tables[].switch_over):
 // its quoted name, id and status columns, and the statuses.
 type Table struct {
-	name, id, status string // quoted: `schema`.`table`, `id`, `status`
-	pending, claimed string
+	schema, name, id, status string // quoted: `schema`, `schema`.`table`, `id`, `status`
+	pending, claimed         string
 }
 
 // Tables returns the tables of cfg under switch-over, by
@@ -45,7 +45,7 @@ func Tables(cfg *config.Config) map[string]Table {
 			out = map[string]Table{}
 		}
 		s, n := t.SchemaTable()
-		out[t.Name] = Table{name: quoteIdent(s) + "." + quoteIdent(n), id: quoteIdent(t.Columns.ID),
+		out[t.Name] = Table{schema: quoteIdent(s), name: quoteIdent(s) + "." + quoteIdent(n), id: quoteIdent(t.Columns.ID),
 			status: quoteIdent(so.StatusColumn), pending: so.Pending, claimed: so.Claimed}
 	}
 	return out
@@ -160,9 +160,23 @@ func (c *Sink) claim(ctx context.Context, batch []*event.Event) ([]int, error) {
 		return keep, nil
 	}
 	drop := map[int]bool{}
+	// The claim's connection has a current database, a table's schema:
+	// Dolt commits no transaction on a connection without one (MySQL and
+	// MariaDB need none; the statements name their tables in full).
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("switch-over claim: %w", err)
+	}
+	defer conn.Close()
+	for table := range byTable {
+		if _, err := conn.ExecContext(ctx, "USE "+c.tables[table].schema); err != nil {
+			return nil, fmt.Errorf("switch-over claim: %w", err)
+		}
+		break
+	}
 	// READ COMMITTED: the rows are locked by primary key, with no gap
 	// locks that would make the application's inserts wait or deadlock.
-	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("switch-over claim: %w", err)
 	}
