@@ -39,7 +39,9 @@ type Config struct {
 	// server must still hold the binlog from there (a replay's window
 	// end).
 	Until event.Position
-	// Flavor is the source's ("mariadb"; "mysql" is refused by Start).
+	// Flavor is the source's: "mariadb" reads each chunk at its snapshot's
+	// binlog position, "mysql" (and Dolt) between gtid_executed
+	// watermarks (package doc).
 	Flavor string
 	// Schema and Table name the outbox table.
 	Schema, Table string
