@@ -280,6 +280,15 @@ func (s *DoltServer) Stop() {
 	os.RemoveAll(s.Dir)
 }
 
+// PID is the server process's id (0 before it started), for a benchmark
+// that measures its CPU.
+func (s *DoltServer) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Log returns the end of the server's log, for a failing test's message.
 func (s *DoltServer) Log() string {
 	b, _ := os.ReadFile(s.logPath)
