@@ -377,3 +377,49 @@ func TestSinceNeedsTheInsertTimeColumn(t *testing.T) {
 		t.Errorf("Run = %v, want an error naming tables[].columns.created_at", err)
 	}
 }
+
+// A replay from the table reads the rows committed before its window's
+// end (Config.Until, a binlog position the server still holds) and none
+// committed after it, though the table holds them: on MariaDB and on
+// Dolt (the GTID watermark path).
+func TestUntilReadsOnlyTheRowsCommittedBeforeIt(t *testing.T) {
+	lanes(t, func(t *testing.T, l lane) {
+		schema, db, _ := l.setup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		insert := func(ids ...string) {
+			for _, id := range ids {
+				if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		insert("a1", "a2", "a3")
+		until, err := l.newSource(t, db, schema, 2, "").Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until.Table = nil
+		insert("b1", "b2")
+		r, err := canal.New(l.readerConfig(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := backfill.New(backfill.Config{DB: db, Reader: r, Until: until, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		if err := src.Run(ctx, event.Position{}, func(_ context.Context, txn *event.Txn) error {
+			for _, e := range txn.Events {
+				ids = append(ids, e.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ids, ",") != "a1,a2,a3" {
+			t.Errorf("read %v, want the rows committed before Until: a1,a2,a3", ids)
+		}
+	})
+}
