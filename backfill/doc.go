@@ -35,7 +35,6 @@
 //     server that ignores the GTID set the reader asks from (Dolt) sends
 //     the transactions before P too: the reader passes over them
 //     (canal.Reader hands on no transaction its executed set holds).
-//
 //     Only INSERTs after P are dropped, not every key the binlog changed
 //     between the watermarks as Debezium does: the live stream sends an
 //     outbox table's inserts only, so a row inserted before P and updated
