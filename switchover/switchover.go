@@ -113,7 +113,8 @@ func NewSink(s sink.Sink, name string, db *sql.DB, tables map[string]Table, m *M
 // SELECT … FOR UPDATE SKIP LOCKED and its status update commit first): they
 // are dropped, counted and logged at debug. A row the table no longer holds
 // (pruned) is sent: no poller can have it. The row lock orders the two
-// claims, so each row has one owner.
+// claims, so each row has one owner; on a server without row locks (Dolt)
+// the later of two claims of a row fails at commit (1213) and is retried.
 type Sink struct {
 	sink.Sink
 	name   string
