@@ -39,7 +39,9 @@ type Config struct {
 	// server must still hold the binlog from there (a replay's window
 	// end).
 	Until event.Position
-	// Flavor is the source's ("mariadb"; "mysql" is refused by Start).
+	// Flavor is the source's: "mariadb" reads each chunk at its snapshot's
+	// binlog position, "mysql" (and Dolt) between gtid_executed
+	// watermarks (package doc).
 	Flavor string
 	// Schema and Table name the outbox table.
 	Schema, Table string
@@ -107,25 +109,33 @@ func New(cfg Config) (*Source, error) {
 }
 
 // snapshot is an open consistent-snapshot transaction and the binlog
-// position it sees exactly: every transaction before it, none after.
+// position the chunk read in it is handed on at: on MariaDB the one it
+// sees exactly (every transaction before it, none after); on MySQL a high
+// watermark set once the chunk is read (mark).
 type snapshot struct {
 	conn *sql.Conn
 	pos  event.Position
 }
 
-// open starts a consistent snapshot on a connection of its own. MariaDB
-// names the binlog position of the snapshot (binlog_snapshot_file and
-// binlog_snapshot_position, read inside it), which no other statement can:
-// a position read before or after the snapshot may be off by the
-// transactions committing meanwhile.
+// mariaDB reports whether the source names its snapshots' binlog positions
+// (MariaDB); the others (MySQL, Dolt) are read between GTID watermarks.
+func (s *Source) mariaDB() bool { return s.cfg.Flavor == "mariadb" }
+
+// open starts a consistent snapshot on a connection of its own.
 //
-// The GTID position at that point (BINLOG_GTID_POS, which reads the binlog
-// file from its start: costly on a big file) is looked up only when
-// withGTID is set: a start's, not every chunk's.
+// MariaDB names the binlog position of the snapshot (binlog_snapshot_file
+// and binlog_snapshot_position, read inside it), which no other statement
+// can: a position read before or after the snapshot may be off by the
+// transactions committing meanwhile. The GTID position at that point
+// (BINLOG_GTID_POS, which reads the binlog file from its start: costly on
+// a big file) is looked up only when withGTID is set: a start's, not every
+// chunk's.
+//
+// MySQL names none: the chunk's position is its high watermark, the
+// server's gtid_executed read once the chunk's SELECT is done (mark).
+// READ ONLY is not asked there: Dolt refuses it beside WITH CONSISTENT
+// SNAPSHOT.
 func (s *Source) open(ctx context.Context, withGTID bool) (*snapshot, error) {
-	if s.cfg.Flavor != "mariadb" {
-		return nil, fmt.Errorf("backfill: the source is %s; a backfill needs MariaDB's consistent snapshot position (binlog_snapshot_file), which MySQL does not report: use replay from the binlog instead", s.cfg.Flavor)
-	}
 	conn, err := s.cfg.DB.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -136,13 +146,18 @@ func (s *Source) open(ctx context.Context, withGTID bool) (*snapshot, error) {
 			conn.Close()
 		}
 	}()
-	for _, q := range []string{
-		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
-	} {
+	begin := "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+	if !s.mariaDB() {
+		begin = "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+	}
+	for _, q := range []string{"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", begin} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("backfill: %s: %w", q, err)
 		}
+	}
+	if !s.mariaDB() {
+		ok = true
+		return &snapshot{conn: conn}, nil
 	}
 	var file string
 	var pos uint32
@@ -184,15 +199,47 @@ func (s *Source) open(ctx context.Context, withGTID bool) (*snapshot, error) {
 	return &snapshot{conn: conn, pos: p}, nil
 }
 
-// gtidAt is MariaDB's GTID position at file:pos.
-func gtidAt(ctx context.Context, q interface {
+// querier is a pool, a connection or a transaction.
+type querier interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, file string, pos uint32) (string, error) {
+}
+
+// gtidAt is MariaDB's GTID position at file:pos.
+func gtidAt(ctx context.Context, q querier, file string, pos uint32) (string, error) {
 	var gtid sql.NullString
 	if err := q.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, pos).Scan(&gtid); err != nil {
 		return "", fmt.Errorf("backfill: GTID position of %s:%d: %w", file, pos, err)
 	}
 	return gtid.String, nil
+}
+
+// executed is a MySQL source's GTID watermark: its gtid_executed now (a
+// global value, the server's current one inside a snapshot too), as a
+// position. Every transaction a snapshot started before it sees is in it:
+// MySQL adds a GTID to gtid_executed as the transaction commits, and the
+// watermark is read after the snapshot's reads. With gtid_mode OFF there is
+// none, and the error says what to set.
+func (s *Source) executed(ctx context.Context, q querier) (event.Position, error) {
+	var set, mode string
+	var serverID uint32
+	if err := q.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_mode, @@server_id").Scan(&set, &mode, &serverID); err != nil {
+		return event.Position{}, fmt.Errorf("backfill: read the server's gtid_executed: %w", err)
+	}
+	if !strings.EqualFold(mode, "ON") {
+		return event.Position{}, fmt.Errorf("backfill: the source's gtid_mode is %s; a backfill on %s reads each chunk between two gtid_executed watermarks: set gtid_mode=ON (with enforce_gtid_consistency=ON)", mode, s.cfg.Flavor)
+	}
+	return event.Position{GTIDSet: strings.ReplaceAll(set, "\n", ""), ServerID: serverID}, nil
+}
+
+// mark sets a MySQL snapshot's position, once its chunk is read: the
+// high watermark (executed).
+func (s *Source) mark(ctx context.Context, sn *snapshot) error {
+	if s.mariaDB() {
+		return nil
+	}
+	p, err := s.executed(ctx, sn.conn)
+	sn.pos = p
+	return err
 }
 
 func (sn *snapshot) close() {
@@ -211,12 +258,20 @@ func (s *Source) Start(ctx context.Context) (event.Position, error) {
 		p.Table = &event.TableCursor{Table: s.table}
 		return p, nil
 	}
-	sn, err := s.open(ctx, true)
-	if err != nil {
-		return event.Position{}, err
+	var p event.Position
+	if s.mariaDB() {
+		sn, err := s.open(ctx, true)
+		if err != nil {
+			return event.Position{}, err
+		}
+		sn.close()
+		p = sn.pos
+	} else {
+		var err error
+		if p, err = s.executed(ctx, s.cfg.DB); err != nil {
+			return event.Position{}, err
+		}
 	}
-	sn.close()
-	p := sn.pos
 	p.Table = &event.TableCursor{Table: s.table}
 	return p, nil
 }
@@ -276,7 +331,11 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 		if err != nil {
 			return err
 		}
-		if err := f.wait(ctx, g, func() (string, error) { return gtidAt(ctx, s.cfg.DB, g.File, g.Pos) }); err != nil {
+		var byGTID func() (string, error)
+		if s.mariaDB() {
+			byGTID = func() (string, error) { return gtidAt(ctx, s.cfg.DB, g.File, g.Pos) }
+		}
+		if err := f.wait(ctx, g, byGTID); err != nil {
 			return err
 		}
 		txn := &event.Txn{Position: start}
@@ -574,6 +633,10 @@ func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any
 	if err := rows.Err(); err != nil {
 		return nil, nil, event.Position{}, fmt.Errorf("backfill: read %s: %w", s.table, err)
 	}
+	rows.Close()
+	if err := s.mark(ctx, sn); err != nil {
+		return nil, nil, event.Position{}, err
+	}
 	return out, last, sn.pos, nil
 }
 
@@ -618,13 +681,17 @@ func (f *follower) fail(err error) {
 	f.changed = make(chan struct{})
 }
 
-// wait returns once the binlog has been read up to g (a file and
-// position). Binlog coordinates tell at once, but for one case: g at the
-// start of a file the server has rotated to, with no transaction after
+// wait returns once the binlog has been read up to g: a GTID set (MySQL's
+// watermark; an empty one, before any GTID, at once), or MariaDB's file
+// and position. Binlog coordinates tell at once, but for one case: g at
+// the start of a file the server has rotated to, with no transaction after
 // it yet (the reader's last position is in the file before). When they
-// have not told within a second, g's GTID position (gtid, looked up once)
-// is compared too.
+// have not told within a second, g's GTID position (gtid, looked up once;
+// nil for none) is compared too.
 func (f *follower) wait(ctx context.Context, g event.Position, gtid func() (string, error)) error {
+	if g.GTIDSet == "" && g.File == "" {
+		return nil // no transaction executed yet
+	}
 	slow := time.NewTimer(time.Second)
 	defer slow.Stop()
 	var byGTID event.Position
@@ -642,6 +709,9 @@ func (f *follower) wait(ctx context.Context, g event.Position, gtid func() (stri
 		select {
 		case <-ch:
 		case <-slow.C:
+			if gtid == nil {
+				continue
+			}
 			set, err := gtid()
 			if err != nil {
 				return err

@@ -59,34 +59,71 @@ func unique(got []outboxtest.Delivered) int {
 	return len(seen)
 }
 
-func setup(t *testing.T) (string, *sql.DB, canal.Config) {
+// lane is a source server the tests read: the package's MariaDB, or a
+// Dolt server (MySQL's flavor: the GTID watermark path).
+type lane struct {
+	flavor string
+	host   string
+	port   int
+	server interface {
+		NewDatabase(testing.TB) string
+		DB(testing.TB, string) *sql.DB
+	}
+}
+
+func mariaDB() lane { return lane{flavor: "mariadb", host: srv.Host, port: srv.Port, server: srv} }
+
+// dolt starts a Dolt server of the test's own (skipped without a dolt
+// binary, but under CI: testserver.RequireDolt).
+func dolt(t *testing.T) lane {
+	d := testserver.StartDolt(t, testserver.DoltOptions{ServerID: 7})
+	return lane{flavor: "mysql", host: d.Host, port: d.Port, server: d}
+}
+
+// lanes runs f on MariaDB (its snapshot-position path) and on Dolt (the
+// GTID watermark path MySQL takes).
+func lanes(t *testing.T, f func(t *testing.T, l lane)) {
+	t.Run("mariadb", func(t *testing.T) { f(t, mariaDB()) })
+	t.Run("dolt", func(t *testing.T) { f(t, dolt(t)) })
+}
+
+func setup(t *testing.T) (string, *sql.DB, canal.Config) { return mariaDB().setup(t) }
+
+func (l lane) setup(t *testing.T) (string, *sql.DB, canal.Config) {
 	t.Helper()
-	name := srv.NewDatabase(t)
-	db := srv.DB(t, name)
+	name := l.server.NewDatabase(t)
+	db := l.server.DB(t, name)
 	if _, err := db.Exec(outboxtest.Schema); err != nil {
 		t.Fatal(err)
 	}
-	return name, db, readerConfig(name)
+	return name, db, l.readerConfig(name)
 }
 
-func readerConfig(schema string) canal.Config {
+func readerConfig(schema string) canal.Config { return mariaDB().readerConfig(schema) }
+
+func (l lane) readerConfig(schema string) canal.Config {
 	return canal.Config{
-		Host: srv.Host, Port: uint16(srv.Port), User: "root",
-		ServerID: testserver.ServerID(), Flavor: "mariadb",
+		Host: l.host, Port: uint16(l.port), User: "root",
+		ServerID: testserver.ServerID(), Flavor: l.flavor, GTIDMode: l.flavor == "mysql",
 		Tables: []canal.Table{{Schema: schema, Name: "outbox", Columns: canal.Columns{
 			ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Type: "type", Payload: "payload"}}},
 		HeartbeatPeriod: time.Second,
+		ReadTimeout:     45 * time.Second, // Dolt heartbeats every 30 s whatever is asked
 		Logger:          slog.New(slog.DiscardHandler),
 	}
 }
 
 func newSource(t *testing.T, db *sql.DB, schema string, chunk int, where string) *backfill.Source {
+	return mariaDB().newSource(t, db, schema, chunk, where)
+}
+
+func (l lane) newSource(t *testing.T, db *sql.DB, schema string, chunk int, where string) *backfill.Source {
 	t.Helper()
-	r, err := canal.New(readerConfig(schema))
+	r, err := canal.New(l.readerConfig(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: "mariadb", Schema: schema, Table: "outbox", ChunkSize: chunk, Where: where})
+	src, err := backfill.New(backfill.Config{DB: db, Reader: r, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: chunk, Where: where})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +143,20 @@ func newPipeline(t *testing.T, name string, sink *recorder, store checkpoint.Sto
 // start P while producers go on committing, then the live stream from P
 // the rest. Every committed row arrives once, and each aggregate's in
 // commit order (the producers write an aggregate from one connection, so
-// its primary key order is its commit order).
+// its primary key order is its commit order). On MariaDB each chunk's
+// snapshot names its position; on Dolt (MySQL's flavor) it is read between
+// gtid_executed watermarks, and the backfill's binlog reader is served
+// the whole binlog whatever GTID set it asks from.
 func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
-	schema, db, live := setup(t)
+	lanes(t, backfillsThenGoesLive)
+}
+
+func backfillsThenGoesLive(t *testing.T, l lane) {
+	schema, db, live := l.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
-	w := &outboxtest.Workload{Until: stop, Retained: true, OwnAggregates: true}
+	w := &outboxtest.Workload{Until: stop, Retained: true, OwnAggregates: true, NetChange: l.flavor == "mysql"}
 	var produced sync.WaitGroup
 	produced.Go(func() { outboxtest.Produce(ctx, t, db, w, 4, 1_000_000, []int{1, 3, 2}, 6) })
 	defer func() { close(stop); produced.Wait() }()
@@ -122,7 +166,7 @@ func TestNewSinkBackfillsThenGoesLiveWithEveryRowOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, db, schema, 17, "")
+	src := l.newSource(t, db, schema, 17, "")
 	start, err := src.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -332,4 +376,50 @@ func TestSinceNeedsTheInsertTimeColumn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tables[].columns.created_at") {
 		t.Errorf("Run = %v, want an error naming tables[].columns.created_at", err)
 	}
+}
+
+// A replay from the table reads the rows committed before its window's
+// end (Config.Until, a binlog position the server still holds) and none
+// committed after it, though the table holds them: on MariaDB and on
+// Dolt (the GTID watermark path).
+func TestUntilReadsOnlyTheRowsCommittedBeforeIt(t *testing.T) {
+	lanes(t, func(t *testing.T, l lane) {
+		schema, db, _ := l.setup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		insert := func(ids ...string) {
+			for _, id := range ids {
+				if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		insert("a1", "a2", "a3")
+		until, err := l.newSource(t, db, schema, 2, "").Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until.Table = nil
+		insert("b1", "b2")
+		r, err := canal.New(l.readerConfig(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := backfill.New(backfill.Config{DB: db, Reader: r, Until: until, Flavor: l.flavor, Schema: schema, Table: "outbox", ChunkSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		if err := src.Run(ctx, event.Position{}, func(_ context.Context, txn *event.Txn) error {
+			for _, e := range txn.Events {
+				ids = append(ids, e.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ids, ",") != "a1,a2,a3" {
+			t.Errorf("read %v, want the rows committed before Until: a1,a2,a3", ids)
+		}
+	})
 }

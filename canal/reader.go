@@ -413,12 +413,12 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		streamer, err = syncer.StartSync(mysql.Position{Name: pos.File, Pos: max(pos.Pos, 4)})
 	}
 	if err != nil {
-		return classify(err)
+		return classifyDump(err, pos.GTIDSet)
 	}
 	for first := true; ; first = false {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return classify(err)
+			return classifyDump(err, pos.GTIDSet)
 		}
 		if r.cfg.Observer != nil {
 			if first {
@@ -461,6 +461,24 @@ func (r *Reader) startMode(pos event.Position) (startMode, error) {
 		return 0, fmt.Errorf("%w: no start position (gtid_mode is OFF, so a file and position are needed)", errFatal)
 	}
 	return startFile, nil
+}
+
+// ignoredSet is how a server that read no GTID set from a dump names the
+// set it was sent, in its error 1236.
+const ignoredSet = "The GTID set sent by the replica is ''"
+
+// classifyDump is classify for the errors of a dump asked from GTID set
+// sent. A server that answers as if the set were empty when it was not
+// ignored it (Dolt reads it only with BINLOG_THROUGH_GTID, which go-mysql
+// does not send, and refuses a dump that arrives while a commit is in
+// flight as "purged", naming that commit): its refusal says nothing of
+// our position, and the dump is retried.
+func classifyDump(err error, sent string) error {
+	var me *mysql.MyError
+	if sent != "" && errors.As(err, &me) && me.Code == 1236 && strings.Contains(me.Message, ignoredSet) {
+		return fmt.Errorf("the server ignored the GTID set the dump sent and refused it while a commit was in flight; retried: %s (error %d)", me.Message, me.Code)
+	}
+	return classify(err)
 }
 
 // classify turns the server's refusal to serve a position into
@@ -509,6 +527,11 @@ type txnState struct {
 	// file; transactions ending at or before it were handed on already.
 	skipFile string
 	skipTo   uint32
+	// had: the transaction in progress is in exec already, a server that
+	// ignored the dump's GTID set sent it again (Dolt reads the set only
+	// with BINLOG_THROUGH_GTID, which go-mysql does not send): it was
+	// handed on before, or is before the start, and is not handed on.
+	had bool
 
 	// own: the transaction has rows in a table of Config.Own; others: in
 	// any other table.
@@ -606,6 +629,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		st.gtid = fmt.Sprintf("%s:%s:%d", u, e.Tag, e.GNO)
 		if st.exec != nil {
+			st.had = executed(st.exec, u, e.Tag, e.GNO)
 			st.exec.(*mysql.MysqlGTIDSet).AddGTIDWithTag(u, e.Tag, e.GNO)
 		}
 	case *replication.GTIDEvent:
@@ -619,6 +643,7 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		}
 		st.gtid = fmt.Sprintf("%s:%d", u, e.GNO)
 		if st.exec != nil {
+			st.had = executed(st.exec, u, mysql.Tag{}, e.GNO)
 			st.exec.(*mysql.MysqlGTIDSet).AddGTID(u, e.GNO)
 		}
 	case *replication.MariadbGTIDEvent:
@@ -842,7 +867,14 @@ func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
+// executed reports whether MySQL GTID set exec holds uuid:tag:gno.
+func executed(exec mysql.GTIDSet, u uuid.UUID, tag mysql.Tag, gno int64) bool {
+	m, ok := exec.(*mysql.MysqlGTIDSet)
+	return ok && (*m)[u][tag].Contain(mysql.IntervalSlice{{Start: gno, Stop: gno + 1}})
+}
+
 func (st *txnState) begin() {
+	st.had = false
 	st.inTxn = false
 	st.gtid = ""
 	st.events = nil
@@ -864,6 +896,10 @@ func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.Binlo
 			return nil
 		}
 		st.skipTo = 0
+	}
+	if st.had {
+		st.begin() // in the start set: a server that ignored it sent it
+		return nil
 	}
 	if st.own && !st.others && len(st.events) == 0 && len(st.changes) == 0 && st.xa == "" {
 		st.begin() // the relay's own write (a checkpoint save): nothing to hand on

@@ -26,3 +26,20 @@ func TestClassifySameServerID(t *testing.T) {
 		t.Errorf("a purged position = %v", err)
 	}
 }
+
+// A server that ignored the GTID set a dump sent (Dolt) refuses the dump as
+// "purged" when a commit is in flight: retried, not a lost position. The
+// same words for a dump that sent no set, or another 1236, stay one.
+func TestClassifyDumpIgnoredSetIsRetried(t *testing.T) {
+	dolt := &mysql.MyError{Code: 1236, Message: "Cannot replicate because the source purged required binary logs. Replicate the missing transactions from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log expiration period. The GTID set sent by the replica is '', and the missing transactions are '5f4e2ebf-8bcf-436b-8f77-085c4f6da819:39004'."}
+	if err := classifyDump(dolt, "5f4e2ebf-8bcf-436b-8f77-085c4f6da819:1-39000"); errors.Is(err, position.ErrLost) || errors.Is(err, errFatal) {
+		t.Errorf("a dump whose set the server ignored = %v, want retried", err)
+	}
+	if err := classifyDump(dolt, ""); !errors.Is(err, position.ErrLost) {
+		t.Errorf("a dump that sent no set = %v, want a lost position", err)
+	}
+	purged := &mysql.MyError{Code: 1236, Message: "The GTID set sent by the replica is 'u:1-5', and the missing transactions are 'u:6'"}
+	if err := classifyDump(purged, "u:1-5"); !errors.Is(err, position.ErrLost) {
+		t.Errorf("a purged position = %v, want a lost position", err)
+	}
+}

@@ -119,9 +119,9 @@ type SinkStart struct {
 	// the outbox tables hold (each table in primary key order) before it
 	// goes live: the live stream begins at the binlog position the
 	// backfill began at, after the backfill is done, so together they send
-	// each row once. MariaDB only; not for a webhook sink (use replay per
-	// endpoint). A sink that has a checkpoint is not backfilled. Default
-	// false.
+	// each row once. On MySQL the source needs gtid_mode=ON; not for a
+	// webhook sink (use replay per endpoint). A sink that has a checkpoint
+	// is not backfilled. Default false.
 	Backfill bool `yaml:"backfill"`
 	// Where selects the rows backfilled: one condition on the outbox
 	// table's columns, e.g. status = 'pending' (no ';', no comment). Default

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -29,18 +30,34 @@ import (
 // once each, every aggregate's in commit order; producers never stop
 // while the relay backfills and goes live.
 func TestNewSinkBackfillsTheTableThenGoesLive(t *testing.T) {
-	dbname := srv.NewDatabase(t)
-	db := srv.DB(t, dbname)
+	backfillsThenGoesLive(t, srv.Port, srv.NewDatabase, srv.DB, "", false)
+}
+
+// The same on Dolt, MySQL's flavor: the backfill reads its chunks between
+// gtid_executed watermarks, and its binlog reader, served the whole binlog
+// whatever GTID set it asks from, passes over the transactions before it.
+func TestDoltNewSinkBackfillsTheTableThenGoesLive(t *testing.T) {
+	d := testserver.StartDolt(t, testserver.DoltOptions{ServerID: 5})
+	// Dolt heartbeats every 30 s whatever is asked.
+	backfillsThenGoesLive(t, d.Port, d.NewDatabase, d.DB, ", read_timeout: 45s, max_reconnect_backoff: 500ms", true)
+}
+
+// backfillsThenGoesLive runs the backfill test on a server: its port, how
+// to make a database and a pool on it, the relay's extra source options,
+// and whether it logs a transaction's net change (Dolt).
+func backfillsThenGoesLive(t *testing.T, port int, newDatabase func(testing.TB) string, pool func(testing.TB, string) *sql.DB, options string, netChange bool) {
+	dbname := newDatabase(t)
+	db := pool(t, dbname)
 	if _, err := db.Exec(outboxtest.Schema); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	before := &outboxtest.Workload{Prefix: "before-", Retained: true, OwnAggregates: true}
+	before := &outboxtest.Workload{Prefix: "before-", Retained: true, OwnAggregates: true, NetChange: netChange}
 	outboxtest.Produce(ctx, t, db, before, 3, 60, []int{1, 4, 2}, 5)
 
 	stop := make(chan struct{})
-	during := &outboxtest.Workload{Prefix: "during-", Until: stop, Retained: true, OwnAggregates: true}
+	during := &outboxtest.Workload{Prefix: "during-", Until: stop, Retained: true, OwnAggregates: true, NetChange: netChange}
 	var produced sync.WaitGroup
 	produced.Go(func() { outboxtest.Produce(ctx, t, db, during, 3, 1_000_000, []int{1, 3}, 5) })
 	stopped := false
@@ -53,11 +70,11 @@ func TestNewSinkBackfillsTheTableThenGoesLive(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "cp.json")
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s%s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 200ms, start: current}
 sinks: [{name: out, type: stdout, start: {backfill: true, chunk_size: 23}}]
-`, srv.Port, testserver.ServerID(), dbname, path)))
+`, port, testserver.ServerID(), options, dbname, path)))
 	if err != nil {
 		t.Fatal(err)
 	}

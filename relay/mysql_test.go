@@ -432,6 +432,34 @@ func TestMySQLTaggedGTIDs(t *testing.T) {
 	}
 }
 
+// A server that ignores the GTID set a dump asks from (Options.IgnoreSet,
+// as Dolt) sends its whole binlog on every connect: the relay passes over
+// the transactions its checkpoint holds, tagged and untagged, and delivers
+// each event once across a restart.
+func TestMySQLServerIgnoringTheGTIDSetDeliversNothingTwice(t *testing.T) {
+	const a = "66666666-0000-0000-0000-00000000000b"
+	s := mysqlprimary.Start(t, mysqlprimary.Options{ServerUUID: a, Version: "8.4.2", IgnoreSet: true})
+	s.Insert(row(1, "e1"))
+	s.Commit(mysqlprimary.Txn{Tag: "batch", Rows: [][]any{row(2, "e2")}})
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	out := &lines{}
+	r := startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	waitIDs(t, out, "e1", "e2")
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1:batch:1" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s.Commit(mysqlprimary.Txn{Tag: "batch", Rows: [][]any{row(3, "e3")}})
+	s.Insert(row(4, "e4"))
+	r = startMySQLRelay(t, mysqlRelayConfig(t, s, cp, "earliest"), out)
+	waitIDs(t, out, "e3", "e4")
+	waitCheckpoint(t, cp, func(c checkpoint.Checkpoint) bool { return c.Position.GTIDSet == a+":1-2:batch:1-2" })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, out.events(t), "e1", "e2", "e3", "e4")
+}
+
 // 7. Compressed transactions (binlog_transaction_compression): their rows
 // are delivered, and the checkpoint after one resumes without a replay.
 func TestMySQLCompressedTransactions(t *testing.T) {

@@ -28,8 +28,8 @@ import (
 // Table is an outbox table under switch-over (tables[].switch_over):
 // its quoted name, id and status columns, and the statuses.
 type Table struct {
-	name, id, status string // quoted: `schema`.`table`, `id`, `status`
-	pending, claimed string
+	schema, name, id, status string // quoted: `schema`, `schema`.`table`, `id`, `status`
+	pending, claimed         string
 }
 
 // Tables returns the tables of cfg under switch-over, by
@@ -45,7 +45,7 @@ func Tables(cfg *config.Config) map[string]Table {
 			out = map[string]Table{}
 		}
 		s, n := t.SchemaTable()
-		out[t.Name] = Table{name: quoteIdent(s) + "." + quoteIdent(n), id: quoteIdent(t.Columns.ID),
+		out[t.Name] = Table{schema: quoteIdent(s), name: quoteIdent(s) + "." + quoteIdent(n), id: quoteIdent(t.Columns.ID),
 			status: quoteIdent(so.StatusColumn), pending: so.Pending, claimed: so.Claimed}
 	}
 	return out
@@ -113,7 +113,8 @@ func NewSink(s sink.Sink, name string, db *sql.DB, tables map[string]Table, m *M
 // SELECT … FOR UPDATE SKIP LOCKED and its status update commit first): they
 // are dropped, counted and logged at debug. A row the table no longer holds
 // (pruned) is sent: no poller can have it. The row lock orders the two
-// claims, so each row has one owner.
+// claims, so each row has one owner; on a server without row locks (Dolt)
+// the later of two claims of a row fails at commit (1213) and is retried.
 type Sink struct {
 	sink.Sink
 	name   string
@@ -160,9 +161,23 @@ func (c *Sink) claim(ctx context.Context, batch []*event.Event) ([]int, error) {
 		return keep, nil
 	}
 	drop := map[int]bool{}
+	// The claim's connection has a current database, a table's schema:
+	// Dolt commits no transaction on a connection without one (MySQL and
+	// MariaDB need none; the statements name their tables in full).
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("switch-over claim: %w", err)
+	}
+	defer conn.Close()
+	for table := range byTable {
+		if _, err := conn.ExecContext(ctx, "USE "+c.tables[table].schema); err != nil {
+			return nil, fmt.Errorf("switch-over claim: %w", err)
+		}
+		break
+	}
 	// READ COMMITTED: the rows are locked by primary key, with no gap
 	// locks that would make the application's inserts wait or deadlock.
-	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("switch-over claim: %w", err)
 	}

@@ -107,6 +107,7 @@ import (
 func main() {
 	role := flag.String("role", "", "internal: the part a child process plays")
 	rows := flag.Int("rows", 200000, "backlog rows (transactions of 10)")
+	flavor := flag.String("flavor", "mariadb", "-role backfill: the source's flavor, mariadb (snapshot positions) or mysql (GTID watermarks)")
 	live := flag.Duration("live", 10*time.Second, "duration of each live step")
 	out := flag.String("out", "bench-results.md", "write the Markdown report here too (\"\" for none)")
 	png := flag.String("png", "bench-results.png", "write a PNG chart here (\"\" for none)")
@@ -166,7 +167,7 @@ func main() {
 	case "select":
 		finish(roleSelect(*dsn, *table))
 	case "backfill":
-		finish(roleBackfill(*dsn, *host, *port, *table, *n))
+		finish(roleBackfill(*dsn, *host, *port, *table, *n, *flavor))
 	case "poller-live":
 		err = rolePollerLive(*dsn, *table, *url, *interval)
 	default:

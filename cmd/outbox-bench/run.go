@@ -128,15 +128,22 @@ sinks: [%s]
 	if err != nil {
 		return err
 	}
-	// measure runs a child of this binary with args, to its result line.
-	measure := func(name, config string, args ...string) backlogRow {
+	// measureOn runs a child of this binary with args, to its result line,
+	// counting the statements, row reads and CPU of server (its pool, its
+	// process id).
+	measureOn := func(server *sql.DB, pid int, name, config string, args ...string) backlogRow {
 		fmt.Fprintf(os.Stderr, "backlog: %s…\n", name)
-		q0, r0 := questions(root), readCounters(root)
-		done := span()
+		q0, r0 := questions(server), readCounters(server)
+		s := startSpan(pid, brokerPID)
 		r, err := childOf(ctx, self, args...)
-		row := backlogRow{name: name, res: r, stmts: questions(root) - q0 - 1, err: err, config: config, reads: readCounters(root).since(r0)}
-		done(&row)
+		row := backlogRow{name: name, res: r, stmts: questions(server) - q0 - 1, err: err, config: config, reads: readCounters(server).since(r0)}
+		cpu := s.stop()
+		row.serverCPU, row.brokerCPU = cpu[0], cpu[1]
 		return row
+	}
+	// measure is measureOn the private mariadbd.
+	measure := func(name, config string, args ...string) backlogRow {
+		return measureOn(root, dbPID, name, config, args...)
 	}
 	var table []backlogRow
 	if !gatewayOnly {
@@ -281,6 +288,11 @@ sinks: [%s]
 			"-role", "select", "-dsn", dsn, "-table", "bench.outbox"))
 		table = append(table, measure("backfill: table source, chunks of 1000, a snapshot each, rows mapped to events", "",
 			"-role", "backfill", "-dsn", dsn, "-host", srv.Host, "-port", fmt.Sprint(srv.Port), "-table", "bench.outbox", "-n", "1000"))
+		mysqlRows, err := backfillOnDolt(ctx, min(rows, doltRows), measureOn)
+		if err != nil {
+			return err
+		}
+		table = append(table, mysqlRows...)
 	}
 	if runs("poller") {
 		pollDSN := srv.DSN("bench") + "&interpolateParams=true"

@@ -14,19 +14,21 @@ package main
 // Dolt is not MySQL, and the assertions are shaped by what it does
 // differently (the testserver package lists all that was met):
 //   - go-mysql asks for a GTID dump with flags 0, and Dolt reads the replica's
-//     GTID set only with BINLOG_THROUGH_GTID set: every (re)connect replays
-//     the whole binlog. So across restarts the tests assert that nothing was
-//     lost, never that nothing was delivered twice.
+//     GTID set only with BINLOG_THROUGH_GTID set: every (re)connect is sent
+//     the whole binlog, and the relay passes over what its position holds.
+//     Across SIGKILLs the tests assert that nothing was lost, never that
+//     nothing was delivered twice.
 //   - a transaction is logged as its net change: an insert then delete of
 //     an outbox row in one transaction leaves nothing to read, so the
 //     workloads here run none (outboxtest.Workload.NetChange).
 //   - heartbeats come every 30 s whatever was asked: read_timeout is 45s.
 //   - a dump that arrives while a commit is in flight can be refused as
-//     "purged" (see probe): the tests commit only while the relay streams.
+//     "purged"; the relay retries it (see streamUp).
 
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,6 +41,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -103,17 +106,48 @@ log: {level: warn}
 }
 
 // probe is the id of an outbox event doltOutbox commits before any relay
-// starts. Dolt replays its whole binlog to every reader that connects, so
-// each (re)connect of the relay delivers it again: its delivery is how the
-// tests know a relay's stream is up.
-//
-// They must know, because Dolt refuses a binlog dump that arrives while a
-// commit is in flight, with error 1236 ("the source purged required binary
-// logs", naming the committing transaction: @@gtid_executed already has it,
-// the binlog not yet). On MySQL 1236 means the position is gone, so the
-// relay stops that sink for good. The tests therefore commit only while the
-// relay is streaming or stopped, never while it connects.
+// starts: a relay that starts at earliest delivers it. Dolt sends its whole
+// binlog to every reader that connects, but the relay passes over what its
+// start position holds, so a relay that starts at current never does, and
+// a reconnect does not deliver it again.
 const probe = "probe"
+
+var probeSeq atomic.Int64
+
+// streamUp commits a new probe event into db's outbox and waits until seen
+// says it was delivered: the relay has fixed its start and streams. Dolt
+// refuses a binlog dump that arrives while a commit is in flight (error
+// 1236, "purged", saying the replica sent an empty GTID set); the relay
+// retries it, so the probe may be committed while the relay connects.
+func streamUp(t *testing.T, db *sql.DB, seen func(id string) bool) {
+	t.Helper()
+	id := fmt.Sprintf("probe-%d", probeSeq.Add(1))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if !seen(id) {
+			// A probe committed before the relay fixed its start (current)
+			// is before it: commit another until one arrives.
+			if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'probe', 'probe', 'probe', '{}')", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for wait := time.Now().Add(2 * time.Second); time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+			if seen(id) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay's stream did not start within 30s: probe %s not delivered", id)
+		}
+		id = fmt.Sprintf("probe-%d", probeSeq.Add(1))
+	}
+}
+
+// seenIn is streamUp's seen for an in-process stdout sink.
+func seenIn(t *testing.T, out *syncLines) func(string) bool {
+	return func(id string) bool {
+		return slices.ContainsFunc(out.lines(t), func(l jsonline.Line) bool { return l.ID == id })
+	}
+}
 
 // doltOutbox creates a database with the outbox schema and the probe event,
 // and returns its name.
@@ -258,9 +292,10 @@ sinks:
 			}
 		}
 	}
-	if !delivered(1) {
-		t.Fatal("the probe event was not delivered: the relay's stream did not start")
-	}
+	streamUp(t, s.DB(t, dbname), func(id string) bool { mu.Lock(); defer mu.Unlock(); _, ok := got[id]; return ok })
+	mu.Lock()
+	probes := len(got)
+	mu.Unlock()
 
 	big := strings.Repeat("x", 70000) // past 64 KiB: the binary form's large layout
 	cases := []struct{ id, payload, want string }{
@@ -281,7 +316,7 @@ sinks:
 			t.Fatalf("insert %s: %v", c.id, err)
 		}
 	}
-	delivered(1 + len(cases))
+	delivered(probes + len(cases))
 	if err := stop(); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
@@ -332,9 +367,13 @@ func TestDoltCheckpointsAreGTIDSets(t *testing.T) {
 			cfg, cpPath := doltConfig(t, s, dbname, start, int(testserver.ServerID()))
 			out := &syncLines{}
 			stop := runRelay(t, cfg, out)
-			// Dolt replays the events committed before the relay started
-			// even with start: current (MySQL would not).
-			waitForIDs(t, out, append(outboxIDs(before), probe), 30*time.Second)
+			if start == "earliest" {
+				waitForIDs(t, out, append(outboxIDs(before), probe), 30*time.Second)
+			} else {
+				// Those committed before it started are not sent, as
+				// on MySQL, though Dolt sends its whole binlog.
+				streamUp(t, db, seenIn(t, out))
+			}
 			w := &outboxtest.Workload{NetChange: true}
 			outboxtest.Produce(context.Background(), t, db, w, 1, 20, []int{1, 4}, 5)
 			got := waitForIDs(t, out, outboxIDs(w), 30*time.Second)
@@ -463,7 +502,7 @@ func TestDoltCheckCommand(t *testing.T) {
 	t.Run("a GTID checkpoint saved from this server passes", func(t *testing.T) {
 		out := &syncLines{}
 		stop := runRelay(t, cfg, out)
-		waitForIDs(t, out, []string{probe}, 30*time.Second)
+		streamUp(t, s.DB(t, dbname), seenIn(t, out))
 		w := &outboxtest.Workload{NetChange: true}
 		outboxtest.Produce(ctx, t, s.DB(t, dbname), w, 1, 3, []int{2}, 5)
 		waitForIDs(t, out, outboxIDs(w), 30*time.Second)
@@ -558,43 +597,29 @@ func TestDoltLosesNothingAcrossRelayStopsKillsAndADoltRestart(t *testing.T) {
 		}
 	}
 
-	// streaming waits until the relay delivered the probe more than n
-	// times (each connect replays it) and returns the new count.
-	probes := func() int {
-		lines, _ := readLines(t, outPath)
-		n := 0
-		for _, l := range lines {
-			if l.ID == probe {
-				n++
-			}
-		}
-		return n
-	}
-	streaming := func(n int) int {
+	// streaming waits until a probe committed now is delivered: the
+	// relay (re)connected.
+	streaming := func() {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if m := probes(); m > n {
-				return m
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the relay did not (re)connect within 30s")
-			}
-		}
+		streamUp(t, db, func(id string) bool {
+			lines, _ := readLines(t, outPath)
+			return slices.ContainsFunc(lines, func(l jsonline.Line) bool { return l.ID == id })
+		})
 	}
 
 	cmd := start()
 	waitForFile(t, cpPath, 30*time.Second)
-	seen := streaming(0)
+	streaming()
 	produce(workload("term-"), 30)
 	waitAll()
 	terminate(cmd) // graceful: drains and saves the checkpoint
 
 	produce(workload("down-"), 20) // committed while no relay runs
 	cmd = start()
-	seen = streaming(probes())
+	streaming()
 
 	// SIGKILL while the producer commits and the relay delivers. The
-	// next relay starts once the producer is done (see probe).
+	// next relay starts once the producer is done.
 	w := workload("kill-")
 	produced := make(chan struct{})
 	go func() { defer close(produced); produce(w, 200) }()
@@ -622,15 +647,14 @@ func TestDoltLosesNothingAcrossRelayStopsKillsAndADoltRestart(t *testing.T) {
 	}
 	<-produced
 	t.Logf("SIGKILL after %d of %d events of the kill- workload were written", killedAt, w.Events())
-	seen = probes()
 	cmd = start()
-	seen = streaming(seen)
+	streaming()
 	waitAll()
 
 	// Dolt crashes and comes back on the same data and port while the
 	// relay runs: the relay reconnects by itself.
 	s.Restart(t)
-	streaming(seen)
+	streaming()
 	produce(workload("restart-"), 20)
 	waitAll()
 	if cmd.ProcessState != nil {

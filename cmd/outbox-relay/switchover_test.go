@@ -39,10 +39,38 @@ func TestSwitchOverFromPollerExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("switch-over run skipped with -short")
 	}
-	bin := buildBinary(t)
 	srv := testserver.Start(t, testserver.Options{ServerID: 33})
-	dbname := srv.NewDatabase(t)
-	db := srv.DB(t, dbname)
+	switchOverFromPoller(t, switchOverSource{srv.Port, srv.DSN, srv.NewDatabase, srv.DB, ""})
+}
+
+// The same switch-over on Dolt, MySQL's flavor: the backfill reads its
+// chunks between gtid_executed watermarks. Dolt takes no row locks (FOR
+// UPDATE SKIP LOCKED skips nothing): the poller's claim and the relay's
+// conflict at commit instead (error 1213, which each retries), and a row
+// still has one owner.
+func TestDoltSwitchOverFromPollerExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("switch-over run skipped with -short")
+	}
+	srv := sharedDolt(t)
+	// Dolt heartbeats every 30 s whatever is asked (doltConfig).
+	switchOverFromPoller(t, switchOverSource{srv.Port, srv.DSN, srv.NewDatabase, srv.DB, ", read_timeout: 45s, max_reconnect_backoff: 500ms"})
+}
+
+// switchOverSource is the server a switch-over test runs on, and the
+// source options the relay needs there.
+type switchOverSource struct {
+	port        int
+	dsn         func(string) string
+	newDatabase func(testing.TB) string
+	db          func(testing.TB, string) *sql.DB
+	options     string // appended to the relay's source: {...}
+}
+
+func switchOverFromPoller(t *testing.T, srv switchOverSource) {
+	bin := buildBinary(t)
+	dbname := srv.newDatabase(t)
+	db := srv.db(t, dbname)
 	if _, err := db.Exec(pollerSchema); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +154,7 @@ func TestSwitchOverFromPollerExactlyOnce(t *testing.T) {
 		stopPoll  atomic.Bool
 	)
 	pubCount := func() int { pubMu.Lock(); defer pubMu.Unlock(); return len(published) }
-	pollDB, err := sql.Open("mysql", srv.DSN(dbname))
+	pollDB, err := sql.Open("mysql", srv.dsn(dbname))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +183,7 @@ func TestSwitchOverFromPollerExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	cfg := fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s%s}
 tables: [{name: %s.outbox, switch_over: {}}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 50}
@@ -165,10 +193,10 @@ sinks:
     type: kafka
     start: {backfill: true, where: "status IN ('pending', 'relayed')", chunk_size: 100}
     kafka: {brokers: [%q], topic: orders}
-`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "checkpoints.json"), brokers[0])
+`, srv.port, testserver.ServerID(), srv.options, dbname, filepath.Join(dir, "checkpoints.json"), brokers[0])
 	if os.Getenv("SWITCHOVER_NO_CLAIM") != "" { // to see the test fail without the claim
 		cfg = fmt.Sprintf(`
-source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
+source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s%s}
 tables: [{name: %s.outbox}]
 checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 50}
@@ -178,7 +206,7 @@ sinks:
     type: kafka
     start: {backfill: true, where: "status = 'pending'", chunk_size: 100}
     kafka: {brokers: [%q], topic: orders}
-`, srv.Port, testserver.ServerID(), dbname, filepath.Join(dir, "checkpoints.json"), brokers[0])
+`, srv.port, testserver.ServerID(), srv.options, dbname, filepath.Join(dir, "checkpoints.json"), brokers[0])
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,8 @@
 //     overrides answers.
 //   - COM_REGISTER_SLAVE, COM_BINLOG_DUMP (file and position) and
 //     COM_BINLOG_DUMP_GTID. As MySQL does, the GTID dump reads the
-//     replica's GTID set whatever the flags, starts at the newest file whose
+//     replica's GTID set whatever the flags (Options.IgnoreSet: only with
+//     BINLOG_THROUGH_GTID, as Dolt), starts at the newest file whose
 //     PREVIOUS_GTIDS the replica has, skips the transactions it has (sending
 //     a heartbeat after each skipped run), and refuses with error 1236 when
 //     gtid_purged is not in the set, when the set has GTIDs of the server's

@@ -14,7 +14,7 @@ import (
 const (
 	dumpNonBlock       = 0x01 // BINLOG_DUMP_NON_BLOCK
 	dumpHeartbeatV2    = 0x02 // USE_HEARTBEAT_EVENT_V2
-	dumpThroughGTIDSet = 0x04 // BINLOG_THROUGH_GTID (ignored, as MySQL does)
+	dumpThroughGTIDSet = 0x04 // BINLOG_THROUGH_GTID (ignored, as MySQL does; but Options.IgnoreSet)
 )
 
 type dumpRequest struct {

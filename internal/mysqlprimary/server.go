@@ -40,6 +40,10 @@ type Options struct {
 	// server answers COM_BINLOG_DUMP and COM_BINLOG_DUMP_GTID, e.g. 1047
 	// (ER_UNKNOWN_COM_ERROR) for a server without the dump commands.
 	RejectDump uint16
+	// IgnoreSet, when set, serves a COM_BINLOG_DUMP_GTID from the first
+	// binlog file, as if its GTID set were empty, unless the request carries
+	// BINLOG_THROUGH_GTID (0x04): what Dolt does (go-mysql sends flags 0).
+	IgnoreSet bool
 	// Heartbeat overrides the heartbeat period the replica asks for with
 	// @source_heartbeat_period: 0 honours the request, a positive value is
 	// used whatever is asked (as Dolt's fixed 30 s), a negative value sends
@@ -488,6 +492,9 @@ func (h *handler) HandleOtherCommand(cmd byte, data []byte) error {
 		req, err := parseDump(cmd, data)
 		if err != nil {
 			return err
+		}
+		if s.opts.IgnoreSet && req.gtid && req.flags&dumpThroughGTIDSet == 0 {
+			req.set = newGTIDSet()
 		}
 		return s.dump(h.c, req)
 	}
