@@ -84,7 +84,8 @@ func TestPrometheusRuleHoldsTheAlertRules(t *testing.T) {
 }
 
 // OutboxRelayDown covers every pod a ServiceMonitor scrapes: the relay's and
-// the gateway's replicas (the Operator's job label is the Service's name).
+// the gateway's replicas, of the manifests and of the chart (the Operator's
+// job label is the Service's name, or the Service label jobLabel names).
 func TestOutboxRelayDownCoversEveryScrapedService(t *testing.T) {
 	bare, err := os.ReadFile("prometheus-alerts.yaml")
 	if err != nil {
@@ -95,19 +96,26 @@ func TestOutboxRelayDownCoversEveryScrapedService(t *testing.T) {
 		t.Fatal(`OutboxRelayDown is not up{job=~"..."} == 0 or ...`)
 	}
 	jobs := regexp.MustCompile("^(?:" + string(m[1]) + ")$")
+	sets := map[string][]any{}
 	for _, dir := range []string{"k8s", "k8s/gateway"} {
-		for _, o := range kustomized(t, dir) {
+		sets[dir] = kustomized(t, dir)
+	}
+	for name, objs := range renderings(t) {
+		sets[filepath.Join(renderedDir, name+".yaml")] = objs
+	}
+	for where, objs := range sets {
+		for _, o := range objs {
 			sm, ok := o.(*serviceMonitor)
 			if !ok {
 				continue
 			}
-			for _, o := range kustomized(t, dir) {
+			for _, o := range objs {
 				svc, ok := o.(*corev1.Service)
 				if !ok || !labelsMatch(sm.Spec.Selector.MatchLabels, svc.Labels) {
 					continue
 				}
-				if !jobs.MatchString(svc.Name) {
-					t.Errorf("%s: ServiceMonitor %s scrapes Service %s (job %q), which OutboxRelayDown's job=~%q does not cover", dir, sm.Name, svc.Name, svc.Name, m[1])
+				if job := jobOf(sm, svc); !jobs.MatchString(job) {
+					t.Errorf("%s: ServiceMonitor %s scrapes Service %s (job %q), which OutboxRelayDown's job=~%q does not cover", where, sm.Name, svc.Name, job, m[1])
 				}
 			}
 		}

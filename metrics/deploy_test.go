@@ -568,3 +568,41 @@ func TestGatewayDeployParsesAndScalesOnItsLag(t *testing.T) {
 		t.Errorf("docker-compose.gateway.yml does not include the relay's docker-compose.yml: %v", inc)
 	}
 }
+
+// Every metric the Helm chart's renderings name (the PrometheusRule, the
+// dashboard's ConfigMap, the HorizontalPodAutoscaler, the KEDA
+// ScaledObject's query) and the prometheus-adapter rule name is exposed,
+// and both autoscalers scale on the gateway's lag.
+func TestChartAndAutoscalersUseOnlyExposedMetrics(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(deployDir, "helm", "rendered", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no renderings of the chart in deploy/helm/rendered: %v", err)
+	}
+	scalers := 0
+	for _, f := range append(files, filepath.Join(deployDir, "prometheus-adapter.yaml")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The checkpoint database in the configs' DSNs is not a metric.
+		checkNames(t, f, []string{strings.ReplaceAll(string(b), "/outbox_relay\n", "\n")})
+		for _, d := range documents(t, f) {
+			var metric string
+			switch d["kind"] {
+			case "HorizontalPodAutoscaler":
+				metric = fmt.Sprint(dig(d, "spec", "metrics", 0, "external", "metric", "name"))
+			case "ScaledObject":
+				metric = metricName.FindString(fmt.Sprint(dig(d, "spec", "triggers", 0, "metadata", "query")))
+			default:
+				continue
+			}
+			scalers++
+			if metric != "outbox_relay_gateway_partition_lag_records" || !slices.Contains(kafkasource.MetricNames, metric) {
+				t.Errorf("%s: the %s scales on %q, not the gateway's lag", f, d["kind"], metric)
+			}
+		}
+	}
+	if scalers < 2 {
+		t.Errorf("the chart's renderings hold %d autoscalers: want its HPA and its ScaledObject", scalers)
+	}
+}
