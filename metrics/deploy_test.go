@@ -154,6 +154,63 @@ func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
 	}
 }
 
+// The dashboard loads under Grafana's file provisioning as well as by
+// import: no import input (${DS_...}, __inputs, which provisioning leaves
+// unresolved), every panel and variable on the datasource variable's
+// Prometheus, and the scaled-out gateway (its lag, replicas, stuck and
+// expired partitions) has panels.
+func TestGrafanaDashboardLoadsUnderFileProvisioning(t *testing.T) {
+	dash, b := readDashboard(t)
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["__inputs"]; ok || strings.Contains(string(b), "${DS_") {
+		t.Error("the dashboard has an import input (__inputs, ${DS_...}): file provisioning does not resolve it; use the datasource variable")
+	}
+	hasVar := false
+	for _, v := range raw["templating"].(map[string]any)["list"].([]any) {
+		m := v.(map[string]any)
+		hasVar = hasVar || (m["name"] == "datasource" && m["type"] == "datasource" && m["query"] == "prometheus")
+	}
+	if !hasVar {
+		t.Error("the dashboard has no datasource variable of type prometheus")
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if k == "datasource" {
+					if ds, ok := c.(map[string]any); ok && ds["uid"] != "${datasource}" {
+						t.Errorf("%s: datasource %v, want uid ${datasource}", path, ds)
+					}
+					continue
+				}
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk("dashboard", raw)
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range referenced(tg.Expr) {
+				used[n] = true
+			}
+		}
+	}
+	for _, must := range kafkasource.MetricNames {
+		if must != "outbox_relay_gateway_partition_committed_offset" && !used[must] {
+			t.Errorf("the dashboard has no panel on the scaled-out gateway's %s", must)
+		}
+	}
+}
+
 // Every sink, whatever its type (stdout, Kafka, webhook endpoints, NATS
 // JetStream, Redis Streams, RabbitMQ), is one of the dashboard's $sink
 // choices and a series of its own on each per-sink panel: every query of a
