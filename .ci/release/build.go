@@ -95,6 +95,10 @@ func buildCmd(root string, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	fmt.Fprintln(stdout, "== chart")
+	if _, err := packageChart(root, *out, st); err != nil {
+		return fmt.Errorf("helm package %s: %w", chartDir, err)
+	}
 	if err := writeSums(*out); err != nil {
 		return err
 	}

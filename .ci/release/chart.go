@@ -139,3 +139,31 @@ func renderChart(dir string, vals map[string]any) ([]byte, error) {
 	}
 	return []byte(strings.TrimSpace(rel.Manifest) + "\n"), nil
 }
+
+// packageChart is helm package of the chart as the release's: its version
+// and appVersion (the image tag it installs) are the release's, and every
+// file's time is the commit's, so two builds write the same bytes.
+func packageChart(root, out string, st stamp) (string, error) {
+	p := action.NewPackage()
+	p.Destination = out
+	p.Version = strings.TrimPrefix(st.Version, "v")
+	p.AppVersion = st.Version
+	p.SourceDateEpoch = &st.Time
+	return p.Run(filepath.Join(root, chartDir), nil)
+}
+
+// checkPackagedChart lints the packaged chart and renders it over its
+// default values: it must install the release's image.
+func checkPackagedChart(tgz, version string) error {
+	if err := lintChart(tgz, map[string]any{}); err != nil {
+		return fmt.Errorf("helm lint %s: %w", tgz, err)
+	}
+	m, err := renderChart(tgz, map[string]any{})
+	if err != nil {
+		return fmt.Errorf("helm template %s: %w", tgz, err)
+	}
+	if !bytes.Contains(m, []byte("image: ghcr.io/outbox-relay/outbox-relay:"+version+"\n")) {
+		return fmt.Errorf("%s does not install the image of %s", tgz, version)
+	}
+	return nil
+}

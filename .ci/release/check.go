@@ -50,6 +50,11 @@ func checkCmd(root string, args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "== %d SBOMs: each names its binary's SHA-256 and the version\n", len(sboms))
+	chart := filepath.Join(*dist, "outbox-relay-"+strings.TrimPrefix(*version, "v")+".tgz")
+	if err := checkPackagedChart(chart, *version); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "== %s: lint clean, installs the image %s\n", filepath.Base(chart), *version)
 	df, err := readDockerfile(filepath.Join(root, "Dockerfile"))
 	if err != nil {
 		return err

@@ -11,7 +11,8 @@
 // builds of a commit give the same bytes); a CycloneDX SBOM per binary; an
 // OCI image per linux platform, the binary on an empty base shaped by the
 // Dockerfile's last stage, under one multi-arch index in an OCI layout
-// (dist/oci) and its tar; the CHANGELOG section of the version; SHA256SUMS.
+// (dist/oci) and its tar; the Helm chart packaged as the release's; the
+// CHANGELOG section of the version; SHA256SUMS.
 // Publishing is then one step with credentials (docs/install.md).
 //
 // It is its own module so that helm, go-containerregistry and
