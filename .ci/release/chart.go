@@ -36,8 +36,6 @@ const (
 // default values and each examples/*.yaml; each rendering must equal the
 // one kept in deploy/helm/rendered, which -update writes.
 func chartCmd(root string, args []string, stdout io.Writer) error {
-	// helm logs each symbolic link it follows (files/ links to deploy/prometheus-alerts.yaml and the dashboard).
-	slog.SetDefault(slog.New(slog.DiscardHandler))
 	fs := flag.NewFlagSet("chart", flag.ContinueOnError)
 	update := fs.Bool("update", false, "write the renderings to "+renderedDir)
 	if err := fs.Parse(args); err != nil {

@@ -22,6 +22,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,9 @@ func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: release build|check|chart [flags]")
 	}
+	// helm logs each symbolic link it follows (the chart's files/ link to
+	// deploy/prometheus-alerts.yaml and the dashboard): not news here.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	root, err := repoRoot()
 	if err != nil {
 		return err
