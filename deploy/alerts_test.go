@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -155,4 +156,44 @@ func kustomized(t *testing.T, dir string) []any {
 		all = append(all, o...)
 	}
 	return all
+}
+
+// Every alert of prometheus-alerts.yaml has a promtool unit test in
+// prometheus-alerts.test.yaml that expects it to fire (.ci/run runs them
+// with promtool test rules).
+func TestEveryAlertHasAPromtoolUnitTest(t *testing.T) {
+	bare, err := os.ReadFile("prometheus-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("prometheus-alerts.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests struct {
+		RuleFiles []string `yaml:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	if err := yaml.Unmarshal(b, &tests); err != nil {
+		t.Fatal(err)
+	}
+	if len(tests.RuleFiles) != 1 || tests.RuleFiles[0] != "prometheus-alerts.yaml" {
+		t.Errorf("prometheus-alerts.test.yaml tests %v, not prometheus-alerts.yaml", tests.RuleFiles)
+	}
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			fires[a.Alertname] = fires[a.Alertname] || len(a.ExpAlerts) > 0
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s+- alert: (\w+)$`).FindAllStringSubmatch(string(bare), -1) {
+		if !fires[m[1]] {
+			t.Errorf("alert %s has no promtool unit test in prometheus-alerts.test.yaml that expects it to fire", m[1])
+		}
+	}
 }
