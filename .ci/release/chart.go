@@ -26,9 +26,11 @@ import (
 const (
 	chartDir    = "deploy/helm/outbox-relay"
 	renderedDir = "deploy/helm/rendered"
-	// The release name and namespace the renderings are made with.
+	// The release name, namespace and Kubernetes version the renderings
+	// are made with (fixed: not whatever helm's own dependencies say).
 	renderName      = "outbox-relay"
 	renderNamespace = "outbox-relay"
+	renderKube      = "v1.33.0"
 )
 
 // chartCmd lints the chart and renders it, as helm lint and helm template
@@ -99,6 +101,11 @@ func lintChart(dir string, vals map[string]any) error {
 	l := action.NewLint()
 	l.Strict = true
 	l.Namespace = renderNamespace
+	kv, err := common.ParseKubeVersion(renderKube)
+	if err != nil {
+		return err
+	}
+	l.KubeVersion = kv
 	res := l.Run([]string{dir}, vals)
 	var msgs []string
 	for _, m := range res.Messages {
@@ -127,6 +134,9 @@ func renderChart(dir string, vals map[string]any) ([]byte, error) {
 	in.ReleaseName = renderName
 	in.Namespace = renderNamespace
 	in.Replace = true
+	if in.KubeVersion, err = common.ParseKubeVersion(renderKube); err != nil {
+		return nil, err
+	}
 	r, err := in.RunWithContext(context.Background(), ch, vals)
 	if err != nil {
 		return nil, err

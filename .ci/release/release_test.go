@@ -143,3 +143,24 @@ func TestChangelogSection(t *testing.T) {
 		t.Errorf("a pre-release: %q, %v", got, err)
 	}
 }
+
+// The chart refuses values it does not know, naming them (its
+// values.schema.json), and a file checkpoint shared by two relays.
+func TestChartRefusesBadValues(t *testing.T) {
+	dir := filepath.Join("..", "..", chartDir)
+	if _, err := renderChart(dir, map[string]any{}); err != nil {
+		t.Fatalf("the default values: %v", err)
+	}
+	for name, c := range map[string]struct {
+		vals map[string]any
+		want string
+	}{
+		"a misspelt key":                  {map[string]any{"relay": map[string]any{"replica": 2}}, "replica"},
+		"an unknown autoscaler":           {map[string]any{"gateway": map[string]any{"enabled": true, "autoscaling": map[string]any{"kind": "vpa"}}}, "kind"},
+		"a file checkpoint on 2 replicas": {map[string]any{"relay": map[string]any{"checkpointVolume": map[string]any{"enabled": true}}}, "set relay.replicas to 1"},
+	} {
+		if _, err := renderChart(dir, c.vals); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
+		}
+	}
+}
