@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -84,7 +85,8 @@ func TestPrometheusRuleHoldsTheAlertRules(t *testing.T) {
 }
 
 // OutboxRelayDown covers every pod a ServiceMonitor scrapes: the relay's and
-// the gateway's replicas (the Operator's job label is the Service's name).
+// the gateway's replicas, of the manifests and of the chart (the Operator's
+// job label is the Service's name, or the Service label jobLabel names).
 func TestOutboxRelayDownCoversEveryScrapedService(t *testing.T) {
 	bare, err := os.ReadFile("prometheus-alerts.yaml")
 	if err != nil {
@@ -95,19 +97,26 @@ func TestOutboxRelayDownCoversEveryScrapedService(t *testing.T) {
 		t.Fatal(`OutboxRelayDown is not up{job=~"..."} == 0 or ...`)
 	}
 	jobs := regexp.MustCompile("^(?:" + string(m[1]) + ")$")
+	sets := map[string][]any{}
 	for _, dir := range []string{"k8s", "k8s/gateway"} {
-		for _, o := range kustomized(t, dir) {
+		sets[dir] = kustomized(t, dir)
+	}
+	for name, objs := range renderings(t) {
+		sets[filepath.Join(renderedDir, name+".yaml")] = objs
+	}
+	for where, objs := range sets {
+		for _, o := range objs {
 			sm, ok := o.(*serviceMonitor)
 			if !ok {
 				continue
 			}
-			for _, o := range kustomized(t, dir) {
+			for _, o := range objs {
 				svc, ok := o.(*corev1.Service)
 				if !ok || !labelsMatch(sm.Spec.Selector.MatchLabels, svc.Labels) {
 					continue
 				}
-				if !jobs.MatchString(svc.Name) {
-					t.Errorf("%s: ServiceMonitor %s scrapes Service %s (job %q), which OutboxRelayDown's job=~%q does not cover", dir, sm.Name, svc.Name, svc.Name, m[1])
+				if job := jobOf(sm, svc); !jobs.MatchString(job) {
+					t.Errorf("%s: ServiceMonitor %s scrapes Service %s (job %q), which OutboxRelayDown's job=~%q does not cover", where, sm.Name, svc.Name, job, m[1])
 				}
 			}
 		}
@@ -147,4 +156,44 @@ func kustomized(t *testing.T, dir string) []any {
 		all = append(all, o...)
 	}
 	return all
+}
+
+// Every alert of prometheus-alerts.yaml has a promtool unit test in
+// prometheus-alerts.test.yaml that expects it to fire (.ci/run runs them
+// with promtool test rules).
+func TestEveryAlertHasAPromtoolUnitTest(t *testing.T) {
+	bare, err := os.ReadFile("prometheus-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("prometheus-alerts.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests struct {
+		RuleFiles []string `yaml:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	if err := yaml.Unmarshal(b, &tests); err != nil {
+		t.Fatal(err)
+	}
+	if len(tests.RuleFiles) != 1 || tests.RuleFiles[0] != "prometheus-alerts.yaml" {
+		t.Errorf("prometheus-alerts.test.yaml tests %v, not prometheus-alerts.yaml", tests.RuleFiles)
+	}
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			fires[a.Alertname] = fires[a.Alertname] || len(a.ExpAlerts) > 0
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s+- alert: (\w+)$`).FindAllStringSubmatch(string(bare), -1) {
+		if !fires[m[1]] {
+			t.Errorf("alert %s has no promtool unit test in prometheus-alerts.test.yaml that expects it to fire", m[1])
+		}
+	}
 }

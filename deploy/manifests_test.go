@@ -16,6 +16,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -26,6 +27,9 @@ type serviceMonitor struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              struct {
+		// JobLabel names the Service label whose value is the job label
+		// (default: the Service's name).
+		JobLabel  string               `json:"jobLabel,omitempty"`
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
 			Port     string `json:"port"`
@@ -54,6 +58,30 @@ type prometheusRuleObj struct {
 	} `json:"spec"`
 }
 
+// scaledObject is the part of KEDA's ScaledObject (keda.sh/v1alpha1) the
+// chart renders for the gateway.
+type scaledObject struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		ScaleTargetRef struct {
+			Name string `json:"name"`
+		} `json:"scaleTargetRef"`
+		MinReplicaCount int `json:"minReplicaCount"`
+		MaxReplicaCount int `json:"maxReplicaCount"`
+		CooldownPeriod  int `json:"cooldownPeriod,omitempty"`
+		Triggers        []struct {
+			Type     string            `json:"type"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"triggers"`
+		Advanced *struct {
+			HorizontalPodAutoscalerConfig struct {
+				Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+			} `json:"horizontalPodAutoscalerConfig"`
+		} `json:"advanced,omitempty"`
+	} `json:"spec"`
+}
+
 // kustomization is what the manifests' kustomization.yaml files use.
 type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
@@ -77,6 +105,12 @@ func typeOf(apiVersion, kind string) (any, bool) {
 		return &appsv1.Deployment{}, true
 	case "apps/v1 StatefulSet":
 		return &appsv1.StatefulSet{}, true
+	case "v1 PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, true
+	case "policy/v1 PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, true
+	case "keda.sh/v1alpha1 ScaledObject":
+		return &scaledObject{}, true
 	case "networking.k8s.io/v1 NetworkPolicy":
 		return &networkingv1.NetworkPolicy{}, true
 	case "autoscaling/v2 HorizontalPodAutoscaler":

@@ -10,7 +10,9 @@
 # PORT (MariaDB, default 23306: below Linux's ephemeral ports, 32768–60999,
 # so that no outgoing connection of a busy machine holds it) and METRICS_PORT (the relay's /metrics,
 # default 9108) move them when those ports are taken: the script stops at
-# once, before touching anything, when one is in use.
+# once, before touching anything, when one is in use. OUTBOX_RELAY_BIN runs
+# that binary (a release's, e.g. one unpacked from the image) instead of
+# building one, and needs no Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd -P)/.quickstart # physical: compared with the server's @@datadir
@@ -56,11 +58,19 @@ if ! need mariadbd && [ ! -x /usr/sbin/mariadbd ]; then
   fi
 fi
 mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
-need go || { echo "go not found: install Go 1.26 or newer" >&2; exit 1; }
+if [ -n "${OUTBOX_RELAY_BIN:-}" ]; then
+  [ -x "$OUTBOX_RELAY_BIN" ] || { echo "OUTBOX_RELAY_BIN=$OUTBOX_RELAY_BIN is not an executable file" >&2; exit 1; }
+else
+  need go || { echo "go not found: install Go 1.26 or newer, or set OUTBOX_RELAY_BIN to a release binary" >&2; exit 1; }
+fi
 
 mkdir -p "$root"
-echo "== building outbox-relay"
-go build -o "$root/outbox-relay" ./cmd/outbox-relay
+relay=${OUTBOX_RELAY_BIN:-$root/outbox-relay}
+if [ -z "${OUTBOX_RELAY_BIN:-}" ]; then
+  echo "== building outbox-relay"
+  go build -o "$relay" ./cmd/outbox-relay
+fi
+echo "== $("$relay" version)"
 
 if [ ! -d "$root/data/mysql" ]; then
   echo "== creating a MariaDB data directory in $root/data"
@@ -131,7 +141,7 @@ http:
 YAML
 
 echo "== starting the relay (events appear below as JSON lines)"
-"$root/outbox-relay" run --config "$root/config.yaml" &
+"$relay" run --config "$root/config.yaml" &
 relay_pid=$!
 # relay_running: stop the demo, saying so, when the relay is no longer
 # running (its error is in its log above: a checkpoint it refuses, a taken

@@ -154,6 +154,63 @@ func TestGrafanaDashboardUsesOnlyExposedMetrics(t *testing.T) {
 	}
 }
 
+// The dashboard loads under Grafana's file provisioning as well as by
+// import: no import input (${DS_...}, __inputs, which provisioning leaves
+// unresolved), every panel and variable on the datasource variable's
+// Prometheus, and the scaled-out gateway (its lag, replicas, stuck and
+// expired partitions) has panels.
+func TestGrafanaDashboardLoadsUnderFileProvisioning(t *testing.T) {
+	dash, b := readDashboard(t)
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["__inputs"]; ok || strings.Contains(string(b), "${DS_") {
+		t.Error("the dashboard has an import input (__inputs, ${DS_...}): file provisioning does not resolve it; use the datasource variable")
+	}
+	hasVar := false
+	for _, v := range raw["templating"].(map[string]any)["list"].([]any) {
+		m := v.(map[string]any)
+		hasVar = hasVar || (m["name"] == "datasource" && m["type"] == "datasource" && m["query"] == "prometheus")
+	}
+	if !hasVar {
+		t.Error("the dashboard has no datasource variable of type prometheus")
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if k == "datasource" {
+					if ds, ok := c.(map[string]any); ok && ds["uid"] != "${datasource}" {
+						t.Errorf("%s: datasource %v, want uid ${datasource}", path, ds)
+					}
+					continue
+				}
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk("dashboard", raw)
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range referenced(tg.Expr) {
+				used[n] = true
+			}
+		}
+	}
+	for _, must := range kafkasource.MetricNames {
+		if must != "outbox_relay_gateway_partition_committed_offset" && !used[must] {
+			t.Errorf("the dashboard has no panel on the scaled-out gateway's %s", must)
+		}
+	}
+}
+
 // Every sink, whatever its type (stdout, Kafka, webhook endpoints, NATS
 // JetStream, Redis Streams, RabbitMQ), is one of the dashboard's $sink
 // choices and a series of its own on each per-sink panel: every query of a
@@ -566,5 +623,43 @@ func TestGatewayDeployParsesAndScalesOnItsLag(t *testing.T) {
 	}
 	if inc := toStrings(dig(c, "include")); !slices.Contains(inc, "docker-compose.yml") {
 		t.Errorf("docker-compose.gateway.yml does not include the relay's docker-compose.yml: %v", inc)
+	}
+}
+
+// Every metric the Helm chart's renderings name (the PrometheusRule, the
+// dashboard's ConfigMap, the HorizontalPodAutoscaler, the KEDA
+// ScaledObject's query) and the prometheus-adapter rule name is exposed,
+// and both autoscalers scale on the gateway's lag.
+func TestChartAndAutoscalersUseOnlyExposedMetrics(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(deployDir, "helm", "rendered", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no renderings of the chart in deploy/helm/rendered: %v", err)
+	}
+	scalers := 0
+	for _, f := range append(files, filepath.Join(deployDir, "prometheus-adapter.yaml")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The checkpoint database in the configs' DSNs is not a metric.
+		checkNames(t, f, []string{strings.ReplaceAll(string(b), "/outbox_relay\n", "\n")})
+		for _, d := range documents(t, f) {
+			var metric string
+			switch d["kind"] {
+			case "HorizontalPodAutoscaler":
+				metric = fmt.Sprint(dig(d, "spec", "metrics", 0, "external", "metric", "name"))
+			case "ScaledObject":
+				metric = metricName.FindString(fmt.Sprint(dig(d, "spec", "triggers", 0, "metadata", "query")))
+			default:
+				continue
+			}
+			scalers++
+			if metric != "outbox_relay_gateway_partition_lag_records" || !slices.Contains(kafkasource.MetricNames, metric) {
+				t.Errorf("%s: the %s scales on %q, not the gateway's lag", f, d["kind"], metric)
+			}
+		}
+	}
+	if scalers < 2 {
+		t.Errorf("the chart's renderings hold %d autoscalers: want its HPA and its ScaledObject", scalers)
 	}
 }
