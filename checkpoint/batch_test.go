@@ -340,3 +340,47 @@ func TestMySQLStoreSaveManyDeleteListAndGroupCommit(t *testing.T) {
 		assertHolds(t, kind.open(t), before)
 	})
 }
+
+// WriteMany of both stores, and of a GroupCommit on each: saves and deletes
+// in one write, read back from a store opened afresh (1,201 deletes: three
+// MySQL statements); a save and a delete of one key in one call saves it;
+// a read-only store refuses.
+func testWriteMany(t *testing.T, kind storeKind) {
+	ctx := context.Background()
+	st := kind.open(t)
+	want := many(1300, 1)
+	if err := st.SaveMany(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []struct {
+		name string
+		w    checkpoint.BatchWriter
+	}{{"store", st.(checkpoint.BatchWriter)}, {"group commit", checkpoint.NewGroupCommit(st)}} {
+		var del []string
+		for k := range want {
+			if len(del) < 601 {
+				del = append(del, k)
+			}
+		}
+		save := map[string]checkpoint.Checkpoint{"/shared": cp(7000), del[0]: cp(7001), "never-saved-" + via.name: cp(7002)}
+		del = append(del, "never-saved-either")
+		if err := via.w.WriteMany(ctx, save, del); err != nil {
+			t.Fatalf("%s: %v", via.name, err)
+		}
+		for _, k := range del {
+			delete(want, k)
+		}
+		maps.Copy(want, save)
+		assertHolds(t, kind.open(t), want)
+	}
+	if err := kind.readOnly(t).(checkpoint.BatchWriter).WriteMany(ctx, many(1, 1), nil); !errors.Is(err, checkpoint.ErrReadOnly) {
+		t.Fatalf("read-only WriteMany = %v, want ErrReadOnly", err)
+	}
+}
+
+func TestFileStoreWriteManySavesAndDeletesAtOnce(t *testing.T) { testWriteMany(t, fileKind(t)) }
+
+func TestMySQLStoreWriteManySavesAndDeletesAtOnce(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	testWriteMany(t, mysqlKind(srv.DB(t, srv.NewDatabase(t)), "cp_write_many"))
+}
