@@ -26,9 +26,9 @@ type File struct {
 	// and is not held while a rewrite writes and fsyncs, so Load and List
 	// do not wait for the disk. Only a rewrite (under writing) changes the
 	// view, so what it assembled is still the view when it applies it.
-	writing  sync.Mutex
-	mu       sync.Mutex
-	all      map[string]Checkpoint
+	writing sync.Mutex
+	mu      sync.Mutex
+	all     map[string]Checkpoint
 	// enc is each key's checkpoint as encoded in the file (encodeCheckpoint)
 	// once saved or read: a save encodes only the keys it changes.
 	enc map[string][]byte
