@@ -27,8 +27,16 @@ const DefaultDisableAfter = config.DefaultDisableAfter
 // Endpoint is one endpoint of the gateway.
 type Endpoint struct {
 	// Key is its checkpoint key and name in logs and metrics ("sink/endpoint").
-	Key    string
-	Sink   sink.Sink
+	Key string
+	// Sink is the endpoint's sink, built ahead (static endpoints, tests);
+	// nil when Open builds it, or when the endpoint is Held.
+	Sink sink.Sink
+	// Open, if set, builds the endpoint's sink when it wakes; the gateway
+	// closes that sink when it lets the endpoint go idle. Sink is then nil.
+	// An Open error stops that endpoint (Config.Stopped), its events kept
+	// behind its cursor; the others go on. It is called on the endpoint's
+	// own goroutine, never under the hub's lock.
+	Open   func() (sink.Sink, error)
 	Filter Filter
 	// Held says the endpoint does not run (its table row is off, or cannot
 	// be used; Sink is nil): the gateway does not start it, but keeps its
@@ -343,7 +351,14 @@ func (g *Gateway) Keys() []string {
 // cursor, or its start when it has none); attach (under the hub's lock, with
 // from covering the hub's position) puts it on the shared stream at once.
 func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
-	p, err := g.cfg.NewPipeline(ep.Key, ep.Sink, from)
+	s := ep.Sink
+	if s == nil && ep.Open != nil {
+		var err error
+		if s, err = ep.Open(); err != nil {
+			return fmt.Errorf("endpoint %s: open its sink: %w", ep.Key, err)
+		}
+	}
+	p, err := g.cfg.NewPipeline(ep.Key, s, from)
 	if err != nil {
 		return fmt.Errorf("endpoint %s: %w", ep.Key, err)
 	}
