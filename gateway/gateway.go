@@ -243,7 +243,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	hc.Logger = cfg.Logger
 	shared.owned = map[string]struct{}{}
 	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, own: own, byException: cfg.SharedKey != "", shared: shared,
-		log: cfg.Logger.With(slog.String("sink", hc.Name)),
+		log:     cfg.Logger.With(slog.String("sink", hc.Name)),
 		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
 	if g.byException {
 		g.hub.wake, g.hub.release = g.wakeLocked, g.releaseLocked

@@ -186,16 +186,18 @@ type fixture struct {
 	t     *testing.T
 	b     *binlog
 	store checkpoint.Store
+	path  string // the store's file
 	recs  map[string]*recorder
 	cfg   Config
 }
 
 func newFixture(t *testing.T, endpoints int) *fixture {
-	store, err := checkpoint.OpenFile(filepath.Join(t.TempDir(), "cp.json"))
+	path := filepath.Join(t.TempDir(), "cp.json")
+	store, err := checkpoint.OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, b: newBinlog(), store: store, recs: map[string]*recorder{}}
+	f := &fixture{t: t, b: newBinlog(), store: store, path: path, recs: map[string]*recorder{}}
 	// The endpoints' pipelines save through one GroupCommit, as the relay
 	// gives them (relay/assemble.go): each saves what it acknowledged at
 	// once, and those saves are written together.

@@ -122,9 +122,9 @@ type Hub struct {
 	wake    func(idle *Tap, at event.Position, commit time.Time) *Tap
 	release func(t *Tap) bool
 
-	mu       sync.Mutex
-	pos      event.Position // after the last transaction handed on (or Start)
-	commit   time.Time
+	mu     sync.Mutex
+	pos    event.Position // after the last transaction handed on (or Start)
+	commit time.Time
 	// prev and prevCommit are pos and commit before the transaction
 	// dispatch hands on.
 	prev       event.Position
