@@ -118,10 +118,14 @@ func (g *Gateway) keepCursorLocked(key string, r *running) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := g.cfg.Store.Load(ctx, key); err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
+	cp, err := g.cfg.Store.Load(ctx, key)
+	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
+		if err == nil {
+			g.hub.obs.Held(key, cp.Position, heldSince(cp))
+		}
 		return
 	}
-	cp := g.cfg.Identity
+	cp = g.cfg.Identity
 	cp.Position, cp.CommitTime, cp.UpdatedAt = g.hub.pos, g.hub.commit, time.Now().UTC()
 	if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
 		g.log.Error("could not save the cursor of a stopped endpoint; it is kept with the next write of the shared cursor",
@@ -130,6 +134,7 @@ func (g *Gateway) keepCursorLocked(key string, r *running) {
 		g.shared.pend(key, cp)
 		g.mu.Unlock()
 	}
+	g.hub.obs.Held(key, cp.Position, heldSince(cp))
 }
 
 // keepShared saves the shared cursor every sharedEvery, when it moved,
