@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -300,4 +301,18 @@ func (g *Gateway) write(ctx context.Context, save map[string]checkpoint.Checkpoi
 		}
 	}
 	return nil
+}
+
+// CursorOf returns the cursor of key, an endpoint of a webhook sink
+// ("<sink>/<endpoint>"): its own, or, when it has none, its sink's shared
+// cursor (shared true): an endpoint without a cursor of its own has
+// delivered every event of its up to there. ErrNotFound: neither.
+func CursorOf(ctx context.Context, store checkpoint.Store, key string) (cp checkpoint.Checkpoint, shared bool, err error) {
+	cp, err = store.Load(ctx, key)
+	sink, _, ok := strings.Cut(key, "/")
+	if !errors.Is(err, checkpoint.ErrNotFound) || !ok || checkpoint.Reserved(key) {
+		return cp, false, err
+	}
+	cp, err = store.Load(ctx, SharedKey(sink))
+	return cp, err == nil, err
 }
