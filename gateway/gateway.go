@@ -431,6 +431,7 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 		// shared stream is (it has every event up to here), or the shared
 		// cursor would pass its next events.
 		if r.tap.idle && g.byException && !stopping {
+			r.tap.setState(Stopped) // it does not run: its cursor shows
 			g.keepCursorLocked(key, r)
 		}
 		if a == nil {
