@@ -46,6 +46,20 @@ type Endpoint struct {
 	Held bool
 }
 
+// Build returns the endpoint's sink: Sink, or one Open builds (nil, and no
+// error, for a Held endpoint, which has neither). The caller closes one
+// Open built.
+func (e Endpoint) Build() (sink.Sink, error) {
+	if e.Sink != nil || e.Open == nil {
+		return e.Sink, nil
+	}
+	s, err := e.Open()
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: open its sink: %w", e.Key, err)
+	}
+	return s, nil
+}
+
 // Config wires a gateway.
 type Config struct {
 	Hub HubConfig
@@ -582,12 +596,9 @@ func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Pos
 
 // build builds ep's sink (Open, when it has no Sink) and pipeline.
 func (g *Gateway) build(ep Endpoint, from event.Position) (*pipeline.Pipeline, error) {
-	s := ep.Sink
-	if s == nil && ep.Open != nil {
-		var err error
-		if s, err = ep.Open(); err != nil {
-			return nil, fmt.Errorf("endpoint %s: open its sink: %w", ep.Key, err)
-		}
+	s, err := ep.Build()
+	if err != nil {
+		return nil, err
 	}
 	if s == nil {
 		return nil, fmt.Errorf("endpoint %s has no sink", ep.Key)

@@ -306,7 +306,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 	name, gc, gm := sc.Name, sc.Config.(config.FanOut).GatewayConfig(), r.gateways.Sink(sc.Name)
 	var eps []gateway.Endpoint
 	for _, t := range targets {
-		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
+		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Open: t.Open, Filter: t.Filter})
 	}
 	// Endpoints from a table: read now, then followed on the shared
 	// stream (the kind's package has the rule).
