@@ -35,6 +35,10 @@ type sharedCursor struct {
 	owned map[string]struct{}
 	// pending are cursors to save with the next write.
 	pending map[string]checkpoint.Checkpoint
+	// limit, once set, is where S stops for good: the position before the
+	// first transaction with events for an idle endpoint that the gateway,
+	// stopping, did not wake.
+	limit *event.Position
 }
 
 // pend saves cp under key with the next write of the shared cursor.
@@ -53,7 +57,13 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r := g.running[idle.name]
-	if r == nil || r.tap != idle || g.live == nil {
+	if r == nil || r.tap != idle {
+		return nil
+	}
+	if g.live == nil { // stopping: its events wait behind S
+		if g.shared.limit == nil {
+			g.shared.limit = &at
+		}
 		return nil
 	}
 	ep := g.eps[idle.name]
@@ -176,6 +186,9 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 		if h.covers(s, r.base) {
 			s, commit = r.base, r.baseCommit
 		}
+	}
+	if l := g.shared.limit; l != nil && !h.covers(*l, s) {
+		s, commit = *l, time.Time{}
 	}
 	if !g.shared.pos.IsZero() && !h.covers(s, g.shared.pos) {
 		s, commit = g.shared.pos, g.shared.commit // never back
