@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -388,4 +389,134 @@ type slowSaves struct {
 func (s slowSaves) Save(ctx context.Context, key string, cp checkpoint.Checkpoint) error {
 	time.Sleep(s.d)
 	return s.Store.Save(ctx, key, cp)
+}
+
+// BenchmarkIdleEndpointMemory reports the heap the gateway holds per idle
+// endpoint (its tap in the hub's index, its record, the maps they are in;
+// with Open, no sink), over 10,000 endpoints of one tenant each.
+func BenchmarkIdleEndpointMemory(b *testing.B) {
+	const n = 10000
+	var per float64
+	for b.Loop() {
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
+		store := &memStore{}
+		f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open}, Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
+			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+				return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start})
+			}}
+		f.quiet(n)
+		ctx, cancel := context.WithCancel(context.Background())
+		g, err := New(ctx, f.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx, nil) }()
+		for awake := true; awake; {
+			g.mu.Lock()
+			awake = len(g.running) < n
+			g.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+		per = float64(heap()-before) / n
+		cancel()
+		<-done
+		runtime.KeepAlive(g)
+	}
+	b.ReportMetric(per, "B/idle-endpoint")
+}
+
+// BenchmarkWakeAndRelease is the churn of a busy endpoint that goes idle
+// between its events: one op wakes it for an event, delivers it, saves its
+// cursor and lets it go idle again.
+func BenchmarkWakeAndRelease(b *testing.B) {
+	f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
+	store := &memStore{}
+	clk := newFakeClock()
+	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, clock: clk}, Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
+		}}
+	rec := &recorder{}
+	f.cfg.Endpoints = []Endpoint{{Key: "hooks/ep0", Open: func() (sink.Sink, error) { return rec, nil }, Filter: tenantFilter("t0")}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nil) }()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.b.commit("t0")
+		for rec.n() <= i {
+			runtime.Gosched()
+		}
+		for idle := false; !idle; {
+			g.hub.Lock()
+			clk.Advance(DefaultLinger)
+			g.hub.sweepLocked()
+			idle = g.Tap("hooks/ep0").idle
+			g.hub.Unlock()
+			if !idle {
+				runtime.Gosched()
+			}
+		}
+		for awakeOf(g) > 0 {
+			runtime.Gosched()
+		}
+	}
+	cancel()
+	<-done
+}
+
+// memStore is an in-memory checkpoint store (a BatchWriter).
+type memStore struct {
+	mu  sync.Mutex
+	cps map[string]checkpoint.Checkpoint
+}
+
+func (m *memStore) Load(_ context.Context, key string) (checkpoint.Checkpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cp, ok := m.cps[key]
+	if !ok {
+		return cp, checkpoint.ErrNotFound
+	}
+	return cp, nil
+}
+
+func (m *memStore) Save(ctx context.Context, key string, cp checkpoint.Checkpoint) error {
+	return m.WriteMany(ctx, map[string]checkpoint.Checkpoint{key: cp}, nil)
+}
+
+func (m *memStore) WriteMany(_ context.Context, save map[string]checkpoint.Checkpoint, del []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cps == nil {
+		m.cps = map[string]checkpoint.Checkpoint{}
+	}
+	for _, k := range del {
+		delete(m.cps, k)
+	}
+	for k, cp := range save {
+		m.cps[k] = cp
+	}
+	return nil
+}
+
+func (m *memStore) Close() error { return nil }
+
+func (r *recorder) n() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
 }
