@@ -543,7 +543,8 @@ func (f *File) rewrite(set map[string]Checkpoint, del []string) error {
 		}
 	}
 	keys := f.keys
-	if keys == nil || newKey || gone != nil {
+	switch {
+	case keys == nil:
 		keys = make([]string, 0, len(f.all)+len(set))
 		for k := range f.all {
 			if _, ok := gone[k]; !ok {
@@ -556,6 +557,27 @@ func (f *File) rewrite(set map[string]Checkpoint, del []string) error {
 			}
 		}
 		slices.Sort(keys)
+	case newKey || gone != nil:
+		// The sorted keys, merged with the new ones (sorted) and without
+		// the deleted: one pass, not a sort of every key (a gateway's
+		// endpoints come and go a few at a time among many).
+		var added []string
+		for k := range set {
+			if _, ok := f.all[k]; !ok {
+				added = append(added, k)
+			}
+		}
+		slices.Sort(added)
+		merged := make([]string, 0, len(keys)+len(added))
+		for _, k := range keys {
+			for len(added) > 0 && added[0] < k {
+				merged, added = append(merged, added[0]), added[1:]
+			}
+			if _, ok := gone[k]; !ok {
+				merged = append(merged, k)
+			}
+		}
+		keys = append(merged, added...)
 	}
 	f.buf = assembleFile(f.buf, keys, f.enc, over)
 	f.mu.Unlock()

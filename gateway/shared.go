@@ -176,6 +176,10 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 	h.Lock()
 	g.mu.Lock()
 	s, commit := h.pos, h.commit
+	// Many woken endpoints share a base (those of one transaction): each
+	// base is compared once (a comparison parses GTID sets), and none
+	// while the hub's lock is held longer than it takes.
+	before := map[string]bool{} // base's GTID set → before s when seen
 	for a, r := range g.live {
 		if r.run != a || r.base.IsZero() {
 			continue
@@ -183,8 +187,14 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 		if p := a.p.Load(); p != nil && p.Stored() {
 			continue
 		}
-		if h.covers(s, r.base) {
+		b, seen := before[r.base.GTIDSet]
+		if !seen || r.base.GTIDSet == "" {
+			b = r.base != s && h.covers(s, r.base)
+			before[r.base.GTIDSet] = b
+		}
+		if b {
 			s, commit = r.base, r.baseCommit
+			clear(before) // s moved: compare again against it
 		}
 	}
 	if l := g.shared.limit; l != nil && !h.covers(*l, s) {
