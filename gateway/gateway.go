@@ -73,6 +73,11 @@ type Config struct {
 	// shared cursor and the cursors it passes are written at once. Empty:
 	// every endpoint runs a pipeline, each with its own cursor, always.
 	SharedKey string
+	// Writer, if set, writes the shared cursor and the cursors it saves
+	// and deletes (the pipelines' checkpoint.GroupCommit: they go into
+	// the pipelines' next write instead of a write of their own). Nil:
+	// Store.
+	Writer checkpoint.BatchWriter
 	// Start is where an endpoint with no cursor begins.
 	Start event.Position
 	// Identity is stored with the cursors the gateway saves itself, for

@@ -300,6 +300,9 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 // a store that cannot saves first and deletes after, so that a crash
 // between leaves cursors that S has passed, which is only more to delete.
 func (g *Gateway) write(ctx context.Context, save map[string]checkpoint.Checkpoint, del []string) error {
+	if g.cfg.Writer != nil {
+		return g.cfg.Writer.WriteMany(ctx, save, del)
+	}
 	if w, ok := g.cfg.Store.(checkpoint.BatchWriter); ok {
 		return w.WriteMany(ctx, save, del)
 	}
