@@ -478,7 +478,9 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 // delivered again when it starts again, from its cursor).
 const stopGrace = 10 * time.Second
 
-// Tap returns a running endpoint's tap, or nil.
+// Tap returns a started endpoint's tap (while it is idle, its idle tap:
+// in the hub's index, with no queue), or nil. Under the hub's lock, it is
+// the tap SetFilterLocked changes.
 func (g *Gateway) Tap(key string) *Tap {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -488,7 +490,7 @@ func (g *Gateway) Tap(key string) *Tap {
 	return nil
 }
 
-// Keys returns the running endpoints' keys.
+// Keys returns the started endpoints' keys, idle or awake.
 func (g *Gateway) Keys() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
