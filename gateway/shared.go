@@ -209,7 +209,14 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 	var del []string
 	gone := map[string]*event.Position{}
 	covered := map[string]bool{} // by GTID set: many cursors are at one position
+	// An idle endpoint is known to have no event only up to the shared
+	// stream's position: while S is ahead of it (at start, S read back
+	// before the stream has caught up to it), no cursor is passed.
+	ahead := s != h.pos && !h.covers(h.pos, s)
 	for key := range g.shared.owned {
+		if ahead {
+			break
+		}
 		r := g.running[key]
 		if r == nil || r.run != nil || !r.tap.idle || r.tap.cursor == nil {
 			delete(g.shared.owned, key)
