@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -519,4 +521,61 @@ func (r *recorder) n() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.got)
+}
+
+// After a restart whose shared cursor S is ahead of an endpoint's own
+// cursor, the shared stream starts at that cursor: until the stream has
+// passed S, the endpoint's events between its cursor and S are still to
+// come, and a save of S must not delete its cursor. Then it gets every
+// event after its cursor, and an endpoint without one only those after S.
+func TestACursorBehindTheSharedOneIsKeptUntilTheStreamPassesIt(t *testing.T) {
+	f := newFixture(t, 2) // ep0 of tenant t0, ep1 of t1
+	for range 12 {
+		f.b.commit("t0", "t1")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := f.store.(checkpoint.BatchWriter).WriteMany(ctx, map[string]checkpoint.Checkpoint{
+		"hooks/ep0": {Position: pos(4)}, SharedKey("hooks"): {Position: pos(8)},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The stream reads no further than the 4th transaction until let go.
+	f.b.mu.Lock()
+	later := f.b.txns[4:]
+	f.b.txns = f.b.txns[:4]
+	f.b.mu.Unlock()
+	g, done := f.run(ctx)
+	waitFor(t, "both endpoints started", func() bool { return len(g.Keys()) == 2 })
+	if err := g.saveShared(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Load(ctx, "hooks/ep0"); err != nil {
+		t.Fatalf("ep0's cursor, behind the shared one that the stream has not reached: %v; want it kept", err)
+	}
+	f.b.mu.Lock()
+	f.b.txns = append(f.b.txns, later...)
+	f.b.cond.Broadcast()
+	f.b.mu.Unlock()
+	f.b.commit("t0", "t1")
+	after := func(tn string, n int) []string {
+		var out []string
+		for _, id := range f.b.want(tn) {
+			if seq, _ := strconv.Atoi(strings.Split(id, ".")[0]); seq > n {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for key, n := range map[string]int{"hooks/ep0": 4, "hooks/ep1": 8} {
+		want := after(f.tenant(key), n)
+		waitFor(t, key+" to get its events", func() bool { return len(f.recs[key].ids()) >= len(want) })
+		if got := f.recs[key].ids(); !slices.Equal(got, want) {
+			t.Fatalf("%s got %v, want %v", key, got, want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
