@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/source"
 )
@@ -54,7 +55,7 @@ func loadCheckpoints(ctx context.Context, cfg *config.Config) (map[string]checkp
 	defer store.Close()
 	out := map[string]checkpoint.Checkpoint{}
 	for _, key := range cfg.PipelineNames() {
-		cp, err := store.Load(ctx, key)
+		cp, _, err := gateway.CursorOf(ctx, store, key) // a webhook endpoint without its own: the shared one
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue
 		}

@@ -29,6 +29,7 @@ type store interface {
 // read-only one.
 type storeKind struct {
 	name     string
+	path     string // the file kind's
 	open     func(t testing.TB) store
 	readOnly func(t testing.TB) store
 }
@@ -36,7 +37,7 @@ type storeKind struct {
 func fileKind(t testing.TB) storeKind {
 	path := filepath.Join(t.TempDir(), "cp.json")
 	return storeKind{
-		name: "file",
+		name: "file", path: path,
 		open: func(t testing.TB) store {
 			st, err := checkpoint.OpenFile(path)
 			if err != nil {
@@ -339,4 +340,69 @@ func TestMySQLStoreSaveManyDeleteListAndGroupCommit(t *testing.T) {
 		}
 		assertHolds(t, kind.open(t), before)
 	})
+}
+
+// WriteMany of both stores, and of a GroupCommit on each: saves and deletes
+// in one write, read back from a store opened afresh (1,201 deletes: three
+// MySQL statements); a save and a delete of one key in one call saves it;
+// a read-only store refuses.
+func testWriteMany(t *testing.T, kind storeKind) {
+	ctx := context.Background()
+	st := kind.open(t)
+	want := many(1300, 1)
+	if err := st.SaveMany(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []struct {
+		name string
+		w    checkpoint.BatchWriter
+	}{{"store", st.(checkpoint.BatchWriter)}, {"group commit", checkpoint.NewGroupCommit(st)}} {
+		var del []string
+		for k := range want {
+			if len(del) < 601 {
+				del = append(del, k)
+			}
+		}
+		save := map[string]checkpoint.Checkpoint{"/shared": cp(7000), del[0]: cp(7001), "never-saved-" + via.name: cp(7002)}
+		del = append(del, "never-saved-either")
+		if err := via.w.WriteMany(ctx, save, del); err != nil {
+			t.Fatalf("%s: %v", via.name, err)
+		}
+		for _, k := range del {
+			delete(want, k)
+		}
+		maps.Copy(want, save)
+		assertHolds(t, kind.open(t), want)
+	}
+	if err := kind.readOnly(t).(checkpoint.BatchWriter).WriteMany(ctx, many(1, 1), nil); !errors.Is(err, checkpoint.ErrReadOnly) {
+		t.Fatalf("read-only WriteMany = %v, want ErrReadOnly", err)
+	}
+}
+
+func TestFileStoreWriteManySavesAndDeletesAtOnce(t *testing.T) {
+	kind := fileKind(t)
+	testWriteMany(t, kind)
+	// The keys, merged as they came and went, are in order: a store opened
+	// afresh (which sorts them all) writes the same document.
+	st := kind.open(t)
+	path := kind.path
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.Load(context.Background(), "/shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(context.Background(), "/shared", cp); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatalf("the document written after merging keys differs from one with its keys sorted:\n%s\n---\n%s", before, after)
+	}
+}
+
+func TestMySQLStoreWriteManySavesAndDeletesAtOnce(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{NoBinlog: true})
+	testWriteMany(t, mysqlKind(srv.DB(t, srv.NewDatabase(t)), "cp_write_many"))
 }

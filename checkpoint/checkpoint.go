@@ -7,9 +7,10 @@
 // fsynced, so a crash leaves the old or the new checkpoint, never a torn one)
 // and MySQL (a table in a database of its own, each save one transaction).
 //
-// Both can also save many keys in one write (BatchSaver), delete a key
-// (Deleter), list every key (Lister) and list the keys of one prefix at the
-// cost of what it holds (PrefixLister). Many pipelines saving at once (a
+// Both can also save many keys in one write (BatchSaver), save some and
+// delete others in one write (BatchWriter), delete a key (Deleter), list
+// every key (Lister) and list the keys of one prefix at the cost of what it
+// holds (PrefixLister). Many pipelines saving at once (a
 // webhook gateway's thousand endpoints, each every checkpoint interval) save
 // through a GroupCommit, which writes the saves that wait together with one
 // SaveMany; the lock and the fence stay on the store it wraps.
@@ -136,6 +137,20 @@ type BatchSaver interface {
 	// fenced) refuses SaveMany with the same error. cps stays the
 	// caller's: SaveMany keeps no reference to it once it returns.
 	SaveMany(ctx context.Context, cps map[string]Checkpoint) error
+}
+
+// BatchWriter is implemented by stores that can save some keys and delete
+// others in one atomic write (File: one rewrite; MySQL: one transaction),
+// and by GroupCommit: a webhook gateway moves its shared cursor and drops
+// the endpoints' cursors it passed in one write, so that a save's bytes grow
+// with the endpoints that moved, never with every endpoint.
+type BatchWriter interface {
+	// WriteMany replaces the checkpoint of every key in save and removes
+	// every key of del (a key with none is not an error), all or nothing:
+	// when it returns nil every change is durable; when it returns an error
+	// none was made. A key in both is saved. It is refused as Save would
+	// be (read-only, fenced). Neither argument is kept once it returns.
+	WriteMany(ctx context.Context, save map[string]Checkpoint, del []string) error
 }
 
 // Deleter is implemented by stores that can forget a key (File and MySQL):

@@ -22,8 +22,13 @@ import (
 type File struct {
 	path     string
 	readOnly bool
-	mu       sync.Mutex
-	all      map[string]Checkpoint
+	// writing serializes rewrites; mu guards the view (all, enc, keys)
+	// and is not held while a rewrite writes and fsyncs, so Load and List
+	// do not wait for the disk. Only a rewrite (under writing) changes the
+	// view, so what it assembled is still the view when it applies it.
+	writing sync.Mutex
+	mu      sync.Mutex
+	all     map[string]Checkpoint
 	// enc is each key's checkpoint as encoded in the file (encodeCheckpoint)
 	// once saved or read: a save encodes only the keys it changes.
 	enc map[string][]byte
@@ -412,6 +417,8 @@ func (f *File) reload() error {
 	if err != nil {
 		return err
 	}
+	f.writing.Lock()
+	defer f.writing.Unlock()
 	f.mu.Lock()
 	f.all, f.enc, f.keys = g.all, nil, nil
 	f.mu.Unlock()
@@ -431,7 +438,7 @@ func (f *File) Load(_ context.Context, key string) (Checkpoint, error) {
 
 // Save implements Store: the whole document is rewritten atomically.
 func (f *File) Save(_ context.Context, key string, cp Checkpoint) error {
-	return f.rewrite(map[string]Checkpoint{key: cp}, "")
+	return f.rewrite(map[string]Checkpoint{key: cp}, nil)
 }
 
 // SaveMany implements BatchSaver: every key's checkpoint in one atomic
@@ -440,7 +447,22 @@ func (f *File) SaveMany(_ context.Context, cps map[string]Checkpoint) error {
 	if len(cps) == 0 && !f.readOnly {
 		return nil
 	}
-	return f.rewrite(cps, "")
+	return f.rewrite(cps, nil)
+}
+
+// WriteMany implements BatchWriter: the keys of save replaced and those of
+// del removed in one atomic rewrite of the document (one fsync).
+func (f *File) WriteMany(_ context.Context, save map[string]Checkpoint, del []string) error {
+	if f.readOnly {
+		return ErrReadOnly
+	}
+	f.mu.Lock()
+	gone := slices.DeleteFunc(slices.Clone(del), func(k string) bool { _, ok := f.all[k]; _, saved := save[k]; return !ok || saved })
+	f.mu.Unlock()
+	if len(save) == 0 && len(gone) == 0 {
+		return nil
+	}
+	return f.rewrite(save, gone)
 }
 
 // Delete implements Deleter: the document is rewritten without key. A key
@@ -452,7 +474,7 @@ func (f *File) Delete(_ context.Context, key string) error {
 	if !ok && !f.readOnly {
 		return nil
 	}
-	return f.rewrite(nil, key)
+	return f.rewrite(nil, []string{key})
 }
 
 // List implements Lister.
@@ -463,15 +485,18 @@ func (f *File) List(context.Context) (map[string]Checkpoint, error) {
 }
 
 // rewrite writes, atomically, every checkpoint with those of set replaced
-// and the key del ("" for none) removed; the store's view (all, enc, keys)
-// moves to it only once it is durable. Only the keys of set are encoded
-// again, and the view is updated in place: a save copies no map.
-func (f *File) rewrite(set map[string]Checkpoint, del string) error {
+// and the keys of del removed (keys of set are not in del); the store's
+// view (all, enc, keys) moves to it only once it is durable. Only the keys
+// of set are encoded again, and the view is updated in place: a save copies
+// no map. The view's lock is not held while the document is written and
+// fsynced (rewrites are one at a time, under f.writing).
+func (f *File) rewrite(set map[string]Checkpoint, del []string) error {
 	if f.readOnly {
 		return ErrReadOnly
 	}
+	f.writing.Lock()
+	defer f.writing.Unlock()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.enc == nil {
 		f.enc = make(map[string][]byte, len(f.all))
 	}
@@ -485,6 +510,7 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 		if _, ok := f.enc[k]; !ok {
 			b, err := encodeCheckpoint(cp)
 			if err != nil {
+				f.mu.Unlock()
 				return err
 			}
 			f.enc[k] = b
@@ -499,6 +525,7 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 	for k, cp := range set {
 		b, err := encodeCheckpoint(cp)
 		if err != nil {
+			f.mu.Unlock()
 			return err
 		}
 		over[k] = b
@@ -506,31 +533,65 @@ func (f *File) rewrite(set map[string]Checkpoint, del string) error {
 			newKey = true
 		}
 	}
+	var gone map[string]struct{}
+	for _, k := range del {
+		if _, ok := f.all[k]; ok {
+			if gone == nil {
+				gone = make(map[string]struct{}, len(del))
+			}
+			gone[k] = struct{}{}
+		}
+	}
 	keys := f.keys
-	if _, ok := f.all[del]; keys == nil || newKey || (del != "" && ok) {
+	switch {
+	case keys == nil:
 		keys = make([]string, 0, len(f.all)+len(set))
 		for k := range f.all {
-			if k != del {
+			if _, ok := gone[k]; !ok {
 				keys = append(keys, k)
 			}
 		}
 		for k := range set {
-			if _, ok := f.all[k]; !ok && k != del {
+			if _, ok := f.all[k]; !ok {
 				keys = append(keys, k)
 			}
 		}
 		slices.Sort(keys)
+	case newKey || gone != nil:
+		// The sorted keys, merged with the new ones (sorted) and without
+		// the deleted: one pass, not a sort of every key (a gateway's
+		// endpoints come and go a few at a time among many).
+		var added []string
+		for k := range set {
+			if _, ok := f.all[k]; !ok {
+				added = append(added, k)
+			}
+		}
+		slices.Sort(added)
+		merged := make([]string, 0, len(keys)+len(added))
+		for _, k := range keys {
+			for len(added) > 0 && added[0] < k {
+				merged, added = append(merged, added[0]), added[1:]
+			}
+			if _, ok := gone[k]; !ok {
+				merged = append(merged, k)
+			}
+		}
+		keys = append(merged, added...)
 	}
 	f.buf = assembleFile(f.buf, keys, f.enc, over)
+	f.mu.Unlock()
 	if err := WriteFileAtomic(f.path, f.buf); err != nil {
 		return fmt.Errorf("save checkpoint %q: %w", f.path, err)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for k, cp := range set {
 		f.all[k], f.enc[k] = cp, over[k]
 	}
-	if del != "" {
-		delete(f.all, del)
-		delete(f.enc, del)
+	for _, k := range del {
+		delete(f.all, k)
+		delete(f.enc, k)
 	}
 	f.keys = keys
 	return nil

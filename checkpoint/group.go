@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +25,9 @@ import (
 // checkpoint intact; once the write has begun it waits for its outcome. A
 // write is cancelled only when every caller it carries has given up.
 //
-// Load and Close are the wrapped store's. GroupCommit has none of the
-// wrapped store's other abilities (Locker, Fencer, Epoch, LockWaited,
+// WriteMany (BatchWriter) puts saves and deletes into one write, when the
+// wrapped store can write them together. Load and Close are the wrapped
+// store's. GroupCommit has none of the wrapped store's other abilities (Locker, Fencer, Epoch, LockWaited,
 // Deleter, Lister): take the lock, fence, delete and list on the store it
 // wraps, and give the GroupCommit only to the pipelines, which Load and
 // Save. A type assertion on a GroupCommit for those abilities fails rather
@@ -44,7 +46,8 @@ import (
 // write is made by one of the callers it carries.
 type GroupCommit struct {
 	store Store
-	many  BatchSaver // nil: the store saves one key at a time
+	many  BatchSaver  // nil: the store saves one key at a time
+	both  BatchWriter // nil: the store cannot delete in a batch
 	gap   time.Duration
 
 	mu      sync.Mutex
@@ -75,10 +78,11 @@ type batch struct {
 	left   atomic.Int64
 }
 
-// waiter is one Save carried by a batch.
+// waiter is one Save (or one key of a WriteMany) carried by a batch.
 type waiter struct {
 	ctx  context.Context
 	cp   Checkpoint
+	del  bool // WriteMany's: delete the key
 	err  error
 	prev *waiter // the key's earlier save in the batch, if any
 }
@@ -91,6 +95,9 @@ func NewGroupCommit(store Store) *GroupCommit { return NewGroupCommitEvery(store
 func NewGroupCommitEvery(store Store, gap time.Duration) *GroupCommit {
 	g := &GroupCommit{store: store, gap: gap}
 	g.many, _ = store.(BatchSaver)
+	if g.many != nil {
+		g.both, _ = store.(BatchWriter)
+	}
 	return g
 }
 
@@ -105,15 +112,47 @@ func (g *GroupCommit) Close() error { return g.store.Close() }
 // Save implements Store: it returns once cp is durable, written with the
 // other Saves that waited with it, or with the error of that write.
 func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error {
-	w := &waiter{ctx: ctx, cp: cp}
+	return g.submit(ctx, []string{key}, []*waiter{{ctx: ctx, cp: cp}})
+}
+
+// WriteMany implements BatchWriter when the wrapped store does: the keys of
+// save and del go together into the next write, with the Saves that wait
+// with them, all or nothing. Of a key saved and deleted by calls in one
+// write, the last to arrive counts (in one call, save does).
+func (g *GroupCommit) WriteMany(ctx context.Context, save map[string]Checkpoint, del []string) error {
+	if g.both == nil {
+		return errors.New("the checkpoint store cannot save and delete in one write")
+	}
+	keys := make([]string, 0, len(save)+len(del))
+	ws := make([]*waiter, 0, len(save)+len(del))
+	for _, k := range del {
+		if _, ok := save[k]; !ok {
+			keys, ws = append(keys, k), append(ws, &waiter{ctx: ctx, del: true})
+		}
+	}
+	for k, cp := range save {
+		keys, ws = append(keys, k), append(ws, &waiter{ctx: ctx, cp: cp})
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	return g.submit(ctx, keys, ws)
+}
+
+// submit puts ws (the changes of keys) into the next write, all in the same
+// one, and returns its outcome.
+func (g *GroupCommit) submit(ctx context.Context, keys []string, ws []*waiter) error {
+	w := ws[0]
 	g.mu.Lock()
 	if g.next == nil {
 		g.next = &batch{saves: map[string]*waiter{}, lead: make(chan struct{}), done: make(chan struct{})}
 	}
 	b := g.next
-	w.prev = b.saves[key]
-	b.saves[key] = w
-	b.n++
+	for i, k := range keys {
+		ws[i].prev = b.saves[k]
+		b.saves[k] = ws[i]
+	}
+	b.n += len(ws)
 	if !g.writing {
 		g.claim()
 		g.mu.Unlock()
@@ -140,7 +179,9 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 			cancelled = nil
 			g.mu.Lock()
 			if g.next == b { // not claimed: nothing of it is written yet
-				b.withdraw(key, w)
+				for i, k := range keys {
+					b.withdraw(k, ws[i])
+				}
 				if b.n == 0 {
 					g.next = nil
 				}
@@ -148,7 +189,9 @@ func (g *GroupCommit) Save(ctx context.Context, key string, cp Checkpoint) error
 				return ctx.Err()
 			}
 			g.mu.Unlock()
-			b.giveUp(ctx) // being written: wait for the outcome
+			for range ws {
+				b.giveUp(ctx) // being written: wait for the outcome
+			}
 		}
 	}
 }
@@ -203,10 +246,20 @@ func (g *GroupCommit) write(b *batch, writer context.Context) {
 		if g.cps == nil {
 			g.cps = make(map[string]Checkpoint, len(b.saves))
 		}
+		var del []string
 		for k, w := range b.saves {
-			g.cps[k] = w.cp
+			if w.del {
+				del = append(del, k)
+			} else {
+				g.cps[k] = w.cp
+			}
 		}
-		err := g.many.SaveMany(ctx, g.cps)
+		var err error
+		if del != nil {
+			err = g.both.WriteMany(ctx, g.cps, del)
+		} else {
+			err = g.many.SaveMany(ctx, g.cps)
+		}
 		clear(g.cps)
 		for _, w := range b.saves {
 			for ; w != nil; w = w.prev {

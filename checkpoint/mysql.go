@@ -315,6 +315,44 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	return nil
 }
 
+// WriteMany implements BatchWriter: one transaction, fenced as Save is, of
+// SaveMany's INSERTs for save and one DELETE per rowsPerStatement keys of del.
+func (m *MySQL) WriteMany(ctx context.Context, save map[string]Checkpoint, del []string) error {
+	del = slices.DeleteFunc(slices.Clone(del), func(k string) bool { _, ok := save[k]; return ok })
+	if len(save) == 0 && len(del) == 0 && !m.readOnly {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(save))
+	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
+	slices.Sort(del)
+	dels := slices.Collect(slices.Chunk(del, rowsPerStatement))
+	if err := m.write(ctx, len(chunks)+len(dels), func(ex execer) error {
+		for _, chunk := range chunks {
+			args := make([]any, 0, len(chunk)*14)
+			for _, k := range chunk {
+				args = m.upsertArgs(args, k, save[k])
+			}
+			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
+				return err
+			}
+		}
+		for _, chunk := range dels {
+			args := make([]any, len(chunk))
+			for i, k := range chunk {
+				args[i] = k
+			}
+			q := "DELETE FROM `" + m.table + "` WHERE name IN (" + strings.Repeat(", ?", len(chunk))[2:] + ")"
+			if _, err := ex.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("save %d checkpoints and delete %d: %w", len(save), len(del), err)
+	}
+	return nil
+}
+
 // Delete implements Deleter, fenced as Save is.
 func (m *MySQL) Delete(ctx context.Context, key string) error {
 	if err := m.write(ctx, 1, func(ex execer) error {

@@ -25,14 +25,60 @@
 //     (Endpoint.Held, HoldLocked save one it lacks) and catches up from it
 //     once it runs; each such cursor shows on /endpoints and the oldest in
 //     outbox_relay_gateway_held_cursor_age_seconds;
-//   - bounded memory: per endpoint, its queue (QueueTxns transactions) and
-//     its pipeline's in-flight limits. An idle endpoint runs one goroutine,
-//     its pipeline's, waiting on its Tap; its tap reads a catch-up stream,
-//     and its pipeline delivers and saves, on goroutines that run only
-//     while there is work (TestIdleEndpointCostsOnlyItsPipelinesGoroutine).
+//   - bounded memory: per awake endpoint, its queue (QueueTxns
+//     transactions) and its pipeline's in-flight limits;
+//   - idle endpoints cost nothing but their state (with Config.SharedKey,
+//     as the relay runs every webhook sink): an endpoint with nothing in
+//     flight is a record in the hub's index (an idle Tap: its key, its
+//     filter's route, its own cursor if it has one), with no queue, no
+//     pipeline and no goroutine, and the hub's sweep does not visit it
+//     (TestAnIdleEndpointHasNoGoroutine). When the shared stream has
+//     events for it, the hub wakes it, under its lock and without I/O: a
+//     tap attached at the position before that transaction, and a
+//     pipeline (its sink built by Endpoint.Open, on the pipeline's own
+//     goroutine) starting from its cursor. Once it has had no event for
+//     HubConfig.Linger and its pipeline holds nothing (every event
+//     acknowledged and its cursor saved: pipeline.Settled), it is let go,
+//     decided under the hub's lock, so no event comes between: its
+//     pipeline ends and closes the sink Open built. A new pipeline of an
+//     endpoint starts only once its last one has ended
+//     (TestAnEventAsTheEndpointIsReleasedIsDeliveredOnce). An endpoint
+//     whose sink was built ahead (Endpoint.Sink) stays awake once woken:
+//     its pipeline closes its sink when it ends;
+//   - cursors by exception (Config.SharedKey): the sink has one shared
+//     cursor S, saved under a reserved key (SharedKey). An endpoint with
+//     no cursor of its own has delivered every event of its up to S. S
+//     moves (a save every 300ms at most, only when it moved) to the
+//     shared stream's position, or to the base (the position before its
+//     first transaction) of a woken endpoint whose pipeline has no durable
+//     cursor yet (pipeline.Stored; it saves its start at once), whichever
+//     is first, and never back. The write that moves S to or past an
+//     idle endpoint's own cursor deletes that cursor, in one atomic write
+//     (checkpoint.BatchWriter): the endpoint had no event in between, or
+//     it would have woken. So a save's bytes grow with the endpoints that
+//     moved, never with all of them
+//     (TestASavesBytesDoNotGrowWithIdleEndpoints). Endpoints that do not
+//     run (disabled, off, invalid, stopped) and endpoints behind the
+//     stream (detached, catching up, far behind at start) keep cursors of
+//     their own, as do awake ones (their pipelines save them); an idle
+//     endpoint taken out (a row turned off) gets one where the stream is.
+//     Prune and `status` see S for an endpoint without a cursor of its own
+//     (CursorOf). At start, an endpoint with a cursor of its own starts
+//     from it (idle if it covers the shared stream's start, catching up
+//     if not); the others are idle at S. A checkpoint of a version before
+//     S (a cursor per endpoint) works: its cursors are exceptions, deleted
+//     as S passes them (TestAnOldCheckpointFileRestartsWithoutLoss). A
+//     version before S run on a checkpoint written by this one starts the
+//     endpoints without a cursor at checkpoint.start: not supported. Across
+//     a SIGKILL at any moment: nothing is lost (S never passes an event
+//     an endpoint without a durable cursor of its own has not
+//     acknowledged); an idle endpoint sends nothing twice (its cursor, or
+//     S, is at or after its last event); an awake one re-sends at most
+//     its pipeline's in-flight bound.
 //
-// Each endpoint is a pipeline (package pipeline) whose source is a Tap of the
-// Hub: checkpoints, retries, dead letters and fencing are the pipeline's.
+// Each awake endpoint is a pipeline (package pipeline) whose source is a Tap
+// of the Hub: checkpoints, retries, dead letters and fencing are the
+// pipeline's.
 // The streams are pipeline.Sources the caller opens (HubConfig.Open): the
 // gateway does not import the binlog reader, and compares positions with
 // package position.

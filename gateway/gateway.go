@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -27,17 +28,36 @@ const DefaultDisableAfter = config.DefaultDisableAfter
 // Endpoint is one endpoint of the gateway.
 type Endpoint struct {
 	// Key is its checkpoint key and name in logs and metrics ("sink/endpoint").
-	Key    string
-	Sink   sink.Sink
+	Key string
+	// Sink is the endpoint's sink, built ahead (static endpoints, tests);
+	// nil when Open builds it, or when the endpoint is Held.
+	Sink sink.Sink
+	// Open, if set, builds the endpoint's sink when it wakes; the gateway
+	// closes that sink when it lets the endpoint go idle. Sink is then nil.
+	// An Open error stops that endpoint (Config.Stopped), its events kept
+	// behind its cursor; the others go on. It is called on the endpoint's
+	// own goroutine, never under the hub's lock.
+	Open   func() (sink.Sink, error)
 	Filter Filter
 	// Held says the endpoint does not run (its table row is off, or cannot
 	// be used; Sink is nil): the gateway does not start it, but keeps its
 	// cursor, saving one at Config.Start when it has none, so that once it
 	// runs (Start) it sends every event after the point it came into being.
 	Held bool
-	// Open, if set, builds the endpoint's sink when it wakes; the gateway
-	// closes that sink when it lets the endpoint go idle. Sink is then nil.
-	Open func() (sink.Sink, error)
+}
+
+// Build returns the endpoint's sink: Sink, or one Open builds (nil, and no
+// error, for a Held endpoint, which has neither). The caller closes one
+// Open built.
+func (e Endpoint) Build() (sink.Sink, error) {
+	if e.Sink != nil || e.Open == nil {
+		return e.Sink, nil
+	}
+	s, err := e.Open()
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: open its sink: %w", e.Key, err)
+	}
+	return s, nil
 }
 
 // Config wires a gateway.
@@ -46,6 +66,18 @@ type Config struct {
 	// Store holds the endpoints' cursors; Run reads them to pick the
 	// shared stream's start.
 	Store checkpoint.Store
+	// SharedKey, when set, is the key of the sink's shared cursor (see
+	// SharedKey): endpoints go idle between events, with no pipeline, and
+	// keep a cursor of their own only by exception (see the package
+	// doc). The store should then be a checkpoint.BatchWriter, so that the
+	// shared cursor and the cursors it passes are written at once. Empty:
+	// every endpoint runs a pipeline, each with its own cursor, always.
+	SharedKey string
+	// Writer, if set, writes the shared cursor and the cursors it saves
+	// and deletes (the pipelines' checkpoint.GroupCommit: they go into
+	// the pipelines' next write instead of a write of their own). Nil:
+	// Store.
+	Writer checkpoint.BatchWriter
 	// Start is where an endpoint with no cursor begins.
 	Start event.Position
 	// Identity is stored with the cursors the gateway saves itself, for
@@ -83,7 +115,14 @@ type Gateway struct {
 	// not run (Endpoint.Held, disabled): Run shows them.
 	held []heldCursor
 
-	mu       sync.Mutex
+	// own says which of cfg.Endpoints had a cursor of their own at New.
+	own []bool
+	// byException: cfg.SharedKey is set (see Config.SharedKey).
+	byException bool
+
+	mu sync.Mutex
+	// running are the endpoints started: idle (an idle tap in the hub's
+	// index, no pipeline) or awake (a pipeline), by key.
 	running  map[string]*running
 	eps      map[string]Endpoint // every endpoint started, by key
 	disabled map[string]Endpoint
@@ -92,16 +131,41 @@ type Gateway struct {
 	// (default disabledPoll; tests shorten it).
 	pollEvery time.Duration
 	wg        sync.WaitGroup
-	// live are the endpoints' pipelines that have not returned: Run opens
-	// it and, when its context ends (or it returns), cancels each with that
-	// context's cause and closes it (nil); start refuses while it is nil.
-	live map[*running]struct{}
+	// live are the endpoints' pipelines that have not returned, with their
+	// endpoint: Run opens it and, when its context ends (or it returns),
+	// cancels each with that context's cause and closes it (nil); start
+	// and wake refuse while it is nil.
+	live map[*awake]*running
+	// The shared cursor (byException; see shared.go), guarded by mu.
+	shared sharedCursor
 }
 
+// running is a started endpoint. Its fields are guarded by the gateway's
+// mu and, where they change what the hub sees, changed under the hub's
+// lock too.
 type running struct {
-	tap    *Tap
+	tap *Tap   // idle (in the hub's index, no queue), or its pipeline's
+	run *awake // its pipeline; nil while idle (or once it has stopped)
+	// last is the last pipeline it had, which may still be ending: a new
+	// one waits for it.
+	last *awake
+	// base is where its pipeline started (where it woke: the position
+	// before its first transaction), and its commit time: until the
+	// pipeline has a durable cursor (pipeline.Stored), the shared cursor
+	// stays at or before base.
+	base       event.Position
+	baseCommit time.Time
+	// writing, while a write of the shared cursor saves or deletes its
+	// cursor, is closed once that write is done: a pipeline woken meanwhile
+	// starts after it, and reads its outcome.
+	writing <-chan struct{}
+}
+
+// awake is one run of an endpoint's pipeline.
+type awake struct {
+	p      atomic.Pointer[pipeline.Pipeline] // once built
 	cancel context.CancelCauseFunc
-	done   chan struct{}
+	done   chan struct{} // closed once it has returned
 }
 
 // New reads the endpoints' cursors and returns a gateway whose shared
@@ -120,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	// One read of every cursor where the store can list them (thousands of
 	// endpoints on a MySQL store: one query, not one per endpoint).
 	load := func(key string) (checkpoint.Checkpoint, error) { return cfg.Store.Load(ctx, key) }
-	if l, ok := cfg.Store.(checkpoint.Lister); ok && len(cfg.Endpoints) > 1 {
+	if l, ok := cfg.Store.(checkpoint.Lister); ok && (len(cfg.Endpoints) > 1 || cfg.SharedKey != "") {
 		all, err := l.List(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
@@ -132,17 +196,34 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return checkpoint.Checkpoint{}, checkpoint.ErrNotFound
 		}
 	}
+	// The shared cursor: an endpoint without a cursor of its own is there.
+	var shared sharedCursor
+	start := cfg.Start
+	if cfg.SharedKey != "" {
+		cp, err := load(cfg.SharedKey)
+		switch {
+		case err == nil:
+			shared = sharedCursor{pos: cp.Position, commit: cp.CommitTime, saved: true}
+			start = cp.Position
+		case !errors.Is(err, checkpoint.ErrNotFound):
+			return nil, fmt.Errorf("load the shared cursor %q: %w", cfg.SharedKey, err)
+		default:
+			shared = sharedCursor{pos: cfg.Start}
+		}
+	}
+	own := make([]bool, len(cfg.Endpoints))
 	var held []heldCursor // endpoints that do not run, and their cursors
 	for i, ep := range cfg.Endpoints {
 		cp, err := load(ep.Key)
+		own[i] = err == nil
 		if ep.Held {
 			switch {
-			case errors.Is(err, checkpoint.ErrNotFound) && cfg.Start.IsZero():
+			case errors.Is(err, checkpoint.ErrNotFound) && start.IsZero():
 				// No start to hold it at: it starts where the stream is
 				// when it runs (a gateway without a start, in tests).
 			case errors.Is(err, checkpoint.ErrNotFound):
 				cp = cfg.Identity
-				cp.Position, cp.UpdatedAt = cfg.Start, time.Now().UTC()
+				cp.Position, cp.UpdatedAt = start, time.Now().UTC()
 				if err := cfg.Store.Save(ctx, ep.Key, cp); err != nil {
 					return nil, fmt.Errorf("save the cursor of endpoint %q, which does not run: %w", ep.Key, err)
 				}
@@ -157,7 +238,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
 			fresh = true
-			from[i] = cfg.Start
+			from[i] = start
 		case err != nil:
 			return nil, fmt.Errorf("load checkpoint %q: %w", ep.Key, err)
 		case cp.Disabled != "":
@@ -171,7 +252,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		}
 	}
 	if fresh || len(cursors) == 0 {
-		cursors = append(cursors, Cursor{Position: cfg.Start})
+		cursors = append(cursors, Cursor{Position: start})
 	}
 	hc := cfg.Hub
 	hc.Start = startOf(coversOf(hc), cursors, cfg.RejoinWindow)
@@ -179,11 +260,20 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		hc.Failing = func(key string) bool { return !cfg.Health.FailingSince(key).IsZero() }
 	}
 	hc.Logger = cfg.Logger
-	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, log: cfg.Logger.With(slog.String("sink", hc.Name)),
+	shared.owned = map[string]struct{}{}
+	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, own: own, byException: cfg.SharedKey != "", shared: shared,
+		log:     cfg.Logger.With(slog.String("sink", hc.Name)),
 		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
+	if g.byException {
+		g.hub.wake, g.hub.release = g.wakeLocked, g.releaseLocked
+		if fresh && start != g.hub.pos {
+			p := start // the endpoints without a cursor have what the stream reads up to here
+			g.hub.floor = &p
+		}
+	}
 	if n := countNew(held); n > 0 {
 		g.log.Warn("endpoints that do not run (their table row is off or cannot be used) had no cursor: each was given one here, and gets every event after it once it runs",
-			slog.Int("endpoints", n), slog.String("cursor", cfg.Start.String()))
+			slog.Int("endpoints", n), slog.String("cursor", start.String()))
 	}
 	return g, nil
 }
@@ -213,7 +303,7 @@ func (g *Gateway) Hub() *Hub { return g.hub }
 // shared stream's stops them all, and Run returns it.
 func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.Txn)) error {
 	g.mu.Lock()
-	g.live = map[*running]struct{}{}
+	g.live = map[*awake]*running{}
 	g.mu.Unlock()
 	// end stops the endpoints' pipelines with cause (a lost checkpoint lock
 	// stops them without saving), then the shared stream: once ctx ends, or
@@ -240,6 +330,20 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		if ep.Held || g.disabled[ep.Key].Key != "" {
 			continue
 		}
+		if g.byException && g.hub.covers(g.from[i], g.hub.pos) {
+			// On the shared stream, idle until it has events.
+			var cursor *event.Position
+			if g.own[i] {
+				cursor = &g.from[i]
+			}
+			if err := g.idleLocked(ep, cursor); err != nil {
+				g.hub.Unlock()
+				end(context.Canceled)
+				g.wg.Wait()
+				return err
+			}
+			continue
+		}
 		if err := g.start(ep, g.from[i], g.hub.covers(g.from[i], g.hub.pos)); err != nil {
 			g.hub.Unlock()
 			end(context.Canceled)
@@ -254,10 +358,21 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 	}
 	var health sync.WaitGroup
 	health.Go(func() { g.watchHealth(streamCtx) })
+	if g.byException {
+		health.Go(func() { g.keepShared(streamCtx) })
+	}
 	err := g.hub.Run(streamCtx, onChange)
 	end(context.Canceled)
 	health.Wait()
 	g.wg.Wait()
+	if g.byException {
+		// Every pipeline has returned: the shared cursor's last save.
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if serr := g.saveShared(saveCtx); serr != nil {
+			g.log.Error("the shared cursor's last save failed (its endpoints send again, after a restart, what they sent since the one before)", slog.Any("err", serr))
+		}
+		cancel()
+	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -269,7 +384,26 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 
 // StartLocked starts a new endpoint on the shared stream at its current
 // position (call it from Run's changed function, under the hub's lock).
-func (g *Gateway) StartLocked(ep Endpoint) error { return g.start(ep, g.hub.pos, true) }
+func (g *Gateway) StartLocked(ep Endpoint) error {
+	if !g.byException {
+		return g.start(ep, g.hub.pos, true)
+	}
+	// Idle at the shared stream's position, which its cursor, saved with
+	// the next write of the shared cursor, keeps: it never gets an event
+	// of a transaction before this one.
+	p := g.hub.pos
+	if err := g.idleLocked(ep, &p); err != nil {
+		return err
+	}
+	if !p.IsZero() {
+		cp := g.cfg.Identity
+		cp.Position, cp.CommitTime, cp.UpdatedAt = p, g.hub.commit, time.Now().UTC()
+		g.mu.Lock()
+		g.shared.pend(ep.Key, cp)
+		g.mu.Unlock()
+	}
+	return nil
+}
 
 // Start starts an endpoint that is not running (not under the hub's lock):
 // from its cursor, or from the shared stream's position when it has none,
@@ -290,9 +424,17 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 	r := g.running[key]
 	delete(g.running, key)
 	last := g.stopping[key]
+	var a *awake
 	if r != nil {
-		g.stopping[key] = r.done
+		a = r.run
+		if a == nil {
+			a = r.last // idle: its last pipeline may still be ending
+		}
+		if a != nil {
+			g.stopping[key] = a.done
+		}
 	}
+	stopping := g.live == nil
 	g.mu.Unlock()
 	if r == nil {
 		if last != nil {
@@ -302,18 +444,33 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 		close(c)
 		return c
 	}
+	g.hub.RemoveLocked(r.tap)
+	if r.run == nil {
+		// Idle: off the index now, it needs a cursor of its own where the
+		// shared stream is (it has every event up to here), or the shared
+		// cursor would pass its next events.
+		if r.tap.idle && g.byException && !stopping {
+			r.tap.setState(Stopped) // it does not run: its cursor shows
+			g.keepCursorLocked(key, r)
+		}
+		if a == nil {
+			c := make(chan struct{})
+			close(c)
+			return c
+		}
+		return a.done
+	}
 	// It gets no later transaction, but hands on what it was given (the
 	// transactions up to this one) and drains, for at most stopGrace.
-	g.hub.RemoveLocked(r.tap)
 	r.tap.Finish()
 	go func() {
 		select {
-		case <-r.done:
+		case <-a.done:
 		case <-time.After(grace):
-			r.cancel(nil)
+			a.cancel(nil)
 		}
 	}()
-	return r.done
+	return a.done
 }
 
 // stopGrace bounds how long a stopped endpoint may take to hand on and
@@ -321,7 +478,9 @@ func (g *Gateway) stopLocked(key string, grace time.Duration) <-chan struct{} {
 // delivered again when it starts again, from its cursor).
 const stopGrace = 10 * time.Second
 
-// Tap returns a running endpoint's tap, or nil.
+// Tap returns a started endpoint's tap (while it is idle, its idle tap:
+// in the hub's index, with no queue), or nil. Under the hub's lock, it is
+// the tap SetFilterLocked changes.
 func (g *Gateway) Tap(key string) *Tap {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -331,7 +490,7 @@ func (g *Gateway) Tap(key string) *Tap {
 	return nil
 }
 
-// Keys returns the running endpoints' keys.
+// Keys returns the started endpoints' keys, idle or awake.
 func (g *Gateway) Keys() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -346,11 +505,8 @@ func (g *Gateway) Keys() []string {
 // cursor, or its start when it has none); attach (under the hub's lock, with
 // from covering the hub's position) puts it on the shared stream at once.
 func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
-	p, err := g.cfg.NewPipeline(ep.Key, ep.Sink, from)
-	if err != nil {
-		return fmt.Errorf("endpoint %s: %w", ep.Key, err)
-	}
 	tap := g.hub.Tap(ep.Key, ep.Filter)
+	tap.keep = ep.Open == nil
 	if attach {
 		g.hub.attachLocked(tap, from)
 		tap.state.Store(int32(Attached))
@@ -369,30 +525,140 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	r := &running{tap: tap, cancel: cancel, done: make(chan struct{})}
+	r := &running{tap: tap, base: from}
 	g.running[ep.Key] = r
 	g.eps[ep.Key] = ep
-	g.live[r] = struct{}{}
+	g.launchLocked(ep, r, tap, from, nil)
+	return nil
+}
+
+// idleLocked starts ep idle, at cursor (nil: the shared cursor): in the
+// hub's index, with no pipeline until it has events. Under the hub's lock.
+func (g *Gateway) idleLocked(ep Endpoint, cursor *event.Position) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running[ep.Key] != nil {
+		return fmt.Errorf("endpoint %s is already running", ep.Key)
+	}
+	if g.live == nil {
+		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
+	}
+	f := ep.Filter
+	t := g.hub.idleTap(ep.Key, &f, cursor)
+	g.hub.indexLocked(t)
+	g.running[ep.Key] = &running{tap: t}
+	g.eps[ep.Key] = ep
+	if cursor != nil {
+		g.shared.owned[ep.Key] = struct{}{}
+	}
+	g.hub.obs.State(ep.Key, Attached)
+	return nil
+}
+
+// launchLocked runs a pipeline of endpoint ep (r) reading tap, starting at
+// from when it has no cursor: once the endpoint's last pipeline has
+// returned and a write of the shared cursor that saves or deletes its
+// cursor is done, so that it reads what they left. g.mu is held.
+func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Position, after <-chan struct{}) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &awake{cancel: cancel, done: make(chan struct{})}
+	var prev <-chan struct{}
+	if r.last != nil {
+		prev = r.last.done
+	}
+	r.run, r.last = a, a
+	g.live[a] = r
 	g.wg.Go(func() {
-		defer close(r.done)
+		defer close(a.done)
 		defer cancel(nil)
 		defer func() {
 			g.mu.Lock()
-			delete(g.live, r)
+			delete(g.live, a)
 			g.mu.Unlock()
 		}()
-		err := p.Run(ctx, tap)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			g.log.Error("endpoint stopped; the other endpoints go on; its events after its cursor wait for it (they are sent once it runs again)",
-				slog.String("endpoint", ep.Key), slog.Any("err", err))
-			if g.cfg.Stopped != nil {
-				g.cfg.Stopped(ep.Key, err)
+		for _, c := range []<-chan struct{}{prev, after} {
+			if c != nil {
+				select {
+				case <-c:
+				case <-ctx.Done():
+				}
 			}
 		}
-		g.showHeld(ep.Key)
+		p, err := g.build(ep, from)
+		if err == nil {
+			a.p.Store(p)
+			err = p.Run(ctx, tap)
+		} else {
+			g.hub.Lock()
+			g.hub.removeLocked(tap)
+			g.hub.Unlock()
+			tap.setState(Stopped)
+		}
+		if tap.released.Load() {
+			return // let go idle: its cursor is saved
+		}
+		g.ended(ep.Key, r, a, err)
 	})
-	return nil
+}
+
+// build builds ep's sink (Open, when it has no Sink) and pipeline.
+func (g *Gateway) build(ep Endpoint, from event.Position) (*pipeline.Pipeline, error) {
+	s, err := ep.Build()
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("endpoint %s has no sink", ep.Key)
+	}
+	p, err := g.cfg.NewPipeline(ep.Key, s, from)
+	if err != nil {
+		if ep.Sink == nil {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = s.Close(closeCtx)
+			cancel()
+		}
+		return nil, fmt.Errorf("endpoint %s: %w", ep.Key, err)
+	}
+	return p, nil
+}
+
+// ended is the end of pipeline a of endpoint r, which was not let go idle:
+// stopped (by StopLocked, or on an error), or the gateway's end. An
+// endpoint that stopped keeps a cursor of its own: if its pipeline saved
+// none, the next write of the shared cursor saves one where it started.
+func (g *Gateway) ended(key string, r *running, a *awake, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Error("endpoint stopped; the other endpoints go on; its events after its cursor wait for it (they are sent once it runs again)",
+			slog.String("endpoint", key), slog.Any("err", err))
+		if g.cfg.Stopped != nil {
+			g.cfg.Stopped(key, err)
+		}
+	}
+	if g.byException {
+		// Saved now, before its end lets the shared cursor pass base, and
+		// before whoever waits for its end (a deleted row's) goes on.
+		if p := a.p.Load(); (p == nil || !p.Stored()) && !r.base.IsZero() {
+			cp := g.cfg.Identity
+			cp.Position, cp.CommitTime, cp.UpdatedAt = r.base, r.baseCommit, time.Now().UTC()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
+				g.log.Error("could not save the cursor of a stopped endpoint; the shared cursor stays before its events",
+					slog.String("endpoint", key), slog.Any("err", err))
+				g.mu.Lock()
+				g.shared.pend(key, cp)
+				g.mu.Unlock()
+			}
+			cancel()
+		}
+		g.hub.Lock()
+		g.mu.Lock()
+		if r.run == a {
+			r.run = nil
+		}
+		g.mu.Unlock()
+		g.hub.Unlock()
+	}
+	g.showHeld(key)
 }
 
 // showHeld shows where the cursor of key, whose pipeline has just stopped
@@ -455,8 +721,8 @@ func (g *Gateway) HoldLocked(key string) error {
 func (g *Gateway) stopAll(cause error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for r := range g.live {
-		r.cancel(cause)
+	for a := range g.live {
+		a.cancel(cause)
 	}
 	g.live = nil
 }

@@ -186,23 +186,25 @@ type fixture struct {
 	t     *testing.T
 	b     *binlog
 	store checkpoint.Store
+	path  string // the store's file
 	recs  map[string]*recorder
 	cfg   Config
 }
 
 func newFixture(t *testing.T, endpoints int) *fixture {
-	store, err := checkpoint.OpenFile(filepath.Join(t.TempDir(), "cp.json"))
+	path := filepath.Join(t.TempDir(), "cp.json")
+	store, err := checkpoint.OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, b: newBinlog(), store: store, recs: map[string]*recorder{}}
+	f := &fixture{t: t, b: newBinlog(), store: store, path: path, recs: map[string]*recorder{}}
 	// The endpoints' pipelines save through one GroupCommit, as the relay
 	// gives them (relay/assemble.go): each saves what it acknowledged at
 	// once, and those saves are written together.
 	saver := checkpoint.NewGroupCommit(store)
 	f.cfg = Config{
 		Hub:   HubConfig{Name: "hooks", Flavor: "mariadb", QueueTxns: 4, MaxCatchUp: 2, YieldAfter: 50 * time.Millisecond, Open: f.b.Open},
-		Store: store, Start: pos(0),
+		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: saver, Start: start,
 				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond, DrainTimeout: 300 * time.Millisecond})
@@ -213,7 +215,7 @@ func newFixture(t *testing.T, endpoints int) *fixture {
 		key := fmt.Sprintf("hooks/ep%d", i)
 		r := &recorder{}
 		f.recs[key] = r
-		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: key, Sink: r, Filter: tenantFilter(tn)})
+		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: key, Open: func() (sink.Sink, error) { return r, nil }, Filter: tenantFilter(tn)})
 	}
 	return f
 }
@@ -563,10 +565,13 @@ func TestFailingEndpointIsDisabledUntilEnabled(t *testing.T) {
 	waitFor(t, "ep1 to be running", func() bool { return g.Tap("hooks/ep1") != nil })
 	health.Attempt("hooks/ep1", false) // its attempts fail from now on
 	waitFor(t, "ep1 to be disabled", func() bool { return g.IsDisabled("hooks/ep1") })
-	cp, err := f.store.Load(t.Context(), "hooks/ep1")
-	if err != nil || cp.Disabled == "" {
-		t.Fatalf("disabled endpoint's checkpoint: %+v, %v; want a reason in Disabled", cp, err)
-	}
+	// Its checkpoint says why once disable has written it (after
+	// IsDisabled says so).
+	var cp checkpoint.Checkpoint
+	waitFor(t, "ep1's checkpoint to say why it is disabled", func() bool {
+		cp, err = f.store.Load(t.Context(), "hooks/ep1")
+		return err == nil && cp.Disabled != ""
+	})
 	close(bad.hold)
 	commitMany(f.b, 30) // committed while it is disabled: wait behind its cursor
 	time.Sleep(50 * time.Millisecond)

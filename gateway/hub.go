@@ -19,8 +19,11 @@ const (
 	DefaultQueueTxns  = config.DefaultGatewayQueue
 	DefaultMaxCatchUp = config.DefaultMaxCatchUp
 	// markEvery is how often an endpoint with no events of its own is
-	// handed the shared stream's position, so its cursor moves.
+	// handed the shared stream's position, so its cursor moves, and how
+	// often the hub looks for endpoints to let go idle.
 	markEvery = 250 * time.Millisecond
+	// DefaultLinger: see HubConfig.Linger.
+	DefaultLinger = 2 * time.Second
 	// DefaultYieldAfter is how long a catch-up stream may wait on a full
 	// queue while another endpoint waits for a stream before it gives its
 	// stream up.
@@ -59,6 +62,11 @@ type HubConfig struct {
 	// a failing endpoint with a full queue is detached at once, without
 	// making the shared stream wait for it.
 	Failing func(endpoint string) bool
+	// Linger is how long an endpoint that a gateway woke for an event stays
+	// awake after its last event before it may go idle (once it holds
+	// nothing unsaved): a busy endpoint keeps its pipeline between events.
+	// Default 2s.
+	Linger time.Duration
 	// Observer, if set, is told about detaches and re-joins.
 	Observer Observer
 	Logger   *slog.Logger
@@ -105,9 +113,28 @@ type Hub struct {
 	slots chan int     // free catch-up slot numbers
 	queue atomic.Int32 // taps waiting for a slot
 
-	mu       sync.Mutex
-	pos      event.Position // after the last transaction handed on (or Start)
-	commit   time.Time
+	// wake and release, set by a gateway that lets endpoints go idle, are
+	// called under mu: wake (by dispatch) for an idle tap with events of a
+	// transaction, to return the endpoint's new tap attached at at (the
+	// position before the transaction), or nil to pass it over; release
+	// (by the sweep) for an attached tap that has had no event for Linger
+	// and holds nothing, to let the endpoint go idle (true) or not yet.
+	wake    func(idle *Tap, at event.Position, commit time.Time) *Tap
+	release func(t *Tap) bool
+
+	mu     sync.Mutex
+	pos    event.Position // after the last transaction handed on (or Start)
+	commit time.Time
+	// prev and prevCommit are pos and commit before the transaction
+	// dispatch hands on.
+	prev       event.Position
+	prevCommit time.Time
+	// floor, when set, is the shared cursor at start, ahead of Start:
+	// idle taps without a cursor of their own have every transaction it
+	// covers.
+	floor *event.Position
+	// attached are the taps on the shared stream with a queue (an idle
+	// tap is in the index only).
 	attached map[*Tap]struct{}
 	// byHeader indexes attached taps that select on one header value (a
 	// tenant): header key → value → taps; byType those that select on
@@ -136,6 +163,9 @@ func NewHub(cfg HubConfig) *Hub {
 	}
 	if cfg.YieldAfter <= 0 {
 		cfg.YieldAfter = DefaultYieldAfter
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -198,13 +228,17 @@ func (h *Hub) Run(ctx context.Context, changed func(*event.Txn)) error {
 func (h *Hub) dispatch(txn *event.Txn, changed func(*event.Txn)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.prev, h.prevCommit = h.pos, h.commit
 	switch {
 	case !txn.Held:
 		h.pos, h.commit = txn.Position, txn.CommitTime
 	case txn.Position != h.pos:
 		h.pos, h.commit = txn.Position, time.Time{} // the commit time of the transaction that ends there is not known
 	}
-	if len(txn.Events) > 0 && len(h.attached) > 0 {
+	if h.floor != nil && !h.covers(*h.floor, h.pos) {
+		h.floor = nil // the shared stream has passed it
+	}
+	if len(txn.Events) > 0 {
 		h.handOn(txn)
 	}
 	if changed != nil && len(txn.Changes) > 0 {
@@ -244,10 +278,18 @@ func (h *Hub) handOn(txn *event.Txn) {
 		}
 	}
 	touched := h.touched
+	now := h.cfg.clock.Now()
 	for i, t := range touched {
 		touched[i] = nil
 		var out *event.Txn
-		if t.skip == nil || !h.covers(*t.skip, txn.Position) {
+		has := t.skip
+		if t.idle {
+			has = t.cursor
+			if has == nil {
+				has = h.floor
+			}
+		}
+		if has == nil || !h.covers(*has, txn.Position) {
 			out = newTxn(t.scratch, txn)
 		}
 		if cap(t.scratch) > maxScratch {
@@ -257,9 +299,15 @@ func (h *Hub) handOn(txn *event.Txn) {
 			t.scratch = t.scratch[:0]
 		}
 		if out == nil {
-			continue // it read this transaction on its own stream
+			continue // it read this transaction on its own stream, or has it
+		}
+		if t.idle {
+			if t = h.wake(t, h.prev, h.prevCommit); t == nil {
+				continue
+			}
 		}
 		t.skip = nil
+		t.lastEvent = now
 		if h.offer(t, out) {
 			t.sent = txn.Position
 		} else {
@@ -300,10 +348,8 @@ func newTxn(evs []*event.Event, txn *event.Txn) *event.Txn {
 // for as long as it takes transactions, as a plain sink is; one that takes
 // none for DetachAfter is detached.
 func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
-	select {
-	case t.ch <- txn:
+	if t.put(txn) {
 		return true
-	default:
 	}
 	if h.cfg.Failing != nil && h.cfg.Failing(t.name) {
 		return false
@@ -322,11 +368,13 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	}
 	timeout, stop := clk.After(left)
 	defer stop()
+	t.queued.Add(1)
 	select {
 	case t.ch <- txn:
 		t.waited += clk.Now().Sub(now)
 		return true
 	case <-timeout:
+		t.queued.Add(-1)
 		t.waited += clk.Now().Sub(now)
 		return false
 	}
@@ -343,9 +391,7 @@ func (h *Hub) holdsBackLocked(t *Tap) bool {
 	return false
 }
 
-// markLoop hands attached taps with no events pending the shared stream's
-// position, so that their cursors move over transactions without events
-// for them.
+// markLoop sweeps the attached taps every markEvery.
 func (h *Hub) markLoop(stop <-chan struct{}) {
 	tick := time.NewTicker(markEvery)
 	defer tick.Stop()
@@ -356,23 +402,37 @@ func (h *Hub) markLoop(stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		h.mu.Lock()
-		for t := range h.attached {
-			if t.skip != nil {
-				if h.covers(*t.skip, h.pos) {
-					continue // the tap is ahead of the shared stream
-				}
-				t.skip = nil
-			}
-			if t.sent == h.pos || len(t.ch) > 0 {
-				continue
-			}
-			select {
-			case t.ch <- &event.Txn{Position: h.pos, CommitTime: h.commit}:
-				t.sent = h.pos
-			default:
-			}
-		}
+		h.sweepLocked()
 		h.mu.Unlock()
+	}
+}
+
+// sweepLocked lets go idle the attached taps that have had no event for
+// Linger and hold nothing (release), and hands the others with no events
+// pending the shared stream's position, so that their cursors move over
+// transactions without events for them. A tap past its linger is handed no
+// position: it settles, and goes idle at the next sweep.
+func (h *Hub) sweepLocked() {
+	now := h.cfg.clock.Now()
+	for t := range h.attached {
+		if t.skip != nil {
+			if h.covers(*t.skip, h.pos) {
+				continue // the tap is ahead of the shared stream
+			}
+			t.skip = nil
+		}
+		if h.release != nil && !t.keep && now.Sub(t.lastEvent) >= h.cfg.Linger {
+			if t.queued.Load() == 0 {
+				h.release(t)
+			}
+			continue
+		}
+		if t.sent == h.pos || len(t.ch) > 0 {
+			continue
+		}
+		if t.put(&event.Txn{Position: h.pos, CommitTime: h.commit}) {
+			t.sent = h.pos
+		}
 	}
 }
 
@@ -396,13 +456,15 @@ func (h *Hub) attachLocked(t *Tap, pos event.Position) {
 		p := pos
 		t.skip = &p
 	}
+	t.lastEvent = h.cfg.clock.Now()
 	h.attached[t] = struct{}{}
 	h.indexLocked(t)
 	h.obs.State(t.name, Attached)
 }
 
-// indexLocked files an attached tap under its route.
+// indexLocked files a tap (attached, or idle) under its route.
 func (h *Hub) indexLocked(t *Tap) {
+	t.indexed = true
 	f := t.filter.Load()
 	if f.Header == "" && len(f.AggregateTypes) > 0 {
 		for _, at := range f.AggregateTypes {
@@ -429,6 +491,7 @@ func (h *Hub) indexLocked(t *Tap) {
 }
 
 func (h *Hub) unindexLocked(t *Tap) {
+	t.indexed = false
 	f := t.filter.Load()
 	if f.Header == "" && len(f.AggregateTypes) > 0 {
 		for _, at := range f.AggregateTypes {
@@ -466,12 +529,15 @@ func (h *Hub) detachLocked(t *Tap) {
 	}
 }
 
-// removeLocked takes t off the shared stream; false if it was not on it.
+// removeLocked takes t off the shared stream (an idle tap: out of the
+// index); false if it was not on it.
 func (h *Hub) removeLocked(t *Tap) bool {
+	if t.indexed {
+		h.unindexLocked(t)
+	}
 	if _, ok := h.attached[t]; !ok {
 		return false
 	}
-	h.unindexLocked(t)
 	delete(h.attached, t)
 	return true
 }
@@ -483,13 +549,15 @@ func (h *Hub) removeLocked(t *Tap) bool {
 // this one (now or after a later detach) matches them with the filter they
 // had.
 func (h *Hub) SetFilterLocked(t *Tap, f Filter) {
-	_, on := h.attached[t]
+	on := t.indexed
 	if on {
 		h.unindexLocked(t)
 	}
-	t.vmu.Lock()
-	t.older = append(t.older, filterVersion{until: h.pos, f: t.filter.Load()})
-	t.vmu.Unlock()
+	if !t.idle { // an idle tap reads no catch-up stream: no history
+		t.vmu.Lock()
+		t.older = append(t.older, filterVersion{until: h.pos, f: t.filter.Load()})
+		t.vmu.Unlock()
+	}
 	t.filter.Store(&f)
 	if on {
 		h.indexLocked(t)

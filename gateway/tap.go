@@ -33,6 +33,29 @@ type Tap struct {
 	// finish, closed by Finish, makes Run hand on what is queued and end.
 	finish     chan struct{}
 	finishOnce sync.Once
+	// queued counts the transactions put in ch that Run has not yet handed
+	// on in full (its pipeline has them, in its tracker, once they are
+	// handed on): 0 with the hub's lock held means the tap holds nothing.
+	queued atomic.Int32
+	// released: the gateway let the endpoint go idle; Run's end does not
+	// report it stopped.
+	released atomic.Bool
+
+	// Guarded by hub.mu.
+	// indexed: in the hub's index (attached, or idle).
+	indexed bool
+	// idle: the endpoint has no pipeline; the tap has no queue and is
+	// only in the index, for the hub to wake the endpoint (HubConfig's
+	// wake) when it has events. cursor is then the endpoint's own saved
+	// cursor (nil: it has none, it is at the shared cursor): the hub does
+	// not wake it for a transaction cursor covers.
+	idle   bool
+	cursor *event.Position
+	// lastEvent is when the hub last handed it events (or attached it).
+	lastEvent time.Time
+	// keep: its endpoint is not let go idle (a sink built ahead, which its
+	// pipeline closes when it ends, cannot be used again).
+	keep bool
 
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in ch
@@ -51,6 +74,27 @@ func (h *Hub) Tap(name string, f Filter) *Tap {
 	t.filter.Store(&f)
 	t.state.Store(int32(Stopped))
 	return t
+}
+
+// idleTap returns the tap of an idle endpoint: no queue, no pipeline; put
+// in the index (indexLocked), it lets the hub wake the endpoint.
+func (h *Hub) idleTap(name string, f *Filter, cursor *event.Position) *Tap {
+	t := &Tap{hub: h, name: name, idle: true, cursor: cursor}
+	t.filter.Store(f)
+	t.state.Store(int32(Attached))
+	return t
+}
+
+// put puts txn in t's queue if there is room.
+func (t *Tap) put(txn *event.Txn) bool {
+	t.queued.Add(1)
+	select {
+	case t.ch <- txn:
+		return true
+	default:
+		t.queued.Add(-1)
+		return false
+	}
 }
 
 // RemoveLocked takes t off the shared stream for good (its endpoint was
@@ -134,11 +178,14 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		h.mu.Lock()
 		h.removeLocked(t)
 		h.mu.Unlock()
-		t.setState(Stopped)
+		if !t.released.Load() {
+			t.setState(Stopped)
+		}
 		// What is left in the queue is not acknowledged: the cursor stays
 		// before it. Empty the queue for the next Run.
 		for len(t.ch) > 0 {
 			<-t.ch
+			t.queued.Add(-1)
 		}
 		select {
 		case <-t.detached:
@@ -155,7 +202,9 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 	for {
 		select {
 		case txn := <-t.ch:
-			if err := handle(ctx, txn); err != nil {
+			err := handle(ctx, txn)
+			t.queued.Add(-1)
+			if err != nil {
 				return err
 			}
 		case pos := <-detached:
@@ -177,7 +226,9 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 			for {
 				select {
 				case txn := <-t.ch:
-					if err := handle(ctx, txn); err != nil {
+					err := handle(ctx, txn)
+					t.queued.Add(-1)
+					if err != nil {
 						return err
 					}
 				default:
@@ -275,12 +326,9 @@ func (t *Tap) catchUp(ctx context.Context, slot int, pos event.Position) (event.
 		if len(evs) == 0 {
 			// Nothing for it: hand on the position if there is room, and
 			// count the transaction as read either way.
-			select {
-			case t.ch <- out:
-			default:
-			}
+			t.put(out)
 			pos = txn.Position
-		} else if err := t.put(ctx, out); err != nil {
+		} else if err := t.putWait(ctx, out); err != nil {
 			return err
 		} else {
 			pos = txn.Position
@@ -305,24 +353,25 @@ func (t *Tap) catchUp(ctx context.Context, slot int, pos event.Position) (event.
 	return pos, false, fmt.Errorf("endpoint %s: catch-up stream: %w", t.name, err)
 }
 
-// put queues txn, waiting for room; it gives up (errYield) after YieldAfter
-// of waiting while another endpoint waits for a stream.
-func (t *Tap) put(ctx context.Context, txn *event.Txn) error {
-	select {
-	case t.ch <- txn:
+// putWait queues txn, waiting for room; it gives up (errYield) after
+// YieldAfter of waiting while another endpoint waits for a stream.
+func (t *Tap) putWait(ctx context.Context, txn *event.Txn) error {
+	if t.put(txn) {
 		return nil
-	default:
 	}
 	tick := time.NewTicker(t.hub.cfg.YieldAfter)
 	defer tick.Stop()
+	t.queued.Add(1)
 	for {
 		select {
 		case t.ch <- txn:
 			return nil
 		case <-ctx.Done():
+			t.queued.Add(-1)
 			return ctx.Err()
 		case <-tick.C:
 			if t.hub.queue.Load() > 0 {
+				t.queued.Add(-1)
 				return errYield
 			}
 		}

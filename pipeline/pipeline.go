@@ -243,7 +243,29 @@ type Pipeline struct {
 	// (stopped) between its runs.
 	saveTick *time.Ticker
 	saveGap  *time.Timer
+	// running is Run's tracker, for Settled; stored says a checkpoint of
+	// this run is durable (Stored).
+	running atomic.Pointer[tracker]
+	stored  atomic.Bool
 }
+
+// Settled reports whether the running pipeline holds nothing: every event
+// it was handed is acknowledged and its checkpoint, at pos (commit: the
+// commit time of its transaction, zero when unknown), is saved. A gateway
+// lets an endpoint go idle only then. False before Run has started. Safe
+// to call from any goroutine.
+func (p *Pipeline) Settled() (pos event.Position, commit time.Time, ok bool) {
+	t := p.running.Load()
+	if t == nil {
+		return event.Position{}, time.Time{}, false
+	}
+	return t.settled()
+}
+
+// Stored reports whether a checkpoint of the pipeline's key is durable for
+// this run: the one it resumed from, or its start (saved at once when it
+// had none). Safe to call from any goroutine.
+func (p *Pipeline) Stored() bool { return p.stored.Load() }
 
 // item is one event in flight and the transaction it belongs to.
 type item struct {
@@ -372,6 +394,8 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
 	p.tracker.wmCommit = cp.CommitTime
 	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
+	p.stored.Store(resumed)
+	p.running.Store(p.tracker)
 	if !resumed {
 		// The resolved start is saved at once (below, beside connecting
 		// the stream): a restart must resume here, not at a later
@@ -1001,6 +1025,7 @@ func (p *Pipeline) save(ctx context.Context, final bool, start time.Time) error 
 		p.tracker.markUnsaved() // the next save tries again
 		return err
 	}
+	p.stored.Store(true)
 	p.obs.CheckpointSaved(s.pos, cp.UpdatedAt)
 	if final {
 		p.log.Info("checkpoint saved", slog.String("position", s.pos.String()))

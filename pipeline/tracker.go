@@ -556,6 +556,17 @@ func (t *tracker) close() {
 	t.room.Broadcast()
 }
 
+// settled reports, without rest's side effects, whether nothing is in
+// flight and nothing is left to save, and the watermark then saved.
+func (t *tracker) settled() (event.Position, time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.events > 0 || t.advanced || t.unsaved > 0 || t.saving > 0 || t.waiting > 0 || t.head != nil {
+		return event.Position{}, time.Time{}, false
+	}
+	return t.watermark, t.wmCommit, true
+}
+
 // rest reports whether nothing is in flight and nothing is left to save:
 // the saver may end until the next transaction is added. At rest the
 // tracker also lets go of its list's scratch, grown by the last burst

@@ -39,7 +39,9 @@ func NewFromConfig(db *sql.DB, info source.ServerInfo, store checkpoint.Store, c
 }
 
 // Keys are the checkpoint keys that bound prune: the configured
-// pipelines, and every key of a webhook sink with an endpoints table.
+// pipelines, every key of a webhook sink with an endpoints table, and a
+// webhook sink's shared cursor (gateway.SharedKey), in place of its
+// endpoints without a cursor of their own.
 func Keys(ctx context.Context, store checkpoint.Store, cfg *config.Config) []string {
 	keys := cfg.PipelineNames()
 	l, ok := store.(checkpoint.Lister)
@@ -47,6 +49,19 @@ func Keys(ctx context.Context, store checkpoint.Store, cfg *config.Config) []str
 		return keys
 	}
 	all, err := l.List(ctx)
+	// A webhook sink's endpoints without a cursor of their own are at its
+	// shared cursor: it bounds prune for them, in their place.
+	for _, s := range cfg.Sinks {
+		shared := gateway.SharedKey(s.Name)
+		if _, ok := all[shared]; !ok || err != nil {
+			continue
+		}
+		keys = slices.DeleteFunc(keys, func(k string) bool {
+			_, own := all[k]
+			return !own && strings.HasPrefix(k, s.Name+"/")
+		})
+		keys = append(keys, shared)
+	}
 	for _, s := range cfg.Sinks {
 		if !gateway.HasTable(s) {
 			continue

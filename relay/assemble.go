@@ -306,7 +306,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 	name, gc, gm := sc.Name, sc.Config.(config.FanOut).GatewayConfig(), r.gateways.Sink(sc.Name)
 	var eps []gateway.Endpoint
 	for _, t := range targets {
-		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Filter: t.Filter})
+		eps = append(eps, gateway.Endpoint{Key: t.Name, Sink: t.Sink, Open: t.Open, Filter: t.Filter})
 	}
 	// Endpoints from a table: read now, then followed on the shared
 	// stream (the kind's package has the rule).
@@ -341,10 +341,14 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 		readers[slot] = reader
 	}
 	saver := checkpoint.NewGroupCommitEvery(a.store, gatewaySaveGap(len(eps)))
+	var writer checkpoint.BatchWriter // the shared cursor's writes join the pipelines'
+	if _, ok := a.store.(checkpoint.BatchWriter); ok {
+		writer = saver
+	}
 	g, err := gateway.New(ctx, gateway.Config{
 		Hub: gateway.HubConfig{Name: name, Flavor: a.src.info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
 			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-		Store: a.store, Start: a.start, Identity: a.identity, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
+		Store: a.store, SharedKey: gateway.SharedKey(name), Writer: writer, Start: a.start, Identity: a.identity, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 			return a.newPipeline(key, a.claiming(key, s), saver, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))
 		},

@@ -124,11 +124,15 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 		if err != nil {
 			return fmt.Errorf("sink %s: build its backfill's sink: %w", sc.Name, err)
 		}
+		s, err := ts[0].Build()
+		if err != nil {
+			return fmt.Errorf("sink %s: build its backfill's sink: %w", sc.Name, err)
+		}
 		from := *start
 		from.Table = &event.TableCursor{Table: t}
 		// A plain sink: its read-back (Kafka, Redis) finds records by the
 		// binlog's GTIDs, which a table's rows have none of.
-		p, err := a.newPipeline(BackfillKey(sc.Name, t), a.claiming(sc.Name, plainSink{ts[0].Sink}), a.saver, from, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, nil)
+		p, err := a.newPipeline(BackfillKey(sc.Name, t), a.claiming(sc.Name, plainSink{s}), a.saver, from, a.cfg.Delivery.MaxInFlight, a.cfg.Delivery.MaxInFlightBytes, nil)
 		if err != nil {
 			return err
 		}

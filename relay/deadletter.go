@@ -55,6 +55,16 @@ func (rl *Relay) ReplayDeadLetters(ctx context.Context, store deadletter.Store, 
 	for _, r := range recs {
 		t := byName[r.Sink]
 		s := t.Sink
+		if s == nil && t.Open != nil {
+			var err error
+			if s, err = t.Build(); err != nil {
+				errs = append(errs, fmt.Errorf("record %s: %w (kept)", r.ID, err))
+				failed++
+				continue
+			}
+			t.Sink = s
+			byName[r.Sink] = t
+		}
 		if s == nil {
 			errs = append(errs, fmt.Errorf("record %s: sink %q is not in the config (kept)", r.ID, r.Sink))
 			failed++

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -141,8 +142,10 @@ sinks:
 	rl := startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})
 	defer rl.stop(t)
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
+	// The endpoint has no cursor of its own until its first event: the
+	// webhook sink's shared cursor is its.
 	eventually.Within(t, 20*time.Second, "both pipelines' start checkpoints", func() bool {
-		return !loadCP(t, cfg.Checkpoint.Path, "hooks/ep").Position.IsZero() && !loadCP(t, cfg.Checkpoint.Path, "all").Position.IsZero()
+		return !loadCP(t, cfg.Checkpoint.Path, gateway.SharedKey("hooks")).Position.IsZero() && !loadCP(t, cfg.Checkpoint.Path, "all").Position.IsZero()
 	})
 
 	t0 := time.Now().Add(-10 * time.Hour).Truncate(time.Second)

@@ -67,13 +67,21 @@ import (
 // Target is one pipeline's sink under its checkpoint name.
 type Target struct {
 	Name string
+	// Sink is the target's sink; a gateway endpoint's may instead be
+	// built by Open when it wakes (Build builds either).
 	Sink sink.Sink
+	Open func() (sink.Sink, error)
 	// Gateway is the webhook sink an endpoint belongs to: the endpoints of
 	// one webhook sink share its binlog stream (package gateway). Empty for
 	// the other sinks.
 	Gateway string
 	// Filter selects a gateway endpoint's events.
 	Filter gateway.Filter
+}
+
+// Build returns t's sink: Sink, or one Open builds (the caller closes it).
+func (t Target) Build() (sink.Sink, error) {
+	return gateway.Endpoint{Key: t.Name, Sink: t.Sink, Open: t.Open}.Build()
 }
 
 // Options are what the caller injects.

@@ -208,7 +208,8 @@ func (r *Relay) ReplayTarget(ctx context.Context, db *sql.DB, j replay.Job) (sin
 	}
 	for _, e := range eps {
 		if e.Key == j.Key() && !e.Held {
-			return e.Sink, e.Filter.Match, nil
+			s, err := e.Build()
+			return s, e.Filter.Match, err
 		}
 	}
 	return nil, nil, fmt.Errorf("sink %q has no endpoint %q (enabled, in its configuration or endpoints table): outbox-relay status lists them", sc.Name, j.Endpoint)

@@ -25,7 +25,7 @@ func (r *Relay) targets(s config.Sink) ([]Target, error) {
 		}
 		var out []Target
 		for _, e := range eps {
-			out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+			out = append(out, Target{Name: e.Key, Sink: e.Sink, Open: e.Open, Gateway: s.Name, Filter: e.Filter})
 		}
 		return out, nil
 	}
@@ -96,7 +96,7 @@ func (r *Relay) TableTargets(ctx context.Context) ([]Target, error) {
 		}
 		for _, e := range eps {
 			if !e.Held { // off or invalid: not run
-				out = append(out, Target{Name: e.Key, Sink: e.Sink, Gateway: s.Name, Filter: e.Filter})
+				out = append(out, Target{Name: e.Key, Sink: e.Sink, Open: e.Open, Gateway: s.Name, Filter: e.Filter})
 			}
 		}
 	}

@@ -261,7 +261,7 @@ func auditWebhook(ctx context.Context, cfg *config.Config, opts audit.Options, r
 	opts.Memory /= int64(len(endpoints))
 	hooks := make([]*audit.Webhook, len(endpoints))
 	for i, name := range endpoints {
-		cp, err := store.Load(ctx, name)
+		cp, _, err := gateway.CursorOf(ctx, store, name) // without a cursor of its own: its sink's shared one
 		found := err == nil
 		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
@@ -109,8 +110,10 @@ log: {level: info}
 		if err != nil {
 			return false
 		}
-		_, ea := st.Load(context.Background(), "hooks/a")
-		_, eb := st.Load(context.Background(), "hooks/b")
+		// Their own cursors, or, while they have had no event, their
+		// webhook sink's shared cursor.
+		_, _, ea := gateway.CursorOf(context.Background(), st, "hooks/a")
+		_, _, eb := gateway.CursorOf(context.Background(), st, "hooks/b")
 		return ea == nil && eb == nil
 	}, relayLog)
 

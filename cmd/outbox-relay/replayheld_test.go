@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
@@ -77,12 +78,14 @@ log: {level: info}
 	relayLog := func() { b, _ := os.ReadFile(logf.Name()); t.Logf("relay log:\n%s", tail(b)) }
 	cmd := startRelay(t, bin, cfgPath, logf, logf)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// Its start: its own cursor, or, while it has had no event, its
+	// webhook sink's shared cursor.
 	eventually.Within(t, 60*time.Second, "the endpoint's start checkpoint", func() bool {
 		st, err := checkpoint.OpenFileReadOnly(cpPath)
 		if err != nil {
 			return false
 		}
-		_, err = st.Load(context.Background(), "hooks/a")
+		_, _, err = gateway.CursorOf(context.Background(), st, "hooks/a")
 		return err == nil
 	}, relayLog)
 

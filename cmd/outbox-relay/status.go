@@ -80,7 +80,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				label += " (not in the config)"
 			}
 		}
-		cp, err := store.Load(ctx, name)
+		cp, shared, err := gateway.CursorOf(ctx, store, name)
+		if shared {
+			label += " (at its webhook sink's shared cursor)"
+		}
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
 			fmt.Fprintf(tw, "%s\t(none: starts at checkpoint.start %s)\t-\t-\n", label, p(cfg.Checkpoint.Start))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -61,7 +62,7 @@ func TestStatusShowsAGatewaysCursorsAndItsOldest(t *testing.T) {
 source: {host: 127.0.0.1, port: %d, user: root}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s}
-sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}, {name: b, url: "https://b.example/"}],
+sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https://a.example/"}, {name: b, url: "https://b.example/"}, {name: c, url: "https://c.example/"}],
   endpoints_table: {table: shop.outbox_endpoints}}}]
 `, srv.Port, cpPath)), 0o600)
 	// Rows that do not run: off, invalid, and one with a configured name.
@@ -76,14 +77,17 @@ sinks: [{name: hooks, type: webhook, webhook: {endpoints: [{name: a, url: "https
 		Position: event.Position{GTIDSet: "0-13-9", File: "binlog.000001", Pos: 900}, UpdatedAt: now})
 	st.Save(context.Background(), "hooks/b", checkpoint.Checkpoint{Flavor: "mariadb", CommitTime: now.Add(-time.Hour),
 		Position: event.Position{GTIDSet: "0-13-2", File: "binlog.000001", Pos: 200}, UpdatedAt: now, Disabled: "failing since yesterday"})
+	// c has no cursor of its own: it is at the sink's shared cursor.
+	st.Save(context.Background(), gateway.SharedKey("hooks"), checkpoint.Checkpoint{Flavor: "mariadb", CommitTime: now,
+		Position: event.Position{GTIDSet: "0-13-7", File: "binlog.000001", Pos: 700}, UpdatedAt: now})
 	var out, errOut bytes.Buffer
 	if code := mainCode(context.Background(), []string{"status", "--config", cfgPath}, &out, &errOut); code != 0 {
 		t.Fatalf("status exited %d: %s", code, errOut.String())
 	}
 	s := out.String()
-	for _, want := range []string{"hooks/b (disabled: failing since yesterday)",
+	for _, want := range []string{"hooks/b (disabled: failing since yesterday)", `hooks/c (at its webhook sink's shared cursor)  gtid "0-13-7"`,
 		"hooks/quiet off: its row has enabled = 0", `hooks/typo invalid: endpoints table shop.outbox_endpoints, row "typo"`, "endpoints_table.defaults.egress.allow",
-		`row "a" refused: endpoint hooks/a is in the configuration`, `webhook sink hooks: 2 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
+		`row "a" refused: endpoint hooks/a is in the configuration`, `webhook sink hooks: 3 endpoint cursors, 1 disabled; the binlog must go back to its oldest, hooks/b at gtid "0-13-2"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status output lacks %q:\n%s", want, s)
 		}
