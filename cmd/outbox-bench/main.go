@@ -85,6 +85,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"flag"
@@ -131,6 +132,7 @@ func main() {
 	partitions := flag.Int("partitions", 6, "internal")
 	blackhole := flag.Bool("blackhole", false, "internal")
 	url := flag.String("url", "", "internal")
+	broker := flag.String("broker", "", "internal")
 	concurrency := flag.Int("concurrency", floorConcurrency, "internal")
 	secret := flag.String("secret", "", "internal")
 	interval := flag.Duration("interval", 100*time.Millisecond, "internal")
@@ -167,6 +169,8 @@ func main() {
 		finish(roleSelect(*dsn, *table))
 	case "backfill":
 		finish(roleBackfill(*dsn, *host, *port, *table, *n))
+	case "floor-live":
+		err = roleFloorLive(*host, *port, *start, *table, *broker, *url)
 	case "poller-live":
 		err = rolePollerLive(*dsn, *table, *url, *interval)
 	default:
@@ -192,6 +196,12 @@ type background struct {
 // startBackground starts this binary with args; ready, if set, is the
 // prefix of the stdout line to wait for, whose rest is returned.
 func startBackground(args []string, ready string) (*background, string, error) {
+	return startBackgroundLines(args, ready, nil)
+}
+
+// startBackgroundLines is startBackground handing each stdout line after
+// the ready one to line, from one goroutine.
+func startBackgroundLines(args []string, ready string, line func(string)) (*background, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -226,7 +236,16 @@ func startBackground(args []string, ready string) (*background, string, error) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(string(buf), ready); ok {
-			go func() { _, _ = io.Copy(io.Discard, out) }()
+			go func() {
+				if line == nil {
+					_, _ = io.Copy(io.Discard, out)
+					return
+				}
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					line(sc.Text())
+				}
+			}()
 			return b, rest, nil
 		}
 		buf = buf[:0]
