@@ -433,7 +433,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	// have work (onDemand): the reader kicks them after adding some, so an
 	// idle pipeline waits on its source's goroutine alone.
 	var pending sync.WaitGroup // a Submitter's acks to come
-	delivering := &onDemand{held: true, linger: deliveryLinger, rest: func() bool { return len(items) == 0 },
+	delivering := &onDemand{held: true, rest: func() bool { return len(items) == 0 },
 		run: func() bool {
 			done, err := p.deliver(deliverCtx, items, &pending, fail)
 			if err != nil && !errors.Is(err, context.Canceled) {
