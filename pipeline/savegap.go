@@ -2,21 +2,23 @@ package pipeline
 
 import "time"
 
-// SteadyGapFactor bounds how far the gap between saves grows while
-// acknowledgements stream in: up to this many times CheckpointGap. At a
-// steady 2,000 single-row transactions a second, saves 10 ms apart were
-// about a quarter of the relay's CPU to stdout (a file checkpoint's
-// rewrite, two fsyncs and a rename each); 100 ms apart, a tenth of that.
-const SteadyGapFactor = 10
+// SteadyGap bounds how far the gap between saves grows while
+// acknowledgements stream in (CheckpointGap, when that is longer). A file
+// checkpoint's save (a rewrite, two fsyncs and a rename) costs ~1 ms of
+// CPU here: at a steady 2,000 single-row transactions a second, saves
+// 10 ms apart were about a quarter of the relay's CPU to stdout; at most
+// one a second, they cost ~1 µs per event at any rate from a few hundred
+// a second up (BENCHMARKS.md, the steady rate).
+const SteadyGap = time.Second
 
 // saveGap is saveLoop's schedule: the least time from the start of one save
 // to the start of the next, adapted to how acknowledgements arrive. After a
 // quiet spell (nothing to save for twice the current gap) it is
 // CheckpointGap, so a lone acknowledgement is saved at once; each save
-// that follows the last within that doubles it, up to SteadyGapFactor ×
-// CheckpointGap. So a steady stream saves a few times a second whatever
-// its rate, each save covering what was acknowledged since the last, and a
-// pause brings the short gap back. What waits for a save still counts
+// that follows the last within that doubles it, up to SteadyGap. So a
+// steady stream saves about once a second whatever its rate, each save
+// covering what was acknowledged since the last, and a pause brings the
+// short gap back. What waits for a save still counts
 // against MaxInFlight (unless the sink reads its destination back), and a
 // source waiting for that room cuts the gap short (tracker.full): the
 // bound on what a crash re-sends is MaxInFlight as before, and in time at
@@ -27,7 +29,7 @@ type saveGap struct {
 }
 
 func newSaveGap(least time.Duration) saveGap {
-	return saveGap{least: least, most: least * SteadyGapFactor}
+	return saveGap{least: least, most: max(least, SteadyGap)}
 }
 
 // next returns the gap to keep before a save due now, since the time from

@@ -3,11 +3,13 @@ package pipeline
 import (
 	"testing"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // The gap between saves grows while acknowledgements stream in, up to
-// SteadyGapFactor × CheckpointGap, and a quiet spell brings the short one
-// back: a lone acknowledgement is saved at once.
+// SteadyGap, and a quiet spell brings the short one back: a lone
+// acknowledgement is saved at once.
 func TestTheGapBetweenSavesGrowsWhileAcknowledgementsStreamIn(t *testing.T) {
 	const ms = time.Millisecond
 	g := newSaveGap(10 * ms)
@@ -21,10 +23,13 @@ func TestTheGapBetweenSavesGrowsWhileAcknowledgementsStreamIn(t *testing.T) {
 		{"an acknowledgement soon after waits a doubled gap", ms / 2, 20 * ms, false},
 		{"another doubles it again", ms / 2, 40 * ms, false},
 		{"and again", ms / 2, 80 * ms, false},
-		{"up to ten times the least", ms / 2, 100 * ms, false},
-		{"where it stays while the stream goes on", ms / 2, 100 * ms, false},
-		{"a save due after the gap but within twice it is at once, the gap kept", 150 * ms, 100 * ms, true},
-		{"a quiet spell of twice the gap brings the least back, saved at once", 200 * ms, 10 * ms, true},
+		{"and again", ms / 2, 160 * ms, false},
+		{"and again", 100 * ms, 320 * ms, false},
+		{"and again", ms / 2, 640 * ms, false},
+		{"up to SteadyGap", ms / 2, time.Second, false},
+		{"where it stays while the stream goes on", ms / 2, time.Second, false},
+		{"a save due after the gap but within twice it is at once, the gap kept", 1500 * ms, time.Second, true},
+		{"a quiet spell of twice the gap brings the least back, saved at once", 2 * time.Second, 10 * ms, true},
 		{"a lone acknowledgement after a pause is saved at once", 30 * ms, 10 * ms, true},
 		{"a new stream grows it again", ms, 20 * ms, false},
 	}
@@ -36,14 +41,26 @@ func TestTheGapBetweenSavesGrowsWhileAcknowledgementsStreamIn(t *testing.T) {
 	}
 }
 
-// A sink read back on a restart saves ReadBackGapFactor times as far apart,
-// and its gap grows as far again.
-func TestAReadBackSinksGapGrowsFromItsOwnLeast(t *testing.T) {
-	p, err := New(Config{Name: "s", Sink: &recoveringSink{}, Store: &memStore{}, CheckpointGap: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.gap.least != 100*time.Millisecond || p.gap.most != time.Second {
-		t.Errorf("gap from %s up to %s, want 100ms up to 1s", p.gap.least, p.gap.most)
+// The gap grows from the pipeline's own least (a read-back sink's
+// ReadBackGapFactor times CheckpointGap) up to SteadyGap, and a least
+// longer than that stays as it is.
+func TestTheGapGrowsFromThePipelinesLeastToSteadyGap(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		sink        sink.Sink
+		gap         time.Duration
+		least, most time.Duration
+	}{
+		{"a sink that cannot be read back", &scriptSink{}, 10 * time.Millisecond, 10 * time.Millisecond, time.Second},
+		{"a read-back sink", &recoveringSink{}, 10 * time.Millisecond, 100 * time.Millisecond, time.Second},
+		{"a least longer than SteadyGap", &scriptSink{}, 2 * time.Second, 2 * time.Second, 2 * time.Second},
+	} {
+		p, err := New(Config{Name: "s", Sink: tc.sink, Store: &memStore{}, CheckpointGap: tc.gap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.gap.least != tc.least || p.gap.most != tc.most {
+			t.Errorf("%s: gap from %s up to %s, want %s up to %s", tc.name, p.gap.least, p.gap.most, tc.least, tc.most)
+		}
 	}
 }
