@@ -29,10 +29,16 @@
 // server's Questions counter gives the statements each ran on the source
 // per 1,000 events.
 //
-// Live phase: the relay binary (Kafka and webhook sinks, default config)
-// runs, as in the backlog's binary rows, while
+// Live phase: the relay binary (stdout, Kafka and webhook sinks, default
+// config) runs, as in the backlog's binary rows, while
 // single-row transactions are committed at 500/s, 2,000/s and as fast as 4
-// connections can; a bare BinlogSyncer in the bench process is the floor.
+// connections can; a bare BinlogSyncer in a child process of its own is the
+// floor (with, in the Kafka and webhook runs, a bare producer or HTTP client
+// it hands each row to). Each step states the CPU per event of the relay
+// and of that child, from /proc/PID/stat over the step; before the steps
+// the relay idles for one step's length, and its CPU and the bytes it
+// wrote are stated. With OUTBOX_BENCH_STRACE=DIR the 2,000/s step also
+// counts both processes' system calls (strace -c -f) into DIR.
 // Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
 // Latency is from the INSERT being sent to the event being seen: by the bare
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
