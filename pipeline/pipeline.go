@@ -4,7 +4,8 @@
 // under its own checkpoint key, the position after the last transaction whose
 // events (and all events before them) the sink acknowledged, with the events
 // acknowledged beyond it. It saves as soon as something is acknowledged, one
-// save at a time (what is acknowledged during a save goes in the next). It
+// save at a time (what is acknowledged during a save, or within the gap
+// after one while acknowledgements stream in, goes in the next). It
 // promises:
 //
 //   - at-least-once: the checkpoint never passes an unacknowledged event, so a
