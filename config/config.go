@@ -394,9 +394,9 @@ type Checkpoint struct {
 	// MinInterval is the least time between the starts of two saves of one
 	// sink's checkpoint while acknowledgements stream in (an idle sink's
 	// acknowledgement is saved at once). While they keep streaming in, the
-	// gap doubles with each save, up to 1s (or min_interval, if longer),
-	// and comes back to min_interval after a pause of twice the gap: a
-	// steady stream saves about once a second whatever its rate. It caps saves at
+	// gap doubles with each save, up to ten times min_interval, and comes
+	// back to min_interval after a pause of twice the gap: a steady stream
+	// saves ten times a second whatever its rate. It caps saves at
 	// 1/min_interval a second per sink; what is acknowledged within the
 	// gap before a crash is sent again by a sink that cannot be read back
 	// (within delivery.max_in_flight). A save starts at once, whatever the

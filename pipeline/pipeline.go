@@ -139,7 +139,8 @@ type Config struct {
 	// start of the next: while acknowledgements stream in, saves are at most
 	// 1/CheckpointGap a second, each covering what was acknowledged since
 	// the last (an idle pipeline's acknowledgement is saved at once); while
-	// they keep streaming in, the gap grows up to SteadyGap (saveGap). It bounds what saving costs the delivery path (encoding the list of
+	// they keep streaming in, the gap grows up to SteadyGapFactor times it
+	// (saveGap). It bounds what saving costs the delivery path (encoding the list of
 	// acknowledged events, a write and an fsync); what is acknowledged
 	// within it before a crash is sent again by a sink that cannot be read
 	// back (within MaxInFlight still). It is cut short when the source
