@@ -4,7 +4,8 @@
 // under its own checkpoint key, the position after the last transaction whose
 // events (and all events before them) the sink acknowledged, with the events
 // acknowledged beyond it. It saves as soon as something is acknowledged, one
-// save at a time (what is acknowledged during a save goes in the next). It
+// save at a time (what is acknowledged during a save, or within the gap
+// after one while acknowledgements stream in, goes in the next). It
 // promises:
 //
 //   - at-least-once: the checkpoint never passes an unacknowledged event, so a
@@ -137,8 +138,9 @@ type Config struct {
 	// CheckpointGap is the least time from the start of one save to the
 	// start of the next: while acknowledgements stream in, saves are at most
 	// 1/CheckpointGap a second, each covering what was acknowledged since
-	// the last (an idle pipeline's acknowledgement is saved at once). It
-	// bounds what saving costs the delivery path (encoding the list of
+	// the last (an idle pipeline's acknowledgement is saved at once); while
+	// they keep streaming in, the gap grows up to SteadyGapFactor times it
+	// (saveGap). It bounds what saving costs the delivery path (encoding the list of
 	// acknowledged events, a write and an fsync); what is acknowledged
 	// within it before a crash is sent again by a sink that cannot be read
 	// back (within MaxInFlight still). It is cut short when the source
@@ -239,6 +241,9 @@ type Pipeline struct {
 	// lastSave is the start of saveLoop's last save (saveLoop runs only
 	// while there is something to save, and keeps its gap across runs).
 	lastSave time.Time
+	// gap is saveLoop's schedule of the gap between saves (savegap.go),
+	// kept across its runs as lastSave is.
+	gap saveGap
 	// saveTick and saveGap are saveLoop's ticker and gap timer, kept
 	// (stopped) between its runs.
 	saveTick *time.Ticker
@@ -345,7 +350,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if !ok {
 		dlobs = nopObserver{}
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, resumeObs: robs, dlObs: dlobs, after: time.After}, nil
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: obs, resumeObs: robs, dlObs: dlobs, after: time.After,
+		gap: newSaveGap(cfg.CheckpointGap)}, nil
 }
 
 // Resume returns the position the pipeline starts from: its checkpoint, or
@@ -937,8 +943,9 @@ func (p *Pipeline) fence(ctx context.Context) error {
 
 // saveLoop saves what was acknowledged as soon as it was: each save takes
 // the tracker's latest state, and acknowledgements that arrive while one is
-// under way, or within CheckpointGap of its start, are saved by the next
-// (one save at a time, coalesced). The gap is cut short when the source
+// under way, or within the gap of its start (CheckpointGap after a quiet
+// spell, growing while acknowledgements stream in: saveGap), are saved by
+// the next (one save at a time, coalesced). The gap is cut short when the source
 // waits for room that unsaved acknowledgements hold. A failed save is retried after
 // CheckpointInterval; a fenced save is fatal. Every CheckpointInterval it
 // also reports what is in flight. It returns once nothing is in flight
@@ -970,7 +977,8 @@ func (p *Pipeline) saveLoop(ctx context.Context, fail func(error)) {
 			ev, b, oldest := p.tracker.inFlight()
 			p.obs.InFlight(ev, b, oldest)
 		}
-		if wait := p.cfg.CheckpointGap - time.Since(*last); wait > 0 {
+		since := time.Since(*last)
+		if wait := p.gap.next(since) - since; wait > 0 {
 			// Not when the source waits for room that the unsaved
 			// acknowledgements hold: the gap must not cap throughput.
 			gap := p.saveGap

@@ -228,7 +228,7 @@ func (t *tracker) wakeLocked() {
 // because the acknowledged events waiting for a save hold at least as much
 // room as the events still in flight. While more are in flight, the sink
 // has work enough and the gap stands: in a backlog drain, saves then come
-// 1/CheckpointGap a second, each covering more events, instead of back to
+// one per gap (saveGap), each covering more events, instead of back to
 // back for a few events each (a file store's save costs an fsync and a
 // rename, ~1 ms of CPU here).
 func (t *tracker) hurry() bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -109,7 +111,9 @@ func (r *receiver) close() { _ = r.srv.Close() }
 // With fwd, it also hands each row, as it is decoded, to bare clients of the
 // relay's sinks (fwd.send): the floors of commit → Kafka and commit →
 // webhook, through the same broker, consumer and receiver as the relay's.
-func floor(ctx context.Context, host string, port int, start, table string, s *seen, fwd *forwarder) error {
+// The live phase runs it in a child of its own (roleFloorLive), so that its
+// CPU per event is the bare reader's (and its client's) alone.
+func floor(ctx context.Context, host string, port int, start, table string, mark func(int64, time.Time), fwd *forwarder) error {
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: 9002, Flavor: mysql.MariaDBFlavor, Host: host, Port: uint16(port), User: "root",
 		HeartbeatPeriod: time.Second, Logger: slog.New(slog.DiscardHandler),
@@ -134,7 +138,7 @@ func floor(ctx context.Context, host string, port int, start, table string, s *s
 				now := time.Now()
 				for _, row := range re.Rows {
 					if id, ok := row[0].(int64); ok {
-						s.mark(id, now)
+						mark(id, now)
 						if fwd != nil {
 							fwd.send(id, row)
 						}
@@ -322,6 +326,23 @@ type liveRow struct {
 	// p50s and p99s are each run's, in order.
 	runs       int
 	p50s, p99s []time.Duration
+	// cpu is the CPU seconds (user+system, /proc/PID/stat) of the
+	// observer's process over the step: the relay's, or the floor child's
+	// (0: not measured, -1: unknown); merged, the median of the runs' per
+	// event, times n. With idle set the row is the relay with no traffic
+	// for idle: cpu its CPU seconds, wrote the bytes it handed to write
+	// calls and diskWrote those sent to the disk (/proc/PID/io).
+	cpu              float64
+	idle             time.Duration
+	wrote, diskWrote int64
+}
+
+// cpuPerEvent is the row's CPU per event in µs (-1: none).
+func (r liveRow) cpuPerEvent() float64 {
+	if r.cpu <= 0 || r.n == 0 {
+		return -1
+	}
+	return r.cpu / float64(r.n) * 1e6
 }
 
 // mergeLiveRuns folds the rows of several live phases into one row per
@@ -351,7 +372,16 @@ func mergeLiveRuns(runs [][]liveRow) []liveRow {
 		rs := by[k]
 		m := liveRow{rate: k.rate, observer: k.observer, runs: len(rs)}
 		var achieved []time.Duration // rates as durations, for spread's median
+		var perEvent, idle []time.Duration
 		for _, r := range rs {
+			if r.idle > 0 {
+				idle = append(idle, time.Duration(r.cpu/r.idle.Seconds()*1e9))
+				m.idle = r.idle
+				m.wrote, m.diskWrote = max(m.wrote, r.wrote), max(m.diskWrote, r.diskWrote)
+			}
+			if r.cpu > 0 && r.n > 0 {
+				perEvent = append(perEvent, time.Duration(r.cpu/float64(r.n)*1e9))
+			}
 			m.n += r.n
 			m.got += r.got
 			m.max = max(m.max, r.max)
@@ -363,6 +393,14 @@ func mergeLiveRuns(runs [][]liveRow) []liveRow {
 		m.p99, _, _ = spread(m.p99s)
 		a, _, _ := spread(achieved)
 		m.achieved = float64(a) / 1000
+		if len(perEvent) > 0 {
+			pe, _, _ := spread(perEvent)
+			m.cpu = pe.Seconds() * float64(m.n)
+		}
+		if len(idle) > 0 {
+			f, _, _ := spread(idle) // the fraction of a core, in ns per s
+			m.cpu = f.Seconds() * m.idle.Seconds()
+		}
 		out = append(out, m)
 	}
 	return out
@@ -457,7 +495,7 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 	}
 	fl := newSeen()
 	observers := []observer{{"bare go-mysql reader", fl}}
-	var fwd *forwarder
+	floorArgs := []string{"-role", "floor-live", "-host", srv.Host, "-port", strconv.Itoa(srv.Port), "-start", pos.GTIDSet, "-table", "bench.outbox"}
 	relaySeen := newSeen()
 	var line func([]byte, time.Time)
 	switch sk {
@@ -482,12 +520,10 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 			return nil, err
 		}
 		defer broker.stop()
-		cfg += fmt.Sprintf("sinks: [{name: kafka, type: kafka, kafka: {brokers: [%q], topic: outbox.bench}}]\n", addr)
-		if fwd, err = newForwarder(addr, "outbox.bench", ""); err != nil {
-			return nil, err
-		}
+		cfg += fmt.Sprintf("sinks: [{name: kafka, type: kafka, kafka: {brokers: [%q], topic: %s}}]\n", addr, liveTopic)
+		floorArgs = append(floorArgs, "-broker", addr)
 		floorSeen := newSeen()
-		stopConsume, err := consume(ctx, addr, "outbox.bench", relaySeen, floorSeen)
+		stopConsume, err := consume(ctx, addr, liveTopic, relaySeen, floorSeen)
 		if err != nil {
 			return nil, err
 		}
@@ -496,15 +532,10 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 			observer{"relay → Kafka, consumed", relaySeen})
 	case "webhook":
 		cfg += fmt.Sprintf("sinks: [{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: %q}]}}]\n", recv.url+"/hook")
-		if fwd, err = newForwarder("", "", recv.url+"/floorhook"); err != nil {
-			return nil, err
-		}
+		floorArgs = append(floorArgs, "-url", recv.url+"/floorhook")
 		relaySeen = recv.hook // ids are never reused: the runs' marks do not mix
 		observers = append(observers, observer{"bare reader → bare HTTP client → received (the webhook floor)", recv.floorHook},
 			observer{"relay → webhook received", relaySeen})
-	}
-	if fwd != nil {
-		defer fwd.close()
 	}
 	// With OUTBOX_BENCH_CPUPROFILE=DIR, the relay serves pprof and the
 	// 2,000/s step writes its CPU profile and execution trace there.
@@ -521,10 +552,28 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 		return nil, err
 	}
 	defer relayProc.stop()
-	fctx, stopFloor := context.WithCancel(ctx)
-	defer stopFloor()
-	if err := floor(fctx, srv.Host, srv.Port, pos.GTIDSet, "bench.outbox", fl, fwd); err != nil {
+	floorProc, _, err := startBackgroundLines(floorArgs, "FLOOR ", func(l string) {
+		var id, at int64
+		if _, err := fmt.Sscanf(l, "M %d %d", &id, &at); err == nil {
+			fl.mark(id, time.Unix(0, at))
+		}
+	})
+	if err != nil {
 		return nil, err
+	}
+	defer floorProc.stop()
+	// CPU per event, from /proc/PID/stat: the relay's for its rows, the
+	// floor child's for the bare reader's (the stdout run: the reader
+	// alone) or the floor's (the reader and its bare client).
+	relayPID, floorPID := relayProc.cmd.Process.Pid, floorProc.cmd.Process.Pid
+	cpuOf := func(o observer, relayCPU, floorCPU float64) float64 {
+		switch {
+		case strings.Contains(o.name, "relay →"):
+			return relayCPU
+		case sk == "stdout" || strings.Contains(o.name, "floor"):
+			return floorCPU
+		}
+		return -1
 	}
 	// Warm up: the relay connects, the consumer joins.
 	if _, err := produce(db, "outbox", 100, time.Second); err != nil {
@@ -532,7 +581,13 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 	}
 	time.Sleep(time.Second)
 
-	var rows []liveRow
+	// Idle: no traffic for d, the relay's CPU and the bytes it wrote.
+	io0, cpu0 := procIO(relayPID), procCPU(relayPID)
+	time.Sleep(d)
+	io1, cpu1 := procIO(relayPID), procCPU(relayPID)
+	rows := []liveRow{{rate: "idle", observer: sk + " run: relay, no traffic", cpu: cpu1 - cpu0, idle: d,
+		wrote: io1.wchar - io0.wchar, diskWrote: io1.writeBytes - io0.writeBytes}}
+
 	for _, rate := range []float64{500, 2000, 0} {
 		name := fmt.Sprintf("%.0f/s", rate)
 		if rate == 0 {
@@ -545,15 +600,118 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 			go fetchProfile(base+fmt.Sprintf("profile?seconds=%d", secs), filepath.Join(dir, "live-"+sk+"-2000.pprof"))
 			go fetchProfile(base+"trace?seconds=2", filepath.Join(dir, "live-"+sk+"-2000.trace"))
 		}
+		var trace *straceRun
+		if dir := os.Getenv("OUTBOX_BENCH_STRACE"); dir != "" && rate == 2000 {
+			trace = startStrace(filepath.Join(dir, "live-"+sk+"-2000"), relayPID, floorPID)
+		}
+		span := startSpan(relayPID, floorPID)
 		sent, err := produce(db, "outbox", rate, d)
 		if err != nil {
 			return nil, err
 		}
 		achieved := float64(len(sent)) / d.Seconds()
+		var step []liveRow
 		for _, o := range observers {
 			got, p50, p99, mx := latencies(sent, o.s, 10*time.Second)
-			rows = append(rows, liveRow{rate: name, achieved: achieved, observer: sk + " run: " + o.name, n: len(sent), got: got, p50: p50, p99: p99, max: mx})
+			step = append(step, liveRow{rate: name, achieved: achieved, observer: sk + " run: " + o.name, n: len(sent), got: got, p50: p50, p99: p99, max: mx})
 		}
+		// Every observer has seen all (or waited out): the CPU is the
+		// step's whole, its tail included.
+		cpu := span.stop()
+		trace.stop(len(sent))
+		for i, o := range observers {
+			step[i].cpu = cpuOf(o, cpu[0], cpu[1])
+		}
+		rows = append(rows, step...)
 	}
 	return rows, nil
+}
+
+// liveTopic is the live phase's Kafka topic: the relay's and the floor's.
+const liveTopic = "outbox.bench"
+
+// roleFloorLive is the live phase's floor in a process of its own: the bare
+// reader from start (with broker or url, handing each row to a bare
+// producer or HTTP client: newForwarder). It prints "FLOOR ready", then
+// "M id unixnano" for each row of table as it is decoded, flushed every
+// 20 ms (the time is taken at the decode: the flush delays no latency),
+// until stdin closes.
+func roleFloorLive(host string, port int, start, table, broker, url string) error {
+	var fwd *forwarder
+	if broker != "" || url != "" {
+		f, err := newForwarder(broker, liveTopic, url)
+		if err != nil {
+			return err
+		}
+		defer f.close()
+		fwd = f
+	}
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	mark := func(id int64, at time.Time) {
+		mu.Lock()
+		fmt.Fprintf(out, "M %d %d\n", id, at.UnixNano())
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := floor(ctx, host, port, start, table, mark, fwd); err != nil {
+		return err
+	}
+	fmt.Println("FLOOR ready")
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
+		cancel()
+	}()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			mu.Lock()
+			_ = out.Flush()
+			mu.Unlock()
+		}
+	}
+}
+
+// straceRun counts a process's system calls (strace -c -f) over one live
+// step, with OUTBOX_BENCH_STRACE=DIR: each process's table goes into
+// DIR/live-SINK-2000.PID.txt, headed by the step's event count.
+type straceRun struct {
+	cmds  []*exec.Cmd
+	paths []string
+}
+
+func startStrace(base string, pids ...int) *straceRun {
+	s := &straceRun{}
+	for _, pid := range pids {
+		path := fmt.Sprintf("%s.%d.txt", base, pid)
+		cmd := exec.Command("strace", "-c", "-f", "-p", strconv.Itoa(pid), "-o", path+".raw")
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "strace: %v\n", err)
+			continue
+		}
+		s.cmds, s.paths = append(s.cmds, cmd), append(s.paths, path)
+	}
+	time.Sleep(200 * time.Millisecond) // attached
+	return s
+}
+
+// stop ends the counts and writes each table with the step's events.
+func (s *straceRun) stop(events int) {
+	if s == nil {
+		return
+	}
+	for i, cmd := range s.cmds {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		b, err := os.ReadFile(s.paths[i] + ".raw")
+		if err != nil {
+			continue
+		}
+		_ = os.WriteFile(s.paths[i], append([]byte(fmt.Sprintf("events %d\n", events)), b...), 0o644)
+	}
 }

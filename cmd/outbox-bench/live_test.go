@@ -50,3 +50,33 @@ func TestOneLiveRunKeepsTheSingleRunTable(t *testing.T) {
 		t.Errorf("one run's table:\n%s", table)
 	}
 }
+
+func TestMergeLiveRunsTakesTheMedianCPUPerEventAndIdleShare(t *testing.T) {
+	row := func(n int, cpu float64) liveRow {
+		return liveRow{rate: "2000/s", achieved: 2000, observer: "stdout run: relay → stdout, read from its pipe", n: n, got: n, cpu: cpu}
+	}
+	idle := func(cpu float64, wrote int64) liveRow {
+		return liveRow{rate: "idle", observer: "stdout run: relay, no traffic", cpu: cpu, idle: 10 * time.Second, wrote: wrote}
+	}
+	// Per event: 100, 50 (the median) and 30 µs.
+	got := mergeLiveRuns([][]liveRow{
+		{idle(0.02, 0), row(1000, 0.1)},
+		{idle(0.01, 0), row(2000, 0.1)},
+		{idle(0.5, 300), row(1000, 0.03)},
+	})
+	if len(got) != 2 {
+		t.Fatalf("rows %+v, want the idle row and the 2000/s row", got)
+	}
+	if pe := got[1].cpuPerEvent(); pe < 49.9 || pe > 50.1 {
+		t.Errorf("CPU per event %.2f µs, want 50 (the median of 100, 50 and 30)", pe)
+	}
+	if got[0].cpuPerEvent() != -1 {
+		t.Errorf("the idle row has a CPU per event %.2f; it has no events", got[0].cpuPerEvent())
+	}
+	table := liveTable(got)
+	for _, want := range []string{"| 50.0 |", "| idle 10s | – | stdout run: relay, no traffic | – | – | – | – | – | – | 0.20 % of a core; wrote 300 B (0 B to disk) |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}

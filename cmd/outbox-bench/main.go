@@ -29,10 +29,16 @@
 // server's Questions counter gives the statements each ran on the source
 // per 1,000 events.
 //
-// Live phase: the relay binary (Kafka and webhook sinks, default config)
-// runs, as in the backlog's binary rows, while
+// Live phase: the relay binary (stdout, Kafka and webhook sinks, default
+// config) runs, as in the backlog's binary rows, while
 // single-row transactions are committed at 500/s, 2,000/s and as fast as 4
-// connections can; a bare BinlogSyncer in the bench process is the floor.
+// connections can; a bare BinlogSyncer in a child process of its own is the
+// floor (with, in the Kafka and webhook runs, a bare producer or HTTP client
+// it hands each row to). Each step states the CPU per event of the relay
+// and of that child, from /proc/PID/stat over the step; before the steps
+// the relay idles for one step's length, and its CPU and the bytes it
+// wrote are stated. With OUTBOX_BENCH_STRACE=DIR the 2,000/s step also
+// counts both processes' system calls (strace -c -f) into DIR.
 // Then the poller, polling every 100 ms and every 1 s, at 500/s and 2,000/s.
 // Latency is from the INSERT being sent to the event being seen: by the bare
 // reader, by the webhook receiver, by a Kafka consumer, or published by the
@@ -85,6 +91,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"flag"
@@ -132,6 +139,7 @@ func main() {
 	partitions := flag.Int("partitions", 6, "internal")
 	blackhole := flag.Bool("blackhole", false, "internal")
 	url := flag.String("url", "", "internal")
+	broker := flag.String("broker", "", "internal")
 	concurrency := flag.Int("concurrency", floorConcurrency, "internal")
 	secret := flag.String("secret", "", "internal")
 	interval := flag.Duration("interval", 100*time.Millisecond, "internal")
@@ -168,6 +176,8 @@ func main() {
 		finish(roleSelect(*dsn, *table))
 	case "backfill":
 		finish(roleBackfill(*dsn, *host, *port, *table, *n, *flavor))
+	case "floor-live":
+		err = roleFloorLive(*host, *port, *start, *table, *broker, *url)
 	case "poller-live":
 		err = rolePollerLive(*dsn, *table, *url, *interval)
 	default:
@@ -193,6 +203,12 @@ type background struct {
 // startBackground starts this binary with args; ready, if set, is the
 // prefix of the stdout line to wait for, whose rest is returned.
 func startBackground(args []string, ready string) (*background, string, error) {
+	return startBackgroundLines(args, ready, nil)
+}
+
+// startBackgroundLines is startBackground handing each stdout line after
+// the ready one to line, from one goroutine.
+func startBackgroundLines(args []string, ready string, line func(string)) (*background, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -227,7 +243,16 @@ func startBackground(args []string, ready string) (*background, string, error) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(string(buf), ready); ok {
-			go func() { _, _ = io.Copy(io.Discard, out) }()
+			go func() {
+				if line == nil {
+					_, _ = io.Copy(io.Discard, out)
+					return
+				}
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					line(sc.Text())
+				}
+			}()
 			return b, rest, nil
 		}
 		buf = buf[:0]

@@ -150,21 +150,42 @@ func liveTable(lives []liveRow) string {
 	}
 	if runs == 1 {
 		b.WriteString("\n### Live: single-row transactions at a steady rate; latency from the INSERT being sent to the event being seen (ms)\n\n")
-		b.WriteString("| rate asked | achieved/s | observer | seen | p50 | p99 | max |\n|---|---:|---|---:|---:|---:|---:|\n")
+		b.WriteString("| rate asked | achieved/s | observer | seen | p50 | p99 | max | CPU µs per event (its process) |\n|---|---:|---|---:|---:|---:|---:|---:|\n")
 		for _, l := range lives {
-			fmt.Fprintf(&b, "| %s | %.0f | %s | %d/%d | %s | %s | %s |\n", l.rate, l.achieved, l.observer, l.got, l.n, ms(l.p50), ms(l.p99), ms(l.max))
+			if l.idle > 0 {
+				fmt.Fprintf(&b, "| idle %s | – | %s | – | – | – | – | %s |\n", l.idle, l.observer, idleCell(l))
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %d/%d | %s | %s | %s | %s |\n", l.rate, l.achieved, l.observer, l.got, l.n, ms(l.p50), ms(l.p99), ms(l.max), cpuCell(l))
 		}
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\n### Live: single-row transactions at a steady rate; latency from the INSERT being sent to the event being seen (ms), the median of %d runs and the spread (min–max)\n\n", runs)
-	b.WriteString("| rate asked | achieved/s (median) | observer | seen, all runs | p50 | p50 min–max | p99 | p99 min–max | max of all runs |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| rate asked | achieved/s (median) | observer | seen, all runs | p50 | p50 min–max | p99 | p99 min–max | max of all runs | CPU µs per event (its process, median) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range lives {
+		if l.idle > 0 {
+			fmt.Fprintf(&b, "| idle %s | – | %s | – | – | – | – | – | – | %s |\n", l.idle, l.observer, idleCell(l))
+			continue
+		}
 		_, lo50, hi50 := spread(l.p50s)
 		_, lo99, hi99 := spread(l.p99s)
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %d/%d | %s | %s–%s | %s | %s–%s | %s |\n", l.rate, l.achieved, l.observer, l.got, l.n,
-			ms(l.p50), ms(lo50), ms(hi50), ms(l.p99), ms(lo99), ms(hi99), ms(l.max))
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %d/%d | %s | %s–%s | %s | %s–%s | %s | %s |\n", l.rate, l.achieved, l.observer, l.got, l.n,
+			ms(l.p50), ms(lo50), ms(hi50), ms(l.p99), ms(lo99), ms(hi99), ms(l.max), cpuCell(l))
 	}
 	return b.String()
+}
+
+// cpuCell is a live row's CPU per event in µs, "–" when not measured.
+func cpuCell(l liveRow) string {
+	if pe := l.cpuPerEvent(); pe >= 0 {
+		return fmt.Sprintf("%.1f", pe)
+	}
+	return "–"
+}
+
+// idleCell is an idle row's CPU, as a share of one core, and its writes.
+func idleCell(l liveRow) string {
+	return fmt.Sprintf("%.2f %% of a core; wrote %d B (%d B to disk)", l.cpu/l.idle.Seconds()*100, l.wrote, l.diskWrote)
 }
 
 func configOf(rows []backlogRow, sub string) string {
