@@ -178,8 +178,7 @@
 // with the rule stated on tableEndpoints. Each endpoint is handed on with
 // Open, which makes its sink (a row is decoded again from the columns
 // kept of it: an idle row costs its strings and a few small records, a few
-// hundred bytes); until the gateway calls Open itself, the sink is made at
-// once too (openAtBuild). A row is decoded with its table's defaults
+// hundred bytes), when an event wakes the endpoint. A row is decoded with its table's defaults
 // applied once (TableConfig.WithDefaults) and copied, and validated without
 // applying them again. The table's logic lives here, not
 // in the relay nor in package gateway, because everything it decides is

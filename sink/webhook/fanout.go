@@ -90,23 +90,13 @@ func newBuilder(p gateway.FanOutParams) builder {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	return builder{p: p, eager: openAtBuild}
+	return builder{p: p}
 }
 
 // builder builds the endpoints of one sink (and partition).
 type builder struct {
 	p gateway.FanOutParams
-	// eager: openAtBuild (tests build as the gateway that wakes
-	// endpoints will).
-	eager bool
 }
-
-// openAtBuild: the gateway this package is built with does not call
-// gateway.Endpoint.Open yet, so endpoint opens each endpoint's sink at once
-// too (Sink and Open both set). Once the gateway wakes endpoints itself
-// (Open) and lets them go idle, it is false: an idle endpoint then holds
-// no sink, only what idle.go lists.
-const openAtBuild = true
 
 // build makes the gateway's endpoint of ec, an endpoint of the
 // configuration: validated here (a bad one fails the start), its sink
@@ -125,17 +115,9 @@ func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
 func (b builder) key(name string) string { return b.p.Sink + "/" + name + b.p.Suffix }
 
 // endpoint is the gateway's endpoint key, routed by filter, whose sink
-// open makes (at once too, while openAtBuild).
+// open makes when the gateway wakes it.
 func (b builder) endpoint(key string, filter gateway.Filter, open func() (sink.Sink, error)) (gateway.Endpoint, error) {
-	ep := gateway.Endpoint{Key: key, Filter: filter, Open: open}
-	if b.eager {
-		s, err := open()
-		if err != nil {
-			return gateway.Endpoint{}, err
-		}
-		ep.Sink = s
-	}
-	return ep, nil
+	return gateway.Endpoint{Key: key, Filter: filter, Open: open}, nil
 }
 
 // open makes a sink of endpoint key: ec, its defaults applied and valid,

@@ -60,7 +60,6 @@ func measureIdle(tb testing.TB, n int) idleFootprint {
 		tb.Fatal(err)
 	}
 	te := tbl.(followed).te
-	te.b.eager = false // as the gateway that wakes endpoints builds them
 	row := goodRow()
 	row["rate_limit"] = 10.0
 	for i := range n {

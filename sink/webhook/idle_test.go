@@ -30,7 +30,6 @@ func idleTable(t *testing.T) (*tableEndpoints, *logLines, *gateway.Health) {
 		t.Fatal(err)
 	}
 	te := tbl.(followed).te
-	te.b.eager = false
 	return te, logs, health
 }
 
