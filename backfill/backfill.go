@@ -325,11 +325,19 @@ func (s *Source) Run(ctx context.Context, from event.Position, handle func(conte
 	if err != nil {
 		return err
 	}
+	end, err := s.end(ctx, tab)
+	if err != nil {
+		return err
+	}
 	key := from.Table.Key
 	for {
-		rows, last, g, err := s.chunk(ctx, tab, key, bounds)
-		if err != nil {
-			return err
+		var rows []*event.Event
+		var last []string
+		var g event.Position
+		if end != nil { // an empty table: no row committed before P
+			if rows, last, g, err = s.chunk(ctx, tab, key, end, bounds); err != nil {
+				return err
+			}
 		}
 		var byGTID func() (string, error)
 		if s.mariaDB() {
@@ -414,6 +422,7 @@ type table struct {
 	layouts []string
 	query   string // the chunk SELECT after the first
 	first   string // the first chunk's SELECT (no cursor yet)
+	last    string // the SELECT of the table's last primary key (end)
 }
 
 func (s *Source) inspect(ctx context.Context) (*table, error) {
@@ -485,10 +494,11 @@ func (s *Source) inspect(ctx context.Context) (*table, error) {
 	if t.mapper, err = s.cfg.Reader.RowMapper(s.cfg.Schema, s.cfg.Table, names, binLen); err != nil {
 		return nil, fmt.Errorf("backfill: %w", err)
 	}
-	var order []string
+	var order, desc []string
 	for _, n := range t.pkName {
-		order = append(order, sqlident.Quote(n))
+		order, desc = append(order, sqlident.Quote(n)), append(desc, sqlident.Quote(n)+" DESC")
 	}
+	t.last = "SELECT " + strings.Join(order, ", ") + " FROM " + sqlident.Table(s.cfg.Schema, s.cfg.Table) + " ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1"
 	base := "SELECT * FROM " + sqlident.Table(s.cfg.Schema, s.cfg.Table) + " WHERE "
 	var conds []string
 	if s.cfg.Where != "" {
@@ -504,8 +514,9 @@ func (s *Source) inspect(ctx context.Context) (*table, error) {
 		checkArgs = append(checkArgs, "2000-01-01 00:00:00")
 	}
 	tail := " ORDER BY " + strings.Join(order, ", ") + fmt.Sprintf(" LIMIT %d", s.cfg.ChunkSize)
-	t.first = base + strings.Join(append(conds, "TRUE"), " AND ") + tail
-	t.query = base + strings.Join(append(conds, after(t.pkName)), " AND ") + tail
+	upTo := "NOT " + after(t.pkName) // the key is at or before the end's (Run)
+	t.first = base + strings.Join(append(conds, upTo), " AND ") + tail
+	t.query = base + strings.Join(append(conds, after(t.pkName), upTo), " AND ") + tail
 	// The filter's columns and syntax, checked by the server once.
 	check := "SELECT 1 FROM " + sqlident.Table(s.cfg.Schema, s.cfg.Table) + " WHERE " + strings.Join(append(conds, "TRUE"), " AND ") + " LIMIT 0"
 	if r, err := s.cfg.DB.QueryContext(ctx, check, checkArgs...); err != nil {
@@ -564,21 +575,67 @@ func binaryType(t string) bool {
 	return false
 }
 
-// chunk reads the rows after key in a snapshot of its own, and returns
-// their events, the last row's key, and the snapshot's binlog position.
-func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any) ([]*event.Event, []string, event.Position, error) {
+// end is the table's last primary key now (nil when it is empty): read
+// after the backfill's start P, it is at or after the key of every row
+// committed before P, so a backfill reads up to it and no further. Rows
+// inserted while it runs, after it in key order, are the live stream's: a
+// table that producers keep inserting into does not move the backfill's
+// end away as it reads (keyset pages that chased the table's end as it
+// grew never ended on a source whose inserts outran them).
+func (s *Source) end(ctx context.Context, t *table) ([]string, error) {
+	vals := make([]any, len(t.pk))
+	dest := make([]any, len(t.pk))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	err := s.cfg.DB.QueryRowContext(ctx, t.last).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backfill: read the last primary key of %s: %w", s.table, err)
+	}
+	raw := make([][]byte, t.cols)
+	for i, c := range t.pk {
+		raw[c] = text(vals[i], t.layouts[c])
+	}
+	return t.key(raw), nil
+}
+
+// key is the cursor key of a row whose columns' text is raw.
+func (t *table) key(raw [][]byte) []string {
+	k := make([]string, len(t.pk))
+	for i, c := range t.pk {
+		if t.binary[i] {
+			k[i] = hex.EncodeToString(raw[c])
+		} else {
+			k[i] = string(raw[c])
+		}
+	}
+	return k
+}
+
+// chunk reads the rows after key up to the table's end in a snapshot of
+// its own, and returns their events, the last row's key, and the
+// snapshot's binlog position.
+func (s *Source) chunk(ctx context.Context, t *table, key, end []string, bounds []any) ([]*event.Event, []string, event.Position, error) {
 	args := append([]any(nil), bounds...)
 	q := t.first
-	if len(key) > 0 {
-		if len(key) != len(t.pk) {
-			return nil, nil, event.Position{}, fmt.Errorf("backfill: the cursor's key has %d values, the primary key of %s %d columns: the table's key changed since the backfill began; remove the backfill's checkpoint to start it again", len(key), s.table, len(t.pk))
+	for i, k := range [][]string{key, end} {
+		if len(k) == 0 {
+			continue
 		}
-		a, err := afterArgs(key, t.binary)
+		if len(k) != len(t.pk) {
+			return nil, nil, event.Position{}, fmt.Errorf("backfill: the cursor's key has %d values, the primary key of %s %d columns: the table's key changed since the backfill began; remove the backfill's checkpoint to start it again", len(k), s.table, len(t.pk))
+		}
+		a, err := afterArgs(k, t.binary)
 		if err != nil {
 			return nil, nil, event.Position{}, err
 		}
 		args = append(args, a...)
-		q = t.query
+		if i == 0 {
+			q = t.query
+		}
 	}
 	sn, err := s.open(ctx, false)
 	if err != nil {
@@ -616,14 +673,7 @@ func (s *Source) chunk(ctx context.Context, t *table, key []string, bounds []any
 				row[i] = raw[i]
 			}
 		}
-		last = make([]string, len(t.pk))
-		for i, c := range t.pk {
-			if t.binary[i] {
-				last[i] = hex.EncodeToString(raw[c])
-			} else {
-				last[i] = string(raw[c])
-			}
-		}
+		last = t.key(raw)
 		e, err := t.mapper.Event(row, strings.Join(last, ","))
 		if err != nil {
 			return nil, nil, event.Position{}, fmt.Errorf("backfill: %w", err)

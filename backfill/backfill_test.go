@@ -423,3 +423,53 @@ func TestUntilReadsOnlyTheRowsCommittedBeforeIt(t *testing.T) {
 		}
 	})
 }
+
+// A backfill ends while rows keep being inserted faster than it reads
+// them: here each chunk handed on is followed by more new rows than a
+// chunk holds, so a backfill that read until the table's end never
+// reached it. It reads up to the last key there was when it began, and
+// hands on exactly the rows committed before its start.
+func TestBackfillEndsWhileInsertsOutrunIt(t *testing.T) {
+	lanes(t, func(t *testing.T, l lane) {
+		schema, db, _ := l.setup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		insert := func(ids ...string) {
+			for _, id := range ids {
+				if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var before []string
+		for i := range 7 {
+			before = append(before, fmt.Sprintf("old%d", i))
+		}
+		insert(before...)
+		src := l.newSource(t, db, schema, 3, "")
+		start, err := src.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		chunks := 0
+		err = src.Run(ctx, start, func(_ context.Context, txn *event.Txn) error {
+			for _, e := range txn.Events {
+				ids = append(ids, e.ID)
+			}
+			if chunks++; chunks > 10 {
+				return errors.New("still reading after 10 chunks: the backfill chases the rows inserted since it began")
+			}
+			for i := range 5 { // more than a chunk's 3
+				insert(fmt.Sprintf("new%d-%d", chunks, i))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(ids, ","), strings.Join(before, ","); got != want {
+			t.Errorf("backfilled %s, want the rows committed before the start: %s", got, want)
+		}
+	})
+}

@@ -5,7 +5,10 @@
 // What a Source promises:
 //
 //   - Rows are read in primary key order by keyset pagination (no OFFSET),
-//     Config.ChunkSize at a time, each chunk handed on as one event.Txn
+//     up to the table's last key when Run starts (read after P, it is at
+//     or after every row committed before P: rows inserted later after it
+//     are the live stream's, so a backfill ends however fast producers
+//     insert), Config.ChunkSize at a time, each chunk handed on as one event.Txn
 //     whose position is the backfill's start (Start: a binlog position P)
 //     with the last key read (event.Position.Table): a pipeline that saves
 //     it resumes after the last chunk acknowledged. The last chunk's cursor
@@ -50,7 +53,8 @@
 // time-ordered ids) and an aggregate's writes are serialized (the usual
 // row lock on the aggregate); with random keys (UUIDv4) it is not.
 //
-// Cost per chunk, on either flavor: five statements (a session setting,
+// Cost per Run: one SELECT of the table's last key. Per chunk, on either
+// flavor: five statements (a session setting,
 // START TRANSACTION WITH CONSISTENT SNAPSHOT, the position or watermark
 // read, the SELECT, COMMIT), the chunk's rows read by primary key range,
 // and one read view open from START to COMMIT (one SELECT of ChunkSize
