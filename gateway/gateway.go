@@ -572,8 +572,16 @@ func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Pos
 		defer close(a.done)
 		defer cancel(nil)
 		defer func() {
+			// Nothing waits for a pipeline that has returned: what it
+			// held (its sink, tracker, tap) is let go with it.
 			g.mu.Lock()
 			delete(g.live, a)
+			if r.last == a {
+				r.last = nil
+			}
+			if g.stopping[ep.Key] == a.done {
+				delete(g.stopping, ep.Key)
+			}
 			g.mu.Unlock()
 		}()
 		for _, c := range []<-chan struct{}{prev, after} {
