@@ -124,7 +124,6 @@ type Gateway struct {
 	// running are the endpoints started: idle (an idle tap in the hub's
 	// index, no pipeline) or awake (a pipeline), by key.
 	running  map[string]*running
-	eps      map[string]Endpoint // every endpoint started, by key
 	disabled map[string]Endpoint
 	stopping map[string]<-chan struct{} // the last stopped pipeline of a key, closed when it has
 	// pollEvery is how often disabled endpoints' checkpoints are read
@@ -144,6 +143,8 @@ type Gateway struct {
 // mu and, where they change what the hub sees, changed under the hub's
 // lock too.
 type running struct {
+	// ep is the endpoint; its Filter is the one its idle taps match with.
+	ep  Endpoint
 	tap *Tap   // idle (in the hub's index, no queue), or its pipeline's
 	run *awake // its pipeline; nil while idle (or once it has stopped)
 	// last is the last pipeline it had, which may still be ending: a new
@@ -263,7 +264,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	shared.owned = map[string]struct{}{}
 	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, own: own, byException: cfg.SharedKey != "", shared: shared,
 		log:     cfg.Logger.With(slog.String("sink", hc.Name)),
-		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
+		running: map[string]*running{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
 	if g.byException {
 		g.hub.wake, g.hub.release = g.wakeLocked, g.releaseLocked
 		if fresh && start != g.hub.pos {
@@ -525,9 +526,8 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	r := &running{tap: tap, base: from}
+	r := &running{ep: ep, tap: tap, base: from}
 	g.running[ep.Key] = r
-	g.eps[ep.Key] = ep
 	g.launchLocked(ep, r, tap, from, nil)
 	return nil
 }
@@ -543,11 +543,10 @@ func (g *Gateway) idleLocked(ep Endpoint, cursor *event.Position) error {
 	if g.live == nil {
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	f := ep.Filter
-	t := g.hub.idleTap(ep.Key, &f, cursor)
-	g.hub.indexLocked(t)
-	g.running[ep.Key] = &running{tap: t}
-	g.eps[ep.Key] = ep
+	r := &running{ep: ep}
+	r.tap = g.hub.idleTap(ep.Key, &r.ep.Filter, cursor)
+	g.hub.indexLocked(r.tap)
+	g.running[ep.Key] = r
 	if cursor != nil {
 		g.shared.owned[ep.Key] = struct{}{}
 	}

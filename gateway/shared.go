@@ -66,7 +66,7 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 		}
 		return nil
 	}
-	ep := g.eps[idle.name]
+	ep := r.ep
 	f := *idle.filter.Load()
 	t := g.hub.Tap(idle.name, f)
 	t.keep = ep.Open == nil
