@@ -275,12 +275,14 @@ func (h *Hub) handOn(txn *event.Txn) {
 	for i, t := range touched {
 		touched[i] = nil
 		var out *event.Txn
-		has := t.skip
-		if t.idle {
+		var has *event.Position
+		switch {
+		case !t.idle:
+			has = t.skip
+		case t.cursor != nil:
 			has = t.cursor
-			if has == nil {
-				has = h.floor
-			}
+		default:
+			has = h.floor
 		}
 		if has == nil || !h.covers(*has, txn.Position) {
 			out = newTxn(t.scratch, txn)
