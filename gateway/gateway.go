@@ -150,12 +150,6 @@ type running struct {
 	// last is the last pipeline it had, which may still be ending: a new
 	// one waits for it.
 	last *awake
-	// base is where its pipeline started (where it woke: the position
-	// before its first transaction), and its commit time: until the
-	// pipeline has a durable cursor (pipeline.Stored), the shared cursor
-	// stays at or before base.
-	base       event.Position
-	baseCommit time.Time
 	// writing, while a write of the shared cursor saves or deletes its
 	// cursor, is closed once that write is done: a pipeline woken meanwhile
 	// starts after it, and reads its outcome.
@@ -167,6 +161,12 @@ type awake struct {
 	p      atomic.Pointer[pipeline.Pipeline] // once built
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once it has returned
+	// base is where it started (where the endpoint woke: the position
+	// before its first transaction), and its commit time: until it has a
+	// durable cursor (pipeline.Stored), the shared cursor stays at or
+	// before base.
+	base       event.Position
+	baseCommit time.Time
 }
 
 // New reads the endpoints' cursors and returns a gateway whose shared
@@ -526,9 +526,9 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	r := &running{ep: ep, tap: tap, base: from}
+	r := &running{ep: ep, tap: tap}
 	g.running[ep.Key] = r
-	g.launchLocked(ep, r, tap, from, nil)
+	g.launchLocked(ep, r, tap, from, nil, from, time.Time{})
 	return nil
 }
 
@@ -557,10 +557,11 @@ func (g *Gateway) idleLocked(ep Endpoint, cursor *event.Position) error {
 // launchLocked runs a pipeline of endpoint ep (r) reading tap, starting at
 // from when it has no cursor: once the endpoint's last pipeline has
 // returned and a write of the shared cursor that saves or deletes its
-// cursor is done, so that it reads what they left. g.mu is held.
-func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Position, after <-chan struct{}) {
+// cursor is done, so that it reads what they left. base and baseCommit
+// are its awake's (where it woke). g.mu is held.
+func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Position, after <-chan struct{}, base event.Position, baseCommit time.Time) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a := &awake{cancel: cancel, done: make(chan struct{})}
+	a := &awake{cancel: cancel, done: make(chan struct{}), base: base, baseCommit: baseCommit}
 	var prev <-chan struct{}
 	if r.last != nil {
 		prev = r.last.done
@@ -644,9 +645,9 @@ func (g *Gateway) ended(key string, r *running, a *awake, err error) {
 	if g.byException {
 		// Saved now, before its end lets the shared cursor pass base, and
 		// before whoever waits for its end (a deleted row's) goes on.
-		if p := a.p.Load(); (p == nil || !p.Stored()) && !r.base.IsZero() {
+		if p := a.p.Load(); (p == nil || !p.Stored()) && !a.base.IsZero() {
 			cp := g.cfg.Identity
-			cp.Position, cp.CommitTime, cp.UpdatedAt = r.base, r.baseCommit, time.Now().UTC()
+			cp.Position, cp.CommitTime, cp.UpdatedAt = a.base, a.baseCommit, time.Now().UTC()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
 				g.log.Error("could not save the cursor of a stopped endpoint; the shared cursor stays before its events",
