@@ -102,7 +102,18 @@ type Config struct {
 	Health       *Health
 	DisableAfter time.Duration
 	Logger       *slog.Logger
+	// Settled, if set, is called (on a goroutine the gateway waits for)
+	// once a wave of at least settleWave woken endpoints has gone idle
+	// again (fewer than an eighth of its peak are awake): the relay gives
+	// the memory they held back to the system (debug.FreeOSMemory), which
+	// the Go runtime would otherwise keep for minutes after a burst.
+	Settled func()
 }
+
+// settleWave is the least wave of woken endpoints whose end calls
+// Config.Settled: a wake costs about 40 KB, so a wave this large has held
+// tens of megabytes.
+const settleWave = 1000
 
 // Gateway runs the endpoints of one webhook sink on one hub.
 type Gateway struct {
@@ -135,6 +146,8 @@ type Gateway struct {
 	// cancels each with that context's cause and closes it (nil); start
 	// and wake refuse while it is nil.
 	live map[*awake]*running
+	// peakLive is the most entries live had since the last wave settled.
+	peakLive int
 	// The shared cursor (byException; see shared.go), guarded by mu.
 	shared sharedCursor
 }
@@ -568,6 +581,7 @@ func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Pos
 	}
 	r.run, r.last = a, a
 	g.live[a] = r
+	g.peakLive = max(g.peakLive, len(g.live))
 	g.wg.Go(func() {
 		defer close(a.done)
 		defer cancel(nil)
@@ -576,6 +590,10 @@ func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Pos
 			// held (its sink, tracker, tap) is let go with it.
 			g.mu.Lock()
 			delete(g.live, a)
+			if g.cfg.Settled != nil && g.live != nil && g.peakLive-len(g.live) >= settleWave && len(g.live) <= g.peakLive/8 {
+				g.peakLive = len(g.live)
+				g.wg.Go(g.cfg.Settled)
+			}
 			if r.last == a {
 				r.last = nil
 			}

@@ -612,6 +612,8 @@ func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
 		}}
 	var delivered atomic.Int64
+	var settled atomic.Int32
+	f.cfg.Settled = func() { settled.Add(1) }
 	tenants := make([]string, n)
 	for i := range n {
 		tenants[i] = fmt.Sprintf("t%d", i)
@@ -648,6 +650,10 @@ func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 	// about 300 B per endpoint.
 	if per > 1024 {
 		t.Errorf("each endpoint holds %.0f B more once idle again after one event, want at most 1 KB", per)
+	}
+	waitFor(t, "Settled to be called once the wave went idle", func() bool { return settled.Load() > 0 })
+	if got := settled.Load(); got != 1 {
+		t.Errorf("Settled was called %d times after a wave of %d endpoints went idle, want once", got, n)
 	}
 	if afterG > goroutines+2 {
 		t.Errorf("%d goroutines once idle again, %d before the events: released endpoints left goroutines", afterG, goroutines)
