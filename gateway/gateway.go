@@ -104,9 +104,11 @@ type Config struct {
 	Logger       *slog.Logger
 	// Settled, if set, is called (on a goroutine the gateway waits for)
 	// once a wave of at least settleWave woken endpoints has gone idle
-	// again (fewer than an eighth of its peak are awake): the relay gives
-	// the memory they held back to the system (debug.FreeOSMemory), which
-	// the Go runtime would otherwise keep for minutes after a burst.
+	// again (fewer than an eighth of its peak are awake), and once at the
+	// start of Run with settleWave endpoints or more (what reading them
+	// took is garbage then): the relay gives that memory back to the system
+	// (debug.FreeOSMemory), which the Go runtime would otherwise keep, up to
+	// twice the live heap, for minutes.
 	Settled func()
 }
 
@@ -366,6 +368,9 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		}
 	}
 	g.hub.Unlock()
+	if g.cfg.Settled != nil && len(g.cfg.Endpoints) >= settleWave {
+		g.wg.Go(g.cfg.Settled)
+	}
 	var onChange func(*event.Txn)
 	if changed != nil {
 		onChange = func(txn *event.Txn) { changed(g, txn) }
