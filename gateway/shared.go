@@ -67,8 +67,7 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 		return nil
 	}
 	ep := r.ep
-	f := *idle.filter.Load()
-	t := g.hub.Tap(idle.name, f)
+	t := g.hub.tapOf(idle.name, idle.filter.Load()) // the same filter: not a copy per wake
 	t.keep = ep.Open == nil
 	g.hub.unindexLocked(idle)
 	g.hub.attachLocked(t, at)

@@ -80,9 +80,13 @@ type tapQueue struct {
 
 // Tap returns a source for the endpoint name whose events f selects. It
 // joins the shared stream when its pipeline starts it.
-func (h *Hub) Tap(name string, f Filter) *Tap {
+func (h *Hub) Tap(name string, f Filter) *Tap { return h.tapOf(name, &f) }
+
+// tapOf is Tap with f shared (a Filter is not changed once a tap has it:
+// SetFilterLocked gives the tap another).
+func (h *Hub) tapOf(name string, f *Filter) *Tap {
 	t := &Tap{hub: h, name: name, tapQueue: &tapQueue{ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}}
-	t.filter.Store(&f)
+	t.filter.Store(f)
 	t.state.Store(int32(Stopped))
 	return t
 }
