@@ -40,9 +40,12 @@
 //     HubConfig.Linger and its pipeline holds nothing (every event
 //     acknowledged and its cursor saved: pipeline.Settled), it is let go,
 //     decided under the hub's lock, so no event comes between: its
-//     pipeline ends and closes the sink Open built. A new pipeline of an
-//     endpoint starts only once its last one has ended
-//     (TestAnEventAsTheEndpointIsReleasedIsDeliveredOnce). An endpoint
+//     pipeline ends and closes the sink Open built, and nothing of it is
+//     kept: the endpoint is an idle Tap again, its record holding no
+//     pipeline (TestReleasedEndpointsHoldNoMemory); once a wave of wakes
+//     has gone idle, Config.Settled lets the relay give their memory back.
+//     A new pipeline of an endpoint starts only once its last one has
+//     ended (TestAnEventAsTheEndpointIsReleasedIsDeliveredOnce). An endpoint
 //     whose sink was built ahead (Endpoint.Sink) stays awake once woken:
 //     its pipeline closes its sink when it ends;
 //   - cursors by exception (Config.SharedKey): the sink has one shared

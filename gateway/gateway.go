@@ -102,14 +102,28 @@ type Config struct {
 	Health       *Health
 	DisableAfter time.Duration
 	Logger       *slog.Logger
+	// Settled, if set, is called (on a goroutine the gateway waits for)
+	// once a wave of at least settleWave woken endpoints has gone idle
+	// again (fewer than an eighth of its peak are awake), and once at the
+	// start of Run with settleWave endpoints or more (what reading them
+	// took is garbage then): the relay gives that memory back to the system
+	// (debug.FreeOSMemory), which the Go runtime would otherwise keep, up to
+	// twice the live heap, for minutes.
+	Settled func()
 }
+
+// settleWave is the least wave of woken endpoints whose end calls
+// Config.Settled: a wake costs about 40 KB, so a wave this large has held
+// tens of megabytes.
+const settleWave = 1000
 
 // Gateway runs the endpoints of one webhook sink on one hub.
 type Gateway struct {
 	cfg Config
 	hub *Hub
 	log *slog.Logger
-	// from are the cursors of cfg.Endpoints read by New.
+	// from are the cursors of cfg.Endpoints read by New (until Run has
+	// started them; then nil, as own is).
 	from []event.Position
 	// held are the cursors, read or saved by New, of the endpoints that do
 	// not run (Endpoint.Held, disabled): Run shows them.
@@ -124,7 +138,6 @@ type Gateway struct {
 	// running are the endpoints started: idle (an idle tap in the hub's
 	// index, no pipeline) or awake (a pipeline), by key.
 	running  map[string]*running
-	eps      map[string]Endpoint // every endpoint started, by key
 	disabled map[string]Endpoint
 	stopping map[string]<-chan struct{} // the last stopped pipeline of a key, closed when it has
 	// pollEvery is how often disabled endpoints' checkpoints are read
@@ -136,6 +149,8 @@ type Gateway struct {
 	// cancels each with that context's cause and closes it (nil); start
 	// and wake refuse while it is nil.
 	live map[*awake]*running
+	// peakLive is the most entries live had since the last wave settled.
+	peakLive int
 	// The shared cursor (byException; see shared.go), guarded by mu.
 	shared sharedCursor
 }
@@ -144,17 +159,13 @@ type Gateway struct {
 // mu and, where they change what the hub sees, changed under the hub's
 // lock too.
 type running struct {
+	// ep is the endpoint; its Filter is the one its idle taps match with.
+	ep  Endpoint
 	tap *Tap   // idle (in the hub's index, no queue), or its pipeline's
 	run *awake // its pipeline; nil while idle (or once it has stopped)
 	// last is the last pipeline it had, which may still be ending: a new
 	// one waits for it.
 	last *awake
-	// base is where its pipeline started (where it woke: the position
-	// before its first transaction), and its commit time: until the
-	// pipeline has a durable cursor (pipeline.Stored), the shared cursor
-	// stays at or before base.
-	base       event.Position
-	baseCommit time.Time
 	// writing, while a write of the shared cursor saves or deletes its
 	// cursor, is closed once that write is done: a pipeline woken meanwhile
 	// starts after it, and reads its outcome.
@@ -166,6 +177,12 @@ type awake struct {
 	p      atomic.Pointer[pipeline.Pipeline] // once built
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once it has returned
+	// base is where it started (where the endpoint woke: the position
+	// before its first transaction), and its commit time: until it has a
+	// durable cursor (pipeline.Stored), the shared cursor stays at or
+	// before base.
+	base       event.Position
+	baseCommit time.Time
 }
 
 // New reads the endpoints' cursors and returns a gateway whose shared
@@ -263,7 +280,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	shared.owned = map[string]struct{}{}
 	g := &Gateway{cfg: cfg, hub: NewHub(hc), from: from, own: own, byException: cfg.SharedKey != "", shared: shared,
 		log:     cfg.Logger.With(slog.String("sink", hc.Name)),
-		running: map[string]*running{}, eps: map[string]Endpoint{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
+		running: map[string]*running{}, disabled: disabled, stopping: map[string]<-chan struct{}{}, held: held}
 	if g.byException {
 		g.hub.wake, g.hub.release = g.wakeLocked, g.releaseLocked
 		if fresh && start != g.hub.pos {
@@ -334,7 +351,8 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 			// On the shared stream, idle until it has events.
 			var cursor *event.Position
 			if g.own[i] {
-				cursor = &g.from[i]
+				c := g.from[i] // not a pointer into from, which is let go
+				cursor = &c
 			}
 			if err := g.idleLocked(ep, cursor); err != nil {
 				g.hub.Unlock()
@@ -352,6 +370,12 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 		}
 	}
 	g.hub.Unlock()
+	if g.cfg.Settled != nil && len(g.cfg.Endpoints) >= settleWave {
+		g.wg.Go(g.cfg.Settled)
+	}
+	// Each started endpoint has its record: the list and the cursors read
+	// at New are not kept (100,000 rows: 18 MB).
+	g.cfg.Endpoints, g.from, g.own = nil, nil, nil
 	var onChange func(*event.Txn)
 	if changed != nil {
 		onChange = func(txn *event.Txn) { changed(g, txn) }
@@ -525,10 +549,9 @@ func (g *Gateway) start(ep Endpoint, from event.Position, attach bool) error {
 		}
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	r := &running{tap: tap, base: from}
+	r := &running{ep: ep, tap: tap}
 	g.running[ep.Key] = r
-	g.eps[ep.Key] = ep
-	g.launchLocked(ep, r, tap, from, nil)
+	g.launchLocked(ep, r, tap, from, nil, from, time.Time{})
 	return nil
 }
 
@@ -543,11 +566,10 @@ func (g *Gateway) idleLocked(ep Endpoint, cursor *event.Position) error {
 	if g.live == nil {
 		return fmt.Errorf("endpoint %s not started: the gateway is not running: %w", ep.Key, context.Canceled)
 	}
-	f := ep.Filter
-	t := g.hub.idleTap(ep.Key, &f, cursor)
-	g.hub.indexLocked(t)
-	g.running[ep.Key] = &running{tap: t}
-	g.eps[ep.Key] = ep
+	r := &running{ep: ep}
+	r.tap = g.hub.idleTap(ep.Key, &r.ep.Filter, cursor)
+	g.hub.indexLocked(r.tap)
+	g.running[ep.Key] = r
 	if cursor != nil {
 		g.shared.owned[ep.Key] = struct{}{}
 	}
@@ -558,22 +580,36 @@ func (g *Gateway) idleLocked(ep Endpoint, cursor *event.Position) error {
 // launchLocked runs a pipeline of endpoint ep (r) reading tap, starting at
 // from when it has no cursor: once the endpoint's last pipeline has
 // returned and a write of the shared cursor that saves or deletes its
-// cursor is done, so that it reads what they left. g.mu is held.
-func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Position, after <-chan struct{}) {
+// cursor is done, so that it reads what they left. base and baseCommit
+// are its awake's (where it woke). g.mu is held.
+func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Position, after <-chan struct{}, base event.Position, baseCommit time.Time) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a := &awake{cancel: cancel, done: make(chan struct{})}
+	a := &awake{cancel: cancel, done: make(chan struct{}), base: base, baseCommit: baseCommit}
 	var prev <-chan struct{}
 	if r.last != nil {
 		prev = r.last.done
 	}
 	r.run, r.last = a, a
 	g.live[a] = r
+	g.peakLive = max(g.peakLive, len(g.live))
 	g.wg.Go(func() {
 		defer close(a.done)
 		defer cancel(nil)
 		defer func() {
+			// Nothing waits for a pipeline that has returned: what it
+			// held (its sink, tracker, tap) is let go with it.
 			g.mu.Lock()
 			delete(g.live, a)
+			if g.cfg.Settled != nil && g.live != nil && g.peakLive-len(g.live) >= settleWave && len(g.live) <= g.peakLive/8 {
+				g.peakLive = len(g.live)
+				g.wg.Go(g.cfg.Settled)
+			}
+			if r.last == a {
+				r.last = nil
+			}
+			if g.stopping[ep.Key] == a.done {
+				delete(g.stopping, ep.Key)
+			}
 			g.mu.Unlock()
 		}()
 		for _, c := range []<-chan struct{}{prev, after} {
@@ -637,9 +673,9 @@ func (g *Gateway) ended(key string, r *running, a *awake, err error) {
 	if g.byException {
 		// Saved now, before its end lets the shared cursor pass base, and
 		// before whoever waits for its end (a deleted row's) goes on.
-		if p := a.p.Load(); (p == nil || !p.Stored()) && !r.base.IsZero() {
+		if p := a.p.Load(); (p == nil || !p.Stored()) && !a.base.IsZero() {
 			cp := g.cfg.Identity
-			cp.Position, cp.CommitTime, cp.UpdatedAt = r.base, r.baseCommit, time.Now().UTC()
+			cp.Position, cp.CommitTime, cp.UpdatedAt = a.base, a.baseCommit, time.Now().UTC()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
 				g.log.Error("could not save the cursor of a stopped endpoint; the shared cursor stays before its events",

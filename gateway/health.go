@@ -143,11 +143,12 @@ func (g *Gateway) watchHealth(ctx context.Context) {
 // until enabled again.
 func (g *Gateway) disable(ctx context.Context, key, reason string, grace time.Duration) {
 	g.mu.Lock()
-	ep, known := g.eps[key]
+	r := g.running[key]
 	g.mu.Unlock()
-	if !known {
+	if r == nil {
 		return
 	}
+	ep := r.ep
 	g.hub.Lock()
 	done := g.stopLocked(key, grace)
 	g.hub.Unlock()

@@ -141,8 +141,8 @@ type Hub struct {
 	// aggregate types named exactly: type → taps. The others are in plain.
 	// An event is offered to the taps of its values and to the plain ones:
 	// routing costs per event, not per endpoint per event.
-	byHeader map[string]map[string]map[*Tap]struct{}
-	byType   map[string]map[*Tap]struct{}
+	byHeader map[string]map[string]tapSet
+	byType   map[string]tapSet
 	plain    map[*Tap]struct{}
 	// touched is handOn's scratch: the taps given events of the
 	// transaction, in the order of their first; each collects them in its
@@ -176,8 +176,8 @@ func NewHub(cfg HubConfig) *Hub {
 	h := &Hub{
 		cfg: cfg, log: cfg.Logger.With(slog.String("sink", cfg.Name)), obs: cfg.Observer,
 		slots: make(chan int, cfg.MaxCatchUp), pos: cfg.Start,
-		attached: map[*Tap]struct{}{}, byHeader: map[string]map[string]map[*Tap]struct{}{},
-		byType: map[string]map[*Tap]struct{}{}, plain: map[*Tap]struct{}{},
+		attached: map[*Tap]struct{}{}, byHeader: map[string]map[string]tapSet{},
+		byType: map[string]tapSet{}, plain: map[*Tap]struct{}{},
 	}
 	for i := 1; i <= cfg.MaxCatchUp; i++ {
 		h.slots <- i
@@ -247,34 +247,27 @@ func (h *Hub) dispatch(txn *event.Txn, changed func(*event.Txn)) {
 }
 
 func (h *Hub) handOn(txn *event.Txn) {
-	add := func(t *Tap, e *event.Event) {
+	var e *event.Event
+	add := func(t *Tap) {
+		if !t.matches(e) {
+			return
+		}
 		if len(t.scratch) == 0 {
 			h.touched = append(h.touched, t)
 		}
 		t.scratch = append(t.scratch, e)
 	}
-	for _, e := range txn.Events {
+	for _, e = range txn.Events {
 		for key, values := range h.byHeader {
 			for _, hd := range e.Headers {
-				if hd.Key != key {
-					continue
-				}
-				for t := range values[hd.Value] {
-					if t.matches(e) {
-						add(t, e)
-					}
+				if hd.Key == key {
+					values[hd.Value].each(add)
 				}
 			}
 		}
-		for t := range h.byType[e.AggregateType] {
-			if t.matches(e) {
-				add(t, e)
-			}
-		}
+		h.byType[e.AggregateType].each(add)
 		for t := range h.plain {
-			if t.matches(e) {
-				add(t, e)
-			}
+			add(t)
 		}
 	}
 	touched := h.touched
@@ -282,12 +275,14 @@ func (h *Hub) handOn(txn *event.Txn) {
 	for i, t := range touched {
 		touched[i] = nil
 		var out *event.Txn
-		has := t.skip
-		if t.idle {
+		var has *event.Position
+		switch {
+		case !t.idle:
+			has = t.skip
+		case t.cursor != nil:
 			has = t.cursor
-			if has == nil {
-				has = h.floor
-			}
+		default:
+			has = h.floor
 		}
 		if has == nil || !h.covers(*has, txn.Position) {
 			out = newTxn(t.scratch, txn)
@@ -468,10 +463,9 @@ func (h *Hub) indexLocked(t *Tap) {
 	f := t.filter.Load()
 	if f.Header == "" && len(f.AggregateTypes) > 0 {
 		for _, at := range f.AggregateTypes {
-			if h.byType[at] == nil {
-				h.byType[at] = map[*Tap]struct{}{}
-			}
-			h.byType[at][t] = struct{}{}
+			s := h.byType[at]
+			s.add(t)
+			h.byType[at] = s
 		}
 		return
 	}
@@ -481,13 +475,12 @@ func (h *Hub) indexLocked(t *Tap) {
 	}
 	values := h.byHeader[f.Header]
 	if values == nil {
-		values = map[string]map[*Tap]struct{}{}
+		values = map[string]tapSet{}
 		h.byHeader[f.Header] = values
 	}
-	if values[f.Value] == nil {
-		values[f.Value] = map[*Tap]struct{}{}
-	}
-	values[f.Value][t] = struct{}{}
+	s := values[f.Value]
+	s.add(t)
+	values[f.Value] = s
 }
 
 func (h *Hub) unindexLocked(t *Tap) {
@@ -495,9 +488,11 @@ func (h *Hub) unindexLocked(t *Tap) {
 	f := t.filter.Load()
 	if f.Header == "" && len(f.AggregateTypes) > 0 {
 		for _, at := range f.AggregateTypes {
-			delete(h.byType[at], t)
-			if len(h.byType[at]) == 0 {
+			s := h.byType[at]
+			if s.remove(t); s.empty() {
 				delete(h.byType, at)
+			} else {
+				h.byType[at] = s
 			}
 		}
 		return
@@ -506,9 +501,12 @@ func (h *Hub) unindexLocked(t *Tap) {
 		delete(h.plain, t)
 		return
 	}
-	delete(h.byHeader[f.Header][f.Value], t)
-	if len(h.byHeader[f.Header][f.Value]) == 0 {
-		delete(h.byHeader[f.Header], f.Value)
+	values := h.byHeader[f.Header]
+	s := values[f.Value]
+	if s.remove(t); s.empty() {
+		delete(values, f.Value)
+	} else {
+		values[f.Value] = s
 	}
 	if len(h.byHeader[f.Header]) == 0 {
 		delete(h.byHeader, f.Header)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -578,4 +579,89 @@ func TestACursorBehindTheSharedOneIsKeptUntilTheStreamPassesIt(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// counter is a sink that counts what it is given, and keeps nothing of it.
+type counter struct{ n *atomic.Int64 }
+
+func (counter) Connect(context.Context) error { return nil }
+func (counter) Close(context.Context) error   { return nil }
+func (c counter) Write(_ context.Context, batch []*event.Event) error {
+	c.n.Add(int64(len(batch)))
+	return nil
+}
+
+// Once every endpoint has had an event and gone idle again, the gateway
+// holds what it held before the events (plus their transaction, which the
+// test's binlog keeps): a released endpoint keeps nothing of its pipeline.
+// (Before, each endpoint's record kept its last pipeline, and with it the
+// pipeline's tracker, observer and tap: over 2 KB per endpoint.)
+func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
+	const n = 2000
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	f := &fixture{t: t, b: newBinlog(), recs: map[string]*recorder{}}
+	store := &memStore{}
+	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, Linger: time.Millisecond},
+		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
+		}}
+	var delivered atomic.Int64
+	var settled atomic.Int32
+	f.cfg.Settled = func() { settled.Add(1) }
+	tenants := make([]string, n)
+	for i := range n {
+		tenants[i] = fmt.Sprintf("t%d", i)
+		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: fmt.Sprintf("hooks/ep%d", i),
+			Open: func() (sink.Sink, error) { return counter{&delivered}, nil }, Filter: tenantFilter(tenants[i])})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	g, done := f.run(ctx)
+	waitFor(t, "every endpoint to start", func() bool { return len(g.Keys()) == n })
+	f.b.commit() // the shared stream has read something: its position is set
+	waitFor(t, "the shared cursor", func() bool { _, err := store.Load(ctx, g.cfg.SharedKey); return err == nil })
+	// The runtime keeps the record of every goroutine it ran (about 400
+	// B each, reused, never freed): n goroutines run here first, so that
+	// those the woken endpoints run count in the idle heap.
+	var warm sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		warm.Go(func() { <-release })
+	}
+	close(release)
+	warm.Wait()
+	idle := heap()
+	goroutines := settledGoroutines(t, 5*time.Second)
+
+	f.b.commit(tenants...) // one event to each endpoint
+	waitFor(t, "one event delivered to each endpoint", func() bool { return delivered.Load() == n })
+	waitIdle(t, g, store)
+	after := heap()
+	afterG := settledGoroutines(t, 5*time.Second)
+	per := float64(after-idle) / n
+	t.Logf("heap: %d B idle, %d B after one event to each and idle again: %.0f B per endpoint; goroutines %d → %d", idle, after, per, goroutines, afterG)
+	// The transaction (its 2,000 events, kept by the test's binlog) is
+	// about 300 B per endpoint.
+	if per > 1024 {
+		t.Errorf("each endpoint holds %.0f B more once idle again after one event, want at most 1 KB", per)
+	}
+	// Once at start (n endpoints), once after the wave.
+	waitFor(t, "Settled to be called once the wave went idle", func() bool { return settled.Load() > 1 })
+	if got := settled.Load(); got != 2 {
+		t.Errorf("Settled was called %d times, at the start and after a wave of %d endpoints went idle, want twice", got, n)
+	}
+	if afterG > goroutines+2 {
+		t.Errorf("%d goroutines once idle again, %d before the events: released endpoints left goroutines", afterG, goroutines)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(g)
 }

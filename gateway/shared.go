@@ -66,9 +66,8 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 		}
 		return nil
 	}
-	ep := g.eps[idle.name]
-	f := *idle.filter.Load()
-	t := g.hub.Tap(idle.name, f)
+	ep := r.ep
+	t := g.hub.tapOf(idle.name, idle.filter.Load()) // the same filter: not a copy per wake
 	t.keep = ep.Open == nil
 	g.hub.unindexLocked(idle)
 	g.hub.attachLocked(t, at)
@@ -79,8 +78,8 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 	}
 	delete(g.shared.owned, idle.name)
 	delete(g.shared.pending, idle.name) // its pipeline saves its cursor
-	r.tap, r.base, r.baseCommit = t, at, commit
-	g.launchLocked(ep, r, t, from, r.writing)
+	r.tap = t
+	g.launchLocked(ep, r, t, from, r.writing, at, commit)
 	return t
 }
 
@@ -181,19 +180,19 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 	// while the hub's lock is held longer than it takes.
 	before := map[string]bool{} // base's GTID set → before s when seen
 	for a, r := range g.live {
-		if r.run != a || r.base.IsZero() {
+		if r.run != a || a.base.IsZero() {
 			continue
 		}
 		if p := a.p.Load(); p != nil && p.Stored() {
 			continue
 		}
-		b, seen := before[r.base.GTIDSet]
-		if !seen || r.base.GTIDSet == "" {
-			b = r.base != s && h.covers(s, r.base)
-			before[r.base.GTIDSet] = b
+		b, seen := before[a.base.GTIDSet]
+		if !seen || a.base.GTIDSet == "" {
+			b = a.base != s && h.covers(s, a.base)
+			before[a.base.GTIDSet] = b
 		}
 		if b {
-			s, commit = r.base, r.baseCommit
+			s, commit = a.base, a.baseCommit
 			clear(before) // s moved: compare again against it
 		}
 	}

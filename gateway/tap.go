@@ -16,10 +16,34 @@ import (
 // Tap is one endpoint's source (a pipeline.Source): its events come from the
 // shared stream while it is attached, from a catch-up stream of its own
 // while it is not.
+//
+// An idle endpoint's tap (idleTap) is only this struct, in the hub's index:
+// what a running tap needs (its queue, its channels, its filter history)
+// is its tapQueue, made with it by Hub.Tap and nil for an idle one.
 type Tap struct {
 	hub    *Hub
 	name   string
 	filter atomic.Pointer[Filter] // for the transactions after the last of older
+	state  atomic.Int32
+	// *tapQueue is nil for an idle tap.
+	*tapQueue
+
+	// Guarded by hub.mu.
+	// indexed: in the hub's index (attached, or idle).
+	indexed bool
+	// idle: the endpoint has no pipeline; the tap has no queue and is
+	// only in the index, for the hub to wake the endpoint (HubConfig's
+	// wake) when it has events. cursor is then the endpoint's own saved
+	// cursor (nil: it has none, it is at the shared cursor): the hub does
+	// not wake it for a transaction cursor covers.
+	idle   bool
+	cursor *event.Position
+	// scratch collects its events of the transaction handOn hands on.
+	scratch []*event.Event
+}
+
+// tapQueue is what a tap with a pipeline has beside an idle one's.
+type tapQueue struct {
 	// older are the filters it had before, oldest first, each for the
 	// transactions up to its until (SetFilterLocked); a catch-up stream
 	// matches with them.
@@ -29,7 +53,6 @@ type Tap struct {
 	// detached receives, when the hub takes it off the shared stream, the
 	// position of the last transaction it was handed.
 	detached chan event.Position
-	state    atomic.Int32
 	// finish, closed by Finish, makes Run hand on what is queued and end.
 	finish     chan struct{}
 	finishOnce sync.Once
@@ -42,26 +65,14 @@ type Tap struct {
 	released atomic.Bool
 
 	// Guarded by hub.mu.
-	// indexed: in the hub's index (attached, or idle).
-	indexed bool
-	// idle: the endpoint has no pipeline; the tap has no queue and is
-	// only in the index, for the hub to wake the endpoint (HubConfig's
-	// wake) when it has events. cursor is then the endpoint's own saved
-	// cursor (nil: it has none, it is at the shared cursor): the hub does
-	// not wake it for a transaction cursor covers.
-	idle   bool
-	cursor *event.Position
 	// lastEvent is when the hub last handed it events (or attached it).
 	lastEvent time.Time
 	// keep: its endpoint is not let go idle (a sink built ahead, which its
 	// pipeline closes when it ends, cannot be used again).
 	keep bool
-
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in ch
 	skip *event.Position // attached ahead of the shared stream: skip what this covers
-	// scratch collects its events of the transaction handOn hands on.
-	scratch []*event.Event
 	// The shared stream's waits on a full queue, within the window from waitFrom.
 	waitFrom time.Time
 	waited   time.Duration
@@ -69,9 +80,13 @@ type Tap struct {
 
 // Tap returns a source for the endpoint name whose events f selects. It
 // joins the shared stream when its pipeline starts it.
-func (h *Hub) Tap(name string, f Filter) *Tap {
-	t := &Tap{hub: h, name: name, ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}
-	t.filter.Store(&f)
+func (h *Hub) Tap(name string, f Filter) *Tap { return h.tapOf(name, &f) }
+
+// tapOf is Tap with f shared (a Filter is not changed once a tap has it:
+// SetFilterLocked gives the tap another).
+func (h *Hub) tapOf(name string, f *Filter) *Tap {
+	t := &Tap{hub: h, name: name, tapQueue: &tapQueue{ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}}
+	t.filter.Store(f)
 	t.state.Store(int32(Stopped))
 	return t
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -353,6 +354,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 			return a.newPipeline(key, a.claiming(key, s), saver, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))
 		},
 		Stopped: func(key string, err error) { a.group.stopped(key, gm.Endpoint(key), err) },
+		Settled: debug.FreeOSMemory, // a burst's pipelines are gone: give their memory back
 	})
 	if err != nil {
 		return member{}, err

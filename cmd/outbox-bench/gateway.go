@@ -381,6 +381,12 @@ console:
 		return fail(err)
 	}
 	row.cpFileAfter = fileSize(cpPath)
+	if dir := os.Getenv("OUTBOX_BENCH_HEAPPROFILE"); dir != "" {
+		// What the relay still holds once the burst has settled: its heap
+		// and its goroutines (go tool pprof -sample_index=inuse_space).
+		fetchProfile(metrics+"/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("gw-%d.heap.pprof", n)))
+		fetchProfile(metrics+"/debug/pprof/goroutine?debug=1", filepath.Join(dir, fmt.Sprintf("gw-%d.goroutines.txt", n)))
+	}
 
 	// The console API.
 	api := "http://" + consoleAddr + "/api/v1"

@@ -130,8 +130,8 @@
 // connections per host (a connection opened for one endpoint serves the
 // others on its host); it caps no endpoint, the workers do, so the idle
 // connections to a host are at most the requests that were in flight to it
-// at once, and each (two goroutines in net/http, about 30 KB) closes after
-// 30 s unused.
+// at once, and at most 64 (more are closed as they come back), and each (two
+// goroutines in net/http, about 30 KB) closes after 30 s unused.
 //
 // Submit's ack is called once per event, as soon as that event is
 // delivered (nil, by the worker that delivered it, without the endpoint's

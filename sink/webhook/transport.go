@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -17,6 +16,14 @@ import (
 // connection kept longer would often be found closed anyway.
 const idleConnTimeout = 30 * time.Second
 
+// maxIdlePerHost caps the kept-alive connections to one host left unused at
+// once (four endpoints' default max_concurrency): a burst to thousands of
+// endpoints on one host opens thousands of connections, and without a cap
+// every one of them, two goroutines and about 30 KB each, would stay for
+// idleConnTimeout after it. A connection put back beyond the cap is closed;
+// the requests in flight to a host are not capped by it (the workers are).
+const maxIdlePerHost = 64
+
 // The endpoints whose connections are made alike share one http.Transport,
 // and so its pool of kept-alive connections per host: alike means the same
 // egress policy (the dialer and whether a proxy may be used) and no
@@ -25,7 +32,8 @@ const idleConnTimeout = 30 * time.Second
 // for another endpoint on its host serves it too. The transport limits no
 // endpoint: each endpoint's workers (max_concurrency) bound its requests,
 // and so its connections; the idle ones to a host are at most the requests
-// that were in flight to it at once, until idleConnTimeout closes them.
+// that were in flight to it at once, and at most maxIdlePerHost, until
+// idleConnTimeout closes them.
 var transports = struct {
 	mu sync.Mutex
 	m  map[string]*sharedTransport
@@ -51,7 +59,7 @@ func transportFor(p *egressPolicy, ownResolver bool, dial func(ctx context.Conte
 		}
 		tr.MaxConnsPerHost = 0 // the endpoints' workers bound their requests
 		tr.MaxIdleConns = 0
-		tr.MaxIdleConnsPerHost = math.MaxInt32 // idle ones are at most those in use at once
+		tr.MaxIdleConnsPerHost = maxIdlePerHost
 		tr.IdleConnTimeout = idleConnTimeout
 		// No "Accept-Encoding: gzip" of the transport's own: an answer's
 		// body is read only to reuse the connection, or to quote its start

@@ -143,3 +143,41 @@ func TestARequestIsOneWrite(t *testing.T) {
 		t.Errorf("%d writes for 3 requests, want 3", n)
 	}
 }
+
+// After a burst of more requests to one host than maxIdlePerHost, the
+// connections beyond it are closed as they come back, not kept unused
+// for idleConnTimeout (each costs the relay two goroutines and its
+// buffers: thousands after a burst to thousands of endpoints on one host).
+func TestABurstLeavesAtMostMaxIdlePerHostConnections(t *testing.T) {
+	const n = maxIdlePerHost + 16
+	var open, inFlight atomic.Int32
+	all := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inFlight.Add(1) == n {
+			close(all)
+		}
+		<-all // every request is in flight at once: n connections
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	cfg := testConfig(srv.URL)
+	cfg.MaxConcurrency = n
+	e := newEndpoint(t, cfg)
+	var batch []*event.Event
+	for j := range n {
+		batch = append(batch, ev(fmt.Sprintf("e%d", j), fmt.Sprintf("agg-%d", j)))
+	}
+	if err := e.Write(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fmt.Sprintf("at most %d connections left open after %d requests at once (%d open)", maxIdlePerHost, n, open.Load()),
+		func() bool { return open.Load() <= maxIdlePerHost })
+}
