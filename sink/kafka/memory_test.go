@@ -76,8 +76,13 @@ func TestRecoverMemoryIsBoundedWhateverANeighbourProduces(t *testing.T) {
 	kept := int64(after.HeapInuse) - int64(before.HeapInuse)
 	t.Logf("heap in use with a chunk read: %+.1f MiB at most; after Recover, with its %d reports held: %+.1f MiB",
 		float64(peak)/(1<<20), len(held), float64(kept)/(1<<20))
-	if peak > 8<<20 {
-		t.Errorf("the heap in use grew by %d bytes with a chunk read; want at most 8 MiB", peak)
+	// The broker runs in this process (kfake): the fetch response it is
+	// writing, one 4 MB record and its framing, can be live beside the
+	// record the read-back is judging when the heap is read, so the peak
+	// allows two such records (16 MiB); what the read-back kept before
+	// its bound was the 64 records' 256 MB.
+	if peak > 16<<20 {
+		t.Errorf("the heap in use grew by %d bytes with a chunk read; want at most 16 MiB", peak)
 	}
 	if kept > 8<<20 {
 		t.Errorf("the heap in use grew by %d bytes with Recover's reports held; want at most 8 MiB", kept)
