@@ -387,13 +387,7 @@ func TestUntilReadsOnlyTheRowsCommittedBeforeIt(t *testing.T) {
 		schema, db, _ := l.setup(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		insert := func(ids ...string) {
-			for _, id := range ids {
-				if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		insert := func(ids ...string) { insertRows(t, db, ids...) }
 		insert("a1", "a2", "a3")
 		until, err := l.newSource(t, db, schema, 2, "").Start(ctx)
 		if err != nil {
@@ -434,13 +428,7 @@ func TestBackfillEndsWhileInsertsOutrunIt(t *testing.T) {
 		schema, db, _ := l.setup(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		insert := func(ids ...string) {
-			for _, id := range ids {
-				if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		insert := func(ids ...string) { insertRows(t, db, ids...) }
 		var before []string
 		for i := range 7 {
 			before = append(before, fmt.Sprintf("old%d", i))
@@ -472,4 +460,15 @@ func TestBackfillEndsWhileInsertsOutrunIt(t *testing.T) {
 			t.Errorf("backfilled %s, want the rows committed before the start: %s", got, want)
 		}
 	})
+}
+
+// insertRows commits one outbox row of each id, each in a transaction of
+// its own.
+func insertRows(t *testing.T, db *sql.DB, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := db.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (?, 'o', 'a', 't', '{}')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
