@@ -1,5 +1,7 @@
 package config
 
+// This file owns the console section: its types and their checks.
+
 import (
 	"encoding/hex"
 	"net"
@@ -8,6 +10,56 @@ import (
 	"strings"
 	"time"
 )
+
+// Console configures the gateway's console (docs/console.md): an admin API
+// (/api/v1, described by /api/openapi.json) and a web page for the webhook
+// sinks' endpoints, their delivery attempts and dead letters, on a listener
+// of its own. Off unless listen is set.
+type Console struct {
+	// Listen is the console's address (host:port). Default "": no console,
+	// no listener.
+	Listen string `yaml:"listen" example:"# 127.0.0.1:9465"`
+	// Tokens are the bearer tokens that may use the console: an operator
+	// token (no tenant) sees every endpoint; a tenant token only the
+	// endpoints whose tenant column equals its tenant. Each is stored
+	// hashed (`outbox-relay console token` makes one). Required when
+	// listen is set.
+	Tokens []ConsoleToken `yaml:"tokens"`
+	// LinkKeyEnv names the environment variable holding the key (at least
+	// 32 bytes) that signs tenant links (`outbox-relay console link`) and
+	// the page's session cookies. Default OUTBOX_RELAY_CONSOLE_KEY.
+	LinkKeyEnv string `yaml:"link_key_env" default:"OUTBOX_RELAY_CONSOLE_KEY"`
+	// RateLimit is the requests per second each token may make; a burst of
+	// twice as many is allowed. Default 20.
+	RateLimit float64 `yaml:"rate_limit" default:"20"`
+	// Session is how long a browser's sign-in lasts. Default 8h.
+	Session time.Duration `yaml:"session" default:"8h"`
+	// FrameAncestors are the origins allowed to embed the page in a frame
+	// (the Content-Security-Policy's frame-ancestors), e.g. a platform's
+	// dashboard showing its customers their tenant's view. Default none:
+	// no page can be framed.
+	FrameAncestors []string `yaml:"frame_ancestors"`
+	// TrustedProxies are the reverse proxies that end TLS in front of the
+	// console, each a network (10.0.0.0/8) or an address. A request from
+	// one of them gets a Secure session cookie (unless its
+	// X-Forwarded-Proto says the browser used plain http), and its client
+	// is the last address of X-Forwarded-For that is not a trusted proxy
+	// (failed sign-ins are limited per client). Default none: the cookie
+	// is Secure only when TLS ends at the relay, and the client is the
+	// connection's address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// ConsoleToken is one bearer token of the console, as its hash.
+type ConsoleToken struct {
+	// Name names the token in the audit log. Required.
+	Name string `yaml:"name" example:"ops"`
+	// Hash is "sha256:" and the hex SHA-256 of the token. Required.
+	Hash string `yaml:"hash" example:"sha256:0000000000000000000000000000000000000000000000000000000000000000"`
+	// Tenant, when set, limits the token to that tenant's endpoints,
+	// attempts and dead letters. Default "": an operator token.
+	Tenant string `yaml:"tenant"`
+}
 
 // ConsoleHashPrefix starts a console token's hash (ConsoleToken.Hash).
 const ConsoleHashPrefix = "sha256:"

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -178,4 +180,43 @@ func DefaultOf(v any, path string) string {
 		return d
 	}
 	return f.Tag.Get(derivedTag)
+}
+
+// Defaults fills every unset field with its default: the defaults declared
+// beside the fields (SetDefaults), then those derived from other keys, then
+// each sink's section's (its kind's Defaults).
+func (c *Config) Defaults() {
+	s := &c.Source
+	host, port := s.Host, s.Port
+	SetDefaults(c)
+	if len(s.Servers) > 0 {
+		// host and port default only when no list of servers is set.
+		s.Host, s.Port = host, port
+	}
+	setD(&s.ReadTimeout, 3*s.Heartbeat)
+	dl := &c.DeadLetter
+	setS(&dl.Store, c.Checkpoint.Store)
+	if dl.Store == "file" {
+		setS(&dl.Path, filepath.Join(filepath.Dir(c.Checkpoint.Path), "dead-letters"))
+	}
+	if c.Checkpoint.Store == "file" {
+		setS(&c.Attempts.Path, c.Checkpoint.Path+".attempts")
+	}
+	for _, s := range c.Sinks {
+		if s.Config != nil {
+			s.Config.Defaults()
+		}
+	}
+}
+
+func setS(p *string, d string) {
+	if *p == "" {
+		*p = d
+	}
+}
+
+func setD(p *time.Duration, d time.Duration) {
+	if *p == 0 {
+		*p = d
+	}
 }

@@ -1,5 +1,9 @@
 package config
 
+// This file owns the document's keys: checkKeys (unknown keys and values of
+// the wrong shape, in the file's words), and the key paths of each line that
+// messages name.
+
 import (
 	"fmt"
 	"reflect"
@@ -207,4 +211,79 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// keyPaths records, for each line holding a mapping value, its key path
+// (e.g. "delivery.linger", "sinks[1].type").
+func keyPaths(n *yaml.Node, path string, out map[int]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			keyPaths(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			if _, ok := out[n.Content[i].Line]; !ok || n.Content[i+1].Kind == yaml.ScalarNode {
+				out[n.Content[i].Line] = p
+			}
+			keyPaths(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if _, ok := out[c.Line]; !ok {
+				out[c.Line] = p
+			}
+			keyPaths(c, p, out)
+		}
+	}
+}
+
+// linePaths records, for each line, the paths of every node on it (flow
+// style puts several keys on one line).
+func linePaths(n *yaml.Node, path string, out map[int][]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			linePaths(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			out[n.Content[i].Line] = append(out[n.Content[i].Line], p)
+			out[n.Content[i+1].Line] = append(out[n.Content[i+1].Line], p)
+			linePaths(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			out[c.Line] = append(out[c.Line], p)
+			linePaths(c, p, out)
+		}
+	}
+}
+
+// yamlField is the field of struct type t under the key name; under a
+// sink, a section key is the registered kind's section.
+func yamlField(t reflect.Type, name string) (reflect.StructField, bool) {
+	if t == sinkType {
+		if st, ok := sinkSectionType(name); ok {
+			return reflect.StructField{Name: name, Type: st}, true
+		}
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
