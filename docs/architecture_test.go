@@ -44,9 +44,11 @@ type archArrow struct{ from, to *goPackage }
 // TestArchitecture holds the module's imports to docs/architecture.md:
 // every package is in one layer, none imports a higher layer or breaks a
 // row of the Rules table, except the arrows the Known exceptions table
-// lists (each of which must still exist); and the code map is the
-// packages' doc comments (rewritten with -update). A broken rule names
-// the file that imports, the import and the rule.
+// lists (each of which must still exist), and none links (imports, or
+// imports a package that links) what the Never linked table forbids it;
+// and the code map is the packages' doc comments (rewritten with -update).
+// A broken rule names the file that imports, the import and the rule (for
+// a link, the chain of imports that brings it in).
 func TestArchitecture(t *testing.T) {
 	pkgs := goList(t)
 	byRel := map[string]*goPackage{}
@@ -111,8 +113,9 @@ func TestArchitecture(t *testing.T) {
 		}
 		rules = append(rules, r)
 	}
-	excepted := map[string]string{} // "from to" → why
-	for _, row := range tableAfter(t, page, "## Known exceptions") {
+	// "from to" → why; no table when nothing breaks a rule.
+	excepted := map[string]string{}
+	for _, row := range rowsAfter(t, page, "## Known exceptions") {
 		from, to := ticked(row[0]), ticked(row[1])
 		if len(from) != 1 || len(to) != 1 {
 			t.Fatalf("%s: Known exceptions: row %q: want one `importer` and one `import`", archPage, row)
@@ -120,8 +123,20 @@ func TestArchitecture(t *testing.T) {
 		excepted[from[0]+" "+to[0]] = row[len(row)-1]
 	}
 
+	var links []archRule
+	for _, row := range tableAfter(t, page, "### Never linked") {
+		if len(row) < 3 {
+			t.Fatalf("%s: Never linked: row %q has no never-link column", archPage, row)
+		}
+		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
+		if len(r.who) == 0 || len(r.forbidden) == 0 {
+			t.Fatalf("%s: Never linked: row %q names no packages in `backticks`", archPage, row)
+		}
+		links = append(links, r)
+	}
+
 	m := matcher{t: t, byRel: byRel, kinds: kinds}
-	for _, r := range rules {
+	for _, r := range append(slices.Clone(rules), links...) {
 		for _, pat := range append(slices.Clone(r.who), r.forbidden...) {
 			m.expand(strings.TrimPrefix(pat, "!"), r.name) // fails on a pattern that names nothing
 		}
@@ -172,7 +187,37 @@ func TestArchitecture(t *testing.T) {
 			t.Errorf("%s: Known exceptions: %s no longer breaks a rule: remove its row", archPage, strings.Replace(key, " ", " → ", 1))
 		}
 	}
-	for _, r := range rules {
+	for _, r := range links {
+		for _, p := range pkgs {
+			inWho, byWho := m.match(r.who, p.rel)
+			if !inWho && byWho == "" {
+				continue
+			}
+			for _, path := range linked(p, byRel) {
+				to := path[len(path)-1].to
+				inBad, byBad := m.match(r.forbidden, to.rel)
+				switch {
+				case inBad && byWho != "":
+					excuses[r.name+"\x00"+byWho] = true
+					continue
+				case inWho && byBad != "":
+					excuses[r.name+"\x00"+byBad] = true
+					continue
+				case !inWho || !inBad:
+					continue
+				}
+				chain := []string{p.rel}
+				for _, a := range path {
+					chain = append(chain, a.to.rel)
+				}
+				for _, f := range importingFiles(t, path[0]) {
+					t.Errorf("%s imports %s, which links %s (%s): breaks %q (docs/architecture.md); pass %s what it uses instead of a package that brings %s with it",
+						f, path[0].to.rel, to.rel, strings.Join(chain, " → "), r.name, p.rel, to.rel)
+				}
+			}
+		}
+	}
+	for _, r := range append(slices.Clone(rules), links...) {
 		for _, pat := range append(slices.Clone(r.who), r.forbidden...) {
 			if strings.HasPrefix(pat, "!") && !excuses[r.name+"\x00"+pat] {
 				t.Errorf("%s: Rules: %q: %s leaves out no import the rule would catch: remove it", archPage, r.name, pat)
@@ -194,6 +239,34 @@ func TestArchitecture(t *testing.T) {
 		}
 	}
 	checkGenerated(t, archPage, codeMapBegin, codeMapEnd, cm.String(), "TestArchitecture")
+}
+
+// linked returns, for every package of the module that p links (reaches
+// through its non-test files' imports, as `go list -deps` does), the
+// shortest chain of imports that brings it in.
+func linked(p *goPackage, byRel map[string]*goPackage) [][]archArrow {
+	var out [][]archArrow
+	seen := map[string]bool{p.rel: true}
+	queue := [][]archArrow{nil}
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		from := p
+		if len(path) > 0 {
+			from = path[len(path)-1].to
+		}
+		for _, imp := range from.Imports {
+			rel, ok := strings.CutPrefix(imp, module)
+			if !ok || byRel[rel] == nil || seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			next := append(slices.Clone(path), archArrow{from, byRel[rel]})
+			out = append(out, next)
+			queue = append(queue, next)
+		}
+	}
+	return out
 }
 
 // goList returns the module's packages as `go list -json ./...` sees them
@@ -242,8 +315,19 @@ func ticked(cell string) []string {
 }
 
 // tableAfter returns the body rows (cells trimmed) of the first Markdown
-// table after heading in page.
+// table after heading in page, which must have one.
 func tableAfter(t *testing.T, page, heading string) [][]string {
+	t.Helper()
+	rows := rowsAfter(t, page, heading)
+	if len(rows) == 0 {
+		t.Fatalf("%s: %q has no table", archPage, heading)
+	}
+	return rows
+}
+
+// rowsAfter returns the body rows (cells trimmed) of the Markdown table of
+// heading's section in page: none when the section has no table.
+func rowsAfter(t *testing.T, page, heading string) [][]string {
 	t.Helper()
 	i := strings.Index(page, "\n"+heading+"\n")
 	if i < 0 {
@@ -273,9 +357,6 @@ func tableAfter(t *testing.T, page, heading string) [][]string {
 			cells[j] = strings.TrimSpace(cells[j])
 		}
 		rows = append(rows, cells)
-	}
-	if len(rows) == 0 {
-		t.Fatalf("%s: %q has no table", archPage, heading)
 	}
 	return rows
 }
