@@ -102,17 +102,7 @@ func TestArchitecture(t *testing.T) {
 		t.Fatal("sink/all imports no sink kind")
 	}
 
-	var rules []archRule
-	for _, row := range tableAfter(t, page, "## Rules") {
-		if len(row) < 3 {
-			t.Fatalf("%s: Rules: row %q has no never-import column", archPage, row)
-		}
-		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
-		if len(r.who) == 0 || len(r.forbidden) == 0 {
-			t.Fatalf("%s: Rules: row %q names no packages in `backticks`", archPage, row)
-		}
-		rules = append(rules, r)
-	}
+	rules := archRules(t, page, "## Rules", "never-import")
 	// "from to" → why; no table when nothing breaks a rule.
 	excepted := map[string]string{}
 	for _, row := range rowsAfter(t, page, "## Known exceptions") {
@@ -123,17 +113,7 @@ func TestArchitecture(t *testing.T) {
 		excepted[from[0]+" "+to[0]] = row[len(row)-1]
 	}
 
-	var links []archRule
-	for _, row := range tableAfter(t, page, "### Never linked") {
-		if len(row) < 3 {
-			t.Fatalf("%s: Never linked: row %q has no never-link column", archPage, row)
-		}
-		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
-		if len(r.who) == 0 || len(r.forbidden) == 0 {
-			t.Fatalf("%s: Never linked: row %q names no packages in `backticks`", archPage, row)
-		}
-		links = append(links, r)
-	}
+	links := archRules(t, page, "### Never linked", "never-link")
 
 	m := matcher{t: t, byRel: byRel, kinds: kinds}
 	for _, r := range append(slices.Clone(rules), links...) {
@@ -239,6 +219,26 @@ func TestArchitecture(t *testing.T) {
 		}
 	}
 	checkGenerated(t, archPage, codeMapBegin, codeMapEnd, cm.String(), "TestArchitecture")
+}
+
+// archRules reads the table of heading's section: a rule per row, named
+// in its first cell, with the patterns of the packages it holds and of
+// what they never import (never link) in the next two.
+func archRules(t *testing.T, page, heading, column string) []archRule {
+	t.Helper()
+	var rules []archRule
+	section := strings.TrimLeft(heading, "# ")
+	for _, row := range tableAfter(t, page, heading) {
+		if len(row) < 3 {
+			t.Fatalf("%s: %s: row %q has no %s column", archPage, section, row, column)
+		}
+		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
+		if len(r.who) == 0 || len(r.forbidden) == 0 {
+			t.Fatalf("%s: %s: row %q names no packages in `backticks`", archPage, section, row)
+		}
+		rules = append(rules, r)
+	}
+	return rules
 }
 
 // linked returns, for every package of the module that p links (reaches
