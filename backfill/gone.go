@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/canal"
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 )
 
@@ -50,6 +52,18 @@ func (g Gone) String() string {
 		s += "; how many is not recorded (the primary key is not one integer column, whose gap would bound it)"
 	}
 	return s
+}
+
+// CreatedAt is the insert time column of outbox table t in cfg
+// (tables[].columns.created_at, as prune has it): what the table source
+// reads a window's rows by, and Pruned judges what is gone by.
+func CreatedAt(cfg *config.Config, t canal.Table) string {
+	for _, ct := range cfg.Tables {
+		if s, n := ct.SchemaTable(); s == t.Schema && n == t.Name && ct.Columns.CreatedAt != "" {
+			return ct.Columns.CreatedAt
+		}
+	}
+	return "created_at"
 }
 
 // Pruned says what table schema.name (insert time column createdAt) no

@@ -44,9 +44,11 @@ type archArrow struct{ from, to *goPackage }
 // TestArchitecture holds the module's imports to docs/architecture.md:
 // every package is in one layer, none imports a higher layer or breaks a
 // row of the Rules table, except the arrows the Known exceptions table
-// lists (each of which must still exist); and the code map is the
-// packages' doc comments (rewritten with -update). A broken rule names
-// the file that imports, the import and the rule.
+// lists (each of which must still exist), and none links (imports, or
+// imports a package that links) what the Never linked table forbids it;
+// and the code map is the packages' doc comments (rewritten with -update).
+// A broken rule names the file that imports, the import and the rule (for
+// a link, the chain of imports that brings it in).
 func TestArchitecture(t *testing.T) {
 	pkgs := goList(t)
 	byRel := map[string]*goPackage{}
@@ -100,19 +102,10 @@ func TestArchitecture(t *testing.T) {
 		t.Fatal("sink/all imports no sink kind")
 	}
 
-	var rules []archRule
-	for _, row := range tableAfter(t, page, "## Rules") {
-		if len(row) < 3 {
-			t.Fatalf("%s: Rules: row %q has no never-import column", archPage, row)
-		}
-		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
-		if len(r.who) == 0 || len(r.forbidden) == 0 {
-			t.Fatalf("%s: Rules: row %q names no packages in `backticks`", archPage, row)
-		}
-		rules = append(rules, r)
-	}
-	excepted := map[string]string{} // "from to" → why
-	for _, row := range tableAfter(t, page, "## Known exceptions") {
+	rules := archRules(t, page, "## Rules", "never-import")
+	// "from to" → why; no table when nothing breaks a rule.
+	excepted := map[string]string{}
+	for _, row := range rowsAfter(t, page, "## Known exceptions") {
 		from, to := ticked(row[0]), ticked(row[1])
 		if len(from) != 1 || len(to) != 1 {
 			t.Fatalf("%s: Known exceptions: row %q: want one `importer` and one `import`", archPage, row)
@@ -120,8 +113,10 @@ func TestArchitecture(t *testing.T) {
 		excepted[from[0]+" "+to[0]] = row[len(row)-1]
 	}
 
+	links := archRules(t, page, "### Never linked", "never-link")
+
 	m := matcher{t: t, byRel: byRel, kinds: kinds}
-	for _, r := range rules {
+	for _, r := range append(slices.Clone(rules), links...) {
 		for _, pat := range append(slices.Clone(r.who), r.forbidden...) {
 			m.expand(strings.TrimPrefix(pat, "!"), r.name) // fails on a pattern that names nothing
 		}
@@ -172,7 +167,41 @@ func TestArchitecture(t *testing.T) {
 			t.Errorf("%s: Known exceptions: %s no longer breaks a rule: remove its row", archPage, strings.Replace(key, " ", " → ", 1))
 		}
 	}
-	for _, r := range rules {
+	for _, r := range links {
+		for _, p := range pkgs {
+			inWho, byWho := m.match(r.who, p.rel)
+			if !inWho && byWho == "" {
+				continue
+			}
+			for _, path := range linked(p, byRel) {
+				to := path[len(path)-1].to
+				inBad, byBad := m.match(r.forbidden, to.rel)
+				switch {
+				case inBad && byWho != "":
+					excuses[r.name+"\x00"+byWho] = true
+					continue
+				case inWho && byBad != "":
+					excuses[r.name+"\x00"+byBad] = true
+					continue
+				case !inWho || !inBad:
+					continue
+				}
+				how := ""
+				if len(path) > 1 {
+					chain := []string{p.rel}
+					for _, a := range path {
+						chain = append(chain, a.to.rel)
+					}
+					how = fmt.Sprintf(", which links %s (%s)", to.rel, strings.Join(chain, " → "))
+				}
+				for _, f := range importingFiles(t, path[0]) {
+					t.Errorf("%s imports %s%s: breaks %q (docs/architecture.md); pass %s what it uses instead of a package that brings %s with it",
+						f, path[0].to.rel, how, r.name, p.rel, to.rel)
+				}
+			}
+		}
+	}
+	for _, r := range append(slices.Clone(rules), links...) {
 		for _, pat := range append(slices.Clone(r.who), r.forbidden...) {
 			if strings.HasPrefix(pat, "!") && !excuses[r.name+"\x00"+pat] {
 				t.Errorf("%s: Rules: %q: %s leaves out no import the rule would catch: remove it", archPage, r.name, pat)
@@ -194,6 +223,54 @@ func TestArchitecture(t *testing.T) {
 		}
 	}
 	checkGenerated(t, archPage, codeMapBegin, codeMapEnd, cm.String(), "TestArchitecture")
+}
+
+// archRules reads the table of heading's section: a rule per row, named
+// in its first cell, with the patterns of the packages it holds and of
+// what they never import (never link) in the next two.
+func archRules(t *testing.T, page, heading, column string) []archRule {
+	t.Helper()
+	var rules []archRule
+	section := strings.TrimLeft(heading, "# ")
+	for _, row := range tableAfter(t, page, heading) {
+		if len(row) < 3 {
+			t.Fatalf("%s: %s: row %q has no %s column", archPage, section, row, column)
+		}
+		r := archRule{name: row[0], who: ticked(row[1]), forbidden: ticked(row[2])}
+		if len(r.who) == 0 || len(r.forbidden) == 0 {
+			t.Fatalf("%s: %s: row %q names no packages in `backticks`", archPage, section, row)
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// linked returns, for every package of the module that p links (reaches
+// through its non-test files' imports, as `go list -deps` does), the
+// shortest chain of imports that brings it in.
+func linked(p *goPackage, byRel map[string]*goPackage) [][]archArrow {
+	var out [][]archArrow
+	seen := map[string]bool{p.rel: true}
+	queue := [][]archArrow{nil}
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		from := p
+		if len(path) > 0 {
+			from = path[len(path)-1].to
+		}
+		for _, imp := range from.Imports {
+			rel, ok := strings.CutPrefix(imp, module)
+			if !ok || byRel[rel] == nil || seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			next := append(slices.Clone(path), archArrow{from, byRel[rel]})
+			out = append(out, next)
+			queue = append(queue, next)
+		}
+	}
+	return out
 }
 
 // goList returns the module's packages as `go list -json ./...` sees them
@@ -227,6 +304,17 @@ func goList(t *testing.T) []*goPackage {
 	if len(pkgs) == 0 {
 		t.Fatal("go list ./... listed no package")
 	}
+	// go test caches a pass by the files the test itself opens, and go
+	// list's reads are another process's: look at every package's
+	// directory and Go files here, so that an import added or removed
+	// runs the test again instead of replaying a cached pass.
+	_, _ = os.ReadDir("..")
+	for _, p := range pkgs {
+		_, _ = os.ReadDir(p.Dir)
+		for _, name := range append(slices.Clone(p.GoFiles), p.CgoFiles...) {
+			_, _ = os.Stat(filepath.Join(p.Dir, name))
+		}
+	}
 	return pkgs
 }
 
@@ -242,8 +330,19 @@ func ticked(cell string) []string {
 }
 
 // tableAfter returns the body rows (cells trimmed) of the first Markdown
-// table after heading in page.
+// table after heading in page, which must have one.
 func tableAfter(t *testing.T, page, heading string) [][]string {
+	t.Helper()
+	rows := rowsAfter(t, page, heading)
+	if len(rows) == 0 {
+		t.Fatalf("%s: %q has no table", archPage, heading)
+	}
+	return rows
+}
+
+// rowsAfter returns the body rows (cells trimmed) of the Markdown table of
+// heading's section in page: none when the section has no table.
+func rowsAfter(t *testing.T, page, heading string) [][]string {
 	t.Helper()
 	i := strings.Index(page, "\n"+heading+"\n")
 	if i < 0 {
@@ -273,9 +372,6 @@ func tableAfter(t *testing.T, page, heading string) [][]string {
 			cells[j] = strings.TrimSpace(cells[j])
 		}
 		rows = append(rows, cells)
-	}
-	if len(rows) == 0 {
-		t.Fatalf("%s: %q has no table", archPage, heading)
 	}
 	return rows
 }

@@ -136,7 +136,7 @@ func (a *assembly) checkResume(ctx context.Context, cp checkpoint.Checkpoint) er
 
 // ResumeCheckReplicaID is the replica id of the relay's reads of a
 // checkpoint's commit time from the binlog (source.CheckResumeAt): the one
-// after the replay command's (ReplayCommandReplicaID), itself after
+// after the replay command's (replayplan.CommandReplicaID), itself after
 // `outbox-relay audit`'s.
 func ResumeCheckReplicaID(cfg *config.Config) uint32 {
 	return cfg.Source.ServerID + uint32(cfg.ReplicaIDs()) + 2

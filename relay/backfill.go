@@ -10,7 +10,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/backfill"
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/replay"
@@ -82,7 +81,7 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 	source := func(j int) (*backfill.Source, error) {
 		t := a.src.tables[j]
 		return backfill.New(backfill.Config{DB: a.src.db, Reader: reader, Flavor: a.src.info.Flavor, Schema: t.Schema, Table: t.Name,
-			Where: st.Where, Since: st.Since, CreatedAt: createdAt(a.cfg, t), ChunkSize: st.ChunkSize, Logger: log})
+			Where: st.Where, Since: st.Since, CreatedAt: backfill.CreatedAt(a.cfg, t), ChunkSize: st.ChunkSize, Logger: log})
 	}
 	if start == nil {
 		src, err := source(pending[0])
@@ -147,17 +146,6 @@ func (a *assembly) backfillFirst(ctx context.Context, i int, serverID uint32) er
 	return nil
 }
 
-// createdAt is the insert time column of outbox table t
-// (tables[].columns.created_at, as prune has it).
-func createdAt(cfg *config.Config, t canal.Table) string {
-	for _, ct := range cfg.Tables {
-		if s, n := ct.SchemaTable(); s == t.Schema && n == t.Name && ct.Columns.CreatedAt != "" {
-			return ct.Columns.CreatedAt
-		}
-	}
-	return "created_at"
-}
-
 func init() { ReplaySources[replay.SourceTable] = openTableReplay }
 
 // openTableReplay is the table source of a replay job (replay.SourceTable:
@@ -182,7 +170,7 @@ func openTableReplay(ctx context.Context, p ReplaySourceParams) (pipeline.Source
 	var chain backfill.Chain
 	for _, t := range p.Tables {
 		src, err := backfill.New(backfill.Config{DB: p.DB, Reader: mapping, Follow: follow, Until: j.Until, Flavor: p.Flavor,
-			Schema: t.Schema, Table: t.Name, Where: j.Where, After: j.Since, Before: untilSecond(j.UntilTime), CreatedAt: createdAt(p.Config, t),
+			Schema: t.Schema, Table: t.Name, Where: j.Where, After: j.Since, Before: untilSecond(j.UntilTime), CreatedAt: backfill.CreatedAt(p.Config, t),
 			ChunkSize: backfill.DefaultChunkSize, Logger: p.Logger})
 		if err != nil {
 			return nil, err

@@ -246,7 +246,7 @@ sinks: [{name: out, type: stdout}]
 		t.Fatal(err)
 	}
 	defer planner.Close()
-	job, err := planner.Plan(ctx, relay.ReplayAsk{Sink: "out", Since: since}, time.Now())
+	job, err := planner.Plan(ctx, replay.Ask{Sink: "out", Since: since}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

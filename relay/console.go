@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/console"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/relay/replayplan"
 	"github.com/outbox-relay/outbox-relay/replay"
 )
 
@@ -142,8 +143,8 @@ type consoleRelay struct {
 // ("": an operator), which the replays member takes up within
 // replay.poll. A tenant with replay.max_jobs_per_tenant jobs pending or
 // running gets a *replay.QueueFullError.
-func (c *consoleRelay) submit(ctx context.Context, tenant string, ask ReplayAsk, ids []string) (string, error) {
-	p := &ReplayPlanner{r: c.a.r, db: c.a.src.db, info: c.a.src.info}
+func (c *consoleRelay) submit(ctx context.Context, tenant string, ask replay.Ask, ids []string) (string, error) {
+	p := replayplan.New(c.a.r.replayPlan(), c.a.src.db, c.a.src.info)
 	job, err := p.Plan(ctx, ask, time.Now())
 	if err != nil {
 		return "", err
@@ -169,7 +170,7 @@ func (c *consoleRelay) Resend(ctx context.Context, tenant string, rec attempts.R
 	if committed.IsZero() {
 		committed = rec.Time // committed before it was attempted
 	}
-	ask := ReplayAsk{Sink: rec.Sink, Endpoint: rec.Endpoint, Since: committed.Add(-resendMargin), Until: rec.GTID}
+	ask := replay.Ask{Sink: rec.Sink, Endpoint: rec.Endpoint, Since: committed.Add(-resendMargin), Until: rec.GTID}
 	if ask.Until == "" {
 		ask.UntilTime = committed.Add(resendMargin)
 		if now := time.Now(); ask.UntilTime.After(now) {
@@ -180,7 +181,7 @@ func (c *consoleRelay) Resend(ctx context.Context, tenant string, rec attempts.R
 }
 
 func (c *consoleRelay) Recover(ctx context.Context, tenant, sink, endpoint string, since time.Time) (string, error) {
-	return c.submit(ctx, tenant, ReplayAsk{Sink: sink, Endpoint: endpoint, Since: since}, nil)
+	return c.submit(ctx, tenant, replay.Ask{Sink: sink, Endpoint: endpoint, Since: since}, nil)
 }
 
 func (c *consoleRelay) ReplayDeadLetters(ctx context.Context, recs []deadletter.Record) (int, error) {

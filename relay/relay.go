@@ -7,8 +7,9 @@
 // endpoints table, which the kind's package builds and follows on that
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
 // and runs: it imports no sink kind. Another run loop (the scaled-out
-// gateway, package gateway/scaled) shares the relay's metrics, health,
-// retry policy and dead letters through Start's Parts.
+// gateway, package gateway/scaled) is handed the relay as its
+// scaled.Assembly and shares the relay's metrics, health, retry policy and
+// dead letters through the scaled.Parts that Start assembles.
 //
 // Beside the live pipelines it runs the replay jobs of its checkpoint store
 // (relay/replay.go, package replay): each a pipeline of its own, with its
@@ -21,7 +22,8 @@
 // (package switchover), the scheduled prune (prune.Scheduled), the audit's
 // reader (audit.Reader), the reader's tables (canal.TablesOf). relay keeps
 // the order of the steps, the members and their lifetimes; the replay
-// planner of `outbox-relay replay` (relay/replayjob.go) is still here.
+// planner of `outbox-relay replay` and of the console is package
+// relay/replayplan's, handed the relay's targets (NewReplayPlanner).
 //
 // With console.listen set it also serves the gateway's console (package
 // console, relay/console.go) on a listener of its own: the endpoints,

@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/pipeline"
+	"github.com/outbox-relay/outbox-relay/relay/replayplan"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -43,6 +44,20 @@ type ReplaySourceParams struct {
 	Flavor string
 	Tables []canal.Table
 	Config *config.Config
+}
+
+// NewReplayPlanner connects to the source server: the planner of
+// `outbox-relay replay` (package relay/replayplan), with r's replay
+// targets. Close it when done.
+func NewReplayPlanner(ctx context.Context, r *Relay) (*replayplan.Planner, error) {
+	return replayplan.Open(ctx, r.replayPlan())
+}
+
+// replayPlan is what a replay planner is built with: r's targets, and
+// whether the table source is in the build.
+func (r *Relay) replayPlan() replayplan.Params {
+	_, table := ReplaySources[replay.SourceTable]
+	return replayplan.Params{Config: r.cfg, Logger: r.log, Targets: r, TableSource: table}
 }
 
 // replays returns the member that runs the replay jobs of the checkpoint

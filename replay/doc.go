@@ -53,6 +53,12 @@
 // progress: after a crash they may count the re-sent events twice, and miss
 // those acknowledged since the counts' last save that the progress holds.
 //
+// The package reads no binlog itself (what a job reads is its user's,
+// through Runner.Open), so the scaled-out gateway links no binlog reader
+// with it: a window is found in the binlog by package replay/binlog, and an
+// asked replay (Ask) is made a job by package relay/replayplan, or for the
+// Kafka topics by gateway/scaled.PlanReplay.
+//
 // Store and Spool are safe for concurrent use; a Runner's Run is called by
 // one goroutine at a time (again once it has returned).
 package replay

@@ -53,6 +53,26 @@ func (s State) Final() bool { return s == Done || s == Cancelled || s == Failed 
 // is gone (an endpoint disabled or deleted): the job is stopped.
 var ErrTargetGone = errors.New("the replay's target is gone")
 
+// ErrPurged is returned when the source server no longer holds the start
+// of a window in its binlog: the table source (--source table) can still
+// send what the outbox table keeps.
+var ErrPurged = errors.New("the source server no longer holds that part of the binlog")
+
+// Ask is a replay as asked (outbox-relay replay, the console's resend and
+// recover since): a time or a GTID set for each end of the window, which a
+// planner resolves to a Job (package relay/replayplan for the binlog and
+// the outbox table, gateway/scaled.PlanReplay for the Kafka topics).
+type Ask struct {
+	Sink, Endpoint string
+	Source         string // SourceBinlog (default) or SourceTable
+	Since          time.Time
+	From           string // a GTID set: the events after it
+	UntilTime      time.Time
+	Until          string // a GTID set: the events up to it
+	Types          []string
+	Where          string
+}
+
 // Job is one replay: what to send again, to whom, and how far it got.
 type Job struct {
 	// ID names the job (its keys, its metrics, the Header's value).

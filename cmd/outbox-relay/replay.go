@@ -41,7 +41,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 	}
 	fs := newFlags(name, synopsis, stderr)
 	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	var ask relay.ReplayAsk
+	var ask replay.Ask
 	if name == "replay" {
 		fs.StringVar(&ask.Sink, "sink", "", "the sink to send the window to again (required)")
 		fs.StringVar(&ask.Endpoint, "endpoint", "", "a webhook sink's endpoint: the one the window goes to (required for a webhook sink)")
@@ -143,7 +143,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 // gateway: its window is read from the Kafka topics (endpoints replay
 // --kafka), and it is kept in the gateway's cursor table, where the
 // replica that holds that table's lock runs it.
-func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, ask relay.ReplayAsk, now time.Time, dry bool, stdout, stderr io.Writer) error {
+func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, ask replay.Ask, now time.Time, dry bool, stdout, stderr io.Writer) error {
 	rl := relay.New(cfg, relay.Options{Logger: newLogger(cfg.Log, stderr)})
 	job, err := scaled.PlanReplay(ctx, rl, kg, ask, now)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -78,7 +77,7 @@ func OpenJobs(ctx context.Context, cfg *config.Config, table string, readOnly bo
 // ListOffsets request by timestamp, and ends at ask.UntilTime's offsets or,
 // by default, at the partitions' ends now. It returns the job, pending,
 // to store with OpenJobs. Every error says what to give instead.
-func PlanReplay(ctx context.Context, rl *relay.Relay, kg Config, ask relay.ReplayAsk, now time.Time) (replay.Job, error) {
+func PlanReplay(ctx context.Context, rl Assembly, kg Config, ask replay.Ask, now time.Time) (replay.Job, error) {
 	now = now.UTC()
 	j := replay.Job{ID: replay.NewID(now), Sink: ask.Sink, Endpoint: ask.Endpoint, Source: replay.SourceKafka, Since: ask.Since.UTC(),
 		UntilTime: ask.UntilTime.UTC(), Types: ask.Types, Where: ask.Where, State: replay.Pending, CreatedAt: now}
@@ -151,7 +150,7 @@ func cmpTime(t, or time.Time) time.Time {
 // targetFilter checks that the job's endpoint exists (of the
 // configuration or of the endpoints table, read from the source server)
 // and returns its filter (nil: every event).
-func targetFilter(ctx context.Context, rl *relay.Relay, j replay.Job) (func(*event.Event) bool, error) {
+func targetFilter(ctx context.Context, rl Assembly, j replay.Job) (func(*event.Event) bool, error) {
 	db, dbErr := source.Open(ctx, rl.Config().Source)
 	if dbErr == nil {
 		defer db.Close()
@@ -172,7 +171,7 @@ func targetFilter(ctx context.Context, rl *relay.Relay, j replay.Job) (func(*eve
 // DryRunReplay reads job's window from the Kafka topics, as a replica
 // would, and counts the events it would send and those its filters pass
 // over; it sends nothing.
-func DryRunReplay(ctx context.Context, rl *relay.Relay, kg Config, j replay.Job) (send, skipped int64, err error) {
+func DryRunReplay(ctx context.Context, rl Assembly, kg Config, j replay.Job) (send, skipped int64, err error) {
 	kg.Webhook = j.Sink
 	_, _, topics, err := resolve(rl.Config(), &kg)
 	if err != nil {
@@ -217,7 +216,7 @@ type replays struct {
 	log    *slog.Logger
 }
 
-func newReplays(ctx context.Context, rl *relay.Relay, r *relay.Parts, rp replayParts) (*replays, func(), error) {
+func newReplays(ctx context.Context, rl Assembly, r *Parts, rp replayParts) (*replays, func(), error) {
 	cfg := rl.Config()
 	db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/pipeline"
-	"github.com/outbox-relay/outbox-relay/relay"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -62,7 +61,7 @@ const (
 
 // Run runs one gateway replica of the relay rl's configuration until ctx
 // ends, with rl's metrics, listener, health, retry policy and dead letters
-// (relay.Parts).
+// (Assembly.Start's Parts).
 //
 // Endpoints of the configuration run on every partition. Endpoints of the
 // endpoints table: each replica reads the table when it is assigned a
@@ -71,7 +70,7 @@ const (
 // reads after it (the in-relay gateway applies a change exactly at its
 // transaction in the binlog; here, records of other partitions, or read
 // before the poll, may still be routed by the old row).
-func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
+func Run(ctx context.Context, rl Assembly, kg Config) error {
 	cfg := rl.Config()
 	hooks, fo, topics, err := resolve(cfg, &kg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package relay
+package replayplan
 
 import (
 	"context"
@@ -16,70 +16,97 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/position"
 	"github.com/outbox-relay/outbox-relay/replay"
+	"github.com/outbox-relay/outbox-relay/replay/binlog"
+	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-// ReplayAsk is a replay as asked (outbox-relay replay): a time or a GTID
-// set for each end of the window.
-type ReplayAsk struct {
-	Sink, Endpoint string
-	Source         string // replay.SourceBinlog (default) or replay.SourceTable
-	Since          time.Time
-	From           string // a GTID set: the events after it
-	UntilTime      time.Time
-	Until          string // a GTID set: the events up to it
-	Types          []string
-	Where          string
+// Targets builds the sink a replay job sends to, as the relay would
+// (relay.Relay is one): a fresh one, from the configuration of its target
+// sink or endpoint (of the configuration, or of the sink's endpoints table,
+// read from db), and the endpoint's filter (nil: every event). An unknown
+// target is an error that says what to give.
+type Targets interface {
+	ReplayTarget(ctx context.Context, db *sql.DB, j replay.Job) (sink.Sink, func(*event.Event) bool, error)
 }
 
-// ReplayPlanner resolves asked replays against the source server: the
-// command's side of a replay. Close it when done.
-type ReplayPlanner struct {
-	r    *Relay
+// Params are what a Planner is built with.
+type Params struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Targets checks a job's target and gives its filter.
+	Targets Targets
+	// TableSource: this build replays from the outbox table
+	// (replay.SourceTable), and a window the binlog no longer holds falls
+	// back to it.
+	TableSource bool
+}
+
+// Planner resolves asked replays against the source server: the command's
+// (and the console's) side of a replay. Close it when done.
+type Planner struct {
+	p    Params
 	db   *sql.DB
 	info source.ServerInfo
+	own  bool // db is the planner's: Close closes it
 	// Scanned is how many binlog files the last Plan read to find a time.
 	Scanned int
 }
 
-// NewReplayPlanner connects to the source server.
-func NewReplayPlanner(ctx context.Context, r *Relay) (*ReplayPlanner, error) {
-	db, err := source.Open(ctx, r.cfg.Source)
+// Open connects to the source server and inspects it.
+func Open(ctx context.Context, p Params) (*Planner, error) {
+	db, err := source.Open(ctx, p.Config.Source)
 	if err != nil {
 		return nil, err
 	}
-	info, err := source.Inspect(ctx, db, r.cfg.Source)
+	info, err := source.Inspect(ctx, db, p.Config.Source)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &ReplayPlanner{r: r, db: db, info: info}, nil
+	pl := New(p, db, info)
+	pl.own = true
+	return pl, nil
 }
 
-// Close closes the connection to the source.
-func (p *ReplayPlanner) Close() { p.db.Close() }
+// New returns a planner over a connection to the source server that the
+// caller keeps (the running relay's, for the console), inspected as info.
+func New(p Params, db *sql.DB, info source.ServerInfo) *Planner {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Planner{p: p, db: db, info: info}
+}
 
-// ReplayCommandReplicaID is the replica id of a replay command's own binlog
+// Close closes the connection to the source, when Open made it.
+func (p *Planner) Close() {
+	if p.own {
+		p.db.Close()
+	}
+}
+
+// CommandReplicaID is the replica id of a replay command's own binlog
 // reads (finding a time, --dry-run): the one after `outbox-relay audit`'s,
 // itself after the relay's range (config.ReplicaIDs).
-func ReplayCommandReplicaID(cfg *config.Config) uint32 {
+func CommandReplicaID(cfg *config.Config) uint32 {
 	return cfg.Source.ServerID + uint32(cfg.ReplicaIDs()) + 1
 }
 
-func (p *ReplayPlanner) locator() (*replay.Locator, error) {
-	a := p.r.cfg.Source.Addrs()[0]
-	tc, err := source.TLSConfig(p.r.cfg.Source.TLS, a.Host)
+func (p *Planner) locator() (*binlog.Locator, error) {
+	cfg := p.p.Config
+	a := cfg.Source.Addrs()[0]
+	tc, err := source.TLSConfig(cfg.Source.TLS, a.Host)
 	if err != nil {
 		return nil, err
 	}
-	return &replay.Locator{DB: p.db, Info: p.info, Scan: canal.ScanConfig{Host: a.Host, Port: uint16(a.Port), User: p.r.cfg.Source.User,
-		Password: p.r.cfg.Source.Password.Reveal(), TLS: tc, ServerID: ReplayCommandReplicaID(p.r.cfg), Flavor: p.info.Flavor,
-		Logger: p.r.log}}, nil
+	return &binlog.Locator{DB: p.db, Info: p.info, Scan: canal.ScanConfig{Host: a.Host, Port: uint16(a.Port), User: cfg.Source.User,
+		Password: cfg.Source.Password.Reveal(), TLS: tc, ServerID: CommandReplicaID(cfg), Flavor: p.info.Flavor,
+		Logger: p.p.Logger}}, nil
 }
 
 // Plan checks ask and resolves its window to positions: a job, pending,
 // ready to be stored. Every error says what to give instead.
-func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) (replay.Job, error) {
+func (p *Planner) Plan(ctx context.Context, ask replay.Ask, now time.Time) (replay.Job, error) {
 	now = now.UTC()
 	j := replay.Job{ID: replay.NewID(now), Sink: ask.Sink, Endpoint: ask.Endpoint, Source: ask.Source, Since: ask.Since.UTC(), UntilTime: ask.UntilTime.UTC(),
 		Types: ask.Types, Where: ask.Where, State: replay.Pending, CreatedAt: now}
@@ -101,17 +128,17 @@ func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) 
 	if !ask.UntilTime.IsZero() && ask.UntilTime.After(now) {
 		return j, fmt.Errorf("--until %s is in the future: leave it out to replay up to now", ask.UntilTime.UTC().Format(time.RFC3339))
 	}
-	s, _, err := p.r.ReplayTarget(ctx, p.db, j)
+	s, _, err := p.p.Targets.ReplayTarget(ctx, p.db, j)
 	if err != nil {
 		return j, err
 	}
 	_ = s.Close(ctx) // built to check it; the relay builds its own
 	if j.Source == replay.SourceTable {
-		if _, ok := ReplaySources[replay.SourceTable]; !ok {
+		if !p.p.TableSource {
 			return j, errors.New("--source table is not supported by this build: replay from the binlog (--source binlog)")
 		}
 	}
-	var loc *replay.Locator
+	var loc *binlog.Locator
 	locate := func(t time.Time) (event.Position, error) {
 		if loc == nil {
 			if loc, err = p.locator(); err != nil {
@@ -136,17 +163,17 @@ func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) 
 	case j.Source == replay.SourceBinlog:
 		if j.From, err = locate(ask.Since); err != nil {
 			if errors.Is(err, replay.ErrPurged) {
-				if _, ok := ReplaySources[replay.SourceTable]; ok {
+				if p.p.TableSource {
 					// The binlog no longer holds the window: the
 					// outbox table's rows may (the table source finds
 					// its own start from Since).
 					j.Source, j.From = replay.SourceTable, event.Position{}
-					p.r.log.Warn("the binlog no longer holds the window's start: replaying from the outbox table instead", slog.Any("why", err))
+					p.p.Logger.Warn("the binlog no longer holds the window's start: replaying from the outbox table instead", slog.Any("why", err))
 					if j.Gone, err = p.gone(ctx, j.Since); err != nil {
 						return j, err
 					}
 					for _, g := range j.Gone {
-						p.r.log.Warn("rows of the window are gone", slog.String("what", g))
+						p.p.Logger.Warn("rows of the window are gone", slog.String("what", g))
 					}
 					break
 				}
@@ -184,19 +211,19 @@ func (p *ReplayPlanner) Plan(ctx context.Context, ask ReplayAsk, now time.Time) 
 // DryRun reads job's window from the binlog, as the relay would, and
 // counts the events it would send and those its filters pass over; it
 // sends nothing.
-func (p *ReplayPlanner) DryRun(ctx context.Context, j replay.Job) (send, skipped int64, err error) {
+func (p *Planner) DryRun(ctx context.Context, j replay.Job) (send, skipped int64, err error) {
 	if j.Source != replay.SourceBinlog {
 		return 0, 0, fmt.Errorf("--dry-run reads the binlog; a %s replay has no dry run", j.Source)
 	}
-	_, match, err := p.r.ReplayTarget(ctx, p.db, j)
+	_, match, err := p.p.Targets.ReplayTarget(ctx, p.db, j)
 	if err != nil {
 		return 0, 0, err
 	}
-	rc, err := audit.Reader(p.r.cfg, p.info, p.r.log)
+	rc, err := audit.Reader(p.p.Config, p.info, p.p.Logger)
 	if err != nil {
 		return 0, 0, err
 	}
-	rc.ServerID = ReplayCommandReplicaID(p.r.cfg)
+	rc.ServerID = CommandReplicaID(p.p.Config)
 	reader, err := canal.New(rc)
 	if err != nil {
 		return 0, 0, err
@@ -212,10 +239,10 @@ func (p *ReplayPlanner) DryRun(ctx context.Context, j replay.Job) (send, skipped
 
 // gone says, per outbox table, what the table no longer holds of a window
 // starting at since (backfill.Pruned).
-func (p *ReplayPlanner) gone(ctx context.Context, since time.Time) ([]string, error) {
+func (p *Planner) gone(ctx context.Context, since time.Time) ([]string, error) {
 	var out []string
-	for _, t := range canal.TablesOf(p.r.cfg.Tables) {
-		g, err := backfill.Pruned(ctx, p.db, t.Schema, t.Name, createdAt(p.r.cfg, t), since)
+	for _, t := range canal.TablesOf(p.p.Config.Tables) {
+		g, err := backfill.Pruned(ctx, p.db, t.Schema, t.Name, backfill.CreatedAt(p.p.Config, t), since)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package replay
+package binlog
 
 import (
 	"context"
@@ -9,13 +9,9 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/replay"
 	"github.com/outbox-relay/outbox-relay/source"
 )
-
-// ErrPurged is returned when the source server no longer holds the start
-// of a window in its binlog: the table source (--source table) can still
-// send what the outbox table keeps.
-var ErrPurged = errors.New("the source server no longer holds that part of the binlog")
 
 // Locator finds the binlog position of a time from the binlog's own
 // timestamps: it lists the binary logs, binary-searches them by the commit
@@ -33,7 +29,7 @@ type Locator struct {
 // Locate returns the position just before the first transaction committed
 // at or after t (the binlog's commit times have whole seconds: t is cut to
 // the second before). A t before the oldest binary log's first transaction
-// is ErrPurged unless nothing was ever purged (then the start of the
+// is replay.ErrPurged unless nothing was ever purged (then the start of the
 // oldest binary log); a t after every transaction is the end of the
 // binlog as listed.
 func (l *Locator) Locate(ctx context.Context, t time.Time) (event.Position, error) {
@@ -91,7 +87,7 @@ func (l *Locator) Locate(ctx context.Context, t time.Time) (event.Position, erro
 		// PREVIOUS_GTIDS (MySQL), the state before its first transaction,
 		// is not empty.
 		if m0.Before.GTIDSet != "" || !l.Info.GTIDMode {
-			return event.Position{}, fmt.Errorf("%w: its oldest binary log %s holds no transaction before one committed at %s, after %s: replay with --source table (the outbox table's retained rows), or from a later time", ErrPurged, files[0].Name, mk.Commit.Format(time.RFC3339), t.Format(time.RFC3339))
+			return event.Position{}, fmt.Errorf("%w: its oldest binary log %s holds no transaction before one committed at %s, after %s: replay with --source table (the outbox table's retained rows), or from a later time", replay.ErrPurged, files[0].Name, mk.Commit.Format(time.RFC3339), t.Format(time.RFC3339))
 		}
 		return m0.Before, nil
 	}

@@ -1,4 +1,4 @@
-package replay_test
+package binlog_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/replay"
+	"github.com/outbox-relay/outbox-relay/replay/binlog"
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
@@ -113,7 +114,7 @@ func TestLocateFindsTheFileAndTransactionOfATime(t *testing.T) {
 		{"a time before every transaction, nothing purged", base.Add(-3 * time.Hour), "e0-0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := &replay.Locator{DB: db, Info: info, Scan: scan}
+			l := &binlog.Locator{DB: db, Info: info, Scan: scan}
 			pos, err := l.Locate(ctx, c.at)
 			if err != nil {
 				t.Fatal(err)
@@ -131,7 +132,7 @@ func TestLocateFindsTheFileAndTransactionOfATime(t *testing.T) {
 	}
 
 	// A time after every transaction is the end of the binlog: nothing to replay.
-	l := &replay.Locator{DB: db, Info: info, Scan: scan}
+	l := &binlog.Locator{DB: db, Info: info, Scan: scan}
 	end, err := l.Locate(ctx, base.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestLocateFindsTheFileAndTransactionOfATime(t *testing.T) {
 			t.Fatalf("PURGE BINARY LOGS TO %s left %s as the oldest", files[3].Name, left[0].Name)
 		}
 	}
-	l = &replay.Locator{DB: db, Info: info, Scan: scan}
+	l = &binlog.Locator{DB: db, Info: info, Scan: scan}
 	_, err = l.Locate(ctx, base.Add(150*time.Second))
 	if !errors.Is(err, replay.ErrPurged) || !strings.Contains(err.Error(), "--source table") {
 		t.Fatalf("Locate before the oldest binary log = %v, want ErrPurged naming --source table", err)
