@@ -151,8 +151,10 @@ type Gateway struct {
 	live map[*awake]*running
 	// peakLive is the most entries live had since the last wave settled.
 	peakLive int
-	// The shared cursor (byException; see shared.go), guarded by mu.
+	// The shared cursor (byException; see shared.go), guarded by mu;
+	// saving is held by each of its writes (saveShared).
 	shared sharedCursor
+	saving sync.Mutex
 }
 
 // running is a started endpoint. Its fields are guarded by the gateway's
