@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,8 +85,8 @@ func TestGatewaySIGKILLIdleEndpointsSendNothingTwice(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	cfgPath, cpPath := filepath.Join(dir, "relay.yaml"), filepath.Join(dir, "checkpoints.json")
-	cfg := fmt.Sprintf(`
+	cpPath := filepath.Join(dir, "checkpoints.json")
+	relay := startKilledRelay(t, bin, dir, fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
 tables: [{name: %[3]s.outbox, headers: [tenant]}]
 checkpoint: {path: %[4]s, interval: 100ms}
@@ -102,39 +100,17 @@ sinks:
         table: %[3]s.outbox_endpoints
         tenant_header: tenant
         defaults: {body: envelope, egress: {allow: [127.0.0.1]}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}
-`, srv.Port, testserver.ServerID(), dbname, cpPath, idleKillInFlight)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "relay.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	showLog := func() {
-		b, _ := os.ReadFile(logPath)
-		t.Logf("relay log:\n%s", tail(b))
-	}
-	cmd := startRelay(t, bin, cfgPath, logf, logf)
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
+`, srv.Port, testserver.ServerID(), dbname, cpPath, idleKillInFlight))
+	showLog := relay.showLog
 	waitForFile(t, cpPath, 30*time.Second) // the shared cursor's first save fixes the start
 	// kill SIGKILLs the relay and starts it again: the receiver's
 	// requests from then on are of the next generation, the kill's
 	// number.
 	kill := func() {
 		t.Helper()
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		relay.kill()
 		rc.NextGen()
-		cmd = startRelay(t, bin, cfgPath, logf, logf)
+		relay.start()
 	}
 	// owned returns the endpoints of is that have a cursor of their own
 	// in the checkpoint file now.
@@ -199,8 +175,7 @@ sinks:
 		return len(got) >= w.Events()
 	}
 	eventually.Within(t, 2*time.Minute, "every event to be delivered", complete, showLog)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := relay.stop(); err != nil {
 		t.Errorf("relay exited with %v after SIGTERM", err)
 	}
 
