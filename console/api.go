@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/attempts"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
@@ -662,12 +663,12 @@ func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, er
 		}
 	}
 	if it := v.Get("iterator"); it != "" {
-		f, err := decodeCursor(cursorAttempts, it, 1)
+		f, err := paging.DecodeCursor(cursorAttempts, it, 1)
 		if err != nil {
 			return q, err
 		}
 		if q.Before, err = strconv.ParseInt(f[0], 10, 64); err != nil || q.Before < 1 {
-			return q, badCursor(it)
+			return q, paging.BadCursor(it)
 		}
 	}
 	return q, nil
@@ -698,9 +699,9 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 	if more {
 		// Newest first: the next page is of the ids below the last one's.
 		recs = recs[:limit]
-		next = encodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
+		next = paging.EncodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
 	}
-	writeJSON(w, http.StatusOK, pageAnswer("attempts", recs, next, more))
+	writeJSON(w, http.StatusOK, paging.Answer("attempts", recs, next, more))
 }
 
 // attempt returns attempt id when p may see it.
@@ -830,9 +831,9 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	}
 	f := deadletter.Filter{Sink: v.Get("sink"), Tenant: tenant}
 	if it := v.Get("iterator"); it != "" {
-		c, err := decodeCursor(cursorDeadLetters, it, 1)
+		c, err := paging.DecodeCursor(cursorDeadLetters, it, 1)
 		if err != nil || c[0] == "" {
-			badRequest(w, badCursor(it).Error())
+			badRequest(w, paging.BadCursor(it).Error())
 			return
 		}
 		f.After = c[0]
@@ -854,7 +855,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 		f.After, f.Limit = after, n
 		return s.o.DeadLetters.List(r.Context(), f)
 	}
-	recs, next, more, err := fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
+	recs, next, more, err := paging.Fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
 	if err != nil {
 		s.internal(w, err)
 		return
@@ -862,7 +863,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	if recs == nil {
 		recs = []deadletter.Record{}
 	}
-	writeJSON(w, http.StatusOK, pageAnswer("dead_letters", recs, encodeCursor(cursorDeadLetters, next), more))
+	writeJSON(w, http.StatusOK, paging.Answer("dead_letters", recs, paging.EncodeCursor(cursorDeadLetters, next), more))
 }
 
 // namedDeadLetters decodes a body naming dead letters by id ({"ids": […]})
