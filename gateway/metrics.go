@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -127,23 +128,33 @@ type EndpointStats struct {
 	// DeadLetterWaiting names the event it waits on because the
 	// dead-letter store does not take its record, why, and the fix.
 	DeadLetterWaiting string `json:"dead_letter_waiting,omitempty"`
-
-	sink string // its webhook sink, in a page
 }
 
-// endpointStats are the figures of one endpoint that has any (its
-// EndpointStats' Endpoint and State are not kept here: SinkMetrics.states
-// has them).
+// endpointStats are the figures of one endpoint that has any: what
+// EndpointStats shows of it that is not worked out when it is read (its
+// name and state are SinkMetrics.states', its lag, p99 and held seconds
+// are read from oldest, latency and HeldSince). Every endpoint that has
+// delivered keeps one (BenchmarkEndpointFiguresMemory).
 type endpointStats struct {
-	EndpointStats
+	Delivered, Failed, Retried, DeadLetters uint64
+	InFlight                                int
+	LastSave, Failing, HeldSince            time.Time
+	Stopped, Invalid, Cursor                string
+	DeadLetterWaiting                       string
+
 	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
 	file    string // binlog file of its last saved cursor
-	// latency counts per metrics.LatencyBuckets, and one past the last;
-	// nil until it delivered.
-	latency []uint64
+	// latency counts per metrics.LatencyBuckets, and one past the last
+	// (in place: no allocation of its own).
+	latency [numLatency]uint32
 }
+
+// numLatency is how many counts an endpoint's latency has: one per
+// metrics.LatencyBuckets, and one past the last
+// (TestLatencyCountsMatchTheBuckets).
+const numLatency = 19
 
 // Sink returns the metrics of the webhook sink name (the same each call).
 func (gm *Metrics) Sink(name string) *SinkMetrics {
@@ -281,10 +292,9 @@ func (o *EndpointMetrics) Delivered(e *event.Event, at time.Time) {
 		if !e.CommitTime.IsZero() {
 			d := max(at.Sub(e.CommitTime).Seconds(), 0)
 			i, _ := slices.BinarySearch(metrics.LatencyBuckets, d)
-			if s.latency == nil {
-				s.latency = make([]uint64, len(metrics.LatencyBuckets)+1)
+			if s.latency[i] < math.MaxUint32 {
+				s.latency[i]++
 			}
-			s.latency[i]++
 		}
 	})
 }
@@ -456,12 +466,14 @@ func (g *SinkMetrics) endpointLocked(key string, st State, now time.Time) Endpoi
 	if s == nil {
 		return EndpointStats{Endpoint: key, State: st.String()}
 	}
-	e := s.EndpointStats
-	e.Endpoint, e.State = key, st.String()
+	e := EndpointStats{Endpoint: key, State: st.String(),
+		Delivered: s.Delivered, Failed: s.Failed, Retried: s.Retried, DeadLetters: s.DeadLetters, InFlight: s.InFlight,
+		LastSave: s.LastSave, Stopped: s.Stopped, Invalid: s.Invalid, Failing: s.Failing,
+		Cursor: s.Cursor, HeldSince: s.HeldSince, DeadLetterWaiting: s.DeadLetterWaiting}
 	if s.InFlight > 0 && !s.oldest.IsZero() {
 		e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
 	}
-	e.P99Seconds = quantile(s.latency, 0.99)
+	e.P99Seconds = quantile(s.latency[:], 0.99)
 	if e.Cursor != "" && !e.HeldSince.IsZero() {
 		e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
 	}
@@ -469,11 +481,11 @@ func (g *SinkMetrics) endpointLocked(key string, st State, now time.Time) Endpoi
 }
 
 // quantile reads q from per-bucket counts (upper bounds; +Inf past the last).
-func quantile(counts []uint64, q float64) float64 {
+func quantile(counts []uint32, q float64) float64 {
 	buckets := metrics.LatencyBuckets
 	var n uint64
 	for _, c := range counts {
-		n += c
+		n += uint64(c)
 	}
 	if n == 0 {
 		return 0
@@ -481,7 +493,7 @@ func quantile(counts []uint64, q float64) float64 {
 	rank := uint64(q*float64(n-1)) + 1
 	var seen uint64
 	for i, c := range counts {
-		seen += c
+		seen += uint64(c)
 		if seen >= rank {
 			if i < len(buckets) {
 				return buckets[i]
@@ -617,8 +629,12 @@ func (gm *Metrics) page(sink string, keep func(State) bool, after figuresKey, li
 		}
 	}
 	slices.Sort(names)
-	read := func(after figuresKey, n int) ([]EndpointStats, error) {
-		var out []EndpointStats
+	type item struct {
+		sink string
+		e    EndpointStats
+	}
+	read := func(after figuresKey, n int) ([]item, error) {
+		var out []item
 		for _, name := range names {
 			if name < after.sink {
 				continue
@@ -627,15 +643,22 @@ func (gm *Metrics) page(sink string, keep func(State) bool, after figuresKey, li
 			if name == after.sink {
 				from = after.key
 			}
-			out = append(out, sinks[name].after(from, keep, n-len(out))...)
+			for _, e := range sinks[name].after(from, keep, n-len(out)) {
+				out = append(out, item{name, e})
+			}
 			if len(out) == n {
 				break
 			}
 		}
 		return out, nil
 	}
-	key := func(e EndpointStats) figuresKey { return figuresKey{e.sink, e.Endpoint} }
-	return paging.Fill(limit, after, read, key, func(EndpointStats) bool { return true })
+	key := func(x item) figuresKey { return figuresKey{x.sink, x.e.Endpoint} }
+	items, next, more, err := paging.Fill(limit, after, read, key, func(item) bool { return true })
+	page := make([]EndpointStats, len(items))
+	for i, x := range items {
+		page[i] = x.e
+	}
+	return page, next, more, err
 }
 
 // after returns the figures of at most n endpoints with a key above from
@@ -662,7 +685,6 @@ func (g *SinkMetrics) after(from string, keep func(State) bool, n int) []Endpoin
 	out := make([]EndpointStats, len(least))
 	for i, key := range least {
 		out[i] = g.endpointLocked(key, g.states[key], now)
-		out[i].sink = g.name
 	}
 	return out
 }
@@ -722,9 +744,6 @@ func (gm *Metrics) EndpointsHandler() http.Handler {
 			after = figuresKey{f[0], f[1]}
 		}
 		page, next, more, _ := gm.page(v.Get("sink"), keep, after, limit)
-		if page == nil {
-			page = []EndpointStats{}
-		}
 		_ = json.NewEncoder(w).Encode(paging.Answer("endpoints", page, paging.EncodeCursor(cursorFigures, next.sink, next.key), more))
 	})
 }

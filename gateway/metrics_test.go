@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -583,4 +584,53 @@ func BenchmarkEndpointsAt100000(b *testing.B) {
 	}
 	b.ReportMetric(float64(all)/n, "B/endpoint")
 	b.ReportMetric(float64(size), "B/page")
+}
+
+// BenchmarkEndpointFiguresMemory reports the heap an endpoint's figures
+// take once it has delivered an event and saved its cursor (what every
+// endpoint of a gateway keeps after one event to each), over 100,000
+// endpoints: beyond its state, which every endpoint has.
+func BenchmarkEndpointFiguresMemory(b *testing.B) {
+	const n = 100_000
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var per float64
+	for b.Loop() {
+		m, err := metrics.New(prometheus.NewRegistry(), "v1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		gm, err := NewMetrics(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g := gm.Sink("hooks")
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("hooks/ep%06d", i)
+			g.State(keys[i], Attached)
+		}
+		before := heap()
+		now := time.Now()
+		for i, key := range keys {
+			ep := g.Endpoint(key)
+			ep.Delivered(&event.Event{ID: "x", CommitTime: now.Add(-20 * time.Millisecond)}, now)
+			ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
+		}
+		per = float64(heap()-before) / n
+		runtime.KeepAlive(g)
+	}
+	b.ReportMetric(per, "B/endpoint")
+}
+
+// An endpoint's latency counts are one per metrics.LatencyBuckets, and one
+// past the last.
+func TestLatencyCountsMatchTheBuckets(t *testing.T) {
+	if numLatency != len(metrics.LatencyBuckets)+1 {
+		t.Fatalf("numLatency is %d; metrics.LatencyBuckets has %d buckets: make it %d", numLatency, len(metrics.LatencyBuckets), len(metrics.LatencyBuckets)+1)
+	}
 }
