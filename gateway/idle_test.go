@@ -500,13 +500,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 	const n = 10000
 	var per float64
 	for b.Loop() {
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapAlloc
-		}
-		before := heap()
+		before := heapAlloc()
 		f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
 		store := &memStore{}
 		f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open}, Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
@@ -527,7 +521,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 			g.mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
-		per = float64(heap()-before) / n
+		per = float64(heapAlloc()-before) / n
 		cancel()
 		<-done
 		runtime.KeepAlive(g)

@@ -549,24 +549,13 @@ func TestEndpointFiguresLeaveOutZeros(t *testing.T) {
 // (ns/op per page, B/page).
 func BenchmarkEndpointsAt100000(b *testing.B) {
 	const n = 100_000
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, "v1")
-	if err != nil {
-		b.Fatal(err)
+	gm, g := benchSink(b)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("hooks/ep%06d", i)
+		g.State(keys[i], Attached)
 	}
-	gm, err := NewMetrics(m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := gm.Sink("hooks")
-	now := time.Now()
-	for i := range n {
-		key := fmt.Sprintf("hooks/ep%06d", i)
-		g.State(key, Attached)
-		ep := g.Endpoint(key)
-		ep.Delivered(&event.Event{ID: "x", CommitTime: now.Add(-20 * time.Millisecond)}, now)
-		ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
-	}
+	deliverOnce(g, keys)
 	h := gm.EndpointsHandler()
 	serve := func(q string) int {
 		rec := httptest.NewRecorder()
@@ -592,36 +581,17 @@ func BenchmarkEndpointsAt100000(b *testing.B) {
 // endpoints: beyond its state, which every endpoint has.
 func BenchmarkEndpointFiguresMemory(b *testing.B) {
 	const n = 100_000
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	var per float64
 	for b.Loop() {
-		m, err := metrics.New(prometheus.NewRegistry(), "v1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		gm, err := NewMetrics(m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		g := gm.Sink("hooks")
+		_, g := benchSink(b)
 		keys := make([]string, n)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("hooks/ep%06d", i)
 			g.State(keys[i], Attached)
 		}
-		before := heap()
-		now := time.Now()
-		for i, key := range keys {
-			ep := g.Endpoint(key)
-			ep.Delivered(&event.Event{ID: "x", CommitTime: now.Add(-20 * time.Millisecond)}, now)
-			ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
-		}
-		per = float64(heap()-before) / n
+		before := heapAlloc()
+		deliverOnce(g, keys)
+		per = float64(heapAlloc()-before) / n
 		runtime.KeepAlive(g)
 	}
 	b.ReportMetric(per, "B/endpoint")
@@ -633,4 +603,37 @@ func TestLatencyCountsMatchTheBuckets(t *testing.T) {
 	if numLatency != len(metrics.LatencyBuckets)+1 {
 		t.Fatalf("numLatency is %d; metrics.LatencyBuckets has %d buckets: make it %d", numLatency, len(metrics.LatencyBuckets), len(metrics.LatencyBuckets)+1)
 	}
+}
+
+// benchSink returns a gateway's metrics and its webhook sink hooks, for a
+// benchmark.
+func benchSink(b *testing.B) (*Metrics, *SinkMetrics) {
+	m, err := metrics.New(prometheus.NewRegistry(), "v1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gm, err := NewMetrics(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gm, gm.Sink("hooks")
+}
+
+// deliverOnce has each endpoint of keys deliver an event (20 ms after its
+// commit) and save its cursor.
+func deliverOnce(g *SinkMetrics, keys []string) {
+	now := time.Now()
+	for i, key := range keys {
+		ep := g.Endpoint(key)
+		ep.Delivered(&event.Event{ID: "x", CommitTime: now.Add(-20 * time.Millisecond)}, now)
+		ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
+	}
+}
+
+// heapAlloc is the heap in use after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
