@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/attempts"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 )
 
 // attemptsQuery reads the query of /api/v1/attempts.
@@ -47,12 +48,12 @@ func (s *Server) attemptsQuery(r *http.Request, p principal) (attempts.Query, er
 		}
 	}
 	if it := v.Get("iterator"); it != "" {
-		f, err := decodeCursor(cursorAttempts, it, 1)
+		f, err := paging.DecodeCursor(cursorAttempts, it, 1)
 		if err != nil {
 			return q, err
 		}
 		if q.Before, err = strconv.ParseInt(f[0], 10, 64); err != nil || q.Before < 1 {
-			return q, badCursor(it)
+			return q, paging.BadCursor(it)
 		}
 	}
 	return q, nil
@@ -83,9 +84,9 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p principa
 	if more {
 		// Newest first: the next page is of the ids below the last one's.
 		recs = recs[:limit]
-		next = encodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
+		next = paging.EncodeCursor(cursorAttempts, strconv.FormatInt(recs[limit-1].ID, 10))
 	}
-	writeJSON(w, http.StatusOK, pageAnswer("attempts", recs, next, more))
+	writeJSON(w, http.StatusOK, paging.Answer("attempts", recs, next, more))
 }
 
 // attempt returns attempt id when p may see it.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/deadletter"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 )
 
 // deadLetters returns the dead letters p may see that f selects: a
@@ -79,9 +80,9 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	}
 	f := deadletter.Filter{Sink: v.Get("sink"), Tenant: tenant}
 	if it := v.Get("iterator"); it != "" {
-		c, err := decodeCursor(cursorDeadLetters, it, 1)
+		c, err := paging.DecodeCursor(cursorDeadLetters, it, 1)
 		if err != nil || c[0] == "" {
-			badRequest(w, badCursor(it).Error())
+			badRequest(w, paging.BadCursor(it).Error())
 			return
 		}
 		f.After = c[0]
@@ -103,7 +104,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 		f.After, f.Limit = after, n
 		return s.o.DeadLetters.List(r.Context(), f)
 	}
-	recs, next, more, err := fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
+	recs, next, more, err := paging.Fill(limit, f.After, read, func(rec deadletter.Record) string { return rec.ID }, func(rec deadletter.Record) bool { return s.maySee(p, rec) })
 	if err != nil {
 		s.internal(w, err)
 		return
@@ -111,7 +112,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, p princ
 	if recs == nil {
 		recs = []deadletter.Record{}
 	}
-	writeJSON(w, http.StatusOK, pageAnswer("dead_letters", recs, encodeCursor(cursorDeadLetters, next), more))
+	writeJSON(w, http.StatusOK, paging.Answer("dead_letters", recs, paging.EncodeCursor(cursorDeadLetters, next), more))
 }
 
 // namedDeadLetters decodes a body naming dead letters by id ({"ids": […]})

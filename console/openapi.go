@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 )
 
 // obj is a JSON object of the OpenAPI document.
@@ -210,7 +212,7 @@ is answered `+"`400`"+`.
   %d times its limit rows: it may hold fewer than `+"`limit`"+` rows, even none, and still have a
   `+"`next`"+`. Follow `+"`next`"+` until `+"`done`"+`.
 
-`, DefaultPageLimit, MaxPageLimit, scanFactor)
+`, DefaultPageLimit, MaxPageLimit, paging.ScanFactor)
 
 // Reference renders the API reference (docs/console-api.md) from the
 // OpenAPI document.

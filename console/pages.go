@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/attempts"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/internal/redact"
 )
 
@@ -195,12 +196,12 @@ func (s *Server) endpointPage(w http.ResponseWriter, r *http.Request, p principa
 	} else {
 		q := attempts.Query{Sink: e.Sink, Endpoint: e.ID, Tenant: p.tenant, Limit: DefaultPageLimit + 1}
 		if it := r.URL.Query().Get("iterator"); it != "" {
-			c, err := decodeCursor(cursorAttempts, it, 1)
+			c, err := paging.DecodeCursor(cursorAttempts, it, 1)
 			if err == nil {
 				q.Before, err = strconv.ParseInt(c[0], 10, 64)
 			}
 			if err != nil || q.Before < 1 {
-				s.pageError(w, d, http.StatusBadRequest, badCursor(it))
+				s.pageError(w, d, http.StatusBadRequest, paging.BadCursor(it))
 				return
 			}
 			d.Paged = true
@@ -212,7 +213,7 @@ func (s *Server) endpointPage(w http.ResponseWriter, r *http.Request, p principa
 		}
 		if len(d.Attempts) > DefaultPageLimit {
 			d.Attempts = d.Attempts[:DefaultPageLimit]
-			d.Next = "?" + url.Values{"iterator": {encodeCursor(cursorAttempts, strconv.FormatInt(d.Attempts[DefaultPageLimit-1].ID, 10))}}.Encode()
+			d.Next = "?" + url.Values{"iterator": {paging.EncodeCursor(cursorAttempts, strconv.FormatInt(d.Attempts[DefaultPageLimit-1].ID, 10))}}.Encode()
 		}
 		if len(d.Attempts) > 0 && !d.Paged {
 			d.Newest = d.Attempts[0].ID

@@ -1,12 +1,12 @@
 package console
 
-// This file owns the paging of the API's lists (endpoints, attempts, dead
-// letters): the limit, the opaque cursor (iterator in a request, next in
-// its answer, as Svix does), and the keyset walk that fills a page.
+// This file owns the keys the API's lists (endpoints, attempts, dead
+// letters) are paged by; package paging has the limit, the opaque cursor
+// (iterator in a request, next in its answer, as Svix does), and the
+// keyset walk that fills a page.
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,125 +15,22 @@ import (
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 )
 
 // The size of a page: DefaultPageLimit without a limit, at most
-// MaxPageLimit.
+// MaxPageLimit (package paging's).
 const (
-	DefaultPageLimit = 100
-	MaxPageLimit     = 1000
+	DefaultPageLimit = paging.DefaultLimit
+	MaxPageLimit     = paging.MaxLimit
 )
 
-// scanFactor bounds the rows a page with a filter the store cannot apply
-// (an endpoint's state) examines: scanFactor × its limit. A page that
-// reaches it answers with fewer rows than its limit, and a next.
-const scanFactor = 10
-
-// pageLimit reads the query's limit.
-func pageLimit(v url.Values) (int, error) {
-	x := v.Get("limit")
-	if x == "" {
-		return DefaultPageLimit, nil
-	}
-	n, err := strconv.Atoi(x)
-	if err != nil || n < 1 || n > MaxPageLimit {
-		return 0, fmt.Errorf("limit %q: use 1 to %d (default %d)", x, MaxPageLimit, DefaultPageLimit)
-	}
-	return n, nil
-}
-
-// A cursor is the key of the last row a page examined, encoded: base64url
-// of the list's letter and the key's fields, each field length-prefixed.
-// It says where the next page starts, nothing more: who may see what is
-// decided for each page as for the first.
+// The letters of the console's lists' cursors (paging.EncodeCursor).
 const (
 	cursorEndpoints   = 'e'
 	cursorAttempts    = 'a'
 	cursorDeadLetters = 'd'
 )
-
-func encodeCursor(list byte, fields ...string) string {
-	b := []byte{list}
-	for _, f := range fields {
-		b = strconv.AppendInt(b, int64(len(f)), 10)
-		b = append(b, ':')
-		b = append(b, f...)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// badCursor is the error of an iterator that is not one of the list's.
-func badCursor(it string) error {
-	if len(it) > 40 {
-		it = it[:40] + "…"
-	}
-	return fmt.Errorf("iterator %q is not a cursor of this list: pass the next of the previous page as it was given, or leave iterator out to start from the first page", it)
-}
-
-// decodeCursor returns the n fields of the cursor it of list, or an error
-// saying how to fix it.
-func decodeCursor(list byte, it string, n int) ([]string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(it)
-	if err != nil || len(b) == 0 || b[0] != list || len(it) > 1024 {
-		return nil, badCursor(it)
-	}
-	rest := string(b[1:])
-	var out []string
-	for rest != "" {
-		l, after, ok := strings.Cut(rest, ":")
-		size, err := strconv.Atoi(l)
-		if !ok || err != nil || size < 0 || size > len(after) || len(l) > 4 {
-			return nil, badCursor(it)
-		}
-		out, rest = append(out, after[:size]), after[size:]
-	}
-	if len(out) != n {
-		return nil, badCursor(it)
-	}
-	return out, nil
-}
-
-// fill walks a list by its key from after and returns its next page: at
-// most limit items that keep selects, and, when the list goes on, the key
-// the next page starts after. read returns the next at most n items after
-// a key, in the list's order (fewer only at its end). A row that exists
-// throughout a walk is on exactly one of its pages, whatever was added or
-// deleted meanwhile: each page starts after the key of the last row the
-// page before examined. A page examines at most scanFactor × limit rows.
-func fill[T, K any](limit int, after K, read func(after K, n int) ([]T, error), key func(T) K, keep func(T) bool) (page []T, next K, more bool, err error) {
-	cur := after
-	for examined := 0; examined < scanFactor*limit; {
-		n := limit + 1 - len(page)
-		got, err := read(cur, n)
-		if err != nil {
-			return nil, next, false, err
-		}
-		for _, x := range got {
-			cur = key(x)
-			examined++
-			if !keep(x) {
-				continue
-			}
-			if page = append(page, x); len(page) == limit+1 {
-				return page[:limit], key(page[limit-1]), true, nil
-			}
-		}
-		if len(got) < n {
-			return page, next, false, nil
-		}
-	}
-	return page, cur, true, nil
-}
-
-// pageAnswer is the answer of a list: its items under name, and next (the
-// iterator of the next page) and done.
-func pageAnswer(name string, items any, next string, more bool) map[string]any {
-	out := map[string]any{name: items, "done": !more}
-	if more {
-		out["next"] = next
-	}
-	return out
-}
 
 // endpointKey is an endpoint's place in the list of endpoints: its sink
 // (by name), then the configuration's endpoints (phase 0, by name), then
@@ -146,16 +43,16 @@ type endpointKey struct {
 }
 
 func (k endpointKey) cursor() string {
-	return encodeCursor(cursorEndpoints, k.sink, strconv.Itoa(k.phase), k.id)
+	return paging.EncodeCursor(cursorEndpoints, k.sink, strconv.Itoa(k.phase), k.id)
 }
 
 func endpointCursor(it string) (endpointKey, error) {
-	f, err := decodeCursor(cursorEndpoints, it, 3)
+	f, err := paging.DecodeCursor(cursorEndpoints, it, 3)
 	if err != nil {
 		return endpointKey{}, err
 	}
 	if f[0] == "" || f[1] != "0" && f[1] != "1" || f[2] == "" {
-		return endpointKey{}, badCursor(it)
+		return endpointKey{}, paging.BadCursor(it)
 	}
 	return endpointKey{sink: f[0], phase: int(f[1][0] - '0'), id: f[2]}, nil
 }
@@ -255,7 +152,7 @@ func (s *Server) endpointsPage(ctx context.Context, p principal, f endpointFilte
 		}
 		return f.keeps(withStat(e, stat))
 	}
-	page, next, more, err := fill(limit, after, read, key, keep)
+	page, next, more, err := paging.Fill(limit, after, read, key, keep)
 	for i := range page {
 		page[i] = withStat(page[i], stat)
 	}
@@ -266,7 +163,7 @@ func (s *Server) endpointsPage(ctx context.Context, p principal, f endpointFilte
 // operator's filter; a tenant's own lists are always its own: naming
 // another is refused).
 func listQuery(v url.Values, p principal) (limit int, tenant string, err error) {
-	if limit, err = pageLimit(v); err != nil {
+	if limit, err = paging.Limit(v); err != nil {
 		return 0, "", err
 	}
 	tenant = v.Get("tenant")
@@ -307,5 +204,5 @@ func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p princip
 	for _, e := range eps {
 		out = append(out, e.redacted())
 	}
-	writeJSON(w, http.StatusOK, pageAnswer("endpoints", out, next.cursor(), more))
+	writeJSON(w, http.StatusOK, paging.Answer("endpoints", out, next.cursor(), more))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -114,8 +115,8 @@ func benchAPIPages(b *testing.B, srv *testserver.Server, rows int) {
 		{"one endpoint", op, "/api/v1/endpoints/hooks/" + mid, -1},
 		{"attempts of one endpoint", op, "/api/v1/attempts?limit=100&sink=hooks&endpoint=" + mid, 1},
 		{"dead letters of one endpoint", op, "/api/v1/dead-letters?limit=100&sink=hooks/" + mid, 1},
-		{"dead letters page", op, "/api/v1/dead-letters?limit=100&iterator=" + url.QueryEscape(encodeCursor(cursorDeadLetters, dlMid)), 100},
-		{"attempts page", op, "/api/v1/attempts?limit=100&iterator=" + url.QueryEscape(encodeCursor(cursorAttempts, fmt.Sprint(rows/2))), 100},
+		{"dead letters page", op, "/api/v1/dead-letters?limit=100&iterator=" + url.QueryEscape(paging.EncodeCursor(cursorDeadLetters, dlMid)), 100},
+		{"attempts page", op, "/api/v1/attempts?limit=100&iterator=" + url.QueryEscape(paging.EncodeCursor(cursorAttempts, fmt.Sprint(rows/2))), 100},
 	} {
 		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
 			get := func() string {

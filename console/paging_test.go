@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -366,9 +367,9 @@ func TestDeadLetterAndAttemptPagesAreCompleteWhileRecordsChange(t *testing.T) {
 // another tenant.
 func TestListsRefuseABadCursorLimitOrTenant(t *testing.T) {
 	f := newFixture(t)
-	other := encodeCursor(cursorAttempts, "5")
+	other := paging.EncodeCursor(cursorAttempts, "5")
 	for _, list := range []string{"endpoints", "attempts", "dead-letters"} {
-		for _, q := range []string{"iterator=%25%25not-base64", "iterator=" + other + "x", "iterator=" + encodeCursor('x', "1"), "iterator=" + encodeCursor(cursorEndpoints, "hooks"), "limit=0", "limit=1001", "limit=ten"} {
+		for _, q := range []string{"iterator=%25%25not-base64", "iterator=" + other + "x", "iterator=" + paging.EncodeCursor('x', "1"), "iterator=" + paging.EncodeCursor(cursorEndpoints, "hooks"), "limit=0", "limit=1001", "limit=ten"} {
 			res, body := f.do(t, "GET", "/api/v1/"+list+"?"+q, f.op, "")
 			isProblem(t, list+"?"+q, res, body, 400)
 			if !strings.Contains(body, "iterator") && !strings.Contains(body, "limit") {
@@ -379,6 +380,6 @@ func TestListsRefuseABadCursorLimitOrTenant(t *testing.T) {
 		isProblem(t, "tenant A asking for tenant B's "+list, res, body, 400)
 	}
 	// The endpoints' cursor is not the attempts' nor the dead letters'.
-	res, body := f.do(t, "GET", "/api/v1/attempts?iterator="+encodeCursor(cursorEndpoints, "hooks", "1", "a1"), f.op, "")
+	res, body := f.do(t, "GET", "/api/v1/attempts?iterator="+paging.EncodeCursor(cursorEndpoints, "hooks", "1", "a1"), f.op, "")
 	isProblem(t, "an endpoints cursor given to the attempts", res, body, 400)
 }

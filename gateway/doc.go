@@ -102,6 +102,8 @@
 // (package metrics): per webhook sink (Metrics.Sink) its endpoints summed
 // on the sink's series, a count of endpoints per state and the
 // TopLaggingEndpoints lag series, the oldest held cursor's age, every
-// endpoint's figures on /endpoints (with the cursor of one that does not run),
-// and the endpoints stopped for good on /readyz.
+// endpoint's figures on /endpoints (with the cursor of one that does not run;
+// by sink and state, whole or a page at a time with limit and iterator, as
+// package paging pages the console's lists), and the endpoints stopped for
+// good on /readyz.
 package gateway

@@ -151,8 +151,10 @@ type Gateway struct {
 	live map[*awake]*running
 	// peakLive is the most entries live had since the last wave settled.
 	peakLive int
-	// The shared cursor (byException; see shared.go), guarded by mu.
+	// The shared cursor (byException; see shared.go), guarded by mu;
+	// saving is held by each of its writes (saveShared).
 	shared sharedCursor
+	saving sync.Mutex
 }
 
 // running is a started endpoint. Its fields are guarded by the gateway's
@@ -435,6 +437,15 @@ func (g *Gateway) StartLocked(ep Endpoint) error {
 // it is stopped or Run ends; once Run has ended (or before it started),
 // Start returns an error wrapping context.Canceled.
 func (g *Gateway) Start(ep Endpoint) error { return g.start(ep, g.hub.Position(), false) }
+
+// Go runs f on a goroutine that Run waits for before it returns: what a
+// change of an endpoint leaves to do once its pipeline has stopped (waiting
+// on StopLocked's channel), such as dropping a deleted endpoint's cursor or
+// starting it again, so that nothing of the gateway touches its store once
+// Run has returned. Call it from Run's changed function, or from a
+// goroutine of Go's; f must return once the endpoints' pipelines have
+// ended (Run ends them first; Start refuses then).
+func (g *Gateway) Go(f func()) { g.wg.Go(f) }
 
 // StopLocked takes an endpoint off the shared stream at its current
 // position and stops its pipeline once it has delivered what it was given

@@ -714,3 +714,35 @@ func TestAHeldEndpointStartsWhereItCameIntoBeing(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// What Go started is waited for by Run: Run returns only once it has
+// returned (the endpoints table's follower drops a deleted endpoint's
+// cursor that way, before the store is closed).
+func TestRunWaitsForWhatGoStarted(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	g, done := f.run(ctx)
+	waitFor(t, "the endpoint to start", func() bool { return len(g.Keys()) == 1 })
+	release, ended := make(chan struct{}), make(chan struct{})
+	g.Go(func() {
+		<-release
+		close(ended)
+	})
+	cancel()
+	returned := make(chan bool)
+	go func() {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		select {
+		case <-ended:
+			returned <- true
+		default:
+			returned <- false
+		}
+	}()
+	close(release)
+	if !<-returned {
+		t.Fatal("Run returned before the goroutine Go started had")
+	}
+}

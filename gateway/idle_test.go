@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -289,7 +290,12 @@ func TestAnOldCheckpointFileRestartsWithoutLoss(t *testing.T) {
 // shared cursor back while the others go idle and wake again, every
 // linger of a millisecond) among 2,000 idle ones; the store's file is
 // read at a hundred moments, each against what the endpoints had
-// delivered just after.
+// delivered just after. Then three moments made on purpose, which do not
+// depend on how the saves and the traffic fall: an idle endpoint without
+// a cursor of its own wakes for an event while its pipeline's first save
+// waits and its sink holds the event; the shared stream reads on past it,
+// and the shared cursor is written: it must stay at the endpoint's base
+// (the shared cursor's hold), or the file then loses the event.
 func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 	f := newFixture(t, 5)
 	f.quiet(2000)
@@ -300,7 +306,8 @@ func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 	f.recs["hooks/ep4"].delay = 10 * time.Millisecond
 	// The pipelines' saves take a while: a woken endpoint is long without
 	// a durable cursor of its own, which the shared cursor must wait for.
-	slow := slowSaves{checkpoint.NewGroupCommit(f.store), 20 * time.Millisecond}
+	held := &heldSaves{Store: checkpoint.NewGroupCommit(f.store)}
+	slow := slowSaves{held, 20 * time.Millisecond}
 	f.cfg.NewPipeline = func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 		return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: slow, Start: start,
 			MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond, DrainTimeout: 300 * time.Millisecond})
@@ -313,19 +320,9 @@ func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 		delivered map[string]map[string]bool
 	}
 	var moments []moment
-	f.b.commit("t0")
-	waitFor(t, "the first save", func() bool { _, err := os.Stat(f.path); return err == nil })
-	for i := range 100 {
-		commitMany(f.b, 3+i%5)
-		if i%4 == 0 { // now and then, ep0 has delivered all it has
-			want := len(f.b.want("t0"))
-			waitFor(t, "ep0 to deliver", func() bool { return len(f.recs["hooks/ep0"].ids()) >= want })
-		}
+	snapshot := func() {
 		b, err := os.ReadFile(f.path)
 		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
 			t.Fatal(err)
 		}
 		m := moment{delivered: map[string]map[string]bool{}}
@@ -348,8 +345,60 @@ func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 		}
 		moments = append(moments, m)
 	}
+	f.b.commit("t0")
+	waitFor(t, "the first save", func() bool { _, err := os.Stat(f.path); return err == nil })
+	for i := range 100 {
+		commitMany(f.b, 3+i%5)
+		if i%4 == 0 { // now and then, ep0 has delivered all it has
+			want := len(f.b.want("t0"))
+			waitFor(t, "ep0 to deliver", func() bool { return len(f.recs["hooks/ep0"].ids()) >= want })
+		}
+		snapshot()
+	}
 	f.waitAll()
 	waitIdle(t, g, f.store)
+
+	// The moments made on purpose: the shared cursor's hold.
+	for _, key := range []string{"hooks/ep1", "hooks/ep2", "hooks/ep3"} {
+		waitFor(t, key+"'s own cursor to be passed and deleted", func() bool {
+			_, err := f.store.Load(t.Context(), key)
+			return errors.Is(err, checkpoint.ErrNotFound)
+		})
+		r := f.recs[key]
+		waiting := held.hold(key)
+		r.mu.Lock()
+		r.hold = make(chan struct{})
+		r.mu.Unlock()
+		f.b.commit(f.tenant(key)) // it wakes; its first save waits, its sink holds the event
+		waitFor(t, key+"'s pipeline to save its start", func() bool {
+			select {
+			case <-waiting:
+				return true
+			default:
+				return false
+			}
+		})
+		for range 3 {
+			f.b.commit() // the shared stream reads on past its event
+		}
+		end := pos(len(f.b.txns))
+		waitFor(t, "the shared stream to read the last transaction", func() bool { return g.hub.Position() == end })
+		if err := g.saveShared(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		snapshot()
+		m := moments[len(moments)-1]
+		if _, own := m.cps[key]; own {
+			t.Fatalf("%s has a cursor of its own while its first save waits: this moment does not try the shared cursor's hold", key)
+		}
+		held.release()
+		r.mu.Lock()
+		close(r.hold)
+		r.hold = nil
+		r.mu.Unlock()
+		f.waitAll()
+		waitIdle(t, g, f.store)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -383,6 +432,56 @@ func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 	t.Logf("%d moments, %d cursors checked", len(moments), checked)
 }
 
+// heldSaves is a store whose saves of one key, while held, wait until
+// released.
+type heldSaves struct {
+	checkpoint.Store
+	mu      sync.Mutex
+	key     string
+	gate    chan struct{} // nil: none held
+	waiting chan struct{} // closed once a save of key waits
+}
+
+// hold makes the saves of key wait until release; the channel it returns
+// is closed once one waits.
+func (h *heldSaves) hold(key string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.key, h.gate, h.waiting = key, make(chan struct{}), make(chan struct{})
+	return h.waiting
+}
+
+func (h *heldSaves) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.gate)
+	h.key, h.gate = "", nil
+}
+
+func (h *heldSaves) Save(ctx context.Context, key string, cp checkpoint.Checkpoint) error {
+	h.mu.Lock()
+	gate := h.gate
+	if key != h.key {
+		gate = nil
+	}
+	if gate != nil {
+		select {
+		case <-h.waiting:
+		default:
+			close(h.waiting)
+		}
+	}
+	h.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Store.Save(ctx, key, cp)
+}
+
 // slowSaves is a store whose saves take d longer.
 type slowSaves struct {
 	checkpoint.Store
@@ -401,13 +500,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 	const n = 10000
 	var per float64
 	for b.Loop() {
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapAlloc
-		}
-		before := heap()
+		before := heapAlloc()
 		f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
 		store := &memStore{}
 		f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open}, Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
@@ -428,7 +521,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 			g.mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
-		per = float64(heap()-before) / n
+		per = float64(heapAlloc()-before) / n
 		cancel()
 		<-done
 		runtime.KeepAlive(g)

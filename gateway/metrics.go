@@ -4,14 +4,17 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/metrics"
 )
 
@@ -89,18 +92,20 @@ type SinkMetrics struct {
 
 // EndpointStats is what /endpoints reports of one endpoint.
 type EndpointStats struct {
-	Endpoint    string `json:"endpoint"`
-	State       string `json:"state"`
-	Delivered   uint64 `json:"delivered"`
-	Failed      uint64 `json:"failed"`
-	Retried     uint64 `json:"retried"`
-	DeadLetters uint64 `json:"dead_letters"`
-	InFlight    int    `json:"in_flight"`
+	Endpoint string `json:"endpoint"`
+	State    string `json:"state"`
+	// The counts and figures below are left out of the JSON when zero
+	// (an idle endpoint that never failed is its name and its state).
+	Delivered   uint64 `json:"delivered,omitempty"`
+	Failed      uint64 `json:"failed,omitempty"`
+	Retried     uint64 `json:"retried,omitempty"`
+	DeadLetters uint64 `json:"dead_letters,omitempty"`
+	InFlight    int    `json:"in_flight,omitempty"`
 	// LagSeconds is the age of its oldest unacknowledged event (0: none).
-	LagSeconds float64 `json:"lag_seconds"`
+	LagSeconds float64 `json:"lag_seconds,omitempty"`
 	// P99Seconds is the 99th percentile of its commit-to-ack latency, from
 	// metrics.LatencyBuckets (an upper bound), over its life.
-	P99Seconds float64   `json:"p99_seconds"`
+	P99Seconds float64   `json:"p99_seconds,omitempty"`
 	LastSave   time.Time `json:"last_checkpoint_save,omitzero"`
 	Stopped    string    `json:"stopped,omitempty"`
 	// Invalid says why its row of the endpoints table cannot be used
@@ -125,19 +130,31 @@ type EndpointStats struct {
 	DeadLetterWaiting string `json:"dead_letter_waiting,omitempty"`
 }
 
-// endpointStats are the figures of one endpoint that has any (its
-// EndpointStats' Endpoint and State are not kept here: SinkMetrics.states
-// has them).
+// endpointStats are the figures of one endpoint that has any: what
+// EndpointStats shows of it that is not worked out when it is read (its
+// name and state are SinkMetrics.states', its lag, p99 and held seconds
+// are read from oldest, latency and HeldSince). Every endpoint that has
+// delivered keeps one (BenchmarkEndpointFiguresMemory).
 type endpointStats struct {
-	EndpointStats
+	Delivered, Failed, Retried, DeadLetters uint64
+	InFlight                                int
+	LastSave, Failing, HeldSince            time.Time
+	Stopped, Invalid, Cursor                string
+	DeadLetterWaiting                       string
+
 	waiting metrics.WaitingDeadLetters
 	bytes   int
 	oldest  time.Time
 	file    string // binlog file of its last saved cursor
-	// latency counts per metrics.LatencyBuckets, and one past the last;
-	// nil until it delivered.
-	latency []uint64
+	// latency counts per metrics.LatencyBuckets, and one past the last
+	// (in place: no allocation of its own).
+	latency [numLatency]uint32
 }
+
+// numLatency is how many counts an endpoint's latency has: one per
+// metrics.LatencyBuckets, and one past the last
+// (TestLatencyCountsMatchTheBuckets).
+const numLatency = 19
 
 // Sink returns the metrics of the webhook sink name (the same each call).
 func (gm *Metrics) Sink(name string) *SinkMetrics {
@@ -275,10 +292,9 @@ func (o *EndpointMetrics) Delivered(e *event.Event, at time.Time) {
 		if !e.CommitTime.IsZero() {
 			d := max(at.Sub(e.CommitTime).Seconds(), 0)
 			i, _ := slices.BinarySearch(metrics.LatencyBuckets, d)
-			if s.latency == nil {
-				s.latency = make([]uint64, len(metrics.LatencyBuckets)+1)
+			if s.latency[i] < math.MaxUint32 {
+				s.latency[i]++
 			}
-			s.latency[i]++
 		}
 	})
 }
@@ -417,12 +433,17 @@ func (o *EndpointMetrics) Foreign(why string) { o.g.base.Foreign(why) }
 func (g *SinkMetrics) Stopped(err error) { g.base.Stopped(err) }
 
 // Endpoints returns every endpoint's figures, oldest unacknowledged first.
-func (g *SinkMetrics) Endpoints() []EndpointStats {
+func (g *SinkMetrics) Endpoints() []EndpointStats { return g.endpoints(nil) }
+
+// endpoints is Endpoints of those whose state keep selects (nil: all).
+func (g *SinkMetrics) endpoints(keep func(State) bool) []EndpointStats {
 	now := g.gm.m.Now()
 	g.mu.Lock()
 	out := make([]EndpointStats, 0, len(g.states))
 	for key, st := range g.states {
-		out = append(out, g.endpointLocked(key, st, now))
+		if keep == nil || keep(st) {
+			out = append(out, g.endpointLocked(key, st, now))
+		}
 	}
 	g.mu.Unlock()
 	sortByLag(out)
@@ -445,12 +466,14 @@ func (g *SinkMetrics) endpointLocked(key string, st State, now time.Time) Endpoi
 	if s == nil {
 		return EndpointStats{Endpoint: key, State: st.String()}
 	}
-	e := s.EndpointStats
-	e.Endpoint, e.State = key, st.String()
+	e := EndpointStats{Endpoint: key, State: st.String(),
+		Delivered: s.Delivered, Failed: s.Failed, Retried: s.Retried, DeadLetters: s.DeadLetters, InFlight: s.InFlight,
+		LastSave: s.LastSave, Stopped: s.Stopped, Invalid: s.Invalid, Failing: s.Failing,
+		Cursor: s.Cursor, HeldSince: s.HeldSince, DeadLetterWaiting: s.DeadLetterWaiting}
 	if s.InFlight > 0 && !s.oldest.IsZero() {
 		e.LagSeconds = max(now.Sub(s.oldest).Seconds(), 0)
 	}
-	e.P99Seconds = quantile(s.latency, 0.99)
+	e.P99Seconds = quantile(s.latency[:], 0.99)
 	if e.Cursor != "" && !e.HeldSince.IsZero() {
 		e.HeldSeconds = max(now.Sub(e.HeldSince).Seconds(), 0)
 	}
@@ -458,11 +481,11 @@ func (g *SinkMetrics) endpointLocked(key string, st State, now time.Time) Endpoi
 }
 
 // quantile reads q from per-bucket counts (upper bounds; +Inf past the last).
-func quantile(counts []uint64, q float64) float64 {
+func quantile(counts []uint32, q float64) float64 {
 	buckets := metrics.LatencyBuckets
 	var n uint64
 	for _, c := range counts {
-		n += c
+		n += uint64(c)
 	}
 	if n == 0 {
 		return 0
@@ -470,7 +493,7 @@ func quantile(counts []uint64, q float64) float64 {
 	rank := uint64(q*float64(n-1)) + 1
 	var seen uint64
 	for i, c := range counts {
-		seen += c
+		seen += uint64(c)
 		if seen >= rank {
 			if i < len(buckets) {
 				return buckets[i]
@@ -569,24 +592,159 @@ func (gm *Metrics) all() map[string]*SinkMetrics {
 }
 
 // Stats returns every gateway endpoint's figures by webhook sink (what
-// /endpoints serves); sink, when set, selects one sink.
+// /endpoints serves without a limit); sink, when set, selects one sink.
 func (gm *Metrics) Stats(sink string) map[string][]EndpointStats {
+	return gm.stats(sink, nil)
+}
+
+// stats is Stats of the endpoints whose state keep selects (nil: all).
+func (gm *Metrics) stats(sink string, keep func(State) bool) map[string][]EndpointStats {
 	out := map[string][]EndpointStats{}
 	for k, g := range gm.all() {
 		if sink == "" || k == sink {
-			out[k] = g.Endpoints()
+			out[k] = g.endpoints(keep)
 		}
 	}
 	return out
 }
 
-// EndpointsHandler serves every gateway endpoint's figures as JSON
-// (/endpoints; ?sink=NAME for one webhook sink).
+// figuresKey is an endpoint's place in a paged /endpoints: its webhook
+// sink, then its key.
+type figuresKey struct{ sink, key string }
+
+// cursorFigures is the letter of /endpoints' cursors (paging.EncodeCursor).
+const cursorFigures = 'g'
+
+// page returns a page of the endpoints' figures, by sink (sink, when set,
+// selects one) then key, after after: at most limit of those whose state
+// keep selects (nil: all), and, when there are more, the key the next
+// page starts after. A page costs a pass over the endpoints' states (no
+// sort of them all) and the figures of its own endpoints only.
+func (gm *Metrics) page(sink string, keep func(State) bool, after figuresKey, limit int) ([]EndpointStats, figuresKey, bool, error) {
+	sinks := gm.all()
+	names := make([]string, 0, len(sinks))
+	for n := range sinks {
+		if (sink == "" || n == sink) && n >= after.sink {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	type item struct {
+		sink string
+		e    EndpointStats
+	}
+	read := func(after figuresKey, n int) ([]item, error) {
+		var out []item
+		for _, name := range names {
+			if name < after.sink {
+				continue
+			}
+			from := ""
+			if name == after.sink {
+				from = after.key
+			}
+			for _, e := range sinks[name].after(from, keep, n-len(out)) {
+				out = append(out, item{name, e})
+			}
+			if len(out) == n {
+				break
+			}
+		}
+		return out, nil
+	}
+	key := func(x item) figuresKey { return figuresKey{x.sink, x.e.Endpoint} }
+	items, next, more, err := paging.Fill(limit, after, read, key, func(item) bool { return true })
+	page := make([]EndpointStats, len(items))
+	for i, x := range items {
+		page[i] = x.e
+	}
+	return page, next, more, err
+}
+
+// after returns the figures of at most n endpoints with a key above from
+// whose state keep selects (nil: all), in key order.
+func (g *SinkMetrics) after(from string, keep func(State) bool, n int) []EndpointStats {
+	now := g.gm.m.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// The n least keys above from, kept sorted: one pass over the states.
+	var least []string
+	for key, st := range g.states {
+		if key <= from || keep != nil && !keep(st) {
+			continue
+		}
+		if len(least) == n && key >= least[n-1] {
+			continue
+		}
+		i, _ := slices.BinarySearch(least, key)
+		least = slices.Insert(least, i, key)
+		if len(least) > n {
+			least = least[:n]
+		}
+	}
+	out := make([]EndpointStats, len(least))
+	for i, key := range least {
+		out[i] = g.endpointLocked(key, g.states[key], now)
+	}
+	return out
+}
+
+// stateFilter reads /endpoints' state: one of the States, or running
+// (attached, waiting or catching_up); "" keeps all (nil).
+func stateFilter(q string) (func(State) bool, error) {
+	if q == "" {
+		return nil, nil
+	}
+	if q == "running" {
+		return State.Running, nil
+	}
+	names := []string{"running"}
+	for _, st := range States {
+		if st.String() == q {
+			return func(s State) bool { return s == st }, nil
+		}
+		names = append(names, st.String())
+	}
+	return nil, fmt.Errorf("state %q: use one of %s", q, strings.Join(names, ", "))
+}
+
+// EndpointsHandler serves gateway endpoints' figures as JSON
+// (/endpoints). ?sink=NAME selects one webhook sink, ?state=STATE the
+// endpoints in that state (or running). Without limit or iterator: every
+// endpoint selected, by sink, worst lag first. With either: a page of at
+// most limit (paging.Limit) in the order of their keys,
+// {"endpoints": [...], "done": bool, "next": iterator}, the next page
+// asked for with ?iterator=next (and the same sink and state).
 func (gm *Metrics) EndpointsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		out := gm.Stats(r.URL.Query().Get("sink"))
+		v := r.URL.Query()
+		bad := func(err error) { http.Error(w, err.Error(), http.StatusBadRequest) }
+		keep, err := stateFilter(v.Get("state"))
+		if err != nil {
+			bad(err)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
+		if !v.Has("limit") && !v.Has("iterator") {
+			_ = json.NewEncoder(w).Encode(gm.stats(v.Get("sink"), keep))
+			return
+		}
+		limit, err := paging.Limit(v)
+		if err != nil {
+			bad(err)
+			return
+		}
+		var after figuresKey
+		if it := v.Get("iterator"); it != "" {
+			f, err := paging.DecodeCursor(cursorFigures, it, 2)
+			if err != nil {
+				bad(err)
+				return
+			}
+			after = figuresKey{f[0], f[1]}
+		}
+		page, next, more, _ := gm.page(v.Get("sink"), keep, after, limit)
+		_ = json.NewEncoder(w).Encode(paging.Answer("endpoints", page, paging.EncodeCursor(cursorFigures, next.sink, next.key), more))
 	})
 }
 

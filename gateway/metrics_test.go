@@ -7,8 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/paging"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 )
@@ -403,4 +407,233 @@ func TestEndpointsAreCountedAsTheyReportTheirStates(t *testing.T) {
 	if n := len(g.figs); n != 3 {
 		t.Errorf("%d endpoints have figures, want 3 (a, bad, failing): the idle and the off ones cost their state only", n)
 	}
+}
+
+// /endpoints pages with limit and iterator (package paging's cursor): the
+// pages of a walk hold every endpoint that exists throughout it exactly
+// once, in key order, whatever is added and forgotten meanwhile; state
+// selects, in a page and in the whole answer; a bad state, limit or
+// iterator is a 400 that says why.
+func TestEndpointsPagesAreCompleteAndStable(t *testing.T) {
+	m, gm, _, c := newMetricsTest(t)
+	want := map[string]bool{} // endpoints there throughout
+	disabled := map[string]bool{}
+	for _, sink := range []string{"hooks", "other"} {
+		g := gm.Sink(sink)
+		for i := range 120 {
+			key := fmt.Sprintf("%s/ep%03d", sink, i)
+			st := Attached
+			if i%7 == 3 {
+				st = Disabled
+				disabled[key] = true
+			}
+			g.State(key, st)
+			if i%2 == 0 {
+				g.Endpoint(key).Delivered(&event.Event{ID: "x", CommitTime: c.t.Add(-time.Second)}, c.t)
+			}
+			if i%5 != 1 {
+				want[key] = true
+			} // the others are forgotten during the walk
+		}
+	}
+	srv := httptest.NewServer(metrics.Handler(m, prometheus.NewRegistry(), 0))
+	defer srv.Close()
+	get := func(q string, out any) int {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/endpoints" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	type page struct {
+		Endpoints []EndpointStats `json:"endpoints"`
+		Done      bool            `json:"done"`
+		Next      string          `json:"next"`
+	}
+	walk := func(q string, during func(n int)) []string {
+		var got []string
+		it := ""
+		for n := 0; ; n++ {
+			var p page
+			if code := get(q+"&iterator="+url.QueryEscape(it), &p); code != http.StatusOK {
+				t.Fatalf("page %d of %s: %d", n, q, code)
+			}
+			for _, e := range p.Endpoints {
+				got = append(got, e.Endpoint)
+			}
+			if p.Done != (p.Next == "") {
+				t.Fatalf("page %d: done %v, next %q", n, p.Done, p.Next)
+			}
+			if p.Done {
+				return got
+			}
+			it = p.Next
+			during(n)
+		}
+	}
+	got := walk("?limit=7", func(n int) {
+		// Meanwhile: endpoints forgotten, and others added.
+		for _, sink := range []string{"hooks", "other"} {
+			g := gm.Sink(sink)
+			g.Forget(fmt.Sprintf("%s/ep%03d", sink, 5*n+1))
+			delete(disabled, fmt.Sprintf("%s/ep%03d", sink, 5*n+1))
+			g.State(fmt.Sprintf("%s/new%03d", sink, n), Attached)
+		}
+	})
+	if !slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(a, b) }) {
+		t.Errorf("the pages are not in key order: %v", got)
+	}
+	seen := map[string]int{}
+	for _, k := range got {
+		seen[k]++
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("%s, there throughout the walk, is on %d pages, want 1", k, seen[k])
+		}
+	}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("%s is on %d pages", k, n)
+		}
+	}
+
+	got = walk("?sink=hooks&state=disabled&limit=3", func(int) {})
+	for _, k := range got {
+		if !disabled[k] || !strings.HasPrefix(k, "hooks/") {
+			t.Errorf("state=disabled&sink=hooks lists %s", k)
+		}
+	}
+	n := 0
+	for k := range disabled {
+		if strings.HasPrefix(k, "hooks/") {
+			n++
+		}
+	}
+	if len(got) != n {
+		t.Errorf("state=disabled&sink=hooks lists %d endpoints, want %d", len(got), n)
+	}
+	var all map[string][]EndpointStats
+	if get("?state=disabled", &all); len(all["hooks"])+len(all["other"]) != len(disabled) {
+		t.Errorf("/endpoints?state=disabled (every endpoint, no limit) lists %d, want %d", len(all["hooks"])+len(all["other"]), len(disabled))
+	}
+	for _, q := range []string{"?state=asleep", "?limit=0", "?limit=1001", "?iterator=abc", "?iterator=" + url.QueryEscape(paging.EncodeCursor('e', "hooks", "0", "x"))} {
+		if code := get(q, &all); code != http.StatusBadRequest {
+			t.Errorf("/endpoints%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// An endpoint's figures on /endpoints leave out what is zero: an idle one
+// that never had an event is its name and its state.
+func TestEndpointFiguresLeaveOutZeros(t *testing.T) {
+	b, err := json.Marshal(EndpointStats{Endpoint: "hooks/ep1", State: "attached"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != `{"endpoint":"hooks/ep1","state":"attached"}` {
+		t.Errorf("an idle endpoint's figures: %s", got)
+	}
+}
+
+// BenchmarkEndpointsAt100000 serves /endpoints of 100,000 endpoints that
+// each delivered one event and saved a cursor (as after one event to
+// every endpoint): the whole answer (B/endpoint) and a page of 100 of them
+// (ns/op per page, B/page).
+func BenchmarkEndpointsAt100000(b *testing.B) {
+	const n = 100_000
+	gm, g := benchSink(b)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("hooks/ep%06d", i)
+		g.State(keys[i], Attached)
+	}
+	deliverOnce(g, keys)
+	h := gm.EndpointsHandler()
+	serve := func(q string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/endpoints"+q, nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%s: %d %s", q, rec.Code, rec.Body)
+		}
+		return rec.Body.Len()
+	}
+	all := serve("")
+	var size int
+	b.ResetTimer()
+	for b.Loop() {
+		size = serve("?limit=100&iterator=" + paging.EncodeCursor(cursorFigures, "hooks", "hooks/ep050000"))
+	}
+	b.ReportMetric(float64(all)/n, "B/endpoint")
+	b.ReportMetric(float64(size), "B/page")
+}
+
+// BenchmarkEndpointFiguresMemory reports the heap an endpoint's figures
+// take once it has delivered an event and saved its cursor (what every
+// endpoint of a gateway keeps after one event to each), over 100,000
+// endpoints: beyond its state, which every endpoint has.
+func BenchmarkEndpointFiguresMemory(b *testing.B) {
+	const n = 100_000
+	var per float64
+	for b.Loop() {
+		_, g := benchSink(b)
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("hooks/ep%06d", i)
+			g.State(keys[i], Attached)
+		}
+		before := heapAlloc()
+		deliverOnce(g, keys)
+		per = float64(heapAlloc()-before) / n
+		runtime.KeepAlive(g)
+	}
+	b.ReportMetric(per, "B/endpoint")
+}
+
+// An endpoint's latency counts are one per metrics.LatencyBuckets, and one
+// past the last.
+func TestLatencyCountsMatchTheBuckets(t *testing.T) {
+	if numLatency != len(metrics.LatencyBuckets)+1 {
+		t.Fatalf("numLatency is %d; metrics.LatencyBuckets has %d buckets: make it %d", numLatency, len(metrics.LatencyBuckets), len(metrics.LatencyBuckets)+1)
+	}
+}
+
+// benchSink returns a gateway's metrics and its webhook sink hooks, for a
+// benchmark.
+func benchSink(b *testing.B) (*Metrics, *SinkMetrics) {
+	m, err := metrics.New(prometheus.NewRegistry(), "v1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gm, err := NewMetrics(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gm, gm.Sink("hooks")
+}
+
+// deliverOnce has each endpoint of keys deliver an event (20 ms after its
+// commit) and save its cursor.
+func deliverOnce(g *SinkMetrics, keys []string) {
+	now := time.Now()
+	for i, key := range keys {
+		ep := g.Endpoint(key)
+		ep.Delivered(&event.Event{ID: "x", CommitTime: now.Add(-20 * time.Millisecond)}, now)
+		ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
+	}
+}
+
+// heapAlloc is the heap in use after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

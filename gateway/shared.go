@@ -169,8 +169,11 @@ func (g *Gateway) keepShared(ctx context.Context) {
 // cursor yet, whichever is first, and, in the same write, saves the
 // pending cursors and deletes the cursors of idle endpoints that S passes
 // (they had no event since, or they would have woken). A write's keys are
-// S and those that moved: never every endpoint's.
+// S and those that moved: never every endpoint's. One runs at a time
+// (g.saving): two writes decided apart could land in the other order.
 func (g *Gateway) saveShared(ctx context.Context) error {
+	g.saving.Lock()
+	defer g.saving.Unlock()
 	h := g.hub
 	h.Lock()
 	g.mu.Lock()

@@ -71,7 +71,9 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)})
+	// Stopped, and waited for, before the checkpoint's directory is
+	// removed: the relay writes there until its Run returns.
+	startRelay(t, cfg, relay.Options{Logger: relaytest.Stderr(slog.LevelError)}).StopAtEnd(t)
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	ctx := context.Background()
 	info, err := source.ReadInfo(ctx, db)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/receiver"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/relay"
@@ -38,21 +40,14 @@ func benchTableRows(b *testing.B) int {
 }
 
 // fillEndpointsTable inserts n rows (ids r000000..., one tenant each, all
-// to url), 1,000 a statement.
-func fillEndpointsTable(b *testing.B, exec func(q string, args ...any), n int, url string) {
+// to url).
+func fillEndpointsTable(b *testing.B, db *sql.DB, n int, url string) {
 	b.Helper()
-	for i := 0; i < n; i += 1000 {
-		var q strings.Builder
-		q.WriteString("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ")
-		var args []any
-		for j := i; j < min(i+1000, n); j++ {
-			if j > i {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?)")
-			args = append(args, fmt.Sprintf("r%07d", j), url, fmt.Sprintf("t%07d", j))
-		}
-		exec(q.String(), args...)
+	err := outboxtest.InsertEndpoints(b.Context(), db, n, func(i int) outboxtest.EndpointRow {
+		return outboxtest.EndpointRow{ID: fmt.Sprintf("r%07d", i), URL: url, Tenant: fmt.Sprintf("t%07d", i)}
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -77,7 +72,7 @@ func BenchmarkNewEndpointRowToDelivery(b *testing.B) {
 	rc := receiver.Start(b, nil)
 	got := make(chan string, 16)
 	rc.OnAccept(func(r receiver.Request) { got <- r.EventID })
-	fillEndpointsTable(b, exec, n, rc.URL+"/hook")
+	fillEndpointsTable(b, db, n, rc.URL+"/hook")
 	dir := b.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/console"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -249,12 +250,12 @@ func measureGateway(ctx context.Context, env *gatewayEnv, n int) (row gatewayRow
 		return fail(err)
 	}
 	defer db.Close()
-	for _, q := range []string{gatewayOutboxSchema, webhook.EndpointsTableSchema} {
+	for _, q := range []string{outboxtest.TenantSchema, webhook.EndpointsTableSchema} {
 		if _, err := db.Exec(q); err != nil {
 			return fail(fmt.Errorf("%.60s: %w", q, err))
 		}
 	}
-	if err := insertEndpointRows(db, env.recv.srv.URL, n); err != nil {
+	if err := insertEndpointRows(ctx, db, env.recv.srv.URL, n); err != nil {
 		return fail(fmt.Errorf("endpoint rows: %w", err))
 	}
 	token, hash := console.NewToken()
@@ -424,38 +425,15 @@ func (r *gwReceiver) reachedCount() int {
 	return r.reached
 }
 
-// gatewayOutboxSchema is the gateway rows' outbox: a tenant column, handed
-// to the endpoints as a header.
-const gatewayOutboxSchema = `CREATE TABLE outbox (
-  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  id VARCHAR(64) NOT NULL UNIQUE,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  tenant VARCHAR(16) NOT NULL
-)`
-
 func endpointID(i int) string { return fmt.Sprintf("ep%06d", i) }
 func tenantOf(i int) string   { return fmt.Sprintf("t%06d", i) }
 
-// insertEndpointRows inserts n endpoint rows, 1,000 per statement: row i
-// is endpoint i's, of tenant i, posting to the receiver's /gw/i.
-func insertEndpointRows(db *sql.DB, url string, n int) error {
-	for lo := 0; lo < n; lo += 1000 {
-		var q strings.Builder
-		q.WriteString("INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ")
-		for i := lo; i < min(n, lo+1000); i++ {
-			if i > lo {
-				q.WriteByte(',')
-			}
-			fmt.Fprintf(&q, "('%s', '%s/gw/%d', '%s', '%s')", endpointID(i), url, i, benchSecret, tenantOf(i))
-		}
-		if _, err := db.Exec(q.String()); err != nil {
-			return err
-		}
-	}
-	return nil
+// insertEndpointRows inserts n endpoint rows: row i is endpoint i's, of
+// tenant i, posting to the receiver's /gw/i.
+func insertEndpointRows(ctx context.Context, db *sql.DB, url string, n int) error {
+	return outboxtest.InsertEndpoints(ctx, db, n, func(i int) outboxtest.EndpointRow {
+		return outboxtest.EndpointRow{ID: endpointID(i), URL: fmt.Sprintf("%s/gw/%d", url, i), Secrets: benchSecret, Tenant: tenantOf(i)}
+	})
 }
 
 // commitEvents commits one event for each endpoint of is (its tenant's,

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +58,7 @@ func TestGatewaySIGKILLLosesNothingForAnyEndpoint(t *testing.T) {
 	defer hooks.Close()
 
 	dir := t.TempDir()
-	cfgPath, cpPath := filepath.Join(dir, "relay.yaml"), filepath.Join(dir, "checkpoints.json")
+	cpPath := filepath.Join(dir, "checkpoints.json")
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
@@ -78,26 +76,8 @@ sinks:
 		fmt.Fprintf(&b, "        - {name: e%03d, url: \"%s/e/%d\", body: raw, max_concurrency: 4, filter: {headers: {tenant: t%d}}, retry: {initial_backoff: 50ms, max_backoff: 500ms}}\n",
 			i, hooks.URL, i, i%tenants)
 	}
-	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "relay.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	showLog := func() {
-		b, _ := os.ReadFile(logPath)
-		t.Logf("relay log:\n%s", tail(b))
-	}
-	cmd := startRelay(t, bin, cfgPath, logf, logf)
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
+	relay := startKilledRelay(t, bin, dir, b.String())
+	showLog := relay.showLog
 	waitForFile(t, cpPath, 30*time.Second)
 
 	w := &outboxtest.TenantWorkload{}
@@ -118,12 +98,9 @@ sinks:
 		default:
 			killsWhileProducing++
 		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		relay.kill()
 		gen.Add(1)
-		cmd = startRelay(t, bin, cfgPath, logf, logf)
+		relay.start()
 	}
 	<-produced
 	total := w.Events()
@@ -144,8 +121,7 @@ sinks:
 		return true
 	}
 	eventually.Within(t, 4*time.Minute, "every endpoint to receive every event of its tenant", complete, showLog)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := relay.stop(); err != nil {
 		t.Errorf("relay exited with %v after SIGTERM", err)
 	}
 

@@ -11,13 +11,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,7 +132,6 @@ func TestWebhookRetriesPendingSurviveSIGKILL(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "relay.yaml")
 	cpPath := filepath.Join(dir, "checkpoints.json")
 	cfg := fmt.Sprintf(`
 source: {host: 127.0.0.1, port: %d, user: root, server_id: %d, heartbeat: 1s}
@@ -154,37 +151,14 @@ sinks:
           retry: {initial_backoff: 100ms, max_backoff: 500ms, max_attempts: 10000}
 log: {level: warn}
 `, srv.Port, testserver.ServerID(), dbname, cpPath, rc.URL, oldSecret, secret)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "relay.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	showLog := func() {
-		b, _ := os.ReadFile(logPath)
-		t.Logf("relay log:\n%s", tail(b))
-	}
-	start := func() *exec.Cmd { return startRelay(t, bin, cfgPath, logf, logf) }
+	relay := startKilledRelay(t, bin, dir, cfg)
+	showLog := relay.showLog
 	kills := 0
-	kill := func(cmd *exec.Cmd) {
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+	kill := func() {
+		relay.kill()
 		kills++
 		rc.NextGen() // later requests come from the next process
 	}
-
-	cmd := start()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
 	eventually.Within(t, 30*time.Second, "the start checkpoint", func() bool {
 		_, err := os.Stat(cpPath)
 		return err == nil
@@ -213,9 +187,9 @@ log: {level: warn}
 	for _, r := range rc.Requests() {
 		pendingAtKill[r.EventID] = true
 	}
-	kill(cmd)
+	kill()
 	phase("kill 1")
-	cmd = start()
+	relay.start()
 
 	// The new process retries the same events, then the endpoint recovers.
 	eventually.Within(t, 20*time.Second, "retries after the restart", func() bool { return retried(1) }, showLog)
@@ -227,16 +201,15 @@ log: {level: warn}
 		return receiver.Unique(rc.Accepted("")) >= total/4
 	}, showLog)
 	acceptedAtKill2 := receiver.Unique(rc.Accepted(""))
-	kill(cmd)
+	kill()
 	phase("kill 2")
-	cmd = start()
+	relay.start()
 
 	eventually.Within(t, 30*time.Second, "every event accepted", func() bool {
 		return receiver.Unique(rc.Accepted("")) >= total
 	}, showLog)
 	phase("all accepted")
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := relay.stop(); err != nil {
 		t.Errorf("relay exited with %v after SIGTERM", err)
 		showLog()
 	}

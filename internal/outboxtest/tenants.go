@@ -81,17 +81,59 @@ func (w *TenantWorkload) Lookup(id string) (TenantEvent, bool) {
 	return e, ok
 }
 
+// init makes w's maps.
+func (w *TenantWorkload) init() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byTenant == nil {
+		w.byTenant, w.byID = map[int][]TenantEvent{}, map[string]TenantEvent{}
+	}
+}
+
+// CommitEach commits one event for each of tenants (id
+// "<prefix>-<tenant>", on an aggregate of its own), perTxn events a
+// transaction, and records them in w: a wave that touches many endpoints
+// once.
+func CommitEach(ctx context.Context, t testing.TB, db *sql.DB, w *TenantWorkload, prefix string, tenants []int, perTxn int) {
+	t.Helper()
+	w.init()
+	for lo := 0; lo < len(tenants); lo += perTxn {
+		var evs []TenantEvent
+		var vals []string
+		var args []any
+		for _, tn := range tenants[lo:min(len(tenants), lo+perTxn)] {
+			e := TenantEvent{ID: fmt.Sprintf("%s-%d", prefix, tn), AggregateID: fmt.Sprintf("t%d-%s", tn, prefix), Tenant: tn}
+			evs = append(evs, e)
+			vals = append(vals, "(?, 'order', ?, 'created', '{}', ?)")
+			args = append(args, e.ID, e.AggregateID, "t"+strconv.Itoa(tn))
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES "+strings.Join(vals, ","), args...); err != nil {
+			t.Fatalf("commit a wave's events: %v", err)
+		}
+		w.record(evs)
+	}
+}
+
+// record adds evs, one transaction's, committed now.
+func (w *TenantWorkload) record(evs []TenantEvent) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range evs {
+		e.At = now
+		w.byTenant[e.Tenant] = append(w.byTenant[e.Tenant], e)
+		w.byID[e.ID] = e
+	}
+	w.txns++
+}
+
 // ProduceTenants runs l.Producers goroutines that together commit l.Txns
 // transactions at a steady rate (one per l.Every, per producer), each of 1
 // to 4 events of one tenant (every fifth of two) on aggregates that only
 // that producer writes. It returns when all are committed or ctx ends.
 func ProduceTenants(ctx context.Context, t testing.TB, db *sql.DB, w *TenantWorkload, l TenantLoad) {
 	t.Helper()
-	w.mu.Lock()
-	if w.byTenant == nil {
-		w.byTenant, w.byID = map[int][]TenantEvent{}, map[string]TenantEvent{}
-	}
-	w.mu.Unlock()
+	w.init()
 	var wg sync.WaitGroup
 	for p := range l.Producers {
 		wg.Go(func() {
@@ -139,15 +181,7 @@ func ProduceTenants(ctx context.Context, t testing.TB, db *sql.DB, w *TenantWork
 					}
 					return
 				}
-				now := time.Now()
-				w.mu.Lock()
-				for _, e := range evs {
-					e.At = now
-					w.byTenant[e.Tenant] = append(w.byTenant[e.Tenant], e)
-					w.byID[e.ID] = e
-				}
-				w.txns++
-				w.mu.Unlock()
+				w.record(evs)
 			}
 		})
 	}
@@ -191,4 +225,37 @@ func CheckTenant(w *TenantWorkload, tenant int, received []string) TenantReport 
 		}
 	}
 	return rep
+}
+
+// EndpointRow is one row of a webhook sink's endpoints table (the table
+// webhook.EndpointsTableSchema creates): Secrets and Tenant "" are NULL.
+type EndpointRow struct{ ID, URL, Secrets, Tenant string }
+
+// InsertEndpoints inserts n rows into db's endpoints table
+// (outbox_endpoints), row(i) for i in [0, n), 1,000 rows a statement: a
+// table of 100,000 rows fills in seconds.
+func InsertEndpoints(ctx context.Context, db *sql.DB, n int, row func(i int) EndpointRow) error {
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	for lo := 0; lo < n; lo += 1000 {
+		var q strings.Builder
+		q.WriteString("INSERT INTO outbox_endpoints (id, url, secrets, tenant) VALUES ")
+		var args []any
+		for i := lo; i < min(n, lo+1000); i++ {
+			if i > lo {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?)")
+			r := row(i)
+			args = append(args, r.ID, r.URL, null(r.Secrets), null(r.Tenant))
+		}
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("insert endpoint rows %d to %d: %w", lo, min(n, lo+1000)-1, err)
+		}
+	}
+	return nil
 }

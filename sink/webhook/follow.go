@@ -315,11 +315,11 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 				continue
 			}
 			te.rows[key] = r
-			go func() {
+			g.Go(func() {
 				if _, err := g.Enable(context.Background(), key, &ep); err != nil {
 					te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
 				}
-			}()
+			})
 			continue
 		}
 		switch {
@@ -334,7 +334,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			te.rows[key] = r
 			if _, err := te.store.Load(context.Background(), key); err == nil {
 				// Re-enabled: it resumes from its cursor, catching up.
-				go te.restart(g, key, nil)
+				g.Go(func() { te.restart(g, key, nil) })
 				continue
 			}
 			if err := g.StartLocked(ep); err != nil {
@@ -352,7 +352,8 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		default:
 			// read has validated the row; restart builds it.
 			te.rows[key] = old.changed(cols)
-			go te.restart(g, key, g.StopLocked(key))
+			done := g.StopLocked(key)
+			g.Go(func() { te.restart(g, key, done) })
 			te.log.Info("endpoint changed: its pipeline restarts with the new row", slog.String("endpoint", key), slog.String("at", txn.Position.String()))
 		}
 	}
@@ -401,7 +402,7 @@ func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp
 		} else {
 			te.log.Info("endpoints table: a row of an endpoint that was not running was deleted", slog.String("endpoint", key), slog.String("at", at.String()))
 		}
-		go te.forget(g, key, done)
+		g.Go(func() { te.forget(g, key, done) })
 		return
 	}
 	te.off[key] = true
@@ -411,14 +412,14 @@ func (te *tableEndpoints) stop(g *gateway.Gateway, key string, op event.ChangeOp
 	} else if g.Tap(key) == nil && !g.IsDisabled(key) {
 		te.hold(g, key)
 	}
-	go func() {
+	g.Go(func() {
 		<-done
 		g.Hub().Lock()
 		defer g.Hub().Unlock()
 		if te.off[key] && g.Tap(key) == nil && !g.IsDisabled(key) {
 			te.states.State(key, gateway.Off)
 		}
-	}()
+	})
 }
 
 // restart starts key once its old pipeline (done) has stopped, from its

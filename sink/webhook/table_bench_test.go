@@ -2,10 +2,8 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -29,21 +27,7 @@ func BenchmarkLoadEndpointsTable(b *testing.B) {
 	if _, err := db.Exec(EndpointsTableSchema); err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < n; i += 1000 {
-		var q strings.Builder
-		q.WriteString("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ")
-		var args []any
-		for j := i; j < min(i+1000, n); j++ {
-			if j > i {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, 'https://hooks.example/in', ?)")
-			args = append(args, fmt.Sprintf("r%07d", j), fmt.Sprintf("t%07d", j))
-		}
-		if _, err := db.Exec(q.String(), args...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fill(b, db, n)
 	tc := TableConfig{Table: dbname + ".outbox_endpoints", TenantHeader: "tenant"}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 )
 
@@ -59,24 +60,15 @@ func oneSession(t *testing.T, srv *testserver.Server, dbname string) *sql.DB {
 	return db
 }
 
-// fill inserts n rows r0000000... (one tenant each) into dbname's
-// endpoints table.
-func fill(t *testing.T, db *sql.DB, n int) {
+// fill inserts n rows r0000000... (one tenant each, t0000000...) into
+// dbname's endpoints table.
+func fill(t testing.TB, db *sql.DB, n int) {
 	t.Helper()
-	for i := 0; i < n; i += 500 {
-		var q strings.Builder
-		q.WriteString("INSERT INTO outbox_endpoints (id, url, tenant) VALUES ")
-		var args []any
-		for j := i; j < min(i+500, n); j++ {
-			if j > i {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, 'https://hooks.example/in', ?)")
-			args = append(args, fmt.Sprintf("r%07d", j), fmt.Sprintf("t%07d", j))
-		}
-		if _, err := db.Exec(q.String(), args...); err != nil {
-			t.Fatal(err)
-		}
+	err := outboxtest.InsertEndpoints(context.Background(), db, n, func(i int) outboxtest.EndpointRow {
+		return outboxtest.EndpointRow{ID: fmt.Sprintf("r%07d", i), URL: "https://hooks.example/in", Tenant: fmt.Sprintf("t%07d", i)}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
