@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,6 +116,9 @@ type partition struct {
 	Partition
 	g         *gateway.Gateway // nil until its gateway is built
 	committed int64
+	// shared is the key of its gateway's shared cursor
+	// (gateway.Config.SharedKey), or "": every endpoint has its own.
+	shared string
 }
 
 // New returns a replica; Run joins the group.
@@ -257,7 +261,7 @@ func (gr *Group) runOnce(ctx context.Context, p *partition, committed int64, log
 		return err
 	}
 	gr.mu.Lock()
-	p.g = g
+	p.g, p.shared = g, gc.SharedKey
 	gr.parts[p.Suffix] = p
 	gr.mu.Unlock()
 	defer func() {
@@ -331,7 +335,9 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 		}
 		_, at, _ := Offset(p.g.Hub().Position())
 		_, least, _ := Offset(p.Start)
-		if keys := p.g.Keys(); len(keys) > 0 {
+		if p.shared != "" {
+			least = leastByException(p, all)
+		} else if keys := p.g.Keys(); len(keys) > 0 {
 			least = at
 			for _, key := range keys {
 				pos := p.Start // no cursor saved yet: it began at Start
@@ -376,6 +382,30 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 		}
 	}
 	return nil
+}
+
+// leastByException is the least saved cursor of p's running endpoints
+// when its gateway keeps cursors by exception (gateway.Config.SharedKey):
+// the partition's shared cursor (p.Start until it is saved), which every
+// endpoint without a cursor of its own has delivered up to, or an older
+// cursor of a running endpoint's own. One pass over what the store holds
+// (by exception, the cursors that moved), not over every endpoint.
+func leastByException(p *partition, all map[string]checkpoint.Checkpoint) int64 {
+	_, least, _ := Offset(p.Start)
+	if cp, ok := all[p.shared]; ok {
+		if _, off, ok := Offset(cp.Position); ok {
+			least = off
+		}
+	}
+	for key, cp := range all {
+		if !strings.HasSuffix(key, p.Suffix) || checkpoint.Reserved(key) || p.g.Tap(key) == nil {
+			continue
+		}
+		if _, off, ok := Offset(cp.Position); ok && off < least {
+			least = off
+		}
+	}
+	return least
 }
 
 // recordTime returns the timestamp of the record at offset of
