@@ -66,7 +66,9 @@
 //     their own, as do awake ones (their pipelines save them); an idle
 //     endpoint taken out (a row turned off) gets one where the stream is.
 //     Prune and `status` see S for an endpoint without a cursor of its own
-//     (CursorOf). At start, an endpoint with a cursor of its own starts
+//     (CursorOf; keys with a partition's suffix, FanOutParams.Suffix, read
+//     that partition's S: the scaled-out gateway keeps one S per
+//     partition, SharedKey(sink + suffix)). At start, an endpoint with a cursor of its own starts
 //     from it (idle if it covers the shared stream's start, catching up
 //     if not); the others are idle at S. A checkpoint of a version before
 //     S (a cursor per endpoint) works: its cursors are exceptions, deleted

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
@@ -121,6 +123,9 @@ func (rig *kafkaGatewayRig) offsets() (committed, end map[int]int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := adm.FetchOffsets(ctx, "outbox-relay-gateway-hooks")
+	if errors.Is(err, kerr.GroupIDNotFound) { // no replica has joined yet
+		err = nil
+	}
 	if err != nil {
 		rig.t.Fatal(err)
 	}

@@ -41,9 +41,10 @@ type Config struct {
 	// StartLatest: a partition the group has no committed offset for
 	// begins at its end (only later records). False: at its first record.
 	StartLatest bool
-	// Store holds the endpoints' cursors; it must list them
+	// Store holds the endpoints' cursors (and the partitions' shared
+	// cursors, Setup.Gateway.SharedKey); it must list them
 	// (checkpoint.Lister), as the MySQL store does: the group's committed
-	// offset of a partition is the least saved cursor of its endpoints.
+	// offset of a partition is its least saved cursor (see the package doc).
 	Store checkpoint.Store
 	// CommitEvery is how often offsets are committed and the lag gauges
 	// computed. Default 5s.
@@ -67,8 +68,10 @@ type Partition struct {
 	Partition int
 	// Suffix ends the checkpoint keys of its endpoints (Suffix()).
 	Suffix string
-	// Start is where an endpoint without a cursor begins: the group's
-	// committed offset, else the partition's first (or last) offset.
+	// Start is where an endpoint without a cursor begins when the
+	// partition has no shared cursor saved yet (gateway.Config.SharedKey;
+	// with one, it begins there): the group's committed offset, else the
+	// partition's first (or last) offset.
 	Start event.Position
 }
 
