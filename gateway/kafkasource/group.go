@@ -339,7 +339,7 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 		_, at, _ := Offset(p.g.Hub().Position())
 		_, least, _ := Offset(p.Start)
 		if p.shared != "" {
-			least = leastByException(p, all)
+			least = leastByException(p.Partition, p.shared, all, func(key string) bool { return p.g.Tap(key) != nil })
 		} else if keys := p.g.Keys(); len(keys) > 0 {
 			least = at
 			for _, key := range keys {
@@ -387,21 +387,23 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 	return nil
 }
 
-// leastByException is the least saved cursor of p's running endpoints
-// when its gateway keeps cursors by exception (gateway.Config.SharedKey):
-// the partition's shared cursor (p.Start until it is saved), which every
-// endpoint without a cursor of its own has delivered up to, or an older
-// cursor of a running endpoint's own. One pass over what the store holds
-// (by exception, the cursors that moved), not over every endpoint.
-func leastByException(p *partition, all map[string]checkpoint.Checkpoint) int64 {
+// leastByException is the offset of the least saved cursor of partition
+// p's running endpoints (running says which keys are) when its gateway
+// keeps cursors by exception, under the shared cursor shared
+// (gateway.Config.SharedKey): that shared cursor (p.Start until it is
+// saved), which every endpoint without a cursor of its own has delivered
+// up to, or an older own cursor of a running endpoint on p. One pass over
+// what the store holds (all: by exception, the cursors that moved), not
+// over every endpoint.
+func leastByException(p Partition, shared string, all map[string]checkpoint.Checkpoint, running func(key string) bool) int64 {
 	_, least, _ := Offset(p.Start)
-	if cp, ok := all[p.shared]; ok {
+	if cp, ok := all[shared]; ok {
 		if _, off, ok := Offset(cp.Position); ok {
 			least = off
 		}
 	}
 	for key, cp := range all {
-		if !strings.HasSuffix(key, p.Suffix) || checkpoint.Reserved(key) || p.g.Tap(key) == nil {
+		if !strings.HasSuffix(key, p.Suffix) || checkpoint.Reserved(key) || !running(key) {
 			continue
 		}
 		if _, off, ok := Offset(cp.Position); ok && off < least {
