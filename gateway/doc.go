@@ -58,7 +58,10 @@
 //     is first, and never back. The write that moves S to or past an
 //     idle endpoint's own cursor deletes that cursor, in one atomic write
 //     (checkpoint.BatchWriter): the endpoint had no event in between, or
-//     it would have woken. So a save's bytes grow with the endpoints that
+//     it would have woken (S's last save, as Run ends, deletes none: the
+//     next run's do, and the scaled-out gateway's partition may have a new
+//     owner by then, whose pipelines write those keys). So a save's bytes
+//     grow with the endpoints that
 //     moved, never with all of them
 //     (TestASavesBytesDoNotGrowWithIdleEndpoints). Endpoints that do not
 //     run (disabled, off, invalid, stopped) and endpoints behind the

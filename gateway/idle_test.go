@@ -548,7 +548,7 @@ func TestACursorBehindTheSharedOneIsKeptUntilTheStreamPassesIt(t *testing.T) {
 	f.b.mu.Unlock()
 	g, done := f.run(ctx)
 	waitFor(t, "both endpoints started", func() bool { return len(g.Keys()) == 2 })
-	if err := g.saveShared(ctx); err != nil {
+	if err := g.saveShared(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.store.Load(ctx, "hooks/ep0"); err != nil {

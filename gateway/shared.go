@@ -160,7 +160,7 @@ func (g *Gateway) keepShared(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := g.saveShared(ctx); err != nil && ctx.Err() == nil {
+		if err := g.saveShared(ctx, true); err != nil && ctx.Err() == nil {
 			g.log.Error("shared cursor save failed; will retry", slog.Any("err", err))
 		}
 	}
@@ -170,9 +170,10 @@ func (g *Gateway) keepShared(ctx context.Context) {
 // to the start of the first woken endpoint whose pipeline has no durable
 // cursor yet, whichever is first, and, in the same write, saves the
 // pending cursors and deletes the cursors of idle endpoints that S passes
-// (they had no event since, or they would have woken). A write's keys are
-// S and those that moved: never every endpoint's.
-func (g *Gateway) saveShared(ctx context.Context) error {
+// (they had no event since, or they would have woken), unless passing is
+// false. A write's keys are S and those that moved: never every
+// endpoint's.
+func (g *Gateway) saveShared(ctx context.Context, passing bool) error {
 	h := g.hub
 	h.Lock()
 	g.mu.Lock()
@@ -215,7 +216,7 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 	// before the stream has caught up to it), no cursor is passed.
 	ahead := s != h.pos && !h.covers(h.pos, s)
 	for key := range g.shared.owned {
-		if ahead {
+		if ahead || !passing {
 			break
 		}
 		r := g.running[key]
