@@ -195,8 +195,9 @@ func (rig *kafkaGatewayRig) moment(table *checkpoint.MySQL) moment {
 
 // The scaled-out gateway keeps cursors by exception: per partition, one
 // shared cursor, and an endpoint's own only while it is behind it. 200
-// endpoints of one tenant each each get one event, and go idle: the
-// cursor table then holds the partitions' shared cursors and nothing else
+// endpoints of one tenant each, idle, cost the replica no goroutine; each
+// gets one event and goes idle again: no pipeline is left running, and the
+// cursor table holds the partitions' shared cursors and nothing else
 // (before, 200 × 3 rows). Then three of them get traffic, and the replica
 // is SIGKILLed mid-stream and another takes over:
 //   - at every moment the table was read (what a SIGKILL then would
