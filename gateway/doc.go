@@ -58,7 +58,10 @@
 //     is first, and never back. The write that moves S to or past an
 //     idle endpoint's own cursor deletes that cursor, in one atomic write
 //     (checkpoint.BatchWriter): the endpoint had no event in between, or
-//     it would have woken. So a save's bytes grow with the endpoints that
+//     it would have woken (S's last save, as Run ends, deletes none: the
+//     next run's do, and the scaled-out gateway's partition may have a new
+//     owner by then, whose pipelines write those keys). So a save's bytes
+//     grow with the endpoints that
 //     moved, never with all of them
 //     (TestASavesBytesDoNotGrowWithIdleEndpoints). Endpoints that do not
 //     run (disabled, off, invalid, stopped) and endpoints behind the
@@ -66,7 +69,9 @@
 //     their own, as do awake ones (their pipelines save them); an idle
 //     endpoint taken out (a row turned off) gets one where the stream is.
 //     Prune and `status` see S for an endpoint without a cursor of its own
-//     (CursorOf). At start, an endpoint with a cursor of its own starts
+//     (CursorOf; keys with a partition's suffix, FanOutParams.Suffix, read
+//     that partition's S: the scaled-out gateway keeps one S per
+//     partition, SharedKey(sink + suffix)). At start, an endpoint with a cursor of its own starts
 //     from it (idle if it covers the shared stream's start, catching up
 //     if not); the others are idle at S. A checkpoint of a version before
 //     S (a cursor per endpoint) works: its cursors are exceptions, deleted

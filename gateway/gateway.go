@@ -392,9 +392,12 @@ func (g *Gateway) Run(ctx context.Context, changed func(g *Gateway, txn *event.T
 	health.Wait()
 	g.wg.Wait()
 	if g.byException {
-		// Every pipeline has returned: the shared cursor's last save.
+		// Every pipeline has returned: the shared cursor's last save. It
+		// deletes no cursor it passes (the next run's saves do): the
+		// scaled-out gateway's partition may have a new owner by now,
+		// whose pipelines write those keys again.
 		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if serr := g.saveShared(saveCtx); serr != nil {
+		if serr := g.saveShared(saveCtx, false); serr != nil {
 			g.log.Error("the shared cursor's last save failed (its endpoints send again, after a restart, what they sent since the one before)", slog.Any("err", serr))
 		}
 		cancel()

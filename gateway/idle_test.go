@@ -383,7 +383,7 @@ func TestTheStoreAtAnyMomentLosesNothing(t *testing.T) {
 		}
 		end := pos(len(f.b.txns))
 		waitFor(t, "the shared stream to read the last transaction", func() bool { return g.hub.Position() == end })
-		if err := g.saveShared(t.Context()); err != nil {
+		if err := g.saveShared(t.Context(), true); err != nil {
 			t.Fatal(err)
 		}
 		snapshot()
@@ -641,7 +641,7 @@ func TestACursorBehindTheSharedOneIsKeptUntilTheStreamPassesIt(t *testing.T) {
 	f.b.mu.Unlock()
 	g, done := f.run(ctx)
 	waitFor(t, "both endpoints started", func() bool { return len(g.Keys()) == 2 })
-	if err := g.saveShared(ctx); err != nil {
+	if err := g.saveShared(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.store.Load(ctx, "hooks/ep0"); err != nil {

@@ -14,7 +14,9 @@ import (
 
 // SharedKey is the checkpoint key of the shared cursor of webhook sink
 // sink (Config.SharedKey): a reserved key (checkpoint.Reserved), not an
-// endpoint's.
+// endpoint's. A gateway whose endpoints' keys end in a suffix
+// (FanOutParams.Suffix: the scaled-out gateway's partition) has one shared
+// cursor per suffix, SharedKey(sink + suffix).
 func SharedKey(sink string) string { return SharedPrefix + sink }
 
 // SharedPrefix starts every shared cursor's key.
@@ -158,7 +160,7 @@ func (g *Gateway) keepShared(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := g.saveShared(ctx); err != nil && ctx.Err() == nil {
+		if err := g.saveShared(ctx, true); err != nil && ctx.Err() == nil {
 			g.log.Error("shared cursor save failed; will retry", slog.Any("err", err))
 		}
 	}
@@ -168,10 +170,11 @@ func (g *Gateway) keepShared(ctx context.Context) {
 // to the start of the first woken endpoint whose pipeline has no durable
 // cursor yet, whichever is first, and, in the same write, saves the
 // pending cursors and deletes the cursors of idle endpoints that S passes
-// (they had no event since, or they would have woken). A write's keys are
-// S and those that moved: never every endpoint's. One runs at a time
-// (g.saving): two writes decided apart could land in the other order.
-func (g *Gateway) saveShared(ctx context.Context) error {
+// (they had no event since, or they would have woken), unless passing is
+// false. A write's keys are S and those that moved: never every
+// endpoint's. One runs at a time (g.saving): two writes decided apart
+// could land in the other order.
+func (g *Gateway) saveShared(ctx context.Context, passing bool) error {
 	g.saving.Lock()
 	defer g.saving.Unlock()
 	h := g.hub
@@ -216,7 +219,7 @@ func (g *Gateway) saveShared(ctx context.Context) error {
 	// before the stream has caught up to it), no cursor is passed.
 	ahead := s != h.pos && !h.covers(h.pos, s)
 	for key := range g.shared.owned {
-		if ahead {
+		if ahead || !passing {
 			break
 		}
 		r := g.running[key]
@@ -339,15 +342,38 @@ func (g *Gateway) write(ctx context.Context, save map[string]checkpoint.Checkpoi
 }
 
 // CursorOf returns the cursor of key, an endpoint of a webhook sink
-// ("<sink>/<endpoint>"): its own, or, when it has none, its sink's shared
-// cursor (shared true): an endpoint without a cursor of its own has
-// delivered every event of its up to there. ErrNotFound: neither.
+// ("<sink>/<endpoint>", followed by a partition's suffix "@<topic>[<n>]" in
+// the scaled-out gateway's cursor table): its own, or, when it has none,
+// its sink's shared cursor (of its partition: SharedKey(sink + suffix))
+// (shared true): an endpoint without a cursor of its own has delivered
+// every event of its up to there. ErrNotFound: neither.
 func CursorOf(ctx context.Context, store checkpoint.Store, key string) (cp checkpoint.Checkpoint, shared bool, err error) {
 	cp, err = store.Load(ctx, key)
-	sink, _, ok := strings.Cut(key, "/")
+	sink, name, ok := strings.Cut(key, "/")
 	if !errors.Is(err, checkpoint.ErrNotFound) || !ok || checkpoint.Reserved(key) {
 		return cp, false, err
 	}
+	if suffix := partitionSuffix(name); suffix != "" {
+		// An endpoint's name may look like a suffix too ("a@b[1]"): its
+		// sink's shared cursor when there is none of that partition.
+		if cp, err = store.Load(ctx, SharedKey(sink+suffix)); !errors.Is(err, checkpoint.ErrNotFound) {
+			return cp, err == nil, err
+		}
+	}
 	cp, err = store.Load(ctx, SharedKey(sink))
 	return cp, err == nil, err
+}
+
+// partitionSuffix returns the partition's suffix that ends name, an
+// endpoint's name in its key ("<endpoint>@<topic>[<n>]"), or "".
+func partitionSuffix(name string) string {
+	i := strings.LastIndexByte(name, '@')
+	if i <= 0 || !strings.HasSuffix(name, "]") {
+		return ""
+	}
+	topic, n, ok := strings.Cut(name[i+1:len(name)-1], "[")
+	if !ok || topic == "" || n == "" || strings.Trim(n, "0123456789") != "" {
+		return ""
+	}
+	return name[i:]
 }

@@ -42,6 +42,11 @@ type kafkaGatewayRig struct {
 	// aggregates per tenant; args are more flags of every replica.
 	aggregates int
 	args       []string
+	// only, if set, are the tenants produce writes to (in turn); nil:
+	// every tenant.
+	only []int
+	// down, when not 0, is 1 + the receiver that answers 503.
+	down atomic.Int64
 
 	mu  sync.Mutex
 	got [][]string // per endpoint, the event ids received live, in order
@@ -92,6 +97,10 @@ func newKafkaGatewayRig(t testing.TB, n, groups, partitions int, delay time.Dura
 		}
 		if rig.delay > 0 {
 			time.Sleep(rig.delay)
+		}
+		if rig.down.Load() == int64(i)+1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
 		}
 		if job := r.Header.Get("webhook-replay"); job != "" {
 			if rig.replayCap > 0 && !rig.replayOpen.Load() && rig.replayOK.Load() >= rig.replayCap {
@@ -202,6 +211,9 @@ func (rig *kafkaGatewayRig) produce(ctx context.Context, count, batch int, every
 		for range min(batch, count-seq) {
 			seq++
 			g := seq % rig.groups
+			if len(rig.only) > 0 {
+				g = rig.only[seq%len(rig.only)]
+			}
 			evs = append(evs, &event.Event{ID: fmt.Sprintf("ev-%06d", seq), Type: "order.created", AggregateType: "order",
 				AggregateID: fmt.Sprintf("t%d-a%d", g, seq%rig.aggregates), Table: "shop.outbox", Payload: []byte(fmt.Sprintf(`{"n":%d}`, seq)),
 				CommitTime: time.Now(), Source: event.Source{GTID: fmt.Sprintf("0-1-%d", seq)},

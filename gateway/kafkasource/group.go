@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,9 +41,10 @@ type Config struct {
 	// StartLatest: a partition the group has no committed offset for
 	// begins at its end (only later records). False: at its first record.
 	StartLatest bool
-	// Store holds the endpoints' cursors; it must list them
+	// Store holds the endpoints' cursors (and the partitions' shared
+	// cursors, Setup.Gateway.SharedKey); it must list them
 	// (checkpoint.Lister), as the MySQL store does: the group's committed
-	// offset of a partition is the least saved cursor of its endpoints.
+	// offset of a partition is its least saved cursor (see the package doc).
 	Store checkpoint.Store
 	// CommitEvery is how often offsets are committed and the lag gauges
 	// computed. Default 5s.
@@ -66,8 +68,10 @@ type Partition struct {
 	Partition int
 	// Suffix ends the checkpoint keys of its endpoints (Suffix()).
 	Suffix string
-	// Start is where an endpoint without a cursor begins: the group's
-	// committed offset, else the partition's first (or last) offset.
+	// Start is where an endpoint without a cursor begins when the
+	// partition has no shared cursor saved yet (gateway.Config.SharedKey;
+	// with one, it begins there): the group's committed offset, else the
+	// partition's first (or last) offset.
 	Start event.Position
 }
 
@@ -115,6 +119,9 @@ type partition struct {
 	Partition
 	g         *gateway.Gateway // nil until its gateway is built
 	committed int64
+	// shared is the key of its gateway's shared cursor
+	// (gateway.Config.SharedKey), or "": every endpoint has its own.
+	shared string
 }
 
 // New returns a replica; Run joins the group.
@@ -257,7 +264,7 @@ func (gr *Group) runOnce(ctx context.Context, p *partition, committed int64, log
 		return err
 	}
 	gr.mu.Lock()
-	p.g = g
+	p.g, p.shared = g, gc.SharedKey
 	gr.parts[p.Suffix] = p
 	gr.mu.Unlock()
 	defer func() {
@@ -331,7 +338,9 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 		}
 		_, at, _ := Offset(p.g.Hub().Position())
 		_, least, _ := Offset(p.Start)
-		if keys := p.g.Keys(); len(keys) > 0 {
+		if p.shared != "" {
+			least = leastByException(p.Partition, p.shared, all, func(key string) bool { return p.g.Tap(key) != nil })
+		} else if keys := p.g.Keys(); len(keys) > 0 {
 			least = at
 			for _, key := range keys {
 				pos := p.Start // no cursor saved yet: it began at Start
@@ -376,6 +385,32 @@ func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *ka
 		}
 	}
 	return nil
+}
+
+// leastByException is the offset of the least saved cursor of partition
+// p's running endpoints (running says which keys are) when its gateway
+// keeps cursors by exception, under the shared cursor shared
+// (gateway.Config.SharedKey): that shared cursor (p.Start until it is
+// saved), which every endpoint without a cursor of its own has delivered
+// up to, or an older own cursor of a running endpoint on p. One pass over
+// what the store holds (all: by exception, the cursors that moved), not
+// over every endpoint.
+func leastByException(p Partition, shared string, all map[string]checkpoint.Checkpoint, running func(key string) bool) int64 {
+	_, least, _ := Offset(p.Start)
+	if cp, ok := all[shared]; ok {
+		if _, off, ok := Offset(cp.Position); ok {
+			least = off
+		}
+	}
+	for key, cp := range all {
+		if !strings.HasSuffix(key, p.Suffix) || checkpoint.Reserved(key) || !running(key) {
+			continue
+		}
+		if _, off, ok := Offset(cp.Position); ok && off < least {
+			least = off
+		}
+	}
+	return least
 }
 
 // recordTime returns the timestamp of the record at offset of

@@ -11,7 +11,24 @@
 // the replica is assigned; those of the endpoints table are read when a
 // partition is assigned and every Config.PollEvery (a change applies on
 // each partition at the first record it reads after the poll); the
-// endpoints' cursors are kept per partition in MySQL (Config.CursorTable).
+// endpoints' cursors are kept per partition in MySQL (Config.CursorTable),
+// by exception (package gateway, Config.SharedKey): one shared cursor per
+// partition, gateway.SharedKey(<webhook sink> + the partition's suffix),
+// and an endpoint's own only while it is behind it, written with the
+// pipelines' saves and the deletes of the cursors it passes in one
+// transaction (a checkpoint.GroupCommit over the MySQL store, the
+// gateways' Config.Writer). An idle endpoint holds no goroutine; once a
+// wave of woken endpoints has gone idle, their memory is given back
+// (Config.Settled).
+//
+// It promises what package gateway promises of cursors by exception, per
+// partition: across a SIGKILL at any moment nothing is lost; an idle
+// endpoint sends nothing twice and an awake one at most its in-flight
+// bound per partition; a save writes the cursors that moved, never one per
+// endpoint; a cursor table of an earlier version (a cursor per endpoint
+// per partition) restarts without loss, its cursors deleted as the shared
+// ones pass them; the group's committed offset is the partition's oldest
+// cursor (package gateway/kafkasource).
 // Run returns when its context ends, or on an error before the group runs.
 //
 // Replays of one endpoint ("recover since", replay.SourceKafka): PlanReplay

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -163,8 +164,14 @@ func Run(ctx context.Context, rl Assembly, kg Config) error {
 			eps = append(eps, te.LoadRows(rows)...)
 		}
 		setup.Gateway = gateway.Config{
-			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
-			Store: store, Identity: identity, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
+			Hub: gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+			// Cursors by exception, per partition: one shared cursor of
+			// the partition, and the cursors of the endpoints behind it,
+			// written with the pipelines' saves and deletes in one
+			// transaction of the cursor table.
+			Store: store, SharedKey: gateway.SharedKey(name + p.Suffix), Writer: saver,
+			Identity: identity, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
+			Settled: debug.FreeOSMemory, // a burst's pipelines are gone: give their memory back
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
 					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
