@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/gcfloor"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind of this build
@@ -146,6 +147,65 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+// configFlags is the flag set of a subcommand that reads the configuration:
+// its own flags beside --config FILE.
+type configFlags struct {
+	*flag.FlagSet
+	path *string
+}
+
+// newConfigFlags returns the FlagSet (as newFlags) of a subcommand that reads
+// the configuration, with its --config flag.
+func newConfigFlags(name, synopsis string, stderr io.Writer) configFlags {
+	fs := newFlags(name, synopsis, stderr)
+	return configFlags{fs, fs.String("config", "outbox-relay.yaml", "path of the YAML config")}
+}
+
+// describe replaces the --config flag's usage text.
+func (f configFlags) describe(usage string) { f.Lookup("config").Usage = usage }
+
+// load loads the configuration --config names: the sections named
+// (config.LoadSections), or all of it.
+func (f configFlags) load(sections ...string) (*config.Config, error) {
+	if len(sections) == 0 {
+		return config.Load(*f.path)
+	}
+	return config.LoadSections(*f.path, sections...)
+}
+
+// parseAndLoad parses args, which are only flags (parse), then loads the
+// configuration (load).
+func (f configFlags) parseAndLoad(args []string, sections ...string) (*config.Config, error) {
+	if err := parse(f.FlagSet, args); err != nil {
+		return nil, err
+	}
+	return f.load(sections...)
+}
+
+// verbHelp handles the first argument of a command made of verbs (dlq,
+// console, endpoints) when it is not a verb: none prints usage to stderr and
+// is errUsage; -h, --help or help prints it to stdout. help is false when
+// args[0] is for the command to read.
+func verbHelp(args []string, usage func(io.Writer), stdout, stderr io.Writer) (help bool, err error) {
+	if len(args) == 0 {
+		usage(stderr)
+		return true, errUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return true, nil
+	}
+	return false, nil
+}
+
+// unknownVerb says that cmd has no verb verb and prints its usage.
+func unknownVerb(cmd, verb string, usage func(io.Writer), stderr io.Writer) error {
+	fmt.Fprintf(stderr, "unknown %s command %q\n", cmd, verb)
+	usage(stderr)
+	return errUsage
 }
 
 func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {

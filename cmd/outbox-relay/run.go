@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -17,20 +18,17 @@ import (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run --config FILE", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
-	retentionMin := fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
+	fs := newConfigFlags("run", "run --config FILE", stderr)
+	fs.describe(exampleConfigUsage)
+	retentionMin := retentionMinFlag(fs.FlagSet)
 	var allowFail stringList
 	fs.Var(&allowFail, "allow-fail", "start even though the named startup check FAILs (logged as a warning); repeatable, e.g. --allow-fail gtid_mode --allow-fail server_id")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.parseAndLoad(args)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)
-	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *path))
+	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *fs.path))
 	ro := relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}
 	if cfg.Console.Listen != "" {
 		// SIGHUP reloads the console's tokens (docs/console.md), from now on
@@ -40,7 +38,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		ro.Reload = hup
-		ro.ReadConfig = func() (*config.Config, error) { return config.LoadSections(*path, "console") }
+		ro.ReadConfig = func() (*config.Config, error) { return fs.load("console") }
 	}
 	// outbox_growth (it only WARNs, and may scan a whole outbox table) is
 	// made once the relay has started, beside its stream.
@@ -58,6 +56,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	return err
+}
+
+// exampleConfigUsage is the --config usage of the commands that run the
+// relay or check what it would run.
+const exampleConfigUsage = "path of the YAML config (see deploy/config.example.yaml)"
+
+// retentionMinFlag is the --retention-min flag of run and check.
+func retentionMinFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
