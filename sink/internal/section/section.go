@@ -61,6 +61,32 @@ func Audit[C any, P Config[C], A sink.Auditor](build func(C, sink.AuditParams) (
 	}
 }
 
+// Kind is the sink.Kind every broker kind starts from: its section a C,
+// which needs at least what required says; its sinks built by build and
+// probed by `outbox-relay check`; its destination read back by audit's
+// Auditor. The kind adds what is its own (Insecure, Server, ...) and
+// registers it.
+func Kind[C any, P Config[C], S sink.Sink, A sink.Auditor](typ, required string, build func(C, sink.Params) (S, error), audit func(C, sink.AuditParams) (A, error)) sink.Kind {
+	return sink.Kind{
+		Type:     typ,
+		Config:   func() config.SinkConfig { return P(new(C)) },
+		Required: required,
+		New:      New[C, P](build),
+		Probes:   true,
+		Audit:    Audit[C, P](audit),
+	}
+}
+
+// TLSWarnings is sink.Kind.Insecure for a kind whose section weakens
+// transport security only through its tls block: sink.TLSWarnings of the
+// block and whether the section sets a password or token, as reach says.
+func TLSWarnings[C any, P Config[C]](typ string, reach func(P) (t tlsfiles.Settings, secret bool)) func(config.SinkConfig) []sink.Warning {
+	return func(sc config.SinkConfig) []sink.Warning {
+		t, secret := reach(sc.(P))
+		return sink.TLSWarnings(typ, t, secret)
+	}
+}
+
 // Logger is the log of a sink of kind typ: logger with its sink_type, or
 // a logger that discards when logger is nil (a sink built only to be
 // probed).
