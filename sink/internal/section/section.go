@@ -13,8 +13,10 @@ import (
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/event/cloudevent"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
 )
 
 // Config is a kind's section type C, as config.Load holds it: a *C.
@@ -97,6 +99,14 @@ func Logger(logger *slog.Logger, typ string) *slog.Logger {
 	return logger.With(slog.String("sink_type", typ))
 }
 
+// Defaults is a broker section's Defaults: every zero field of the section
+// c points to gets the default declared beside it (config.SetDefaults), then
+// its cloudevents block ce its own.
+func Defaults(c any, ce *cloudevent.Config) {
+	config.SetDefaults(c)
+	ce.Defaults()
+}
+
 // Problems collects what is wrong with a section, for its Validate: each
 // problem is prefixed with the section's key ("nats.").
 type Problems struct {
@@ -107,6 +117,14 @@ type Problems struct {
 // NewProblems returns the Problems of section key ("nats").
 func NewProblems(key string) *Problems { return &Problems{key: key} }
 
+// ProblemsOf returns the Problems of a broker section key ("nats"),
+// starting with those of its cloudevents block ce.
+func ProblemsOf(key string, ce *cloudevent.Config) *Problems {
+	p := NewProblems(key)
+	p.Add(ce.Validate(key + ".cloudevents"))
+	return p
+}
+
 // Bad adds a problem of the field that format starts with ("urls[%d]: ...").
 func (p *Problems) Bad(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(p.key+"."+format, args...))
@@ -116,6 +134,22 @@ func (p *Problems) Bad(format string, args ...any) {
 func (p *Problems) Add(err error) {
 	if err != nil {
 		p.errs = append(p.errs, err)
+	}
+}
+
+// Secret checks that at most one of a secret's three sources is set: the
+// field name itself, name_file and name_env ("password").
+func (p *Problems) Secret(name, value, file, env string) {
+	if secret.Count(value, file, env) > 1 {
+		p.Bad("%s: set at most one of %s, %s_file, %s_env", name, name, name, name)
+	}
+}
+
+// User checks that a user, field name ("username"), goes with exactly one
+// of the three sources of its password, and no password without a user.
+func (p *Problems) User(name, user, password, file, env string) {
+	if (user != "") != (secret.Count(password, file, env) == 1) {
+		p.Bad("%s: %s and a password go together", name, name)
 	}
 }
 
