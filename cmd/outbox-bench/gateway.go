@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/console"
+	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
 	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
@@ -249,7 +250,7 @@ func measureGateway(ctx context.Context, env *gatewayEnv, n int) (row gatewayRow
 		return fail(err)
 	}
 	defer db.Close()
-	for _, q := range []string{gatewayOutboxSchema, webhook.EndpointsTableSchema} {
+	for _, q := range []string{outboxtest.TenantSchema, webhook.EndpointsTableSchema} {
 		if _, err := db.Exec(q); err != nil {
 			return fail(fmt.Errorf("%.60s: %w", q, err))
 		}
@@ -424,18 +425,6 @@ func (r *gwReceiver) reachedCount() int {
 	return r.reached
 }
 
-// gatewayOutboxSchema is the gateway rows' outbox: a tenant column, handed
-// to the endpoints as a header.
-const gatewayOutboxSchema = `CREATE TABLE outbox (
-  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  id VARCHAR(64) NOT NULL UNIQUE,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
-  tenant VARCHAR(16) NOT NULL
-)`
-
 func endpointID(i int) string { return fmt.Sprintf("ep%06d", i) }
 func tenantOf(i int) string   { return fmt.Sprintf("t%06d", i) }
 
@@ -462,33 +451,25 @@ func insertEndpointRows(db *sql.DB, url string, n int) error {
 // id "<prefix>-I"), in transactions of 100 rows from 4 connections.
 func commitEvents(db *sql.DB, is []int, prefix string) error {
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() {
-			for {
-				lo := int(next.Add(100)) - 100
-				if lo >= len(is) {
-					return
-				}
-				var q strings.Builder
-				q.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES ")
-				for k, i := range is[lo:min(len(is), lo+100)] {
-					if k > 0 {
-						q.WriteByte(',')
-					}
-					fmt.Fprintf(&q, `('%s-%d', 'order', 'ord-%d', 'order.created', '{"order_id": "ord-%d", "amount": 1, "currency": "EUR"}', '%s')`, prefix, i, i, i, tenantOf(i))
-				}
-				if _, err := db.Exec(q.String()); err != nil {
-					errs <- err
-					return
-				}
+	return inParallel(4, func(int) error {
+		for {
+			lo := int(next.Add(100)) - 100
+			if lo >= len(is) {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			var q strings.Builder
+			q.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES ")
+			for k, i := range is[lo:min(len(is), lo+100)] {
+				if k > 0 {
+					q.WriteByte(',')
+				}
+				fmt.Fprintf(&q, `('%s-%d', 'order', 'ord-%d', 'order.created', '{"order_id": "ord-%d", "amount": 1, "currency": "EUR"}', '%s')`, prefix, i, i, i, tenantOf(i))
+			}
+			if _, err := db.Exec(q.String()); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // waitReady polls url every 10 ms until it answers 200.

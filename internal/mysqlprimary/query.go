@@ -533,7 +533,7 @@ func (c *conn) dbOr(d string) string {
 type quotes struct{ open rune }
 
 // in reports whether r, the statement's next rune, is quoted: inside
-// '', "" or `` quotes, or one of the quotes themselves.
+// single, double or back quotes, or one of the quotes themselves.
 func (q *quotes) in(r rune) bool {
 	switch {
 	case q.open != 0:
