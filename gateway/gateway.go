@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -188,12 +189,8 @@ type awake struct {
 // New reads the endpoints' cursors and returns a gateway whose shared
 // stream starts where startOf says.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.RejoinWindow <= 0 {
-		cfg.RejoinWindow = DefaultRejoinWindow
-	}
+	defaults.Logger(&cfg.Logger)
+	defaults.Positive(&cfg.RejoinWindow, DefaultRejoinWindow)
 	var cursors []Cursor
 	from := make([]event.Position, len(cfg.Endpoints))
 	fresh := false // an endpoint without a cursor starts at cfg.Start

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -93,9 +94,7 @@ func TLSWarnings[C any, P Config[C]](typ string, reach func(P) (t tlsfiles.Setti
 // a logger that discards when logger is nil (a sink built only to be
 // probed).
 func Logger(logger *slog.Logger, typ string) *slog.Logger {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&logger)
 	return logger.With(slog.String("sink_type", typ))
 }
 
