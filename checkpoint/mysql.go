@@ -298,19 +298,23 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	}
 	keys := slices.Sorted(maps.Keys(cps))
 	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
-	if err := m.write(ctx, len(chunks), func(ex execer) error {
-		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*14)
-			for _, k := range chunk {
-				args = m.upsertArgs(args, k, cps[k])
-			}
-			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := m.write(ctx, len(chunks), func(ex execer) error { return m.upsertChunks(ctx, ex, chunks, cps) }); err != nil {
 		return fmt.Errorf("save %d checkpoints: %w", len(cps), err)
+	}
+	return nil
+}
+
+// upsertChunks writes the checkpoints of cps named by each chunk of keys
+// with one multi-row INSERT … ON DUPLICATE KEY UPDATE per chunk.
+func (m *MySQL) upsertChunks(ctx context.Context, ex execer, chunks [][]string, cps map[string]Checkpoint) error {
+	for _, chunk := range chunks {
+		args := make([]any, 0, len(chunk)*14)
+		for _, k := range chunk {
+			args = m.upsertArgs(args, k, cps[k])
+		}
+		if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -327,14 +331,8 @@ func (m *MySQL) WriteMany(ctx context.Context, save map[string]Checkpoint, del [
 	slices.Sort(del)
 	dels := slices.Collect(slices.Chunk(del, rowsPerStatement))
 	if err := m.write(ctx, len(chunks)+len(dels), func(ex execer) error {
-		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*14)
-			for _, k := range chunk {
-				args = m.upsertArgs(args, k, save[k])
-			}
-			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
-				return err
-			}
+		if err := m.upsertChunks(ctx, ex, chunks, save); err != nil {
+			return err
 		}
 		for _, chunk := range dels {
 			args := make([]any, len(chunk))

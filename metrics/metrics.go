@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -769,13 +770,7 @@ func compareLogs(a, b string) int {
 	if len(a) != len(b) {
 		return len(a) - len(b)
 	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return strings.Compare(a, b)
 }
 
 // Reading lists, per sink in order, "sink NAME reads HOST:PORT" (for /readyz).
