@@ -15,10 +15,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newConfigFlags("check", "check --config FILE", stderr)
-	fs.describe(exampleConfigUsage)
-	retentionMin := retentionMinFlag(fs.FlagSet)
+func checkCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	retentionMin := startupCheckFlags(fs)
 	cfg, err := fs.parseAndLoad(args)
 	if err != nil {
 		return err

@@ -12,11 +12,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/console"
 )
 
-// consoleCmd makes the console's credentials: tokens and tenant links
-// (docs/console.md).
-func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: outbox-relay console <token|link> [flags]
+// consoleUsage is `outbox-relay console --help`.
+const consoleUsage = `Usage: outbox-relay console <token|link> [flags]
 
 Credentials of the gateway's console (console: in the config, docs/console.md).
 
@@ -27,9 +24,12 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
          --ttl (default 15m): --config FILE --tenant TENANT [--ttl 15m]
          [--base https://console.example.com]; the key is read from the
          environment variable console.link_key_env names
-`)
-	}
-	if help, err := verbHelp(args, usage, stdout, stderr); help {
+`
+
+// consoleCmd makes the console's credentials: tokens and tenant links
+// (docs/console.md).
+func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if help, err := verbHelp(args, consoleUsage, stdout, stderr); help {
 		return err
 	}
 	switch args[0] {
@@ -84,5 +84,5 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
 		fmt.Fprintln(stdout, strings.TrimSuffix(b, "/")+console.LinkPath(key, *tenant, time.Now().Add(*ttl)))
 		return nil
 	}
-	return unknownVerb("console", args[0], usage, stderr)
+	return unknownVerb("console", args[0], consoleUsage, stderr)
 }

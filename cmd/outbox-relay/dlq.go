@@ -19,9 +19,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
-func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: outbox-relay dlq <list|replay|purge> --config FILE [selectors]
+// dlqUsage is `outbox-relay dlq --help`.
+const dlqUsage = `Usage: outbox-relay dlq <list|replay|purge> --config FILE [selectors]
 
 Dead letters are events a sink could not deliver for good. Selectors:
   --id ID        a record id (repeatable)
@@ -37,14 +36,15 @@ Dead letters are events a sink could not deliver for good. Selectors:
           (a tenant's record only to an endpoint of that tenant: one deleted and made
           again by another tenant keeps it)
   purge   delete them
-`)
-	}
-	if help, err := verbHelp(args, usage, stdout, stderr); help {
+`
+
+func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if help, err := verbHelp(args, dlqUsage, stdout, stderr); help {
 		return err
 	}
 	verb := args[0]
 	if verb != "list" && verb != "replay" && verb != "purge" {
-		return unknownVerb("dlq", verb, usage, stderr)
+		return unknownVerb("dlq", verb, dlqUsage, stderr)
 	}
 	fs := newConfigFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--tenant NAME] [--since TIME] [--until TIME] [--all]", stderr)
 	var ids multiFlag

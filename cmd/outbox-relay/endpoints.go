@@ -23,10 +23,9 @@ const secretsKeyEnv = "OUTBOX_RELAY_SECRETS_KEY"
 // stdin is what commands read their input from; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// endpointsCmd works on the webhook endpoints table's values.
-func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, `Usage: outbox-relay endpoints <add|update|delete|rotate-secret|enable|replay|encrypt-secret> [flags]
+// endpointsUsage is `outbox-relay endpoints --help`, a format of
+// secretsKeyEnv.
+const endpointsUsage = `Usage: outbox-relay endpoints <add|update|delete|rotate-secret|enable|replay|encrypt-secret> [flags]
 
 Helpers for webhook endpoints (of the configuration or of a table,
 deploy/outbox_endpoints.sql).
@@ -80,8 +79,11 @@ deploy/outbox_endpoints.sql).
                   (the base64 of 32 bytes, the sink's endpoints_table.secrets_key)
                   comes from $%s or --key-file FILE. --type TYPE names the sink type
                   whose table the row is in, needed only when several types have one
-`, secretsKeyEnv)
-	}
+`
+
+// endpointsCmd works on the webhook endpoints table's values.
+func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := fmt.Sprintf(endpointsUsage, secretsKeyEnv)
 	if help, err := verbHelp(args, usage, stdout, stderr); help {
 		return err
 	}

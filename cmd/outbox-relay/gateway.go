@@ -14,8 +14,7 @@ import (
 // gatewayCmd runs one replica of the scaled-out webhook gateway
 // (docs/gateway-scale-out.md): its source is the topics a Kafka sink of the
 // same configuration writes; its replicas share them as a consumer group.
-func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newConfigFlags("gateway", "gateway --config FILE --webhook SINK --kafka SINK [--topic T]...", stderr)
+func gatewayCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
 	fs.describe("path of the relay's YAML config (its webhook sink, kafka sink, source for the endpoints table, checkpoint.dsn)")
 	var kg scaled.Config
 	fs.StringVar(&kg.Webhook, "webhook", "", "name of the webhook sink whose endpoints this gateway serves (required)")

@@ -17,8 +17,7 @@ import (
 
 // pruneCmd deletes the outbox rows every sink has acknowledged (or drops
 // their partitions), once; prune.schedule makes the active relay do it.
-func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newConfigFlags("prune", "prune --config FILE [--older-than 7d] [--dry-run]", stderr)
+func pruneCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
 	var olderThan, margin days
 	fs.Var(&olderThan, "older-than", "retention: keep rows younger than this, acknowledged or not (e.g. 7d, 36h); default prune.older_than (7d)")
 	fs.Var(&margin, "safety-margin", "taken off the oldest sink's acknowledged commit time; default prune.safety_margin (1h)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -17,10 +16,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newConfigFlags("run", "run --config FILE", stderr)
-	fs.describe(exampleConfigUsage)
-	retentionMin := retentionMinFlag(fs.FlagSet)
+func runCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	retentionMin := startupCheckFlags(fs)
 	var allowFail stringList
 	fs.Var(&allowFail, "allow-fail", "start even though the named startup check FAILs (logged as a warning); repeatable, e.g. --allow-fail gtid_mode --allow-fail server_id")
 	cfg, err := fs.parseAndLoad(args)
@@ -58,12 +55,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return err
 }
 
-// exampleConfigUsage is the --config usage of the commands that run the
-// relay or check what it would run.
-const exampleConfigUsage = "path of the YAML config (see deploy/config.example.yaml)"
-
-// retentionMinFlag is the --retention-min flag of run and check.
-func retentionMinFlag(fs *flag.FlagSet) *time.Duration {
+// startupCheckFlags declares the flags run and check share, those of the
+// startup checks: --config, its usage pointing at the example config, and
+// --retention-min, which it returns.
+func startupCheckFlags(fs configFlags) *time.Duration {
+	fs.describe("path of the YAML config (see deploy/config.example.yaml)")
 	return fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
 }
 

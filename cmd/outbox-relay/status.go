@@ -23,8 +23,7 @@ import (
 
 // statusCmd prints where every sink's checkpoint is, next to the server's
 // current position: a quick answer to "how far behind is each sink?".
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newConfigFlags("status", "status --config FILE", stderr)
+func statusCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
