@@ -292,40 +292,32 @@ func appendCheckpoint(b []byte, cp Checkpoint) ([]byte, error) {
 func appendPosition(b []byte, p *event.Position) []byte {
 	b = append(b, '{')
 	n := 0
-	sep := func() {
+	field := func(name string) { // a comma before every field but the first
 		if n > 0 {
 			b = append(b, ',')
 		}
 		n++
+		b = appendField(b, posIndent, name)
 	}
-	if p.GTIDSet != "" {
-		sep()
-		b = appendField(b, posIndent, "gtid_set")
-		b = appendJSONString(b, p.GTIDSet)
+	str := func(name, v string) { // left out when ""
+		if v != "" {
+			field(name)
+			b = appendJSONString(b, v)
+		}
 	}
-	if p.File != "" {
-		sep()
-		b = appendField(b, posIndent, "file")
-		b = appendJSONString(b, p.File)
+	num := func(name string, v uint64) { // left out when 0
+		if v != 0 {
+			field(name)
+			b = strconv.AppendUint(b, v, 10)
+		}
 	}
-	if p.Pos != 0 {
-		sep()
-		b = appendField(b, posIndent, "pos")
-		b = strconv.AppendUint(b, uint64(p.Pos), 10)
-	}
-	if p.Server != "" {
-		sep()
-		b = appendField(b, posIndent, "server")
-		b = appendJSONString(b, p.Server)
-	}
-	if p.ServerID != 0 {
-		sep()
-		b = appendField(b, posIndent, "server_id")
-		b = strconv.AppendUint(b, uint64(p.ServerID), 10)
-	}
+	str("gtid_set", p.GTIDSet)
+	str("file", p.File)
+	num("pos", uint64(p.Pos))
+	str("server", p.Server)
+	num("server_id", uint64(p.ServerID))
 	if tc := p.Table; tc != nil {
-		sep()
-		b = appendField(b, posIndent, "table")
+		field("table")
 		b = append(b, '{')
 		b = appendField(b, tableIndent, "table")
 		b = appendJSONString(b, tc.Table)
