@@ -66,10 +66,10 @@ func Audit[C any, P Config[C], A sink.Auditor](build func(C, sink.AuditParams) (
 
 // Kind is the sink.Kind every broker kind starts from: its section a C,
 // which needs at least what required says; its sinks built by build and
-// probed by `outbox-relay check`; its destination read back by audit's
-// Auditor. The kind adds what is its own (Insecure, Server, ...) and
-// registers it.
-func Kind[C any, P Config[C], S sink.Sink, A sink.Auditor](typ, required string, build func(C, sink.Params) (S, error), audit func(C, sink.AuditParams) (A, error)) sink.Kind {
+// probed by `outbox-relay check` (an S is a sink.Prober: the compiler holds
+// Probes to it); its destination read back by audit's Auditor. The kind
+// adds what is its own (Insecure, Server, ...) and registers it.
+func Kind[C any, P Config[C], S prober, A sink.Auditor](typ, required string, build func(C, sink.Params) (S, error), audit func(C, sink.AuditParams) (A, error)) sink.Kind {
 	return sink.Kind{
 		Type:     typ,
 		Config:   func() config.SinkConfig { return P(new(C)) },
@@ -78,6 +78,12 @@ func Kind[C any, P Config[C], S sink.Sink, A sink.Auditor](typ, required string,
 		Probes:   true,
 		Audit:    Audit[C, P](audit),
 	}
+}
+
+// prober is a sink that `outbox-relay check` probes.
+type prober interface {
+	sink.Sink
+	sink.Prober
 }
 
 // TLSWarnings is sink.Kind.Insecure for a kind whose section weakens
