@@ -674,13 +674,7 @@ func (g *Gateway) ended(key string, r *running, a *awake, err error) {
 			cp := g.cfg.Identity
 			cp.Position, cp.CommitTime, cp.UpdatedAt = a.base, a.baseCommit, time.Now().UTC()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
-				g.log.Error("could not save the cursor of a stopped endpoint; the shared cursor stays before its events",
-					slog.String("endpoint", key), slog.Any("err", err))
-				g.mu.Lock()
-				g.shared.pend(key, cp)
-				g.mu.Unlock()
-			}
+			g.saveStopped(ctx, key, cp, "the shared cursor stays before its events")
 			cancel()
 		}
 		g.hub.Lock()
