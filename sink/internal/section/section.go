@@ -1,10 +1,12 @@
 // Package section is what the broker kinds (NATS, Redis, RabbitMQ, Kafka)
-// share about their config section: building a sink or an auditor from a
-// section written in Go (Build: defaults, then validation, as config.Load
-// does for a section it reads), the adapters from a kind's own Config,
-// Sink and Auditor types to sink.Kind's New and Audit, and the checks
-// every section's Validate makes (Problems). It holds no state; its
-// functions may be called from any goroutine.
+// share about their registration and config section: the sink.Kind each
+// starts from (Kind, with TLSWarnings for its Insecure), building a sink or
+// an auditor from a section written in Go (Build: defaults, then
+// validation, as config.Load does for a section it reads), the adapters
+// from a kind's own Config, Sink and Auditor types to sink.Kind's New and
+// Audit, and the defaults and checks every section's Defaults and Validate
+// make (Defaults, Problems, ProblemsOf). It holds no state; its functions
+// may be called from any goroutine.
 package section
 
 import (
