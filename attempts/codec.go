@@ -85,18 +85,14 @@ type decoder struct {
 	bad bool
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad, d.b = true, nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return decodeVarint(d, binary.Uvarint) }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *decoder) varint() int64 { return decodeVarint(d, binary.Varint) }
+
+// decodeVarint takes the next varint off d with read (binary.Uvarint or
+// Varint); a bad one marks d bad and empties it.
+func decodeVarint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
 		d.bad, d.b = true, nil
 		return 0

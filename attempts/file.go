@@ -1,6 +1,7 @@
 package attempts
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -266,7 +267,7 @@ func (f *File) load() error {
 		}
 		f.segs = append(f.segs, &segment{first: first})
 	}
-	slices.SortFunc(f.segs, func(a, b *segment) int { return cmpU64(a.first, b.first) })
+	slices.SortFunc(f.segs, func(a, b *segment) int { return cmp.Compare(a.first, b.first) })
 	f.next = max(1, f.cut.floor)
 	for _, c := range f.cut.ages {
 		f.next = max(f.next, c.limit)
@@ -292,16 +293,6 @@ func (f *File) load() error {
 	}
 	f.dropDead()
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (f *File) segPath(first uint64) string {

@@ -38,18 +38,10 @@ func open(ctx context.Context, cfg *config.Config, readOnly bool, wait time.Dura
 		}
 		return OpenFile(cfg.Attempts.Path, wait)
 	}
-	db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
+	st, db, err := checkpoint.OpenTable(cfg, readOnly,
+		func(db *sql.DB) (*MySQL, error) { return OpenMySQL(ctx, db, cfg.Attempts.Table) },
+		func(db *sql.DB) (*MySQL, error) { return OpenMySQLReadOnly(db, cfg.Attempts.Table) })
 	if err != nil {
-		return nil, err
-	}
-	var st *MySQL
-	if readOnly {
-		st, err = OpenMySQLReadOnly(db, cfg.Attempts.Table)
-	} else {
-		st, err = OpenMySQL(ctx, db, cfg.Attempts.Table)
-	}
-	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	return ownedDB{st, db}, nil

@@ -3,6 +3,7 @@ package attempts
 import (
 	"context"
 	"errors"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"log/slog"
 	"sync"
 	"time"
@@ -69,24 +70,12 @@ type Writer struct {
 // NewWriter starts a Writer into st. The caller keeps st, and closes it
 // after the Writer.
 func NewWriter(st Store, o WriterOptions) *Writer {
-	if o.Queue <= 0 {
-		o.Queue = DefaultQueue
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.PruneEvery <= 0 {
-		o.PruneEvery = DefaultPruneEvery
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = defaultTimeout
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&o.Queue, DefaultQueue)
+	defaults.Positive(&o.BatchSize, DefaultBatchSize)
+	defaults.Positive(&o.Interval, DefaultInterval)
+	defaults.Positive(&o.PruneEvery, DefaultPruneEvery)
+	defaults.Positive(&o.WriteTimeout, defaultTimeout)
+	defaults.Logger(&o.Logger)
 	w := &Writer{st: st, o: o, ch: make(chan Attempt, o.Queue), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w

@@ -6,6 +6,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"os"
 	"slices"
 	"strconv"
@@ -43,9 +44,7 @@ func (o Options) withDefaults() Options {
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()
 	}
-	if o.List <= 0 {
-		o.List = DefaultList
-	}
+	defaults.Positive(&o.List, DefaultList)
 	return o
 }
 

@@ -305,23 +305,17 @@ func (r *reader) fail(err error) {
 	r.err = err
 }
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, err := binary.ReadUvarint(r.r)
-	if err != nil {
-		r.fail(err)
-	}
-	r.first = false
-	return v
-}
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.ReadUvarint) }
 
-func (r *reader) varint() int64 {
+func (r *reader) varint() int64 { return readVarint(r, binary.ReadVarint) }
+
+// readVarint reads the next varint of r with read (binary.ReadUvarint or
+// ReadVarint); nothing once r has failed.
+func readVarint[T uint64 | int64](r *reader, read func(io.ByteReader) (T, error)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, err := binary.ReadVarint(r.r)
+	v, err := read(r.r)
 	if err != nil {
 		r.fail(err)
 	}

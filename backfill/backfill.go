@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/canal"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 	"github.com/outbox-relay/outbox-relay/position"
 )
@@ -98,9 +99,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.ChunkSize == 0 {
 		cfg.ChunkSize = DefaultChunkSize
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&cfg.Logger)
 	if cfg.Follow == nil {
 		cfg.Follow = cfg.Reader
 	}

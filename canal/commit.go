@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"slices"
 	"sync"
 	"time"
@@ -122,9 +123,7 @@ func readOneXID(ctx context.Context, cfg ScanConfig, file string, pos, size uint
 		return time.Time{}, false
 	}
 	cfg.ReadTimeout = min(cfg.ReadTimeout, 5*time.Second)
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 5 * time.Second
-	}
+	defaults.Positive(&cfg.ReadTimeout, 5*time.Second)
 	syncer := newScanSyncer(cfg, true)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: pos - size})

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // ScanConfig is what ScanFile reads one binlog file with: a server and a
@@ -80,12 +81,8 @@ func ScanFile(ctx context.Context, cfg ScanConfig, file string, size int64, stop
 // newScanSyncer returns a syncer for one read of a file: no retries, no
 // rows decoded; events' checksums verified with verify.
 func newScanSyncer(cfg ScanConfig, verify bool) *replication.BinlogSyncer {
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.ReadTimeout, 30*time.Second)
+	defaults.Logger(&cfg.Logger)
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: cfg.ServerID, Flavor: cfg.Flavor, Host: cfg.Host, Port: cfg.Port, User: cfg.User, Password: cfg.Password,
 		TLSConfig: cfg.TLS, ReadTimeout: cfg.ReadTimeout, HeartbeatPeriod: cfg.ReadTimeout / 3,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/internal/grants"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -165,9 +166,7 @@ type Options struct {
 // (insecure_settings) and, with Options.Sinks, the sinks' probes, which
 // need no source.
 func Run(ctx context.Context, cfg *config.Config, opts Options) (Report, error) {
-	if opts.RetentionMin <= 0 {
-		opts.RetentionMin = 24 * time.Hour
-	}
+	defaults.Positive(&opts.RetentionMin, 24*time.Hour)
 	for _, n := range opts.AllowFail {
 		if !slices.Contains(Names(), n) {
 			return Report{}, fmt.Errorf("--allow-fail %q is not a check; the checks are %s", n, strings.Join(Names(), ", "))

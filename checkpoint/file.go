@@ -244,88 +244,80 @@ func appendCheckpoint(b []byte, cp Checkpoint) ([]byte, error) {
 	b = append(b, '{')
 	b = appendField(b, cpIndent, "flavor")
 	b = appendJSONString(b, cp.Flavor)
-	if cp.ServerUUID != "" {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "server_uuid")
-		b = appendJSONString(b, cp.ServerUUID)
-	}
-	if cp.ServerID != 0 {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "server_id")
-		b = strconv.AppendUint(b, uint64(cp.ServerID), 10)
-	}
-	b = append(b, ',')
-	b = appendField(b, cpIndent, "position")
-	b = appendPosition(b, &cp.Position)
+	b = appendStringField(b, cpIndent, "server_uuid", cp.ServerUUID)
+	b = appendUintField(b, cpIndent, "server_id", uint64(cp.ServerID))
+	b = appendPosition(appendNextField(b, cpIndent, "position"), &cp.Position)
 	var err error
 	if !cp.CommitTime.IsZero() {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "commit_time")
-		if b, err = appendJSONTime(b, cp.CommitTime); err != nil {
+		if b, err = appendJSONTime(appendNextField(b, cpIndent, "commit_time"), cp.CommitTime); err != nil {
 			return nil, err
 		}
 	}
-	b = append(b, ',')
-	b = appendField(b, cpIndent, "updated_at")
-	if b, err = appendJSONTime(b, cp.UpdatedAt); err != nil {
+	if b, err = appendJSONTime(appendNextField(b, cpIndent, "updated_at"), cp.UpdatedAt); err != nil {
 		return nil, err
 	}
-	if cp.Disabled != "" {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "disabled")
-		b = appendJSONString(b, cp.Disabled)
-	}
-	if cp.Record != "" {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "record")
-		b = appendJSONString(b, cp.Record)
-	}
+	b = appendStringField(b, cpIndent, "disabled", cp.Disabled)
+	b = appendStringField(b, cpIndent, "record", cp.Record)
 	if cp.Acked != nil {
-		b = append(b, ',')
-		b = appendField(b, cpIndent, "acked")
-		b = cp.Acked.appendJSON(b)
+		b = cp.Acked.appendJSON(appendNextField(b, cpIndent, "acked"))
 	}
 	return append(b, "\n    }"...), nil
+}
+
+// appendNextField appends a field's name after an earlier field: a comma,
+// then appendField.
+func appendNextField(b []byte, indent, name string) []byte {
+	return appendField(append(b, ','), indent, name)
+}
+
+// appendStringField appends field name, after an earlier field, with
+// value v; nothing when v is "" (omitempty).
+func appendStringField(b []byte, indent, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendJSONString(appendNextField(b, indent, name), v)
+}
+
+// appendUintField appends field name, after an earlier field, with value
+// v; nothing when v is 0 (omitempty).
+func appendUintField(b []byte, indent, name string, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return strconv.AppendUint(appendNextField(b, indent, name), v, 10)
 }
 
 // appendPosition appends p as a field of a checkpoint (at depth 3).
 func appendPosition(b []byte, p *event.Position) []byte {
 	b = append(b, '{')
 	n := 0
-	sep := func() {
+	field := func(name string) { // a comma before every field but the first
 		if n > 0 {
 			b = append(b, ',')
 		}
 		n++
+		b = appendField(b, posIndent, name)
 	}
-	if p.GTIDSet != "" {
-		sep()
-		b = appendField(b, posIndent, "gtid_set")
-		b = appendJSONString(b, p.GTIDSet)
+	str := func(name, v string) { // left out when ""
+		if v != "" {
+			field(name)
+			b = appendJSONString(b, v)
+		}
 	}
-	if p.File != "" {
-		sep()
-		b = appendField(b, posIndent, "file")
-		b = appendJSONString(b, p.File)
+	num := func(name string, v uint64) { // left out when 0
+		if v != 0 {
+			field(name)
+			b = strconv.AppendUint(b, v, 10)
+		}
 	}
-	if p.Pos != 0 {
-		sep()
-		b = appendField(b, posIndent, "pos")
-		b = strconv.AppendUint(b, uint64(p.Pos), 10)
-	}
-	if p.Server != "" {
-		sep()
-		b = appendField(b, posIndent, "server")
-		b = appendJSONString(b, p.Server)
-	}
-	if p.ServerID != 0 {
-		sep()
-		b = appendField(b, posIndent, "server_id")
-		b = strconv.AppendUint(b, uint64(p.ServerID), 10)
-	}
+	str("gtid_set", p.GTIDSet)
+	str("file", p.File)
+	num("pos", uint64(p.Pos))
+	str("server", p.Server)
+	num("server_id", uint64(p.ServerID))
 	if tc := p.Table; tc != nil {
-		sep()
-		b = appendField(b, posIndent, "table")
+		field("table")
 		b = append(b, '{')
 		b = appendField(b, tableIndent, "table")
 		b = appendJSONString(b, tc.Table)

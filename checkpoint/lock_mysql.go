@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // DefaultLockTimeout is how long the server keeps the MySQL store's lock for
@@ -42,9 +43,7 @@ const FenceTable = "outbox_relay_fence"
 // whether it still holds the lock.
 func (m *MySQL) Lock(ctx context.Context) (func(), <-chan struct{}, error) {
 	timeout := m.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
+	defaults.Positive(&timeout, DefaultLockTimeout)
 	timeout = max(timeout.Round(time.Second), 2*time.Second)
 	every := timeout / 5
 	name, err := lockName(ctx, m.db, m.table)

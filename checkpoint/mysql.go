@@ -193,23 +193,13 @@ func (m *MySQL) List(ctx context.Context) (map[string]Checkpoint, error) {
 // reads as empty on a read-only store.
 func (m *MySQL) query(ctx context.Context, where string, args ...any) (map[string]Checkpoint, error) {
 	all, err := m.queryColumns(ctx, columns, where, args)
-	if isUnknownColumn(err) { // a table of an earlier version, opened read-only
-		all, err = m.queryColumns(ctx, columnsV6, where, args)
-	}
-	if isUnknownColumn(err) {
-		all, err = m.queryColumns(ctx, columnsV5, where, args)
-	}
-	if isUnknownColumn(err) {
-		all, err = m.queryColumns(ctx, columnsV4, where, args)
-	}
-	if isUnknownColumn(err) {
-		all, err = m.queryColumns(ctx, columnsV3, where, args)
-	}
-	if isUnknownColumn(err) {
-		all, err = m.queryColumns(ctx, columnsV2, where, args)
-	}
-	if isUnknownColumn(err) {
-		all, err = m.queryColumns(ctx, columnsV1, where, args)
+	// A table of an earlier version, opened read-only: each earlier
+	// version's columns, newest first.
+	for _, cols := range []string{columnsV6, columnsV5, columnsV4, columnsV3, columnsV2, columnsV1} {
+		if !isUnknownColumn(err) {
+			break
+		}
+		all, err = m.queryColumns(ctx, cols, where, args)
 	}
 	if m.readOnly && IsMissingTable(err) {
 		return map[string]Checkpoint{}, nil
@@ -224,26 +214,13 @@ func (m *MySQL) queryColumns(ctx context.Context, cols, where string, args []any
 	}
 	defer rows.Close()
 	all := map[string]Checkpoint{}
+	scanned := 1 + strings.Count(cols, ",") + 1 // the name, then each column of cols: an earlier version's table has fewer
 	for rows.Next() {
 		var key string
 		var cp Checkpoint
 		var acked, record, cursor sql.NullString
 		dest := []any{&key, &cp.Flavor, &cp.ServerUUID, &cp.ServerID, &cp.Position.GTIDSet, &cp.Position.File, &cp.Position.Pos, dbTime{&cp.UpdatedAt}, dbTime{&cp.CommitTime}, &cp.Disabled, &acked, &cp.Position.ServerID, &record, &cursor}
-		switch cols {
-		case columnsV6:
-			dest = dest[:len(dest)-1]
-		case columnsV5:
-			dest = dest[:len(dest)-2]
-		case columnsV4:
-			dest = dest[:len(dest)-3]
-		case columnsV3:
-			dest = dest[:len(dest)-4]
-		case columnsV2:
-			dest = dest[:len(dest)-5]
-		case columnsV1:
-			dest = dest[:len(dest)-6]
-		}
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(dest[:scanned]...); err != nil {
 			return nil, err
 		}
 		if acked.Valid && acked.String != "" {
@@ -298,19 +275,23 @@ func (m *MySQL) SaveMany(ctx context.Context, cps map[string]Checkpoint) error {
 	}
 	keys := slices.Sorted(maps.Keys(cps))
 	chunks := slices.Collect(slices.Chunk(keys, rowsPerStatement))
-	if err := m.write(ctx, len(chunks), func(ex execer) error {
-		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*14)
-			for _, k := range chunk {
-				args = m.upsertArgs(args, k, cps[k])
-			}
-			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := m.write(ctx, len(chunks), func(ex execer) error { return m.upsertChunks(ctx, ex, chunks, cps) }); err != nil {
 		return fmt.Errorf("save %d checkpoints: %w", len(cps), err)
+	}
+	return nil
+}
+
+// upsertChunks writes the checkpoints of cps named by each chunk of keys
+// with one multi-row INSERT … ON DUPLICATE KEY UPDATE per chunk.
+func (m *MySQL) upsertChunks(ctx context.Context, ex execer, chunks [][]string, cps map[string]Checkpoint) error {
+	for _, chunk := range chunks {
+		args := make([]any, 0, len(chunk)*14)
+		for _, k := range chunk {
+			args = m.upsertArgs(args, k, cps[k])
+		}
+		if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -327,14 +308,8 @@ func (m *MySQL) WriteMany(ctx context.Context, save map[string]Checkpoint, del [
 	slices.Sort(del)
 	dels := slices.Collect(slices.Chunk(del, rowsPerStatement))
 	if err := m.write(ctx, len(chunks)+len(dels), func(ex execer) error {
-		for _, chunk := range chunks {
-			args := make([]any, 0, len(chunk)*14)
-			for _, k := range chunk {
-				args = m.upsertArgs(args, k, save[k])
-			}
-			if _, err := ex.ExecContext(ctx, m.upsert(len(chunk)), args...); err != nil {
-				return err
-			}
+		if err := m.upsertChunks(ctx, ex, chunks, save); err != nil {
+			return err
 		}
 		for _, chunk := range dels {
 			args := make([]any, len(chunk))

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 
 	"github.com/outbox-relay/outbox-relay/config"
@@ -20,21 +21,31 @@ func OpenReadOnly(ctx context.Context, cfg *config.Config) (Store, func(), error
 	return open(ctx, cfg, true, nil)
 }
 
+// OpenTable opens the database of checkpoint.dsn and a store of one of
+// its tables on it (checkpoints, dead letters, attempts): by openReadOnly
+// when readOnly, else by open. The caller closes db after the store; when
+// the store does not open, OpenTable closes db.
+func OpenTable[S any](cfg *config.Config, readOnly bool, open, openReadOnly func(db *sql.DB) (S, error)) (st S, db *sql.DB, err error) {
+	if db, err = OpenDB(cfg.Checkpoint.DSN.Reveal()); err != nil {
+		return st, nil, err
+	}
+	if readOnly {
+		open = openReadOnly
+	}
+	if st, err = open(db); err != nil {
+		db.Close()
+		return st, nil, err
+	}
+	return st, db, nil
+}
+
 func open(ctx context.Context, cfg *config.Config, readOnly bool, log *slog.Logger) (Store, func(), error) {
 	switch cfg.Checkpoint.Store {
 	case "mysql":
-		db, err := OpenDB(cfg.Checkpoint.DSN.Reveal())
+		st, db, err := OpenTable(cfg, readOnly,
+			func(db *sql.DB) (*MySQL, error) { return OpenMySQL(ctx, db, cfg.Checkpoint.Table, log) },
+			func(db *sql.DB) (*MySQL, error) { return OpenMySQLReadOnly(db, cfg.Checkpoint.Table) })
 		if err != nil {
-			return nil, nil, err
-		}
-		var st *MySQL
-		if readOnly {
-			st, err = OpenMySQLReadOnly(db, cfg.Checkpoint.Table)
-		} else {
-			st, err = OpenMySQL(ctx, db, cfg.Checkpoint.Table, log)
-		}
-		if err != nil {
-			db.Close()
 			return nil, nil, err
 		}
 		st.LockTimeout = cfg.Checkpoint.LockTimeout

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // Sink is one webhook sink as the console shows it.
@@ -105,9 +106,7 @@ func CheckKey(key []byte, env string) error {
 
 // New checks opts and returns a server.
 func New(opts Options) (*Server, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&opts.Logger)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

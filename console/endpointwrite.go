@@ -131,15 +131,8 @@ func (s *Server) rowOf(w http.ResponseWriter, e Endpoint) (gateway.TableAdmin, b
 }
 
 func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
-	e, ok := s.lookup(w, r, p)
-	if !ok {
-		return
-	}
 	var in EndpointWrite
-	if !decode(w, r, &in) {
-		return
-	}
-	t, ok := s.rowOf(w, e)
+	e, t, ok := s.lookupRow(w, r, p, &in)
 	if !ok {
 		return
 	}
@@ -165,10 +158,39 @@ func (s *Server) updateEndpoint(w http.ResponseWriter, r *http.Request, p princi
 		return
 	}
 	err := t.Update(r.Context(), gateway.TableRow{ID: e.ID, URL: in.URL, Tenant: tenant, EventTypes: in.EventTypes, AggregateTypes: in.AggregateTypes, RateLimit: in.RateLimit})
-	if !s.changed(w, p, "update endpoint", e.Key, err) {
-		return
+	s.answerChange(w, r, p, e, "update endpoint", err)
+}
+
+// lookupDecoding is lookup, then, for an endpoint it found, decode of the
+// request's body into in.
+func (s *Server) lookupDecoding(w http.ResponseWriter, r *http.Request, p principal, in any) (Endpoint, bool) {
+	e, ok := s.lookup(w, r, p)
+	return e, ok && decode(w, r, in)
+}
+
+// lookupRow is lookupDecoding (lookup alone when in is nil), then rowOf:
+// the endpoint whose table row the request changes, and its table.
+func (s *Server) lookupRow(w http.ResponseWriter, r *http.Request, p principal, in any) (Endpoint, gateway.TableAdmin, bool) {
+	var e Endpoint
+	var ok bool
+	if in == nil {
+		e, ok = s.lookup(w, r, p)
+	} else {
+		e, ok = s.lookupDecoding(w, r, p, in)
 	}
-	s.answerEndpoint(w, r, p, e)
+	if !ok {
+		return e, nil, false
+	}
+	t, ok := s.rowOf(w, e)
+	return e, t, ok
+}
+
+// answerChange records a change to endpoint e (action; err its failure)
+// as changed does and, when it was made, answers with e as it is now.
+func (s *Server) answerChange(w http.ResponseWriter, r *http.Request, p principal, e Endpoint, action string, err error) {
+	if s.changed(w, p, action, e.Key, err) {
+		s.answerEndpoint(w, r, p, e)
+	}
 }
 
 func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, p principal, e Endpoint) {
@@ -182,11 +204,7 @@ func (s *Server) answerEndpoint(w http.ResponseWriter, r *http.Request, p princi
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
-	e, ok := s.lookup(w, r, p)
-	if !ok {
-		return
-	}
-	t, ok := s.rowOf(w, e)
+	e, t, ok := s.lookupRow(w, r, p, nil)
 	if !ok {
 		return
 	}
@@ -210,19 +228,12 @@ func (s *Server) changed(w http.ResponseWriter, p principal, action, key string,
 }
 
 func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
-	e, ok := s.lookup(w, r, p)
-	if !ok {
-		return
-	}
-	t, ok := s.rowOf(w, e)
+	e, t, ok := s.lookupRow(w, r, p, nil)
 	if !ok {
 		return
 	}
 	err := t.SetEnabled(r.Context(), e.ID, false)
-	if !s.changed(w, p, "disable endpoint", e.Key, err) {
-		return
-	}
-	s.answerEndpoint(w, r, p, e)
+	s.answerChange(w, r, p, e, "disable endpoint", err)
 }
 
 func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
@@ -237,24 +248,14 @@ func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p princi
 	if err == nil && s.o.Relay != nil {
 		_, err = s.o.Relay.Enable(r.Context(), e.Key)
 	}
-	if !s.changed(w, p, "enable endpoint", e.Key, err) {
-		return
-	}
-	s.answerEndpoint(w, r, p, e)
+	s.answerChange(w, r, p, e, "enable endpoint", err)
 }
 
 func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p principal) {
-	e, ok := s.lookup(w, r, p)
-	if !ok {
-		return
-	}
 	var in struct {
 		KeepOld bool `json:"keep_old"`
 	}
-	if !decode(w, r, &in) {
-		return
-	}
-	t, ok := s.rowOf(w, e)
+	e, t, ok := s.lookupRow(w, r, p, &in)
 	if !ok {
 		return
 	}
@@ -266,14 +267,11 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p principa
 }
 
 func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p principal) {
-	e, ok := s.lookup(w, r, p)
-	if !ok {
-		return
-	}
 	var in struct {
 		Since string `json:"since"`
 	}
-	if !decode(w, r, &in) {
+	e, ok := s.lookupDecoding(w, r, p, &in)
+	if !ok {
 		return
 	}
 	since, err := parseTime(in.Since, s.o.Now())

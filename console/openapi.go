@@ -3,9 +3,10 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -246,21 +247,11 @@ func Reference() string {
 		}
 	}
 	b.WriteString("\n## Schemas\n")
-	names := make([]string, 0, len(schemas))
-	for n := range schemas {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(schemas)) {
 		sc := schemas[n].(obj)
 		fmt.Fprintf(&b, "\n### %s\n\n| field | type | what it is |\n|---|---|---|\n", n)
 		props := sc["properties"].(obj)
-		keys := make([]string, 0, len(props))
-		for k := range props {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(props)) {
 			p := props[k].(obj)
 			t, _ := p["type"].(string)
 			if r, ok := p["$ref"].(string); ok {

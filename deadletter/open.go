@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
@@ -25,18 +26,10 @@ func open(ctx context.Context, cfg *config.Config, readOnly bool) (Store, func()
 	case "none":
 		return nil, func() {}, nil
 	case "mysql":
-		db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
+		st, db, err := checkpoint.OpenTable(cfg, readOnly,
+			func(db *sql.DB) (*MySQL, error) { return OpenMySQL(ctx, db, cfg.DeadLetter.Table) },
+			func(db *sql.DB) (*MySQL, error) { return OpenMySQLReadOnly(db, cfg.DeadLetter.Table) })
 		if err != nil {
-			return nil, nil, err
-		}
-		var st *MySQL
-		if readOnly {
-			st, err = OpenMySQLReadOnly(db, cfg.DeadLetter.Table)
-		} else {
-			st, err = OpenMySQL(ctx, db, cfg.DeadLetter.Table)
-		}
-		if err != nil {
-			db.Close()
 			return nil, nil, err
 		}
 		return st, func() { db.Close() }, nil

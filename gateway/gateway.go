@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -190,12 +191,8 @@ type awake struct {
 // New reads the endpoints' cursors and returns a gateway whose shared
 // stream starts where startOf says.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.RejoinWindow <= 0 {
-		cfg.RejoinWindow = DefaultRejoinWindow
-	}
+	defaults.Logger(&cfg.Logger)
+	defaults.Positive(&cfg.RejoinWindow, DefaultRejoinWindow)
 	var cursors []Cursor
 	from := make([]event.Position, len(cfg.Endpoints))
 	fresh := false // an endpoint without a cursor starts at cfg.Start
@@ -691,13 +688,7 @@ func (g *Gateway) ended(key string, r *running, a *awake, err error) {
 			cp := g.cfg.Identity
 			cp.Position, cp.CommitTime, cp.UpdatedAt = a.base, a.baseCommit, time.Now().UTC()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
-				g.log.Error("could not save the cursor of a stopped endpoint; the shared cursor stays before its events",
-					slog.String("endpoint", key), slog.Any("err", err))
-				g.mu.Lock()
-				g.shared.pend(key, cp)
-				g.mu.Unlock()
-			}
+			g.saveStopped(ctx, key, cp, "the shared cursor stays before its events")
 			cancel()
 		}
 		g.hub.Lock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // Health tracks each endpoint's run of failed attempts and its 410 Gone
@@ -91,9 +92,7 @@ const disabledPoll = 5 * time.Second
 // flag was cleared in the store, until ctx ends.
 func (g *Gateway) watchHealth(ctx context.Context) {
 	poll := g.pollEvery
-	if poll <= 0 {
-		poll = disabledPoll
-	}
+	defaults.Positive(&poll, disabledPoll)
 	every := poll
 	if g.cfg.DisableAfter > 0 {
 		every = min(poll, max(g.cfg.DisableAfter/10, 10*time.Millisecond))

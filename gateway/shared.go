@@ -139,14 +139,21 @@ func (g *Gateway) keepCursorLocked(key string, r *running) {
 	}
 	cp = g.cfg.Identity
 	cp.Position, cp.CommitTime, cp.UpdatedAt = g.hub.pos, g.hub.commit, time.Now().UTC()
+	g.saveStopped(ctx, key, cp, "it is kept with the next write of the shared cursor")
+	g.hub.obs.Held(key, cp.Position, heldSince(cp))
+}
+
+// saveStopped saves cp, the cursor of a stopped endpoint key. One the
+// store refuses is logged, with unsaved saying what becomes of it, and
+// kept to be written with the shared cursor (pend). g.mu is not held.
+func (g *Gateway) saveStopped(ctx context.Context, key string, cp checkpoint.Checkpoint, unsaved string) {
 	if err := g.cfg.Store.Save(ctx, key, cp); err != nil {
-		g.log.Error("could not save the cursor of a stopped endpoint; it is kept with the next write of the shared cursor",
+		g.log.Error("could not save the cursor of a stopped endpoint; "+unsaved,
 			slog.String("endpoint", key), slog.Any("err", err))
 		g.mu.Lock()
 		g.shared.pend(key, cp)
 		g.mu.Unlock()
 	}
-	g.hub.obs.Held(key, cp.Position, heldSince(cp))
 }
 
 // keepShared saves the shared cursor every sharedEvery, when it moved,

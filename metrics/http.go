@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,9 +35,7 @@ const DefaultReadyCheckpointAge = 2 * time.Minute
 //
 // maxAge <= 0 means DefaultReadyCheckpointAge.
 func Handler(m *Metrics, g prometheus.Gatherer, maxAge time.Duration) http.Handler {
-	if maxAge <= 0 {
-		maxAge = DefaultReadyCheckpointAge
-	}
+	defaults.Positive(&maxAge, DefaultReadyCheckpointAge)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -90,9 +89,7 @@ type Server struct {
 // anything else starts) and serves h on it in a goroutine owned by the
 // returned Server.
 func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&log)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %q: %w", addr, err)
@@ -111,9 +108,7 @@ func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 // that once and keeps trying every interval, serving as soon as it binds,
 // until Close. Any other error (a bad address) is returned at once.
 func ListenWhenFree(addr string, h http.Handler, log *slog.Logger, every time.Duration) (*Server, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&log)
 	s, err := Listen(addr, h, log)
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		return s, err

@@ -7,6 +7,7 @@ package metrics
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,13 +109,7 @@ func compareLogs(a, b string) int {
 	if len(a) != len(b) {
 		return len(a) - len(b)
 	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return strings.Compare(a, b)
 }
 
 // Reading lists, per sink in order, "sink NAME reads HOST:PORT" (for /readyz).

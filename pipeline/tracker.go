@@ -346,19 +346,21 @@ func (t *tracker) ackLocked(e *txnEntry, size int, id string) {
 // the watermark passes them with it).
 func (t *tracker) collapse(e *txnEntry) {
 	if p := e.prev; p != nil && p.pending == 0 {
-		e.listed += p.listed
-		e.unlisted += p.unlisted
-		p.listed, p.unlisted = 0, 0
-		t.unlink(p)
-		p.into = e
+		t.fold(p, e)
 	}
 	if n := e.next; n != nil && n.pending == 0 {
-		n.listed += e.listed
-		n.unlisted += e.unlisted
-		e.listed, e.unlisted = 0, 0
-		t.unlink(e)
-		e.into = n
+		t.fold(e, n)
 	}
+}
+
+// fold drops the settled entry from, the older of two neighbours, and
+// moves its counts to into, the newer one, which is kept.
+func (t *tracker) fold(from, into *txnEntry) {
+	into.listed += from.listed
+	into.unlisted += from.unlisted
+	from.listed, from.unlisted = 0, 0
+	t.unlink(from)
+	from.into = into
 }
 
 func (t *tracker) unlink(e *txnEntry) {

@@ -78,16 +78,9 @@ func intervalsMinus(a, b mysql.IntervalSlice) mysql.IntervalSlice {
 // (domain, server) pair in the binlog.
 func MariaDBState(s string) (map[[2]uint32]uint64, error) {
 	out := map[[2]uint32]uint64{}
-	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		g, err := mysql.ParseMariadbGTID(part)
-		if err != nil {
-			return nil, err
-		}
-		out[[2]uint32{g.DomainID, g.ServerID}] = g.SequenceNumber
+	err := eachMariaDBGTID(s, func(g *mysql.MariadbGTID) { out[[2]uint32{g.DomainID, g.ServerID}] = g.SequenceNumber })
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

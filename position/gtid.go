@@ -11,6 +11,21 @@ import (
 // listed wins when a domain repeats, as in a GTID list).
 func MariaDBPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
 	out := map[uint32]mysql.MariadbGTID{}
+	err := eachMariaDBGTID(s, func(g *mysql.MariadbGTID) {
+		if old, ok := out[g.DomainID]; !ok || g.SequenceNumber >= old.SequenceNumber {
+			out[g.DomainID] = *g
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachMariaDBGTID parses a comma-separated list of MariaDB GTIDs (a GTID
+// position, gtid_binlog_state; line breaks ignored) and calls each with
+// every GTID in the order listed. It stops at the first that does not parse.
+func eachMariaDBGTID(s string, each func(g *mysql.MariadbGTID)) error {
 	for _, part := range strings.Split(strings.ReplaceAll(s, "\n", ""), ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -18,13 +33,11 @@ func MariaDBPositions(s string) (map[uint32]mysql.MariadbGTID, error) {
 		}
 		g, err := mysql.ParseMariadbGTID(part)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if old, ok := out[g.DomainID]; !ok || g.SequenceNumber >= old.SequenceNumber {
-			out[g.DomainID] = *g
-		}
+		each(g)
 	}
-	return out, nil
+	return nil
 }
 
 // Set is a parsed checkpoint GTID set: a MySQL GTID set ("uuid:1-5,...") or

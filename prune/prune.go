@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/internal/sqlident"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/source"
@@ -94,12 +95,8 @@ type Pruner struct {
 // bounded by the checkpoints in store of the named sinks (every pipeline:
 // config.PipelineNames). It does not connect yet.
 func New(db *sql.DB, info source.ServerInfo, store checkpoint.Store, sinks []string, tables []Table, opts Options) *Pruner {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = config.DefaultPruneBatchSize
-	}
+	defaults.Logger(&opts.Logger)
+	defaults.Positive(&opts.BatchSize, config.DefaultPruneBatchSize)
 	if opts.LockWaitTimeout < time.Second {
 		opts.LockWaitTimeout = config.DefaultPruneLockWaitTimeout
 	}

@@ -57,6 +57,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/metrics"
 	"github.com/outbox-relay/outbox-relay/prune"
 	"github.com/outbox-relay/outbox-relay/retry"
@@ -132,9 +133,7 @@ type Relay struct {
 
 // New returns a relay for cfg. It does not connect yet.
 func New(cfg *config.Config, opts Options) *Relay {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&opts.Logger)
 	r := &Relay{cfg: cfg, opts: opts, log: opts.Logger, health: gateway.NewHealth(), retry: retry.FromConfig(cfg.Delivery)}
 	if cfg.Attempts.Enabled {
 		r.attempts = &attemptsRecord{}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // Defaults of Policy.
@@ -68,15 +69,9 @@ func (p Policy) Within(initial, max time.Duration) Policy {
 
 // WithDefaults returns p with every zero field set to its default.
 func (p Policy) WithDefaults() Policy {
-	if p.Initial <= 0 {
-		p.Initial = DefaultInitial
-	}
-	if p.Max <= 0 {
-		p.Max = DefaultMax
-	}
-	if p.Probe <= 0 {
-		p.Probe = DefaultProbe
-	}
+	defaults.Positive(&p.Initial, DefaultInitial)
+	defaults.Positive(&p.Max, DefaultMax)
+	defaults.Positive(&p.Probe, DefaultProbe)
 	return p
 }
 

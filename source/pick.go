@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/position"
 )
 
@@ -33,9 +34,7 @@ type Set struct {
 
 // NewSet returns the Set of cfg's servers; it connects lazily.
 func NewSet(cfg config.Source, log *slog.Logger) *Set {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&log)
 	return &Set{cfg: cfg, log: log, addrs: cfg.Addrs(), dbs: map[string]*sql.DB{}}
 }
 

@@ -440,33 +440,25 @@ func insertEndpointRows(ctx context.Context, db *sql.DB, url string, n int) erro
 // id "<prefix>-I"), in transactions of 100 rows from 4 connections.
 func commitEvents(db *sql.DB, is []int, prefix string) error {
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() {
-			for {
-				lo := int(next.Add(100)) - 100
-				if lo >= len(is) {
-					return
-				}
-				var q strings.Builder
-				q.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES ")
-				for k, i := range is[lo:min(len(is), lo+100)] {
-					if k > 0 {
-						q.WriteByte(',')
-					}
-					fmt.Fprintf(&q, `('%s-%d', 'order', 'ord-%d', 'order.created', '{"order_id": "ord-%d", "amount": 1, "currency": "EUR"}', '%s')`, prefix, i, i, i, tenantOf(i))
-				}
-				if _, err := db.Exec(q.String()); err != nil {
-					errs <- err
-					return
-				}
+	return inParallel(4, func(int) error {
+		for {
+			lo := int(next.Add(100)) - 100
+			if lo >= len(is) {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			var q strings.Builder
+			q.WriteString("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, tenant) VALUES ")
+			for k, i := range is[lo:min(len(is), lo+100)] {
+				if k > 0 {
+					q.WriteByte(',')
+				}
+				fmt.Fprintf(&q, `('%s-%d', 'order', 'ord-%d', 'order.created', '{"order_id": "ord-%d", "amount": 1, "currency": "EUR"}', '%s')`, prefix, i, i, i, tenantOf(i))
+			}
+			if _, err := db.Exec(q.String()); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // waitReady polls url every 10 ms until it answers 200.

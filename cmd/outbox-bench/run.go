@@ -403,25 +403,35 @@ const bufferPool = "256M"
 // Row k's aggregate type is tenant(k): the gateway row's endpoint k%1000
 // selects it.
 func load(db *sql.DB, table string, rows int) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
 	per := (rows + 39) / 40
-	for p := range 4 {
+	return inParallel(4, func(p int) error {
+		for i := p * per; i < min(rows/10, (p+1)*per); i++ {
+			var q bytes.Buffer
+			q.WriteString("INSERT INTO " + table + " (aggregatetype, aggregateid, type, payload) VALUES ")
+			for r := range 10 {
+				if r > 0 {
+					q.WriteByte(',')
+				}
+				k := i*10 + r
+				fmt.Fprintf(&q, `('%s', 'ord-%06d', 'order.created', '{"order_id": "ord-%06d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}')`, tenant(k), k%5000, k, k%9973)
+			}
+			if _, err := db.Exec(q.String()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inParallel runs work(0) to work(n-1) at once, each on a goroutine, and
+// returns the first error one of them returned (nil when none did).
+func inParallel(n int, work func(p int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for p := range n {
 		wg.Go(func() {
-			for i := p * per; i < min(rows/10, (p+1)*per); i++ {
-				var q bytes.Buffer
-				q.WriteString("INSERT INTO " + table + " (aggregatetype, aggregateid, type, payload) VALUES ")
-				for r := range 10 {
-					if r > 0 {
-						q.WriteByte(',')
-					}
-					k := i*10 + r
-					fmt.Fprintf(&q, `('%s', 'ord-%06d', 'order.created', '{"order_id": "ord-%06d", "amount": %d, "currency": "EUR", "note": "a typical small payload"}')`, tenant(k), k%5000, k, k%9973)
-				}
-				if _, err := db.Exec(q.String()); err != nil {
-					errs <- err
-					return
-				}
+			if err := work(p); err != nil {
+				errs <- err
 			}
 		})
 	}

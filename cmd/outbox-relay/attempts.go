@@ -21,13 +21,12 @@ import (
 const attemptsReadWait = time.Second
 
 func attemptsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("attempts", `attempts --config FILE [--sink S] [--endpoint E] [--event ID] [--status N] [--failed]
+	fs := newConfigFlags("attempts", `attempts --config FILE [--sink S] [--endpoint E] [--event ID] [--status N] [--failed]
                             [--since TIME] [--until TIME] [--tenant T] [--before ID] [--limit N] [--json] [--url URL]
 
 Searches the record of webhook delivery attempts (attempts.enabled), newest first. With the
 file store (checkpoint.store: file) while the relay runs, the relay holds the file: the command
 then asks it over its HTTP listener (http.listen, or --url).`, stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
 	var q attempts.Query
 	fs.StringVar(&q.Sink, "sink", "", "only attempts of this webhook sink")
 	fs.StringVar(&q.Endpoint, "endpoint", "", `only attempts of this endpoint (a name, or "sink/endpoint")`)
@@ -41,7 +40,7 @@ then asks it over its HTTP listener (http.listen, or --url).`, stderr)
 	fs.IntVar(&q.Limit, "limit", attempts.DefaultLimit, fmt.Sprintf("most attempts printed (at most %d)", attempts.MaxLimit))
 	asJSON := fs.Bool("json", false, "print attempts as JSON lines")
 	url := fs.String("url", "", "ask the relay listening here (http://host:port) instead of opening the store")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
 	var err error
@@ -61,7 +60,7 @@ then asks it over its HTTP listener (http.listen, or --url).`, stderr)
 	if *url != "" {
 		st = attempts.NewClient(*url, nil)
 	} else {
-		cfg, err := config.LoadSections(*path, "checkpoint", "attempts", "http", "log")
+		cfg, err := fs.load("checkpoint", "attempts", "http", "log")
 		if err != nil {
 			return err
 		}

@@ -43,8 +43,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
-	fs := newFlags("audit", synopsis+" [--clock-skew D]", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	fs := newConfigFlags("audit", synopsis+" [--clock-skew D]", stderr)
 	sinkName := fs.String("sink", "", "the sink to audit (a webhook sink: all its endpoints, or one as sink/endpoint)")
 	fromS := fs.String("from", "", "start: a GTID set (the transactions after it, as a checkpoint) or a commit time (RFC 3339 or '2006-01-02 15:04:05' UTC; read from the oldest binlog)")
 	toS := fs.String("to", "", "end, inclusive: a GTID set or a commit time; default: the server's position now")
@@ -60,7 +59,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	tempDir := fs.String("temp-dir", "", "where the comparison spills when it outgrows --memory (default: $TMPDIR or /tmp)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if *sinkName == "" || *fromS == "" {
@@ -72,7 +71,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || memory < audit.MinMemory {
 		return fmt.Errorf("--memory %q: give a size of at least 64KiB, such as 256MiB or 2GiB", *memoryS)
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.load()
 	if err != nil {
 		return err
 	}
@@ -103,7 +102,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if sc == nil {
-		return fmt.Errorf("--sink %q: no such sink in %s", *sinkName, *path)
+		return fmt.Errorf("--sink %q: no such sink in %s", *sinkName, *fs.path)
 	}
 	// A kind whose destination can be read back declares an Auditor; a
 	// gateway (webhook) sink is audited against its endpoints' checkpoints

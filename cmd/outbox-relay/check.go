@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -16,14 +15,9 @@ import (
 	"github.com/outbox-relay/outbox-relay/source"
 )
 
-func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "check --config FILE", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
-	retentionMin := fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := config.Load(*path)
+func checkCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	retentionMin := startupCheckFlags(fs)
+	cfg, err := fs.parseAndLoad(args)
 	if err != nil {
 		return err
 	}

@@ -9,15 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/console"
 )
 
-// consoleCmd makes the console's credentials: tokens and tenant links
-// (docs/console.md).
-func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: outbox-relay console <token|link> [flags]
+// consoleUsage is `outbox-relay console --help`.
+const consoleUsage = `Usage: outbox-relay console <token|link> [flags]
 
 Credentials of the gateway's console (console: in the config, docs/console.md).
 
@@ -28,15 +24,13 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
          --ttl (default 15m): --config FILE --tenant TENANT [--ttl 15m]
          [--base https://console.example.com]; the key is read from the
          environment variable console.link_key_env names
-`)
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			usage(stderr)
-			return errUsage
-		}
-		usage(stdout)
-		return nil
+`
+
+// consoleCmd makes the console's credentials: tokens and tenant links
+// (docs/console.md).
+func consoleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if help, err := verbHelp(args, consoleUsage, stdout, stderr); help {
+		return err
 	}
 	switch args[0] {
 	case "token":
@@ -59,12 +53,11 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
 		}
 		return nil
 	case "link":
-		fs := newFlags("console link", "console link --config FILE --tenant TENANT [--ttl 15m] [--base URL]", stderr)
-		path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+		fs := newConfigFlags("console link", "console link --config FILE --tenant TENANT [--ttl 15m] [--base URL]", stderr)
 		tenant := fs.String("tenant", "", "the tenant whose view the link opens (required)")
 		ttl := fs.Duration("ttl", 15*time.Minute, "how long the link is valid (at most 24h)")
 		base := fs.String("base", "", "the console's address as browsers reach it (default: http:// and console.listen)")
-		if err := parse(fs, args[1:]); err != nil {
+		if err := parse(fs.FlagSet, args[1:]); err != nil {
 			return err
 		}
 		if *tenant == "" {
@@ -73,7 +66,7 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
 		if *ttl <= 0 || *ttl > 24*time.Hour {
 			return fmt.Errorf("--ttl %s: use a duration above 0 and at most 24h (a link is a short-lived credential)", *ttl)
 		}
-		cfg, err := config.LoadSections(*path, "console")
+		cfg, err := fs.load("console")
 		if err != nil {
 			return err
 		}
@@ -91,7 +84,5 @@ Credentials of the gateway's console (console: in the config, docs/console.md).
 		fmt.Fprintln(stdout, strings.TrimSuffix(b, "/")+console.LinkPath(key, *tenant, time.Now().Add(*ttl)))
 		return nil
 	}
-	fmt.Fprintf(stderr, "unknown console command %q\n", args[0])
-	usage(stderr)
-	return errUsage
+	return unknownVerb("console", args[0], consoleUsage, stderr)
 }

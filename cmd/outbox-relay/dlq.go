@@ -19,9 +19,8 @@ import (
 	"github.com/outbox-relay/outbox-relay/relay"
 )
 
-func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: outbox-relay dlq <list|replay|purge> --config FILE [selectors]
+// dlqUsage is `outbox-relay dlq --help`.
+const dlqUsage = `Usage: outbox-relay dlq <list|replay|purge> --config FILE [selectors]
 
 Dead letters are events a sink could not deliver for good. Selectors:
   --id ID        a record id (repeatable)
@@ -37,24 +36,17 @@ Dead letters are events a sink could not deliver for good. Selectors:
           (a tenant's record only to an endpoint of that tenant: one deleted and made
           again by another tenant keeps it)
   purge   delete them
-`)
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			usage(stderr)
-			return errUsage
-		}
-		usage(stdout)
-		return nil
+`
+
+func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if help, err := verbHelp(args, dlqUsage, stdout, stderr); help {
+		return err
 	}
 	verb := args[0]
 	if verb != "list" && verb != "replay" && verb != "purge" {
-		fmt.Fprintf(stderr, "unknown dlq command %q\n", verb)
-		usage(stderr)
-		return errUsage
+		return unknownVerb("dlq", verb, dlqUsage, stderr)
 	}
-	fs := newFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--tenant NAME] [--since TIME] [--until TIME] [--all]", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	fs := newConfigFlags("dlq "+verb, "dlq "+verb+" --config FILE [--id ID]... [--sink NAME] [--tenant NAME] [--since TIME] [--until TIME] [--all]", stderr)
 	var ids multiFlag
 	fs.Var(&ids, "id", "record id (repeatable)")
 	sinkName := fs.String("sink", "", "only records of this sink")
@@ -63,7 +55,7 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	tenant := fs.String("tenant", "", "only records of this tenant")
 	all := fs.Bool("all", false, "select every record")
 	asJSON := fs.Bool("json", false, "list: print records as JSON lines")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs.FlagSet, args[1:]); err != nil {
 		return err
 	}
 	f := deadletter.Filter{IDs: ids, Sink: *sinkName, Tenant: *tenant}
@@ -81,13 +73,11 @@ Dead letters are events a sink could not deliver for good. Selectors:
 	}
 	// list and purge read only the dead-letter store: a sink's unset
 	// ${SECRET} does not stop them; replay builds the sinks.
-	load := config.Load
+	var sections []string // all
 	if verb != "replay" {
-		load = func(path string) (*config.Config, error) {
-			return config.LoadSections(path, "checkpoint", "dead_letter", "log")
-		}
+		sections = []string{"checkpoint", "dead_letter", "log"}
 	}
-	cfg, err := load(*path)
+	cfg, err := fs.load(sections...)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 )
@@ -24,10 +23,9 @@ const secretsKeyEnv = "OUTBOX_RELAY_SECRETS_KEY"
 // stdin is what commands read their input from; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// endpointsCmd works on the webhook endpoints table's values.
-func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, `Usage: outbox-relay endpoints <add|update|delete|rotate-secret|enable|replay|encrypt-secret> [flags]
+// endpointsUsage is `outbox-relay endpoints --help`, a format of
+// secretsKeyEnv.
+const endpointsUsage = `Usage: outbox-relay endpoints <add|update|delete|rotate-secret|enable|replay|encrypt-secret> [flags]
 
 Helpers for webhook endpoints (of the configuration or of a table,
 deploy/outbox_endpoints.sql).
@@ -81,15 +79,13 @@ deploy/outbox_endpoints.sql).
                   (the base64 of 32 bytes, the sink's endpoints_table.secrets_key)
                   comes from $%s or --key-file FILE. --type TYPE names the sink type
                   whose table the row is in, needed only when several types have one
-`, secretsKeyEnv)
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			usage(stderr)
-			return errUsage
-		}
-		usage(stdout)
-		return nil
+`
+
+// endpointsCmd works on the webhook endpoints table's values.
+func endpointsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := fmt.Sprintf(endpointsUsage, secretsKeyEnv)
+	if help, err := verbHelp(args, usage, stdout, stderr); help {
+		return err
 	}
 	switch args[0] {
 	case "add", "update", "delete", "rotate-secret":
@@ -102,9 +98,7 @@ deploy/outbox_endpoints.sql).
 		return replayCreate(ctx, "endpoints replay", args[1:], "SINK/ENDPOINT", stdout, stderr)
 	}
 	if args[0] != "encrypt-secret" {
-		fmt.Fprintf(stderr, "unknown endpoints command %q\n", args[0])
-		usage(stderr)
-		return errUsage
+		return unknownVerb("endpoints", args[0], usage, stderr)
 	}
 	fs := newFlags("endpoints encrypt-secret", "endpoints encrypt-secret --table SCHEMA.TABLE --id ID --url URL [--key-file FILE] < secret.txt", stderr)
 	keyFile := fs.String("key-file", "", "file holding the secrets key (base64 of 32 bytes); default: $"+secretsKeyEnv)
@@ -180,16 +174,15 @@ func secretKind(typ string) (func(key, secret string, row gateway.SecretRow) (st
 
 // enableEndpoints clears the disabled flag of endpoints' checkpoints.
 func enableEndpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("endpoints enable", "endpoints enable --config FILE SINK/ENDPOINT...", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	if err := parseFlags(fs, args); err != nil {
+	fs := newConfigFlags("endpoints enable", "endpoints enable --config FILE SINK/ENDPOINT...", stderr)
+	if err := parseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	keys := fs.Args()
 	if len(keys) == 0 {
 		return fmt.Errorf("name the endpoints to enable, as SINK/ENDPOINT (outbox-relay status lists them): %w", errUsage)
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.load()
 	if err != nil {
 		return err
 	}

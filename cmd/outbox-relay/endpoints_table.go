@@ -107,12 +107,12 @@ func (t tableTarget) done(action string, err error) error {
 
 // openTable finds the sink of key ("SINK/ID") in the configuration at path
 // and opens its endpoints table on the source server.
-func openTable(ctx context.Context, path, key string, stderr io.Writer) (tableTarget, error) {
+func openTable(ctx context.Context, fs configFlags, key string, stderr io.Writer) (tableTarget, error) {
 	sinkName, id, ok := strings.Cut(key, "/")
 	if !ok || sinkName == "" || id == "" {
 		return tableTarget{}, fmt.Errorf("name the endpoint as SINK/ID (the webhook sink's name and the row's id), not %q", printable.String(key))
 	}
-	cfg, err := config.Load(path)
+	cfg, err := fs.load()
 	if err != nil {
 		return tableTarget{}, err
 	}
@@ -128,7 +128,7 @@ func openTable(ctx context.Context, path, key string, stderr io.Writer) (tableTa
 		}
 	}
 	if sc.Name == "" {
-		return tableTarget{}, fmt.Errorf("no webhook sink %q in %s: name one of %s", printable.String(sinkName), path, strings.Join(names, ", "))
+		return tableTarget{}, fmt.Errorf("no webhook sink %q in %s: name one of %s", printable.String(sinkName), *fs.path, strings.Join(names, ", "))
 	}
 	if fo.Admin == nil {
 		return tableTarget{}, fmt.Errorf("sink %q of type %s has no endpoints table to write", sc.Name, sc.Type)
@@ -172,27 +172,26 @@ func tableCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		"delete":        "endpoints delete --config FILE SINK/ID",
 		"rotate-secret": "endpoints rotate-secret --config FILE SINK/ID [--keep-old]",
 	}[verb]
-	fs := newFlags("endpoints "+verb, synopsis, stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	fs := newConfigFlags("endpoints "+verb, synopsis, stderr)
 	var rf rowFlags
 	var disabled, keepOld *bool
 	var secretFile *string
 	switch verb {
 	case "add":
-		rf.define(fs)
+		rf.define(fs.FlagSet)
 		disabled = fs.Bool("disabled", false, "add the row disabled (enable it with UPDATE or the console)")
 		secretFile = fs.String("secret-file", "", `file holding the signing secret ("whsec_..."); default: a new random one, printed`)
 	case "update":
-		rf.define(fs)
+		rf.define(fs.FlagSet)
 	case "rotate-secret":
 		keepOld = fs.Bool("keep-old", false, "keep the old secrets after the new one, so receivers verify either while they switch")
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	rest := fs.Args()
 	if len(rest) > 0 { // flags may follow the endpoint too
-		if err := parseFlags(fs, rest[1:]); err != nil {
+		if err := parseFlags(fs.FlagSet, rest[1:]); err != nil {
 			return err
 		}
 	}
@@ -201,7 +200,7 @@ func tableCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		fs.Usage()
 		return errUsage
 	}
-	t, err := openTable(ctx, *path, rest[0], stderr)
+	t, err := openTable(ctx, fs, rest[0], stderr)
 	if err != nil {
 		return err
 	}
@@ -210,7 +209,7 @@ func tableCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 	switch verb {
 	case "add":
 		row := gateway.TableRow{ID: t.id, Enabled: !*disabled}
-		if err := rf.apply(fs, &row); err != nil {
+		if err := rf.apply(fs.FlagSet, &row); err != nil {
 			return err
 		}
 		if row.URL == "" {
@@ -237,7 +236,7 @@ func tableCmd(ctx context.Context, verb string, args []string, stdout, stderr io
 		if err != nil {
 			return err
 		}
-		if err := rf.apply(fs, &row); err != nil {
+		if err := rf.apply(fs.FlagSet, &row); err != nil {
 			return err
 		}
 		if err := console.CheckRowID(t.id, row.Tenant); err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway/scaled"
 	"github.com/outbox-relay/outbox-relay/relay"
 )
@@ -15,9 +14,8 @@ import (
 // gatewayCmd runs one replica of the scaled-out webhook gateway
 // (docs/gateway-scale-out.md): its source is the topics a Kafka sink of the
 // same configuration writes; its replicas share them as a consumer group.
-func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gateway", "gateway --config FILE --webhook SINK --kafka SINK [--topic T]...", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the relay's YAML config (its webhook sink, kafka sink, source for the endpoints table, checkpoint.dsn)")
+func gatewayCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	fs.describe("path of the relay's YAML config (its webhook sink, kafka sink, source for the endpoints table, checkpoint.dsn)")
 	var kg scaled.Config
 	fs.StringVar(&kg.Webhook, "webhook", "", "name of the webhook sink whose endpoints this gateway serves (required)")
 	fs.StringVar(&kg.Kafka, "kafka", "", "name of the kafka sink whose topics this gateway reads (required)")
@@ -32,7 +30,7 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&kg.RebalanceTimeout, "rebalance-timeout", 0, "consumer group rebalance timeout (default 30s)")
 	fs.DurationVar(&kg.HeartbeatInterval, "heartbeat", 0, "consumer group heartbeat interval (default 3s)")
 	fs.DurationVar(&kg.CommitEvery, "commit-every", 0, "how often offsets are committed and the partition gauges computed (default 5s)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if kg.Webhook == "" || kg.Kafka == "" {
@@ -48,12 +46,12 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("--start %q: use earliest or latest", *start)
 	}
 	kg.Topics = topics
-	cfg, err := config.Load(*path)
+	cfg, err := fs.load()
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)
-	logger.Info("outbox-relay gateway starting", slog.String("version", buildVersion()), slog.String("config", *path),
+	logger.Info("outbox-relay gateway starting", slog.String("version", buildVersion()), slog.String("config", *fs.path),
 		slog.String("webhook", kg.Webhook), slog.String("kafka", kg.Kafka))
 	err = scaled.Run(ctx, relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}), kg)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/gcfloor"
 	"github.com/outbox-relay/outbox-relay/internal/printable"
 	_ "github.com/outbox-relay/outbox-relay/sink/all" // every sink kind of this build
@@ -35,23 +36,40 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// withConfig, for a command that reads the configuration, is its run:
+	// it is handed its flag set, with --config, made of synopsis.
+	synopsis   string
+	withConfig func(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error
+}
+
+// exec runs c with the arguments after its name.
+func (c command) exec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if c.withConfig != nil {
+		return c.withConfig(ctx, newConfigFlags(c.name, c.synopsis, stderr), args, stdout, stderr)
+	}
+	return c.run(ctx, args, stdout, stderr)
 }
 
 func commands() []command {
 	return []command{
-		{"run", "read the binlog and deliver outbox events to the configured sinks", runCmd},
-		{"check", "check the server, the user's grants, the outbox tables and the checkpoints", checkCmd},
-		{"status", "show each sink's checkpoint next to the server's position", statusCmd},
-		{"dlq", "list, replay or purge dead-lettered events", dlqCmd},
-		{"attempts", "search the record of webhook delivery attempts: by endpoint, event, status, time", attemptsCmd},
-		{"audit", "check that a sink's destination holds every committed outbox event of a binlog range", auditCmd},
-		{"prune", "delete outbox rows every sink has acknowledged (or drop their partitions)", pruneCmd},
-		{"replay", "send a window of the past again to one sink or webhook endpoint, beside the live stream; list or cancel replays", replayCmd},
-		{"endpoints", "add, update, delete a webhook endpoints table's rows and rotate their secrets; enable endpoints disabled for failing; recover one since a time; encrypt a signing secret", endpointsCmd},
-		{"console", "make a token or a tenant link for the gateway's console (its admin API and web page)", consoleCmd},
-		{"gateway", "run one replica of the scaled-out webhook gateway, reading the kafka sink's topics as a consumer group", gatewayCmd},
-		{"healthcheck", "probe a running relay's /healthz (for container health checks)", healthcheckCmd},
-		{"version", "print the version", versionCmd},
+		{name: "run", summary: "read the binlog and deliver outbox events to the configured sinks",
+			synopsis: "run --config FILE", withConfig: runCmd},
+		{name: "check", summary: "check the server, the user's grants, the outbox tables and the checkpoints",
+			synopsis: "check --config FILE", withConfig: checkCmd},
+		{name: "status", summary: "show each sink's checkpoint next to the server's position",
+			synopsis: "status --config FILE", withConfig: statusCmd},
+		{name: "dlq", summary: "list, replay or purge dead-lettered events", run: dlqCmd},
+		{name: "attempts", summary: "search the record of webhook delivery attempts: by endpoint, event, status, time", run: attemptsCmd},
+		{name: "audit", summary: "check that a sink's destination holds every committed outbox event of a binlog range", run: auditCmd},
+		{name: "prune", summary: "delete outbox rows every sink has acknowledged (or drop their partitions)",
+			synopsis: "prune --config FILE [--older-than 7d] [--dry-run]", withConfig: pruneCmd},
+		{name: "replay", summary: "send a window of the past again to one sink or webhook endpoint, beside the live stream; list or cancel replays", run: replayCmd},
+		{name: "endpoints", summary: "add, update, delete a webhook endpoints table's rows and rotate their secrets; enable endpoints disabled for failing; recover one since a time; encrypt a signing secret", run: endpointsCmd},
+		{name: "console", summary: "make a token or a tenant link for the gateway's console (its admin API and web page)", run: consoleCmd},
+		{name: "gateway", summary: "run one replica of the scaled-out webhook gateway, reading the kafka sink's topics as a consumer group",
+			synopsis: "gateway --config FILE --webhook SINK --kafka SINK [--topic T]...", withConfig: gatewayCmd},
+		{name: "healthcheck", summary: "probe a running relay's /healthz (for container health checks)", run: healthcheckCmd},
+		{name: "version", summary: "print the version", run: versionCmd},
 	}
 }
 
@@ -83,7 +101,7 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
+			err := c.exec(ctx, args[1:], stdout, stderr)
 			switch {
 			case err == nil:
 				return 0
@@ -146,6 +164,65 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+// configFlags is the flag set of a subcommand that reads the configuration:
+// its own flags beside --config FILE.
+type configFlags struct {
+	*flag.FlagSet
+	path *string
+}
+
+// newConfigFlags returns the FlagSet (as newFlags) of a subcommand that reads
+// the configuration, with its --config flag.
+func newConfigFlags(name, synopsis string, stderr io.Writer) configFlags {
+	fs := newFlags(name, synopsis, stderr)
+	return configFlags{fs, fs.String("config", "outbox-relay.yaml", "path of the YAML config")}
+}
+
+// describe replaces the --config flag's usage text.
+func (f configFlags) describe(usage string) { f.Lookup("config").Usage = usage }
+
+// load loads the configuration --config names: the sections named
+// (config.LoadSections), or all of it.
+func (f configFlags) load(sections ...string) (*config.Config, error) {
+	if len(sections) == 0 {
+		return config.Load(*f.path)
+	}
+	return config.LoadSections(*f.path, sections...)
+}
+
+// parseAndLoad parses args, which are only flags (parse), then loads the
+// configuration (load).
+func (f configFlags) parseAndLoad(args []string, sections ...string) (*config.Config, error) {
+	if err := parse(f.FlagSet, args); err != nil {
+		return nil, err
+	}
+	return f.load(sections...)
+}
+
+// verbHelp handles the first argument of a command made of verbs (dlq,
+// console, endpoints) when it is not a verb: none prints usage to stderr and
+// is errUsage; -h, --help or help prints it to stdout. help is false when
+// args[0] is for the command to read.
+func verbHelp(args []string, usage string, stdout, stderr io.Writer) (help bool, err error) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return true, errUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return true, nil
+	}
+	return false, nil
+}
+
+// unknownVerb says that cmd has no verb verb and prints its usage.
+func unknownVerb(cmd, verb, usage string, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "unknown %s command %q\n", cmd, verb)
+	fmt.Fprint(stderr, usage)
+	return errUsage
 }
 
 func versionCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {

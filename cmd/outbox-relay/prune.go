@@ -17,9 +17,7 @@ import (
 
 // pruneCmd deletes the outbox rows every sink has acknowledged (or drops
 // their partitions), once; prune.schedule makes the active relay do it.
-func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("prune", "prune --config FILE [--older-than 7d] [--dry-run]", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+func pruneCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
 	var olderThan, margin days
 	fs.Var(&olderThan, "older-than", "retention: keep rows younger than this, acknowledged or not (e.g. 7d, 36h); default prune.older_than (7d)")
 	fs.Var(&margin, "safety-margin", "taken off the oldest sink's acknowledged commit time; default prune.safety_margin (1h)")
@@ -27,12 +25,9 @@ func pruneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	batch := fs.Int("batch-size", 0, fmt.Sprintf("rows per DELETE; default prune.batch_size (%d)", config.DefaultPruneBatchSize))
 	var rate count
 	fs.Var(&rate, "rate", "max `rows` deleted per second (0: no cap beyond the pause); default prune.rate (0)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
 	// prune reads the server, the tables and the checkpoints: a sink's unset
 	// ${SECRET} does not stop it.
-	cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "prune", "log")
+	cfg, err := fs.parseAndLoad(args, "source", "tables", "checkpoint", "prune", "log")
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 	if target != "" || name != "replay" {
 		synopsis = "endpoints replay --config FILE SINK/ENDPOINT --since TIME|--from GTID [--until TIME|GTID] [--type GLOB]... [--dry-run]\n       outbox-relay endpoints replay --config FILE SINK/ENDPOINT --kafka SINK [--topic T]... [--cursor-table TABLE] --since TIME [--until TIME] [--type GLOB]... [--dry-run]"
 	}
-	fs := newFlags(name, synopsis, stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
+	fs := newConfigFlags(name, synopsis, stderr)
 	var ask replay.Ask
 	if name == "replay" {
 		fs.StringVar(&ask.Sink, "sink", "", "the sink to send the window to again (required)")
@@ -61,7 +60,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 		fs.Var(&topics, "topic", "with --kafka: a topic the gateway reads; repeatable (default: the kafka sink's topic), as outbox-relay gateway --topic")
 		fs.StringVar(&kg.CursorTable, "cursor-table", scaled.DefaultCursorTable, "with --kafka: the gateway's cursor table (outbox-relay gateway --cursor-table), where the job is kept")
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	rest := fs.Args()
@@ -73,7 +72,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 		}
 		ask.Sink, ask.Endpoint, _ = strings.Cut(rest[0], "/")
 		// Flags may follow the endpoint too.
-		if err := parseFlags(fs, rest[1:]); err != nil {
+		if err := parseFlags(fs.FlagSet, rest[1:]); err != nil {
 			return err
 		}
 		rest = fs.Args()
@@ -103,7 +102,7 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 			ask.Until = *until
 		}
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.load()
 	if err != nil {
 		return err
 	}
@@ -262,14 +261,13 @@ func submit(ctx context.Context, cfg *config.Config, req replay.Request) (string
 
 // replayList prints every replay job.
 func replayList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay list", "replay list --config FILE [--gateway [--cursor-table TABLE]]", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	gw, table := gatewayFlags(fs)
-	if err := parse(fs, args); err != nil {
+	fs := newConfigFlags("replay list", "replay list --config FILE [--gateway [--cursor-table TABLE]]", stderr)
+	gw, table := gatewayFlags(fs.FlagSet)
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if *gw {
-		cfg, err := config.LoadSections(*path, "source", "tables", "checkpoint", "log")
+		cfg, err := fs.load(checkpointSections...)
 		if err != nil {
 			return err
 		}
@@ -285,7 +283,7 @@ func replayList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		printJobs(stdout, l, nil)
 		return nil
 	}
-	cfg, store, closeStore, err := openCheckpointsReadOnly(ctx, *path)
+	cfg, store, closeStore, err := fs.openCheckpointsReadOnly(ctx)
 	if err != nil {
 		return err
 	}
@@ -357,10 +355,9 @@ func orPos(t time.Time, pos string) string {
 
 // replayCancel cancels a job.
 func replayCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay cancel", "replay cancel --config FILE [--gateway [--cursor-table TABLE]] ID", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	gw, table := gatewayFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	fs := newConfigFlags("replay cancel", "replay cancel --config FILE [--gateway [--cursor-table TABLE]] ID", stderr)
+	gw, table := gatewayFlags(fs.FlagSet)
+	if err := parseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -372,7 +369,7 @@ func replayCancel(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !replay.ValidID(id) {
 		return fmt.Errorf("%q is not a replay job id: outbox-relay replay list shows them", printable.String(id))
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.load()
 	if err != nil {
 		return err
 	}

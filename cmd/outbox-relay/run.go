@@ -16,21 +16,16 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run --config FILE", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config (see deploy/config.example.yaml)")
-	retentionMin := fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
+func runCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	retentionMin := startupCheckFlags(fs)
 	var allowFail stringList
 	fs.Var(&allowFail, "allow-fail", "start even though the named startup check FAILs (logged as a warning); repeatable, e.g. --allow-fail gtid_mode --allow-fail server_id")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := config.Load(*path)
+	cfg, err := fs.parseAndLoad(args)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)
-	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *path))
+	logger.Info("outbox-relay starting", slog.String("version", buildVersion()), slog.String("config", *fs.path))
 	ro := relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}
 	if cfg.Console.Listen != "" {
 		// SIGHUP reloads the console's tokens (docs/console.md), from now on
@@ -40,7 +35,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		ro.Reload = hup
-		ro.ReadConfig = func() (*config.Config, error) { return config.LoadSections(*path, "console") }
+		ro.ReadConfig = func() (*config.Config, error) { return fs.load("console") }
 	}
 	// outbox_growth (it only WARNs, and may scan a whole outbox table) is
 	// made once the relay has started, beside its stream.
@@ -58,6 +53,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	return err
+}
+
+// startupCheckFlags declares the flags run and check share, those of the
+// startup checks: --config, its usage pointing at the example config, and
+// --retention-min, which it returns.
+func startupCheckFlags(fs configFlags) *time.Duration {
+	fs.describe("path of the YAML config (see deploy/config.example.yaml)")
+	return fs.Duration("retention-min", 24*time.Hour, "WARN when binlogs expire sooner than this (the longest sink outage to survive)")
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

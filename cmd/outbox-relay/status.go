@@ -23,13 +23,11 @@ import (
 
 // statusCmd prints where every sink's checkpoint is, next to the server's
 // current position: a quick answer to "how far behind is each sink?".
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status --config FILE", stderr)
-	path := fs.String("config", "outbox-relay.yaml", "path of the YAML config")
-	if err := parse(fs, args); err != nil {
+func statusCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr io.Writer) error {
+	if err := parse(fs.FlagSet, args); err != nil {
 		return err
 	}
-	cfg, store, closeStore, err := openCheckpointsReadOnly(ctx, *path)
+	cfg, store, closeStore, err := fs.openCheckpointsReadOnly(ctx)
 	if err != nil {
 		return err
 	}
@@ -242,12 +240,15 @@ func inTable(cfg *config.Config, key string) bool {
 	return false
 }
 
-// openCheckpointsReadOnly loads the sections a reader of the checkpoints
-// needs (a sink's unset ${SECRET} does not stop it) and opens the
+// checkpointSections are the sections a reader of the checkpoints needs: a
+// sink's unset ${SECRET} does not stop it.
+var checkpointSections = []string{"source", "tables", "checkpoint", "log"}
+
+// openCheckpointsReadOnly loads the checkpointSections and opens the
 // checkpoint store read-only; closeStore closes the store and its
 // connection.
-func openCheckpointsReadOnly(ctx context.Context, path string) (*config.Config, checkpoint.Store, func(), error) {
-	cfg, err := config.LoadSections(path, "source", "tables", "checkpoint", "log")
+func (f configFlags) openCheckpointsReadOnly(ctx context.Context) (*config.Config, checkpoint.Store, func(), error) {
+	cfg, err := f.load(checkpointSections...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -529,20 +529,34 @@ func (c *conn) dbOr(d string) string {
 	return d
 }
 
+// quotes follows the quoting of a statement read rune by rune.
+type quotes struct{ open rune }
+
+// in reports whether r, the statement's next rune, is quoted: inside
+// single, double or back quotes, or one of the quotes themselves.
+func (q *quotes) in(r rune) bool {
+	switch {
+	case q.open != 0:
+		if r == q.open {
+			q.open = 0
+		}
+		return true
+	case r == '\'' || r == '"' || r == '`':
+		q.open = r
+		return true
+	}
+	return false
+}
+
 // splitTop splits s at commas outside quotes and parentheses.
 func splitTop(s string) []string {
 	var out []string
 	depth := 0
-	var quote rune
+	var q quotes
 	start := 0
 	for i, r := range s {
 		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"' || r == '`':
-			quote = r
+		case q.in(r):
 		case r == '(':
 			depth++
 		case r == ')':

@@ -547,16 +547,9 @@ func parseRegister(data []byte) (replicaInfo, error) {
 // countParams counts the ? placeholders outside quotes.
 func countParams(q string) int {
 	n := 0
-	var quote rune
+	var qs quotes
 	for _, r := range q {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"' || r == '`':
-			quote = r
-		case r == '?':
+		if !qs.in(r) && r == '?' {
 			n++
 		}
 	}
@@ -566,17 +559,10 @@ func countParams(q string) int {
 // interpolate replaces the placeholders with SQL literals.
 func interpolate(q string, args []any) (string, error) {
 	var b strings.Builder
-	var quote rune
+	var qs quotes
 	i := 0
 	for _, r := range q {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"' || r == '`':
-			quote = r
-		case r == '?':
+		if !qs.in(r) && r == '?' {
 			if i >= len(args) {
 				return "", errors.New("more placeholders than arguments")
 			}

@@ -17,14 +17,18 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Schema creates the Debezium-style outbox table and a business table.
-const Schema = `CREATE TABLE outbox (
+// outboxTable opens the Debezium-style outbox table's CREATE TABLE with its
+// columns; each schema adds its own and closes it.
+const outboxTable = `CREATE TABLE outbox (
   seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   id VARCHAR(64) NOT NULL UNIQUE,
   aggregatetype VARCHAR(64) NOT NULL,
   aggregateid VARCHAR(64) NOT NULL,
   type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL
+  payload JSON NOT NULL`
+
+// Schema creates the Debezium-style outbox table and a business table.
+const Schema = outboxTable + `
 );
 CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, total INT NOT NULL, note TEXT)`
 

@@ -15,13 +15,7 @@ import (
 
 // TenantSchema is an outbox table with a tenant column, to be delivered as a
 // header (tables[].headers: [tenant]) that webhook endpoints filter on.
-const TenantSchema = `CREATE TABLE outbox (
-  seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  id VARCHAR(64) NOT NULL UNIQUE,
-  aggregatetype VARCHAR(64) NOT NULL,
-  aggregateid VARCHAR(64) NOT NULL,
-  type VARCHAR(64) NOT NULL,
-  payload JSON NOT NULL,
+const TenantSchema = outboxTable + `,
   tenant VARCHAR(16) NOT NULL
 )`
 

@@ -129,12 +129,7 @@ type DoltServer struct {
 func StartDolt(t testing.TB, opts DoltOptions) *DoltServer {
 	t.Helper()
 	bin := RequireDolt(t)
-	s, err := startDolt(bin, opts)
-	if err != nil {
-		t.Fatalf("start private dolt sql-server: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return startFor(t, "private dolt sql-server", func() (*DoltServer, error) { return startDolt(bin, opts) })
 }
 
 // StartDoltServer starts a Dolt server; the caller must call Stop.
@@ -193,15 +188,7 @@ func startDolt(bin string, opts DoltOptions) (*DoltServer, error) {
 			return nil, fmt.Errorf("dolt %v: %v\n%s", args, err, out)
 		}
 	}
-	if err := s.launch(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := s.waitReady(60 * time.Second); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
+	return launchReady(s, dir)
 }
 
 // dolt runs one dolt command in the data directory and returns its output.

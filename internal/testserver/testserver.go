@@ -68,9 +68,17 @@ func Binary() (string, error) {
 // test when the server cannot start: a missing server never passes silently.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := StartServer(opts)
+	return startFor(t, "private mariadbd", func() (*Server, error) { return StartServer(opts) })
+}
+
+// startFor starts a server of test t (named what, for a failure) with
+// start, and registers its Stop with t.Cleanup. A server that cannot start
+// fails the test.
+func startFor[S interface{ Stop() }](t testing.TB, what string, start func() (S, error)) S {
+	t.Helper()
+	s, err := start()
 	if err != nil {
-		t.Fatalf("start private mariadbd: %v", err)
+		t.Fatalf("start %s: %v", what, err)
 	}
 	t.Cleanup(s.Stop)
 	return s
@@ -149,13 +157,28 @@ func StartServer(opts Options) (*Server, error) {
 	}
 	args = append(args, opts.ExtraArgs...)
 	s.bin, s.args = bin, args
+	return launchReady(s, dir)
+}
+
+// launcher is a server of the package: MariaDB's, Dolt's.
+type launcher interface {
+	launch() error
+	waitReady(limit time.Duration) error
+	Stop()
+}
+
+// launchReady launches s, whose data is under dir, and waits (a minute at
+// most) until it answers. One that does not launch leaves nothing of dir;
+// one that does not answer is stopped.
+func launchReady[S launcher](s S, dir string) (S, error) {
+	var none S
 	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
-		return nil, err
+		return none, err
 	}
 	if err := s.waitReady(60 * time.Second); err != nil {
 		s.Stop()
-		return nil, err
+		return none, err
 	}
 	return s, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/retry"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
+	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
 	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -160,19 +160,14 @@ var mechanisms = []string{"", "plain", "scram-sha-256", "scram-sha-512"}
 
 // Defaults implements config.SinkConfig: every zero field gets the
 // default declared beside it.
-func (c *Config) Defaults() {
-	config.SetDefaults(c)
-	c.CloudEvents.Defaults()
-}
+func (c *Config) Defaults() { section.Defaults(c, &c.CloudEvents) }
 
 // Validate checks a configuration with its defaults applied. Each problem
 // names the field and the bad value; all problems are returned, joined.
 func (c *Config) Validate() error {
-	p := section.NewProblems("kafka")
+	p := section.ProblemsOf("kafka", &c.CloudEvents)
 	bad := p.Bad
-	if err := c.CloudEvents.Validate("kafka.cloudevents"); err != nil {
-		p.Add(err)
-	} else if c.CloudEvents.On() && c.Envelope {
+	if p.Err() == nil && c.CloudEvents.On() && c.Envelope { // the cloudevents block is valid
 		bad("cloudevents: set either envelope or cloudevents, not both")
 	}
 	if len(c.Brokers) == 0 {
@@ -228,13 +223,7 @@ func (c *Config) Validate() error {
 		if s.Username == "" {
 			bad("sasl.username: required with sasl.mechanism %q", s.Mechanism)
 		}
-		n := 0
-		for _, v := range []string{s.Password, s.PasswordFile, s.PasswordEnv} {
-			if v != "" {
-				n++
-			}
-		}
-		if n != 1 {
+		if n := secret.Count(s.Password, s.PasswordFile, s.PasswordEnv); n != 1 {
 			bad("sasl: set exactly one of password, password_file, password_env (%d are set)", n)
 		}
 	}
@@ -256,21 +245,7 @@ func (c *Config) compression() kafkago.Compression {
 }
 
 func (c *SASLConfig) password() (string, error) {
-	switch {
-	case c.PasswordFile != "":
-		b, err := os.ReadFile(c.PasswordFile)
-		if err != nil {
-			return "", fmt.Errorf("kafka.sasl.password_file: %w", err)
-		}
-		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
-	case c.PasswordEnv != "":
-		v, ok := os.LookupEnv(c.PasswordEnv)
-		if !ok {
-			return "", fmt.Errorf("kafka.sasl.password_env: environment variable %q is not set", c.PasswordEnv)
-		}
-		return v, nil
-	}
-	return c.Password, nil
+	return secret.Resolve("kafka.sasl.password", c.Password, c.PasswordFile, c.PasswordEnv)
 }
 
 func (c *SASLConfig) build() (sasl.Mechanism, error) {

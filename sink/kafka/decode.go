@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 )
 
 // EventOf reads back the event of a message the sink produced (see the
@@ -107,9 +108,7 @@ func (c Config) conn() (conn, error) {
 		return conn{}, err
 	}
 	timeout := c.RequestTimeout
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
-	}
+	defaults.Positive(&timeout, DefaultRequestTimeout)
 	return conn{tls: tc, mech: mech, timeout: timeout}, nil
 }
 

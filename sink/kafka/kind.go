@@ -13,34 +13,28 @@ import (
 )
 
 func init() {
-	sink.Register(sink.Kind{
-		Type:     "kafka",
-		Config:   func() config.SinkConfig { return new(Config) },
-		Required: "at least kafka.brokers",
-		Probes:   true,
-		New: section.New(func(c Config, p sink.Params) (*Sink, error) {
-			// The sink retries its produce requests itself (it keeps one
-			// in flight per partition): with the relay's one retry policy.
-			c.Retry = p.Retry
-			// Its messages name it, so that a restart can read back its own.
-			c.Writer = p.Name
-			return build(c, p.Logger)
-		}),
-		Insecure: func(sc config.SinkConfig) []sink.Warning {
-			c := sc.(*Config)
-			var out []sink.Warning
-			if c.TLS.Enabled && c.TLS.InsecureSkipVerify {
-				out = append(out, sink.Warning{Detail: "kafka.tls.insecure_skip_verify is true: the brokers' certificates are not verified",
-					Fix: "set kafka.tls.ca_file to the brokers' CA and remove insecure_skip_verify"})
-			}
-			if strings.EqualFold(c.SASL.Mechanism, "plain") && !c.TLS.Enabled {
-				out = append(out, sink.Warning{Detail: "kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text",
-					Fix: "set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)"})
-			}
-			return out
-		},
-		Audit: section.Audit(func(c Config, _ sink.AuditParams) (*Auditor, error) { return NewAuditor(c) }),
-	})
+	k := section.Kind("kafka", "at least kafka.brokers", func(c Config, p sink.Params) (*Sink, error) {
+		// The sink retries its produce requests itself (it keeps one
+		// in flight per partition): with the relay's one retry policy.
+		c.Retry = p.Retry
+		// Its messages name it, so that a restart can read back its own.
+		c.Writer = p.Name
+		return build(c, p.Logger)
+	}, func(c Config, _ sink.AuditParams) (*Auditor, error) { return NewAuditor(c) })
+	k.Insecure = func(sc config.SinkConfig) []sink.Warning {
+		c := sc.(*Config)
+		var out []sink.Warning
+		if c.TLS.Enabled && c.TLS.InsecureSkipVerify {
+			out = append(out, sink.Warning{Detail: "kafka.tls.insecure_skip_verify is true: the brokers' certificates are not verified",
+				Fix: "set kafka.tls.ca_file to the brokers' CA and remove insecure_skip_verify"})
+		}
+		if strings.EqualFold(c.SASL.Mechanism, "plain") && !c.TLS.Enabled {
+			out = append(out, sink.Warning{Detail: "kafka.sasl.mechanism is plain without kafka.tls: the password crosses the network in clear text",
+				Fix: "set kafka.tls.enabled: true (or use scram-sha-512, which never sends the password)"})
+		}
+		return out
+	}
+	sink.Register(k)
 }
 
 // ReadTopics is how `outbox-relay gateway` reads back the records of a kafka

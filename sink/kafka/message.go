@@ -12,22 +12,23 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 )
 
 // Header names set on every message, before the event's own headers.
 const (
-	HeaderID            = "id"
-	HeaderType          = "type"
-	HeaderAggregateType = "aggregate_type"
-	HeaderGTID          = "gtid"
-	HeaderBinlogFile    = "binlog_file"
-	HeaderBinlogPos     = "binlog_pos"
-	HeaderTable         = "table"
+	HeaderID            = route.HeaderID
+	HeaderType          = route.HeaderType
+	HeaderAggregateType = route.HeaderAggregateType
+	HeaderGTID          = route.HeaderGTID
+	HeaderBinlogFile    = route.HeaderBinlogFile
+	HeaderBinlogPos     = route.HeaderBinlogPos
+	HeaderTable         = route.HeaderTable
 	// HeaderTraceParent and HeaderTraceState carry the row's W3C trace
 	// context, only when it has one: the names OpenTelemetry's Kafka
 	// instrumentations read.
-	HeaderTraceParent = "traceparent"
-	HeaderTraceState  = "tracestate"
+	HeaderTraceParent = route.HeaderTraceParent
+	HeaderTraceState  = route.HeaderTraceState
 	// HeaderSink names the sink that produced the message (Config.Writer),
 	// and HeaderPartitions is the partition count of its topic when it was
 	// produced: what Recover checks before it trusts a partition.

@@ -10,8 +10,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-var _ sink.Prober = (*Sink)(nil)
-
 // Probe checks that the brokers answer a metadata request with the sink's
 // TLS and SASL settings, and that the fixed topic and the dead-letter topic
 // exist (or that the sink will create them: create_topics.enabled). A

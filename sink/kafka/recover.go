@@ -124,10 +124,7 @@ func (s *Sink) recover(ctx context.Context, after event.Position, seen func(sink
 			}
 		}
 	}
-	s.log.Info("read the kafka topics back", slog.Int("topics", len(topics)),
-		slog.Int("held_after_checkpoint", claims.Len()-claims.Dropped()), slog.Int("dropped", claims.Dropped()),
-		slog.Int("held_bytes", claims.Bytes()), slog.String("checkpoint", after.GTIDSet))
-	claims.Report(seen)
+	claims.Finish(s.log, "read the kafka topics back", slog.Int("topics", len(topics)), after, seen)
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
 	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
@@ -102,17 +101,13 @@ var retentions = []string{"limits", "interest", "workqueue"}
 
 // Defaults implements config.SinkConfig: every zero field gets the
 // default declared beside it.
-func (c *Config) Defaults() {
-	config.SetDefaults(c)
-	c.CloudEvents.Defaults()
-}
+func (c *Config) Defaults() { section.Defaults(c, &c.CloudEvents) }
 
 // Validate checks a configuration with its defaults applied; each problem
 // names the field and the bad value.
 func (c *Config) Validate() error {
-	p := section.NewProblems("nats")
+	p := section.ProblemsOf("nats", &c.CloudEvents)
 	bad := p.Bad
-	p.Add(c.CloudEvents.Validate("nats.cloudevents"))
 	if len(c.URLs) == 0 {
 		bad("urls: at least one server is required, e.g. [\"nats://localhost:4222\"]")
 	}
@@ -153,15 +148,9 @@ func (c *Config) Validate() error {
 	if cs.MaxMsgSize < 0 {
 		bad("create_stream.max_msg_size: %d is negative", cs.MaxMsgSize)
 	}
-	if secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) > 1 {
-		bad("password: set at most one of password, password_file, password_env")
-	}
-	if secret.Count(c.Token, c.TokenFile, c.TokenEnv) > 1 {
-		bad("token: set at most one of token, token_file, token_env")
-	}
-	if (c.User != "") != (secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) == 1) {
-		bad("user: user and a password go together")
-	}
+	p.Secret("password", c.Password, c.PasswordFile, c.PasswordEnv)
+	p.Secret("token", c.Token, c.TokenFile, c.TokenEnv)
+	p.User("user", c.User, c.Password, c.PasswordFile, c.PasswordEnv)
 	n := 0
 	for _, set := range []bool{c.User != "", secret.Count(c.Token, c.TokenFile, c.TokenEnv) > 0, c.CredsFile != "", c.NKeyFile != ""} {
 		if set {

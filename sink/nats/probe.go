@@ -12,8 +12,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-var _ sink.Prober = (*Sink)(nil)
-
 // Probe connects with the sink's credentials and TLS (once, without
 // reconnecting), and looks the stream up: it exists, or create_stream will
 // create it on Connect. A fixed subject must be captured by that stream. It

@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
-	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
 	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
@@ -76,16 +74,12 @@ var exchangeTypes = []string{"direct", "topic", "fanout", "headers"}
 
 // Defaults implements config.SinkConfig: every zero field gets the
 // default declared beside it.
-func (c *Config) Defaults() {
-	config.SetDefaults(c)
-	c.CloudEvents.Defaults()
-}
+func (c *Config) Defaults() { section.Defaults(c, &c.CloudEvents) }
 
 // Validate checks a configuration with its defaults applied.
 func (c *Config) Validate() error {
-	p := section.NewProblems("rabbitmq")
+	p := section.ProblemsOf("rabbitmq", &c.CloudEvents)
 	bad := p.Bad
-	p.Add(c.CloudEvents.Validate("rabbitmq.cloudevents"))
 	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" || slices.Contains([]byte(c.Addr), '@') {
 		bad("addr: not host:port, e.g. localhost:5672 (credentials go in rabbitmq.username and password)")
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
@@ -102,12 +96,8 @@ func (c *Config) Validate() error {
 	if c.DeclareExchange && c.Exchange == "" {
 		bad("declare_exchange: the default exchange (\"\") cannot be declared")
 	}
-	if secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) > 1 {
-		bad("password: set at most one of password, password_file, password_env")
-	}
-	if (c.Username != "") != (secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) == 1) {
-		bad("username: username and a password go together")
-	}
+	p.Secret("password", c.Password, c.PasswordFile, c.PasswordEnv)
+	p.User("username", c.Username, c.Password, c.PasswordFile, c.PasswordEnv)
 	if c.Timeout < 0 || c.Heartbeat < 0 {
 		bad("timeout, heartbeat: negative")
 	}

@@ -10,8 +10,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-var _ sink.Prober = (*Sink)(nil)
-
 // Probe connects with the sink's credentials and checks, with a passive
 // declare, that the exchange exists, or that declare_exchange will declare
 // it on Connect. It declares nothing.

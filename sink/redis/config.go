@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/internal/tlsfiles"
 	"github.com/outbox-relay/outbox-relay/sink/internal/route"
-	"github.com/outbox-relay/outbox-relay/sink/internal/secret"
 	"github.com/outbox-relay/outbox-relay/sink/internal/section"
 
 	"github.com/outbox-relay/outbox-relay/event/cloudevent"
@@ -70,16 +68,12 @@ func (c Config) LogValue() slog.Value {
 
 // Defaults implements config.SinkConfig: every zero field gets the
 // default declared beside it.
-func (c *Config) Defaults() {
-	config.SetDefaults(c)
-	c.CloudEvents.Defaults()
-}
+func (c *Config) Defaults() { section.Defaults(c, &c.CloudEvents) }
 
 // Validate checks a configuration with its defaults applied.
 func (c *Config) Validate() error {
-	p := section.NewProblems("redis")
+	p := section.ProblemsOf("redis", &c.CloudEvents)
 	bad := p.Bad
-	p.Add(c.CloudEvents.Validate("redis.cloudevents"))
 	if strings.Contains(c.Addr, "@") {
 		bad(`addr: holds an "@": credentials do not belong in the address (they would be logged); write host:port only, and set redis.username and redis.password_env (or password_file)`)
 	} else if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
@@ -96,9 +90,7 @@ func (c *Config) Validate() error {
 	if c.MaxLen < 0 {
 		bad("max_len: %d is negative", c.MaxLen)
 	}
-	if secret.Count(c.Password, c.PasswordFile, c.PasswordEnv) > 1 {
-		bad("password: set at most one of password, password_file, password_env")
-	}
+	p.Secret("password", c.Password, c.PasswordFile, c.PasswordEnv)
 	if c.Timeout < 0 {
 		bad("timeout: %s is negative", c.Timeout)
 	}

@@ -10,8 +10,6 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-var _ sink.Prober = (*Sink)(nil)
-
 // Probe checks that the server answers PING with the sink's credentials,
 // that it is not a read-only replica, and, for a fixed stream key, that the
 // key is a stream or does not exist yet (the first XADD creates it). It

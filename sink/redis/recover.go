@@ -100,10 +100,7 @@ func (s *Sink) Recover(ctx context.Context, after event.Position, seen func(sink
 			return jerr
 		}
 	}
-	s.log.Info("read the redis streams back", slog.Int("streams", len(keys)),
-		slog.Int("held_after_checkpoint", claims.Len()-claims.Dropped()), slog.Int("dropped", claims.Dropped()),
-		slog.Int("held_bytes", claims.Bytes()), slog.String("checkpoint", after.GTIDSet))
-	claims.Report(seen)
+	claims.Finish(s.log, "read the redis streams back", slog.Int("streams", len(keys)), after, seen)
 	return nil
 }
 

@@ -416,17 +416,8 @@ func testPermanent(t *testing.T, h Harness) {
 	if tg.Poison == nil {
 		t.Skip("this destination rejects no single message")
 	}
-	connect(t, tg)
-	evs := Events("p"+Unique(), 40, 2)
 	bad := 13
-	tg.Poison(evs[bad])
-	r := settle(t, tg.Sink, evs, 60*time.Second)
-	if len(r.dead) != 1 || r.dead[0] != bad {
-		t.Fatalf("dead-lettered %v, want only the poisoned event %d (errors %v)", r.dead, bad, r.deadErr)
-	}
-	if r.attempts != 1 {
-		t.Errorf("a permanent failure took %d attempts; it must be reported as permanent on the first", r.attempts)
-	}
+	evs, r := writeOneBad(t, tg, Events("p"+Unique(), 40, 2), bad, tg.Poison, "the poisoned event")
 	t.Logf("permanent failure reported as: %v", r.deadErr[bad])
 	want := append(append([]*event.Event(nil), evs[:bad]...), evs[bad+1:]...)
 	check(t, h, want, tg.Read(t, len(want)), false)
@@ -438,17 +429,8 @@ func testLimit(t *testing.T, h Harness, l Limit) {
 		newTarget = l.New
 	}
 	tg := newTarget(t)
-	connect(t, tg)
-	evs := Events("l"+Unique(), 20, 2)
 	bad := 7
-	l.Exceed(evs[bad])
-	r := settle(t, tg.Sink, evs, 60*time.Second)
-	if len(r.dead) != 1 || r.dead[0] != bad {
-		t.Fatalf("dead-lettered %v, want only the event over the limit, %d (errors %v; first failure %v)", r.dead, bad, r.deadErr, r.firstFail)
-	}
-	if r.attempts != 1 {
-		t.Errorf("the event over the limit took %d attempts; it must be reported as permanent on the first", r.attempts)
-	}
+	evs, r := writeOneBad(t, tg, Events("l"+Unique(), 20, 2), bad, l.Exceed, "the event over the limit")
 	if !errors.Is(r.deadErr[bad], sink.ErrOverLimit) {
 		t.Errorf("the event over the limit failed with %v, want an error wrapping sink.ErrOverLimit (checked before sending)", r.deadErr[bad])
 	}
@@ -461,12 +443,36 @@ func testLimit(t *testing.T, h Harness, l Limit) {
 	check(t, h, want, tg.Read(t, len(want)), false)
 }
 
-func testMidBatch(t *testing.T, h Harness) {
+// writeOneBad connects tg and writes evs, event bad of them changed by
+// spoil to fail for good (what it is then: "the poisoned event"), and
+// holds that it failed alone, permanently, on the first attempt.
+func writeOneBad(t *testing.T, tg *Target, evs []*event.Event, bad int, spoil func(*event.Event), what string) ([]*event.Event, result) {
+	t.Helper()
+	connect(t, tg)
+	spoil(evs[bad])
+	r := settle(t, tg.Sink, evs, 60*time.Second)
+	if len(r.dead) != 1 || r.dead[0] != bad {
+		t.Fatalf("dead-lettered %v, want only %s, %d (errors %v; first failure %v)", r.dead, what, bad, r.deadErr, r.firstFail)
+	}
+	if r.attempts != 1 {
+		t.Errorf("%s took %d attempts; it must be reported as permanent on the first", what, r.attempts)
+	}
+	return evs, r
+}
+
+// faulty returns h's target, connected, for a test that injects a fault;
+// the test is skipped when the destination has none.
+func faulty(t *testing.T, h Harness) *Target {
 	tg := h.New(t)
 	if tg.Fault == nil {
 		t.Skip("this destination has no fault to inject")
 	}
 	connect(t, tg)
+	return tg
+}
+
+func testMidBatch(t *testing.T, h Harness) {
+	tg := faulty(t, h)
 	evs := Events("m"+Unique(), 400, 10)
 	tg.Fault.BreakMidWrite()
 	var heal sync.WaitGroup
@@ -486,11 +492,7 @@ func testMidBatch(t *testing.T, h Harness) {
 }
 
 func testOutage(t *testing.T, h Harness) {
-	tg := h.New(t)
-	if tg.Fault == nil {
-		t.Skip("this destination has no fault to inject")
-	}
-	connect(t, tg)
+	tg := faulty(t, h)
 	evs := Events("u"+Unique(), 60, 4)
 	if r := settle(t, tg.Sink, evs[:20], 30*time.Second); r.failed {
 		t.Fatalf("before the outage: %v", r.firstFail)

@@ -56,6 +56,11 @@ func (ta *tableAdmin) quoted() string { return ta.tc.quoted() }
 
 func (ta *tableAdmin) Rows(ctx context.Context) ([]gateway.TableRow, error) {
 	raw, err := ta.tc.Rows(ctx, ta.db)
+	return ta.views(raw, err)
+}
+
+// views is the admin's view of the raw rows a read returned, or its error.
+func (ta *tableAdmin) views(raw []map[string]any, err error) ([]gateway.TableRow, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -87,9 +88,7 @@ func followTable(p gateway.FanOutParams) (gateway.Table, error) {
 }
 
 func newBuilder(p gateway.FanOutParams) builder {
-	if p.Logger == nil {
-		p.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&p.Logger)
 	return builder{p: p}
 }
 

@@ -89,15 +89,7 @@ func (tc TableConfig) TenantIndexMissing(ctx context.Context, db *sql.DB) (bool,
 // Page implements gateway.TableAdmin: one page of rows by primary key
 // range (RowsPage).
 func (ta *tableAdmin) Page(ctx context.Context, after, tenant string, limit int) ([]gateway.TableRow, error) {
-	raw, err := ta.tc.RowsPage(ctx, ta.db, after, tenant, limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]gateway.TableRow, 0, len(raw))
-	for _, r := range raw {
-		out = append(out, ta.view(r))
-	}
-	return out, nil
+	return ta.views(ta.tc.RowsPage(ctx, ta.db, after, tenant, limit))
 }
 
 // tenantIndexResult warns, for a table with tenants (tenant_header set),

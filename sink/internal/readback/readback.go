@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/outbox-relay/outbox-relay/event"
@@ -132,6 +133,16 @@ func (c *Claims) Report(seen func(sink.Held)) {
 	for _, h := range c.held {
 		seen(h)
 	}
+}
+
+// Finish ends a read-back that read what names (slog.Int("topics", 3)):
+// it logs msg at INFO with what the claims hold and the checkpoint they
+// are after, then Reports them to seen.
+func (c *Claims) Finish(log *slog.Logger, msg string, what slog.Attr, after event.Position, seen func(sink.Held)) {
+	log.Info(msg, what,
+		slog.Int("held_after_checkpoint", c.Len()-c.Dropped()), slog.Int("dropped", c.Dropped()),
+		slog.Int("held_bytes", c.Bytes()), slog.String("checkpoint", after.GTIDSet))
+	c.Report(seen)
 }
 
 // Message is what a judge needs of a message read back.
