@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/gateway/scaled"
@@ -20,13 +21,8 @@ var _ scaled.Targets = (*Relay)(nil)
 // endpoints' parameters, reporting to them. stop closes them, the attempts
 // record first: call it once scaled.Run returned.
 func (r *Relay) GatewayParts(ctx context.Context, webhook string) (p scaled.Parts, stop func(), err error) {
-	var hooks *config.Sink
-	for i := range r.cfg.Sinks {
-		if r.cfg.Sinks[i].Name == webhook {
-			hooks = &r.cfg.Sinks[i]
-		}
-	}
-	if hooks == nil {
+	i := slices.IndexFunc(r.cfg.Sinks, func(s config.Sink) bool { return s.Name == webhook })
+	if i < 0 {
 		return p, nil, fmt.Errorf("gateway: no webhook sink named %q in the configuration", webhook)
 	}
 	m, stopMetrics, err := r.startMetrics()
@@ -46,6 +42,6 @@ func (r *Relay) GatewayParts(ctx context.Context, webhook string) (p scaled.Part
 		return p, nil, err
 	}
 	return scaled.Parts{Logger: r.log, Retry: r.retry, Health: r.health, Metrics: m, Gateways: r.gateways,
-			Endpoints: r.fanOutParams(*hooks, "", nil, nil), DeadLetters: dl, Targets: r},
+			Endpoints: r.fanOutParams(r.cfg.Sinks[i], "", nil, nil), DeadLetters: dl, Targets: r},
 		func() { closeAttempts(); closeDL(); stopMetrics() }, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/pipeline"
@@ -199,10 +198,10 @@ func DryRunReplay(ctx context.Context, cfg *config.Config, targets Targets, kg C
 	return send, skipped, err
 }
 
-// replayParts are what a replica's replay runner is built with.
+// replayParts are what a replica's replay runner is built with, beside
+// the relay's Parts.
 type replayParts struct {
 	cursorTable string
-	dl          deadletter.Putter
 	db          *sql.DB // the endpoints table's source; nil: none
 	window      func(until kafkasource.Offsets) *kafkasource.Window
 }
@@ -260,7 +259,7 @@ func newReplays(ctx context.Context, cfg *config.Config, r Parts, rp replayParts
 			d, maxEvents := cfg.Delivery, cfg.Replay.MaxInFlight
 			return pipeline.New(pipeline.Config{
 				Name: replay.ProgressKey(j.ID), Sink: s, Store: saver, Identity: checkpoint.Checkpoint{Flavor: "kafka"},
-				Start: j.From, DeadLetters: rp.dl,
+				Start: j.From, DeadLetters: r.DeadLetters,
 				BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 				MaxInFlight: maxEvents, MaxInFlightBytes: d.MaxInFlightBytes,
 				CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry, DrainTimeout: d.DrainTimeout,

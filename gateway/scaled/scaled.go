@@ -105,6 +105,9 @@ func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
 	if err != nil {
 		return err
 	}
+	if r.Endpoints.Sink != kg.Webhook {
+		return fmt.Errorf("gateway: the parts are of sink %q, not of the webhook sink %q the replica serves", r.Endpoints.Sink, kg.Webhook)
+	}
 	cdb, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 	if err != nil {
 		return err
@@ -119,7 +122,6 @@ func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
 		return err
 	}
 	defer store.Close()
-	dl := r.DeadLetters
 	// params are what a partition's endpoints are built with: the relay's
 	// own for the sink, with the partition's suffix, store and slots.
 	params := func(suffix string, store checkpoint.Store, slots chan struct{}) gateway.FanOutParams {
@@ -185,7 +187,7 @@ func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
 			Settled: debug.FreeOSMemory, // a burst's pipelines are gone: give their memory back
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
-					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
+					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: r.DeadLetters,
 					BatchSize: min(d.BatchSize, gc.MaxInFlight), BatchBytes: d.BatchBytes, Linger: d.Linger,
 					MaxInFlight: gc.MaxInFlight, MaxInFlightBytes: gc.MaxInFlightBytes,
 					CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry,
@@ -212,7 +214,7 @@ func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
 	if err != nil {
 		return err
 	}
-	rr, closeReplays, err := newReplays(ctx, cfg, r, replayParts{cursorTable: kg.CursorTable, dl: dl, db: sourceDB,
+	rr, closeReplays, err := newReplays(ctx, cfg, r, replayParts{cursorTable: kg.CursorTable, db: sourceDB,
 		window: func(until kafkasource.Offsets) *kafkasource.Window {
 			return &kafkasource.Window{Brokers: topics.Brokers, Dialer: dialer, Until: until, Decode: topics.Decode, Logger: r.Logger}
 		}})
