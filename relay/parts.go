@@ -10,17 +10,34 @@ import (
 )
 
 // The scaled-out gateway (package gateway/scaled) is handed finished
-// values: the relay starts its parts (GatewayParts) and is its replay
+// values: the relay starts its parts (gatewayParts) and is its replay
 // Targets.
 var _ scaled.Targets = (*Relay)(nil)
 
-// GatewayParts starts what a replica of the scaled-out gateway serving the
+// RunGateway runs one replica of the scaled-out gateway (`outbox-relay
+// gateway`, scaled.Run) until ctx ends, as the relay's own run loop, in
+// named steps: kg is checked against the configuration (scaled.Check),
+// then the parts the replica runs with are started (gatewayParts), the
+// replica runs on them, and they are stopped once it returned.
+func (r *Relay) RunGateway(ctx context.Context, kg scaled.Config) error {
+	if err := scaled.Check(r.cfg, &kg); err != nil {
+		return err
+	}
+	parts, stop, err := r.gatewayParts(ctx, kg.Webhook)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return scaled.Run(ctx, r.cfg, kg, parts)
+}
+
+// gatewayParts starts what a replica of the scaled-out gateway serving the
 // webhook sink named webhook runs with (scaled.Parts): it registers the
 // relay's metrics and, when http.listen is set, serves them as Run does;
 // opens the dead letters and the attempts record; and builds the sink's
 // endpoints' parameters, reporting to them. stop closes them, the attempts
 // record first: call it once scaled.Run returned.
-func (r *Relay) GatewayParts(ctx context.Context, webhook string) (p scaled.Parts, stop func(), err error) {
+func (r *Relay) gatewayParts(ctx context.Context, webhook string) (p scaled.Parts, stop func(), err error) {
 	i := slices.IndexFunc(r.cfg.Sinks, func(s config.Sink) bool { return s.Name == webhook })
 	if i < 0 {
 		return p, nil, fmt.Errorf("gateway: no webhook sink named %q in the configuration", webhook)

@@ -8,7 +8,7 @@
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
 // and runs: it imports no sink kind. Another run loop (the scaled-out
 // gateway, package gateway/scaled) is handed finished values: the
-// scaled.Parts that GatewayParts starts (the relay's metrics, health,
+// scaled.Parts that RunGateway starts (the relay's metrics, health,
 // retry policy, endpoint parameters, dead letters and attempts record),
 // with the relay as its replay targets.
 //

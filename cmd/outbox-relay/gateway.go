@@ -55,25 +55,10 @@ func gatewayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay gateway starting", slog.String("version", buildVersion()), slog.String("config", *path),
 		slog.String("webhook", kg.Webhook), slog.String("kafka", kg.Kafka))
-	err = runGateway(ctx, cfg, kg, relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}))
+	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).RunGateway(ctx, kg)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay gateway stopped")
 		return nil
 	}
 	return err
-}
-
-// runGateway assembles one replica and runs it: kg checked against cfg, the
-// relay's parts started for it, the replica run on them until ctx ends,
-// and the parts stopped.
-func runGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, rl *relay.Relay) error {
-	if err := scaled.Check(cfg, &kg); err != nil {
-		return err
-	}
-	parts, stop, err := rl.GatewayParts(ctx, kg.Webhook)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return scaled.Run(ctx, cfg, kg, parts)
 }

@@ -16,7 +16,7 @@ import (
 
 // Parts are the finished values a replica runs with, so that it runs as the
 // relay's own: assembled and started once by the relay before Run (package
-// relay's Relay.GatewayParts), and stopped by it after Run returned. The
+// relay's Relay.RunGateway), and stopped by it after Run returned. The
 // gateway calls nothing of the assembly to build or start them.
 type Parts struct {
 	Logger *slog.Logger

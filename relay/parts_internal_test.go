@@ -1,4 +1,4 @@
-package relay_test
+package relay
 
 import (
 	"context"
@@ -10,16 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-relay/outbox-relay/relay"
-	"github.com/outbox-relay/outbox-relay/relay/relaytest"
+	"github.com/outbox-relay/outbox-relay/config"
 )
 
-// GatewayParts starts what a replica of the scaled-out gateway runs with,
+// gatewayParts starts what a replica of the scaled-out gateway runs with,
 // for the webhook sink it names, and its stop lets all of it go: the
 // metrics it registered register again on the same registry. A sink not in
 // the configuration is an error that starts nothing.
 func TestGatewayPartsAreTheWebhookSinksAndStopLetsThemGo(t *testing.T) {
-	cfg := relaytest.Parse(t, fmt.Sprintf(`
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 source: {host: 127.0.0.1, port: 3306, user: root, server_id: 1}
 tables: [{name: shop.outbox}]
 checkpoint: {path: %s}
@@ -29,14 +28,17 @@ sinks:
     webhook:
       endpoints:
         - {name: a, url: "http://127.0.0.1:1/hook", secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]}
-`, filepath.Join(t.TempDir(), "cp.json")))
-	rl := relay.New(cfg, relay.Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+`, filepath.Join(t.TempDir(), "cp.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := New(cfg, Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
-	if _, _, err := rl.GatewayParts(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `no webhook sink named "nope"`) {
+	if _, _, err := rl.gatewayParts(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `no webhook sink named "nope"`) {
 		t.Fatalf("parts of a sink not in the configuration: %v", err)
 	}
 	for round := range 2 { // the second registers again what the first's stop let go
-		p, stop, err := rl.GatewayParts(ctx, "hooks")
+		p, stop, err := rl.gatewayParts(ctx, "hooks")
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
