@@ -7,9 +7,10 @@
 // endpoints table, which the kind's package builds and follows on that
 // stream (sink.Kind's FanOut, a gateway.FanOut). The relay only assembles
 // and runs: it imports no sink kind. Another run loop (the scaled-out
-// gateway, package gateway/scaled) is handed the relay as its
-// scaled.Assembly and shares the relay's metrics, health, retry policy and
-// dead letters through the scaled.Parts that Start assembles.
+// gateway, package gateway/scaled) is handed finished values: the
+// scaled.Parts that RunGateway starts (the relay's metrics, health,
+// retry policy, endpoint parameters, dead letters and attempts record),
+// with the relay as its replay targets.
 //
 // Beside the live pipelines it runs the replay jobs of its checkpoint store
 // (relay/replay.go, package replay): each a pipeline of its own, with its

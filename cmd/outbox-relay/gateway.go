@@ -53,7 +53,7 @@ func gatewayCmd(ctx context.Context, fs configFlags, args []string, stdout, stde
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("outbox-relay gateway starting", slog.String("version", buildVersion()), slog.String("config", *fs.path),
 		slog.String("webhook", kg.Webhook), slog.String("kafka", kg.Kafka))
-	err = scaled.Run(ctx, relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}), kg)
+	err = relay.New(cfg, relay.Options{Logger: logger, Stdout: stdout, Version: buildVersion()}).RunGateway(ctx, kg)
 	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay gateway stopped")
 		return nil

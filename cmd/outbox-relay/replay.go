@@ -144,12 +144,12 @@ func replayCreate(ctx context.Context, name string, args []string, target string
 // replica that holds that table's lock runs it.
 func replayGateway(ctx context.Context, cfg *config.Config, kg scaled.Config, ask replay.Ask, now time.Time, dry bool, stdout, stderr io.Writer) error {
 	rl := relay.New(cfg, relay.Options{Logger: newLogger(cfg.Log, stderr)})
-	job, err := scaled.PlanReplay(ctx, rl, kg, ask, now)
+	job, err := scaled.PlanReplay(ctx, cfg, rl, kg, ask, now)
 	if err != nil {
 		return err
 	}
 	if dry {
-		send, skipped, err := scaled.DryRunReplay(ctx, rl, kg, job)
+		send, skipped, err := scaled.DryRunReplay(ctx, cfg, rl, kg, job)
 		if err != nil {
 			return err
 		}

@@ -3,11 +3,15 @@
 // Kafka sink of the same configuration writes, shared by the replicas as a
 // consumer group (package gateway/kafkasource; docs/gateway-scale-out.md).
 //
-// Run assembles one replica from a relay's configuration and parts (an
-// Assembly, which package relay's Relay is, and the Parts it starts: its
-// metrics and listener, webhook health, retry policy and dead letters);
-// the package imports no assembly, and links no binlog reader: the
-// endpoints of the configuration run on every partition
+// Run runs one replica on finished values: the relay's configuration and
+// the Parts the assembly started for it before (package relay's
+// Relay.RunGateway: its metrics and listener, webhook health, retry
+// policy, the webhook sink's endpoint parameters, open dead letters and
+// attempts record, and its replay Targets), which the assembly stops after
+// Run returned. Nothing here calls back into the assembly to build or
+// start a part; only a replay job's sink, which exists once the job does,
+// is built by the assembly then (Targets). The package imports no
+// assembly, and links no binlog reader. The endpoints of the configuration run on every partition
 // the replica is assigned; those of the endpoints table are read when a
 // partition is assigned and every Config.PollEvery (a change applies on
 // each partition at the first record it reads after the poll); the

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"log/slog"
 
-	"github.com/outbox-relay/outbox-relay/checkpoint"
-	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
@@ -16,19 +14,37 @@ import (
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
-// Assembly is what a replica, and the planning of its replays, use of the
-// relay's assembly: package relay's Relay is one, and the only one a
-// command hands in. The gateway owns this contract and imports no
-// assembly; the assembly builds the parts, once (Start).
-type Assembly interface {
-	// Config is the relay's configuration: the webhook and Kafka sinks,
-	// the source (for the endpoints table), checkpoint.dsn, delivery and
-	// replay settings.
-	Config() *config.Config
-	// Start registers the relay's metrics and, when http.listen is set,
-	// serves them as the relay does, until stop is called; Parts report
-	// to them.
-	Start() (p *Parts, stop func(), err error)
+// Parts are the finished values a replica runs with, so that it runs as the
+// relay's own: assembled and started once by the relay before Run (package
+// relay's Relay.RunGateway), and stopped by it after Run returned. The
+// gateway calls nothing of the assembly to build or start them.
+type Parts struct {
+	Logger *slog.Logger
+	// Retry is the relay's one retry policy.
+	Retry retry.Policy
+	// Health is the webhook endpoints' health.
+	Health *gateway.Health
+	// Metrics are the relay's metrics, registered and, when http.listen
+	// is set, served as the relay serves them.
+	Metrics  *metrics.Metrics
+	Gateways *gateway.Metrics // the fan-out sinks' metrics, on Metrics
+	// Endpoints are what the webhook sink's endpoints are built with, as
+	// the relay builds them (its health, retry policy, logger, metrics and
+	// open attempts record); Run sets a partition's Suffix, Store and
+	// Slots on a copy.
+	Endpoints gateway.FanOutParams
+	// DeadLetters is the configured dead-letter store, open for writing
+	// (nil when none is configured).
+	DeadLetters deadletter.Putter
+	// Targets are what the replay jobs send to.
+	Targets Targets
+}
+
+// Targets build what a replay job sends to, as the relay would: package
+// relay's Relay is one. A job arrives while the replica runs, so its sink
+// is built then, from the configuration of its endpoint or of the
+// endpoints table's row read then.
+type Targets interface {
 	// ReplayTarget builds the sink a replay job sends to (a fresh one,
 	// from the configuration of its endpoint, of the configuration or of
 	// the endpoints table read from db; db nil: the configuration's
@@ -39,28 +55,4 @@ type Assembly interface {
 	// replay.Runner.Current (a digest of its row; "" for an endpoint of
 	// the configuration); an endpoint gone wraps replay.ErrTargetGone.
 	ReplayTargetVersion(ctx context.Context, db *sql.DB, j replay.Job) (string, error)
-}
-
-// Parts are what the relay shares with a replica so that it runs as the
-// relay's own: its metrics, served as the relay serves them, its webhook
-// endpoints' health, its one retry policy, its logger and its dead
-// letters, assembled by the relay (Assembly.Start).
-type Parts struct {
-	Logger   *slog.Logger
-	Retry    retry.Policy
-	Health   *gateway.Health
-	Metrics  *metrics.Metrics
-	Gateways *gateway.Metrics // the fan-out sinks' metrics, on Metrics
-	// FanOutParams are what a fan-out kind builds the endpoints of sink s
-	// with, as the relay builds them (suffix and slots:
-	// gateway.FanOutParams).
-	FanOutParams func(s config.Sink, suffix string, store checkpoint.Store, slots chan struct{}) gateway.FanOutParams
-	// OpenAttempts opens the attempts record (attempts.enabled), which the
-	// endpoints FanOutParams builds report to, with its metrics; close
-	// stores what is queued. Call it once the replica may deliver, and
-	// close it after its endpoints stopped.
-	OpenAttempts func(ctx context.Context) (close func(), err error)
-	// OpenDeadLetters opens the configured dead-letter store for writing
-	// (nil when none is configured).
-	OpenDeadLetters func(ctx context.Context) (deadletter.Putter, func(), error)
 }

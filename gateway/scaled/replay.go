@@ -10,7 +10,6 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
-	"github.com/outbox-relay/outbox-relay/deadletter"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway/kafkasource"
 	"github.com/outbox-relay/outbox-relay/pipeline"
@@ -77,7 +76,7 @@ func OpenJobs(ctx context.Context, cfg *config.Config, table string, readOnly bo
 // ListOffsets request by timestamp, and ends at ask.UntilTime's offsets or,
 // by default, at the partitions' ends now. It returns the job, pending,
 // to store with OpenJobs. Every error says what to give instead.
-func PlanReplay(ctx context.Context, rl Assembly, kg Config, ask replay.Ask, now time.Time) (replay.Job, error) {
+func PlanReplay(ctx context.Context, cfg *config.Config, targets Targets, kg Config, ask replay.Ask, now time.Time) (replay.Job, error) {
 	now = now.UTC()
 	j := replay.Job{ID: replay.NewID(now), Sink: ask.Sink, Endpoint: ask.Endpoint, Source: replay.SourceKafka, Since: ask.Since.UTC(),
 		UntilTime: ask.UntilTime.UTC(), Types: ask.Types, Where: ask.Where, State: replay.Pending, CreatedAt: now}
@@ -97,11 +96,11 @@ func PlanReplay(ctx context.Context, rl Assembly, kg Config, ask replay.Ask, now
 		return j, err
 	}
 	kg.Webhook = ask.Sink
-	_, _, topics, err := resolve(rl.Config(), &kg)
+	_, _, topics, err := resolve(cfg, &kg)
 	if err != nil {
 		return j, err
 	}
-	if _, err := targetFilter(ctx, rl, j); err != nil {
+	if _, err := targetFilter(ctx, cfg, targets, j); err != nil {
 		return j, err
 	}
 	dialer, err := topics.Dialer()
@@ -150,14 +149,14 @@ func cmpTime(t, or time.Time) time.Time {
 // targetFilter checks that the job's endpoint exists (of the
 // configuration or of the endpoints table, read from the source server)
 // and returns its filter (nil: every event).
-func targetFilter(ctx context.Context, rl Assembly, j replay.Job) (func(*event.Event) bool, error) {
-	db, dbErr := source.Open(ctx, rl.Config().Source)
+func targetFilter(ctx context.Context, cfg *config.Config, targets Targets, j replay.Job) (func(*event.Event) bool, error) {
+	db, dbErr := source.Open(ctx, cfg.Source)
 	if dbErr == nil {
 		defer db.Close()
 	} else {
 		db = nil
 	}
-	s, match, err := rl.ReplayTarget(ctx, db, j)
+	s, match, err := targets.ReplayTarget(ctx, db, j)
 	if err != nil {
 		if dbErr != nil {
 			return nil, fmt.Errorf("%w (the endpoints table could not be read: %v)", err, dbErr)
@@ -171,13 +170,13 @@ func targetFilter(ctx context.Context, rl Assembly, j replay.Job) (func(*event.E
 // DryRunReplay reads job's window from the Kafka topics, as a replica
 // would, and counts the events it would send and those its filters pass
 // over; it sends nothing.
-func DryRunReplay(ctx context.Context, rl Assembly, kg Config, j replay.Job) (send, skipped int64, err error) {
+func DryRunReplay(ctx context.Context, cfg *config.Config, targets Targets, kg Config, j replay.Job) (send, skipped int64, err error) {
 	kg.Webhook = j.Sink
-	_, _, topics, err := resolve(rl.Config(), &kg)
+	_, _, topics, err := resolve(cfg, &kg)
 	if err != nil {
 		return 0, 0, err
 	}
-	match, err := targetFilter(ctx, rl, j)
+	match, err := targetFilter(ctx, cfg, targets, j)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -199,10 +198,10 @@ func DryRunReplay(ctx context.Context, rl Assembly, kg Config, j replay.Job) (se
 	return send, skipped, err
 }
 
-// replayParts are what a replica's replay runner is built with.
+// replayParts are what a replica's replay runner is built with, beside
+// the relay's Parts.
 type replayParts struct {
 	cursorTable string
-	dl          deadletter.Putter
 	db          *sql.DB // the endpoints table's source; nil: none
 	window      func(until kafkasource.Offsets) *kafkasource.Window
 }
@@ -216,8 +215,7 @@ type replays struct {
 	log    *slog.Logger
 }
 
-func newReplays(ctx context.Context, rl Assembly, r *Parts, rp replayParts) (*replays, func(), error) {
-	cfg := rl.Config()
+func newReplays(ctx context.Context, cfg *config.Config, r Parts, rp replayParts) (*replays, func(), error) {
 	db, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 	if err != nil {
 		return nil, nil, err
@@ -248,18 +246,20 @@ func newReplays(ctx context.Context, rl Assembly, r *Parts, rp replayParts) (*re
 			if err != nil {
 				return replay.Launch{}, err
 			}
-			s, match, err := rl.ReplayTarget(ctx, rp.db, j)
+			s, match, err := r.Targets.ReplayTarget(ctx, rp.db, j)
 			if err != nil {
 				return replay.Launch{}, err
 			}
 			return replay.Launch{Target: s, Select: match, Source: rp.window(until)}, nil
 		},
-		Current: func(ctx context.Context, j replay.Job) (string, error) { return rl.ReplayTargetVersion(ctx, rp.db, j) },
+		Current: func(ctx context.Context, j replay.Job) (string, error) {
+			return r.Targets.ReplayTargetVersion(ctx, rp.db, j)
+		},
 		NewPipeline: func(j replay.Job, s sink.Sink, obs pipeline.Observer) (replay.Pipeline, error) {
 			d, maxEvents := cfg.Delivery, cfg.Replay.MaxInFlight
 			return pipeline.New(pipeline.Config{
 				Name: replay.ProgressKey(j.ID), Sink: s, Store: saver, Identity: checkpoint.Checkpoint{Flavor: "kafka"},
-				Start: j.From, DeadLetters: rp.dl,
+				Start: j.From, DeadLetters: r.DeadLetters,
 				BatchSize: min(d.BatchSize, maxEvents), BatchBytes: d.BatchBytes, Linger: d.Linger,
 				MaxInFlight: maxEvents, MaxInFlightBytes: d.MaxInFlightBytes,
 				CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry, DrainTimeout: d.DrainTimeout,

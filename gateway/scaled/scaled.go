@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
+
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
@@ -60,9 +62,36 @@ const (
 	maxCursorConns     = 8
 )
 
-// Run runs one gateway replica of the relay rl's configuration until ctx
-// ends, with rl's metrics, listener, health, retry policy and dead letters
-// (Assembly.Start's Parts).
+// Check resolves kg against cfg, as Run does, and sets kg's defaults: it
+// says what is wrong with them (no such webhook or Kafka sink, templated
+// topics not listed, cursors not in MySQL, the Kafka sink's TLS) before
+// the assembly starts anything for Run.
+func Check(cfg *config.Config, kg *Config) error {
+	_, _, _, _, err := check(cfg, kg)
+	return err
+}
+
+// check is Check, returning what it resolved: kg's webhook sink and its
+// fan-out, the Kafka sink's topics and the dialer of its brokers.
+func check(cfg *config.Config, kg *Config) (hooks config.Sink, fo gateway.FanOut, topics kafkasource.Topics, dialer *kafkago.Dialer, err error) {
+	if hooks, fo, topics, err = resolve(cfg, kg); err != nil {
+		return
+	}
+	if kg.PollEvery <= 0 {
+		kg.PollEvery = DefaultTablePoll
+	}
+	if cfg.Checkpoint.Store != "mysql" {
+		err = errors.New("gateway: the replicas share their endpoints' cursors in MySQL: set checkpoint.store: mysql and checkpoint.dsn")
+		return
+	}
+	dialer, err = topics.Dialer()
+	return
+}
+
+// Run runs one gateway replica of configuration cfg until ctx ends, with
+// the parts the relay started for it (its metrics, listener, health, retry
+// policy, dead letters, attempts record and replay targets; the caller
+// stops them after Run returned).
 //
 // Endpoints of the configuration run on every partition. Endpoints of the
 // endpoints table: each replica reads the table when it is assigned a
@@ -71,27 +100,14 @@ const (
 // reads after it (the in-relay gateway applies a change exactly at its
 // transaction in the binlog; here, records of other partitions, or read
 // before the poll, may still be routed by the old row).
-func Run(ctx context.Context, rl Assembly, kg Config) error {
-	cfg := rl.Config()
-	hooks, fo, topics, err := resolve(cfg, &kg)
+func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
+	hooks, fo, topics, dialer, err := check(cfg, &kg)
 	if err != nil {
 		return err
 	}
-	if kg.PollEvery <= 0 {
-		kg.PollEvery = DefaultTablePoll
+	if r.Endpoints.Sink != kg.Webhook {
+		return fmt.Errorf("gateway: the parts are of sink %q, not of the webhook sink %q the replica serves", r.Endpoints.Sink, kg.Webhook)
 	}
-	if cfg.Checkpoint.Store != "mysql" {
-		return errors.New("gateway: the replicas share their endpoints' cursors in MySQL: set checkpoint.store: mysql and checkpoint.dsn")
-	}
-	dialer, err := topics.Dialer()
-	if err != nil {
-		return err
-	}
-	r, stopMetrics, err := rl.Start()
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
 	cdb, err := checkpoint.OpenDB(cfg.Checkpoint.DSN.Reveal())
 	if err != nil {
 		return err
@@ -106,20 +122,17 @@ func Run(ctx context.Context, rl Assembly, kg Config) error {
 		return err
 	}
 	defer store.Close()
-	dl, closeDL, err := r.OpenDeadLetters(ctx)
-	if err != nil {
-		return err
+	// params are what a partition's endpoints are built with: the relay's
+	// own for the sink, with the partition's suffix, store and slots.
+	params := func(suffix string, store checkpoint.Store, slots chan struct{}) gateway.FanOutParams {
+		p := r.Endpoints
+		p.Suffix, p.Store, p.Slots = suffix, store, slots
+		return p
 	}
-	defer closeDL()
-	closeAttempts, err := r.OpenAttempts(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeAttempts()
 	name, gc, gm := kg.Webhook, hooks.Config.(config.FanOut).GatewayConfig(), r.Gateways.Sink(kg.Webhook)
 	var table *tablePoll
 	var polling sync.WaitGroup
-	t, err := fo.Table(r.FanOutParams(hooks, "", store, nil))
+	t, err := fo.Table(params("", store, nil))
 	if err != nil {
 		return err
 	}
@@ -148,7 +161,7 @@ func Run(ctx context.Context, rl Assembly, kg Config) error {
 		slots = make(chan struct{}, kg.MaxRequests)
 	}
 	partition := func(ctx context.Context, p kafkasource.Partition) (kafkasource.Setup, error) {
-		params := r.FanOutParams(hooks, p.Suffix, store, slots)
+		params := params(p.Suffix, store, slots)
 		eps, err := fo.Endpoints(params)
 		if err != nil {
 			return kafkasource.Setup{}, err
@@ -174,7 +187,7 @@ func Run(ctx context.Context, rl Assembly, kg Config) error {
 			Settled: debug.FreeOSMemory, // a burst's pipelines are gone: give their memory back
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
-					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: dl,
+					Name: key, Sink: s, Store: saver, Identity: identity, Start: start, DeadLetters: r.DeadLetters,
 					BatchSize: min(d.BatchSize, gc.MaxInFlight), BatchBytes: d.BatchBytes, Linger: d.Linger,
 					MaxInFlight: gc.MaxInFlight, MaxInFlightBytes: gc.MaxInFlightBytes,
 					CheckpointInterval: cfg.Checkpoint.Interval, Retry: r.Retry,
@@ -201,7 +214,7 @@ func Run(ctx context.Context, rl Assembly, kg Config) error {
 	if err != nil {
 		return err
 	}
-	rr, closeReplays, err := newReplays(ctx, rl, r, replayParts{cursorTable: kg.CursorTable, dl: dl, db: sourceDB,
+	rr, closeReplays, err := newReplays(ctx, cfg, r, replayParts{cursorTable: kg.CursorTable, db: sourceDB,
 		window: func(until kafkasource.Offsets) *kafkasource.Window {
 			return &kafkasource.Window{Brokers: topics.Brokers, Dialer: dialer, Until: until, Decode: topics.Decode, Logger: r.Logger}
 		}})
