@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -322,35 +321,9 @@ func stopped(t *testing.T, pid int) bool {
 // connections to the server, seen there as host 127.0.0.1:port).
 func clientPorts(t *testing.T, pid int) map[string]bool {
 	t.Helper()
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	ports, err := testserver.ClientPorts(pid, false)
 	if err != nil {
 		t.Fatal(err)
-	}
-	inodes := map[string]bool{}
-	for _, fd := range fds {
-		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(l, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
-		}
-	}
-	ports := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 10 || !inodes[f[9]] {
-				continue
-			}
-			local := f[1] // hex address:hex port
-			port, err := strconv.ParseUint(local[strings.LastIndexByte(local, ':')+1:], 16, 16)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports[strconv.FormatUint(port, 10)] = true
-		}
 	}
 	if len(ports) == 0 {
 		t.Fatalf("process %d has no TCP connection", pid)

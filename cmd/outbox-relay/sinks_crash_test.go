@@ -257,6 +257,12 @@ log: {level: info, format: json}
 		defer close(produced)
 		outboxtest.Produce(context.Background(), t, db, w, 2, 100000, []int{1, 4, 7, 2}, 40)
 	}()
+	// However the test ends (a t.Fatal below included), the producer stops
+	// before the test returns: its errors then land in this test, not as a
+	// panic ("Fail in goroutine after … has completed") that hides what failed.
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopProducing) }) }
+	defer func() { stop(); <-produced }()
 
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	res := crashResult{}
@@ -298,7 +304,7 @@ log: {level: info, format: json}
 		}
 		cmd = startRelay(t, bin, cfgPath, logf, logf)
 	}
-	close(stopProducing)
+	stop()
 	<-produced
 	got := waitUnique(t, s.read, w.Events(), 180*time.Second)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
