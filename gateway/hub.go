@@ -31,6 +31,17 @@ const (
 	// DefaultDetachAfter: see HubConfig.DetachAfter.
 	DefaultDetachAfter = config.DefaultDetachAfter
 	detachWindow       = 10 * time.Second
+	// DefaultMaxAwake: see HubConfig.MaxAwake. An awake endpoint costs
+	// about 16 KB (its pipeline, queue, goroutines and connection: the
+	// relay's RSS grew 1.4 GB when 100,000 woke at once), so the default
+	// keeps awake endpoints within about 128 MB.
+	DefaultMaxAwake = config.DefaultMaxAwake
+	// awakeRecheck is how often the shared stream, waiting at MaxAwake,
+	// looks again for awake endpoints that hold nothing, to let them go.
+	awakeRecheck = 20 * time.Millisecond
+	// awakeStall is how long the shared stream waits at MaxAwake while no
+	// awake endpoint can be let go before it goes on past the bound.
+	awakeStall = detachWindow
 )
 
 // HubConfig configures a Hub.
@@ -67,6 +78,17 @@ type HubConfig struct {
 	// nothing unsaved): a busy endpoint keeps its pipeline between events.
 	// Default 2s.
 	Linger time.Duration
+	// MaxAwake caps the endpoints the hub keeps awake at once: those it
+	// woke (wake) while they are on the shared stream. When the stream
+	// must wake one more and MaxAwake are awake, it waits (it skips no
+	// event) and meanwhile lets go at once, Linger or not, every awake
+	// endpoint that holds nothing (release). An endpoint whose last
+	// attempts failed (Failing) does not count: a receiver that is down
+	// does not hold the stream back. If none can be let go for 10s (every
+	// awake endpoint is stuck), the stream goes on past the bound until
+	// fewer than MaxAwake are awake again. Default DefaultMaxAwake;
+	// negative: no bound.
+	MaxAwake int
 	// Observer, if set, is told about detaches and re-joins.
 	Observer Observer
 	Logger   *slog.Logger
@@ -148,6 +170,17 @@ type Hub struct {
 	// transaction, in the order of their first; each collects them in its
 	// scratch.
 	touched []*Tap
+	// awake counts the attached taps that wake returned (Tap.woken): the
+	// endpoints MaxAwake bounds. over: the stream stalled at the bound
+	// (awakeStall) and goes on past it until fewer are awake.
+	awake int
+	over  bool
+	// peakAwake is the most awake at once; overs counts the stalls.
+	peakAwake, overs int
+	// done is closed when Run's context ends: a wait at MaxAwake gives up.
+	done <-chan struct{}
+	// Waits counts the waits at MaxAwake, and WaitedNanos their time.
+	waits, waitedNanos atomic.Int64
 }
 
 // NewHub returns a hub; Run starts its shared stream.
@@ -166,6 +199,9 @@ func NewHub(cfg HubConfig) *Hub {
 	}
 	if cfg.Linger <= 0 {
 		cfg.Linger = DefaultLinger
+	}
+	if cfg.MaxAwake == 0 {
+		cfg.MaxAwake = DefaultMaxAwake
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -215,6 +251,9 @@ func (h *Hub) Position() event.Position {
 func (h *Hub) Run(ctx context.Context, changed func(*event.Txn)) error {
 	stop := make(chan struct{})
 	defer close(stop)
+	h.mu.Lock()
+	h.done = ctx.Done()
+	h.mu.Unlock()
 	go h.markLoop(stop)
 	return h.cfg.Open(0).Run(ctx, h.Position(), func(_ context.Context, txn *event.Txn) error {
 		h.dispatch(txn, changed)
@@ -297,9 +336,13 @@ func (h *Hub) handOn(txn *event.Txn) {
 			continue // it read this transaction on its own stream, or has it
 		}
 		if t.idle {
+			h.roomLocked()
 			if t = h.wake(t, h.prev, h.prevCommit); t == nil {
 				continue
 			}
+			t.woken = true
+			h.awake++
+			h.peakAwake = max(h.peakAwake, h.awake)
 		}
 		t.skip = nil
 		t.lastEvent = now
@@ -314,6 +357,90 @@ func (h *Hub) handOn(txn *event.Txn) {
 
 // maxScratch caps the scratch a tap keeps between transactions.
 const maxScratch = 64
+
+// roomLocked returns once the hub may wake one more endpoint (MaxAwake):
+// at once below the bound; at it, after letting go every awake endpoint
+// that holds nothing and, if that is not enough, waiting for more to
+// settle, rechecking every awakeRecheck. It holds the hub's lock
+// throughout, as offer does: the transaction being handed on stays whole.
+// It gives up waiting when Run's context ends (the gateway, stopping,
+// wakes no one: the events wait behind the shared cursor) and after
+// awakeStall with no endpoint let go (every awake endpoint is stuck: the
+// stream goes on past the bound, h.over, until fewer are awake).
+func (h *Hub) roomLocked() {
+	limit := h.cfg.MaxAwake
+	if limit < 0 || h.wake == nil || h.awake < limit {
+		h.over = false
+		return
+	}
+	if h.over {
+		return
+	}
+	clk := h.cfg.clock
+	began := clk.Now()
+	progress := began
+	counted := false
+	defer func() {
+		if counted {
+			h.waitedNanos.Add(int64(clk.Now().Sub(began)))
+		}
+	}()
+	for {
+		released, stuck := h.relieveLocked()
+		if h.awake-stuck < limit {
+			return
+		}
+		now := clk.Now()
+		if released > 0 {
+			progress = now
+		}
+		if now.Sub(progress) >= awakeStall {
+			h.over = true
+			h.overs++
+			h.log.Warn("every awake endpoint holds events it has not delivered and none is failing: the shared stream goes on past gateway.max_awake until fewer are awake",
+				slog.Int("awake", h.awake), slog.Int("max_awake", limit))
+			return
+		}
+		if !counted {
+			counted = true
+			h.waits.Add(1)
+		}
+		// A poll, not a decision: the stall is measured on the hub's clock.
+		recheck := time.NewTimer(awakeRecheck)
+		select {
+		case <-recheck.C:
+		case <-h.done:
+			recheck.Stop()
+			return
+		}
+	}
+}
+
+// relieveLocked lets go, at once, every awake endpoint the hub woke that
+// holds nothing (release decides), whatever its Linger, except those with
+// events of the transaction being handed on (their scratch), and counts
+// those left whose last attempts failed (Failing).
+func (h *Hub) relieveLocked() (released, stuck int) {
+	for t := range h.attached {
+		if !t.woken {
+			continue
+		}
+		if h.release != nil && !t.keep && len(t.scratch) == 0 && t.queued.Load() == 0 && h.release(t) {
+			released++
+			continue
+		}
+		if h.cfg.Failing != nil && h.cfg.Failing(t.name) {
+			stuck++
+		}
+	}
+	return released, stuck
+}
+
+// AwakeWaits returns how many times the shared stream has waited at
+// MaxAwake, and for how long in all.
+func (h *Hub) AwakeWaits() (int64, time.Duration) {
+	return h.waits.Load(), time.Duration(h.waitedNanos.Load())
+}
 
 // newTxn returns the transaction handed to a tap: evs (copied: the tap's
 // scratch is reused) at txn's position. Its events are allocated with it
@@ -537,6 +664,10 @@ func (h *Hub) removeLocked(t *Tap) bool {
 		return false
 	}
 	delete(h.attached, t)
+	if t.woken {
+		t.woken = false
+		h.awake--
+	}
 	return true
 }
 

@@ -70,6 +70,9 @@ type tapQueue struct {
 	// keep: its endpoint is not let go idle (a sink built ahead, which its
 	// pipeline closes when it ends, cannot be used again).
 	keep bool
+	// woken: the hub woke its endpoint and it is on the shared stream
+	// (Hub.awake counts it, MaxAwake bounds it).
+	woken bool
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in ch
 	skip *event.Position // attached ahead of the shared stream: skip what this covers
@@ -190,9 +193,13 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 	defer func() {
 		cancel()
 		rejoining.Wait()
-		h.mu.Lock()
-		h.removeLocked(t)
-		h.mu.Unlock()
+		if !t.released.Load() {
+			// A released tap is off the shared stream already: its end
+			// needs no lock the stream may hold while it waits at MaxAwake.
+			h.mu.Lock()
+			h.removeLocked(t)
+			h.mu.Unlock()
+		}
 		if !t.released.Load() {
 			t.setState(Stopped)
 		}

@@ -164,7 +164,7 @@ func Run(ctx context.Context, rl *relay.Relay, kg Config) error {
 			eps = append(eps, te.LoadRows(rows)...)
 		}
 		setup.Gateway = gateway.Config{
-			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+			Hub:   gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, MaxAwake: gc.MaxAwake, Observer: gm},
 			Store: store, Identity: identity, Endpoints: eps, Logger: r.Logger, Health: r.Health, DisableAfter: gc.DisableAfter,
 			NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 				return pipeline.New(pipeline.Config{
