@@ -513,13 +513,13 @@ type Gateway struct {
 	// their turn. Each takes a replica id. Default 4.
 	MaxCatchUp int `yaml:"max_catch_up" default:"4"`
 	// MaxAwake caps the endpoints the shared stream keeps awake at once
-	// (each with a pipeline, a queue and a connection: about 16 KB), so
-	// that one event to every endpoint of a large table does not wake
-	// them all together. At the cap the stream waits, letting go at once
-	// every awake endpoint that holds nothing unsaved; an endpoint whose
-	// last attempts failed does not count. Default 8192 (128 MB of awake
-	// endpoints).
-	MaxAwake int `yaml:"max_awake" default:"8192"`
+	// (each with a pipeline, a queue and a connection: about 60 KB of
+	// memory at a burst's peak), so that one event to every endpoint of a
+	// large table does not wake them all together. At the cap the stream
+	// waits, letting go at once every awake endpoint that holds nothing
+	// unsaved; an endpoint whose last attempts failed does not count.
+	// Default 4096 (about 256 MB of awake endpoints).
+	MaxAwake int `yaml:"max_awake" default:"4096"`
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (its failed events are dead letters; its later ones wait
 	// behind its cursor until it is enabled again: `outbox-relay endpoints
@@ -538,7 +538,7 @@ const (
 	DefaultEndpointInFlightBytes = 1 << 20
 	DefaultDetachAfter           = 500 * time.Millisecond
 	DefaultMaxCatchUp            = 4
-	DefaultMaxAwake              = 8192
+	DefaultMaxAwake              = 4096
 	DefaultDisableAfter          = 5 * 24 * time.Hour
 )
 

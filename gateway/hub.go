@@ -32,9 +32,10 @@ const (
 	DefaultDetachAfter = config.DefaultDetachAfter
 	detachWindow       = 10 * time.Second
 	// DefaultMaxAwake: see HubConfig.MaxAwake. An awake endpoint costs
-	// about 16 KB (its pipeline, queue, goroutines and connection: the
-	// relay's RSS grew 1.4 GB when 100,000 woke at once), so the default
-	// keeps awake endpoints within about 128 MB.
+	// about 60 KB of RSS at a burst's peak (its pipeline's goroutines and
+	// buffers, its queue, its connection, and the garbage collector's
+	// headroom: 10,000 endpoints woken at once took the relay from 51 MB
+	// to 651 MB), so the default keeps awake endpoints within about 256 MB.
 	DefaultMaxAwake = config.DefaultMaxAwake
 	// awakeRecheck is how often the shared stream, waiting at MaxAwake,
 	// looks again for awake endpoints that hold nothing, to let them go.
