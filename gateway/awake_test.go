@@ -54,7 +54,7 @@ func hubFigures(g *Gateway) (awake, peak, overs int) {
 // and never more than 3 are awake.
 func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 	const n, limit = 20, 3
-	f, _, hold := awakeFixture(t, n, limit)
+	f, clk, hold := awakeFixture(t, n, limit)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)
@@ -88,6 +88,16 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 	}
 	waits, _ := g.hub.AwakeWaits()
 	t.Logf("%d endpoints, %d awake at most, %d waits at the bound", n, peak, waits)
+	// The last ones woken go idle after their Linger (an awake endpoint
+	// may re-send its in-flight events after a restart; an idle one none).
+	waitFor(t, "the last endpoints to be let go after their Linger", func() bool {
+		g.hub.Lock()
+		defer g.hub.Unlock()
+		clk.Advance(DefaultLinger)
+		g.hub.sweepLocked()
+		return g.hub.awake == 0
+	})
+	waitIdle(t, g, f.store)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

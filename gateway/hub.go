@@ -492,14 +492,18 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	timeout, stop := clk.After(left)
 	defer stop()
 	t.queued.Add(1)
-	select {
-	case t.ch <- txn:
-		t.waited += clk.Now().Sub(now)
-		return true
-	case <-timeout:
-		t.queued.Add(-1)
-		t.waited += clk.Now().Sub(now)
-		return false
+	for {
+		if t.queue.push(txn) {
+			t.waited += clk.Now().Sub(now)
+			return true
+		}
+		select {
+		case <-t.queue.room:
+		case <-timeout:
+			t.queued.Add(-1)
+			t.waited += clk.Now().Sub(now)
+			return false
+		}
 	}
 }
 
@@ -507,7 +511,7 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 // another attached tap: one with room in its queue.
 func (h *Hub) holdsBackLocked(t *Tap) bool {
 	for o := range h.attached {
-		if o != t && len(o.ch) < cap(o.ch) {
+		if o != t && !o.queue.full() {
 			return true
 		}
 	}
@@ -550,7 +554,7 @@ func (h *Hub) sweepLocked() {
 			}
 			continue
 		}
-		if t.sent == h.pos || len(t.ch) > 0 {
+		if t.sent == h.pos || t.queue.len() > 0 {
 			continue
 		}
 		if t.put(&event.Txn{Position: h.pos, CommitTime: h.commit}) {
