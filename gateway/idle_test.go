@@ -401,12 +401,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 	const n = 10000
 	var per float64
 	for b.Loop() {
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapAlloc
-		}
+		heap := liveHeap
 		before := heap()
 		f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
 		store := &memStore{}
@@ -598,28 +593,12 @@ func (c counter) Write(_ context.Context, batch []*event.Event) error {
 // pipeline's tracker, observer and tap: over 2 KB per endpoint.)
 func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 	const n = 2000
-	heap := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
-	f := &fixture{t: t, b: newBinlog(), recs: map[string]*recorder{}}
-	store := &memStore{}
-	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, Linger: time.Millisecond},
-		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
-		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
-		}}
+	heap := liveHeap
 	var delivered atomic.Int64
+	f, store, tenants := tenantsFixture(n, time.Millisecond, counter{&delivered})
+	f.t = t
 	var settled atomic.Int32
 	f.cfg.Settled = func() { settled.Add(1) }
-	tenants := make([]string, n)
-	for i := range n {
-		tenants[i] = fmt.Sprintf("t%d", i)
-		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: fmt.Sprintf("hooks/ep%d", i),
-			Open: func() (sink.Sink, error) { return counter{&delivered}, nil }, Filter: tenantFilter(tenants[i])})
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)
@@ -664,4 +643,95 @@ func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(g)
+}
+
+// heldSink is a sink whose writes wait until hold is closed: its endpoint
+// stays awake, its event in flight.
+type heldSink struct {
+	hold    chan struct{}
+	writing *atomic.Int64
+}
+
+func (heldSink) Connect(context.Context) error { return nil }
+func (heldSink) Close(context.Context) error   { return nil }
+func (s heldSink) Write(ctx context.Context, batch []*event.Event) error {
+	s.writing.Add(1)
+	select {
+	case <-s.hold:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// What an awake endpoint costs, in the gateway and its pipeline: 2,000
+// endpoints woken by one event each, every write held (each endpoint
+// awake with its event in flight), against the same endpoints idle: the
+// live heap (awake-B/endpoint) and goroutines (goroutines/endpoint) each
+// adds. The sink here is the test's (no HTTP connection): the webhook
+// kind's sink and connection come on top.
+func BenchmarkAwakeEndpointMemory(b *testing.B) {
+	const n = 2000
+	heap := liveHeap
+	var perHeap, perG float64
+	for range b.N {
+		hold := make(chan struct{})
+		var writing atomic.Int64
+		f, _, tenants := tenantsFixture(n, 0, heldSink{hold, &writing})
+		ctx, cancel := context.WithCancel(context.Background())
+		g, err := New(ctx, f.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx, nil) }()
+		for len(g.Keys()) < n {
+			time.Sleep(time.Millisecond)
+		}
+		f.b.commit()
+		for g.hub.Position() != pos(1) {
+			time.Sleep(time.Millisecond)
+		}
+		idleHeap, idleG := heap(), runtime.NumGoroutine()
+		f.b.commit(tenants...)
+		for writing.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+		awakeHeap, awakeG := heap(), runtime.NumGoroutine()
+		perHeap = float64(awakeHeap-idleHeap) / n
+		perG = float64(awakeG-idleG) / n
+		close(hold)
+		cancel()
+		<-done
+	}
+	b.ReportMetric(perHeap, "awake-B/endpoint")
+	b.ReportMetric(perG, "goroutines/endpoint")
+}
+
+// liveHeap returns the live heap, in bytes, after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// tenantsFixture is a gateway of n endpoints, one tenant each ("t0", …),
+// each woken with s as its sink, let go after linger (0: the default),
+// whose pipelines save to an in-memory store at once.
+func tenantsFixture(n int, linger time.Duration, s sink.Sink) (*fixture, *memStore, []string) {
+	f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
+	store := &memStore{}
+	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, Linger: linger},
+		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
+		}}
+	tenants := make([]string, n)
+	for i := range n {
+		tenants[i] = fmt.Sprintf("t%d", i)
+		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: fmt.Sprintf("hooks/ep%d", i),
+			Open: func() (sink.Sink, error) { return s, nil }, Filter: tenantFilter(tenants[i])})
+	}
+	return f, store, tenants
 }
