@@ -513,12 +513,12 @@ type Gateway struct {
 	// their turn. Each takes a replica id. Default 4.
 	MaxCatchUp int `yaml:"max_catch_up" default:"4"`
 	// MaxAwake caps the endpoints the shared stream keeps awake at once
-	// (each with a pipeline, a queue and a connection: about 60 KB of
+	// (each with a pipeline, a queue and a connection: about 100 KB of
 	// memory at a burst's peak), so that one event to every endpoint of a
 	// large table does not wake them all together. At the cap the stream
 	// waits, letting go at once every awake endpoint that holds nothing
 	// unsaved; an endpoint whose last attempts failed does not count.
-	// Default 4096 (about 256 MB of awake endpoints).
+	// Default 4096 (about 400 MB of awake endpoints).
 	MaxAwake int `yaml:"max_awake" default:"4096"`
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (its failed events are dead letters; its later ones wait

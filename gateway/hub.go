@@ -32,10 +32,12 @@ const (
 	DefaultDetachAfter = config.DefaultDetachAfter
 	detachWindow       = 10 * time.Second
 	// DefaultMaxAwake: see HubConfig.MaxAwake. An awake endpoint costs
-	// about 60 KB of RSS at a burst's peak (its pipeline's goroutines and
+	// about 100 KB of RSS at a burst's peak (its pipeline's goroutines and
 	// buffers, its queue, its connection, and the garbage collector's
-	// headroom: 10,000 endpoints woken at once took the relay from 51 MB
-	// to 651 MB), so the default keeps awake endpoints within about 256 MB.
+	// headroom: with 4,096 awake, one event to each of 100,000 endpoints
+	// peaked 0.4 GB above what the relay holds once they are idle again;
+	// 10,000 woken at once took it from 51 MB to 651 MB), so the default
+	// keeps a burst within about 0.4 GB.
 	DefaultMaxAwake = config.DefaultMaxAwake
 	// awakeRecheck is how often the shared stream, waiting at MaxAwake,
 	// looks again for awake endpoints that hold nothing, to let them go.
