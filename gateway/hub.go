@@ -178,6 +178,11 @@ type Hub struct {
 	// (awakeStall) and goes on past it until fewer are awake.
 	awake int
 	over  bool
+	// credit is the wakes a look at the bound found room for (failing
+	// endpoints do not count), taken before the next look; looked is when
+	// the last look was.
+	credit int
+	looked time.Time
 	// peakAwake is the most awake at once; overs counts the stalls.
 	peakAwake, overs int
 	// done is closed when Run's context ends: a wait at MaxAwake gives up.
@@ -364,19 +369,27 @@ const maxScratch = 64
 // roomLocked returns once the hub may wake one more endpoint (MaxAwake):
 // at once below the bound; at it, after letting go every awake endpoint
 // that holds nothing and, if that is not enough, waiting for more to
-// settle, rechecking every awakeRecheck. It holds the hub's lock
-// throughout, as offer does: the transaction being handed on stays whole.
-// It gives up waiting when Run's context ends (the gateway, stopping,
-// wakes no one: the events wait behind the shared cursor) and after
-// awakeStall with no endpoint let go (every awake endpoint is stuck: the
-// stream goes on past the bound, h.over, until fewer are awake).
+// settle. It looks (relieveLocked, a pass over the awake endpoints) at
+// most every awakeRecheck, each look letting go every endpoint that
+// settled since the last, and a look that finds room for more than one
+// (failing endpoints do not count) lets that many wake before the next.
+// It holds the hub's lock throughout, as offer does: the transaction
+// being handed on stays whole. It gives up waiting when Run's context
+// ends (the gateway, stopping, wakes no one: the events wait behind the
+// shared cursor) and after awakeStall on the hub's clock with no endpoint
+// let go (every awake endpoint is stuck: the stream goes on past the
+// bound, h.over, until fewer are awake).
 func (h *Hub) roomLocked() {
 	limit := h.cfg.MaxAwake
 	if limit < 0 || h.wake == nil || h.awake < limit {
-		h.over = false
+		h.over, h.credit = false, 0
 		return
 	}
 	if h.over {
+		return
+	}
+	if h.credit > 0 {
+		h.credit--
 		return
 	}
 	clk := h.cfg.clock
@@ -389,8 +402,25 @@ func (h *Hub) roomLocked() {
 		}
 	}()
 	for {
+		// The pace of the looks is a poll, not a decision: the stall is
+		// measured on the hub's clock.
+		if wait := awakeRecheck - time.Since(h.looked); wait > 0 {
+			if !counted {
+				counted = true
+				h.waits.Add(1)
+			}
+			recheck := time.NewTimer(wait)
+			select {
+			case <-recheck.C:
+			case <-h.done:
+				recheck.Stop()
+				return
+			}
+		}
+		h.looked = time.Now()
 		released, stuck := h.relieveLocked()
-		if h.awake-stuck < limit {
+		if n := h.awake - stuck; n < limit {
+			h.credit = limit - n - 1
 			return
 		}
 		now := clk.Now()
@@ -402,18 +432,6 @@ func (h *Hub) roomLocked() {
 			h.overs++
 			h.log.Warn("every awake endpoint holds events it has not delivered and none is failing: the shared stream goes on past gateway.max_awake until fewer are awake",
 				slog.Int("awake", h.awake), slog.Int("max_awake", limit))
-			return
-		}
-		if !counted {
-			counted = true
-			h.waits.Add(1)
-		}
-		// A poll, not a decision: the stall is measured on the hub's clock.
-		recheck := time.NewTimer(awakeRecheck)
-		select {
-		case <-recheck.C:
-		case <-h.done:
-			recheck.Stop()
 			return
 		}
 	}
