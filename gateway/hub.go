@@ -319,48 +319,62 @@ func (h *Hub) handOn(txn *event.Txn) {
 	}
 	touched := h.touched
 	now := h.cfg.clock.Now()
-	for i, t := range touched {
-		touched[i] = nil
-		var out *event.Txn
-		var has *event.Position
-		switch {
-		case !t.idle:
-			has = t.skip
-		case t.cursor != nil:
-			has = t.cursor
-		default:
-			has = h.floor
-		}
-		if has == nil || !h.covers(*has, txn.Position) {
-			out = newTxn(t.scratch, txn)
-		}
-		if cap(t.scratch) > maxScratch {
-			t.scratch = nil // a large transaction's: not kept
-		} else {
-			clear(t.scratch) // reused: it keeps no event
-			t.scratch = t.scratch[:0]
-		}
-		if out == nil {
-			continue // it read this transaction on its own stream, or has it
-		}
-		if t.idle {
-			h.roomLocked()
-			if t = h.wake(t, h.prev, h.prevCommit); t == nil {
+	// The awake taps first, then the idle ones, which may have to wait to
+	// wake (MaxAwake): an awake tap still holding events of this
+	// transaction in its scratch could not be let go meanwhile.
+	for _, waking := range []bool{false, true} {
+		for i, t := range touched {
+			if t == nil || t.idle != waking {
 				continue
 			}
-			t.woken = true
-			h.awake++
-			h.peakAwake = max(h.peakAwake, h.awake)
-		}
-		t.skip = nil
-		t.lastEvent = now
-		if h.offer(t, out) {
-			t.sent = txn.Position
-		} else {
-			h.detachLocked(t)
+			touched[i] = nil
+			h.handTo(t, txn, now)
 		}
 	}
 	h.touched = touched[:0]
+}
+
+// handTo hands t its events of txn, collected in its scratch, waking it
+// first if it is idle.
+func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
+	var out *event.Txn
+	var has *event.Position
+	switch {
+	case !t.idle:
+		has = t.skip
+	case t.cursor != nil:
+		has = t.cursor
+	default:
+		has = h.floor
+	}
+	if has == nil || !h.covers(*has, txn.Position) {
+		out = newTxn(t.scratch, txn)
+	}
+	if cap(t.scratch) > maxScratch {
+		t.scratch = nil // a large transaction's: not kept
+	} else {
+		clear(t.scratch) // reused: it keeps no event
+		t.scratch = t.scratch[:0]
+	}
+	if out == nil {
+		return // it read this transaction on its own stream, or has it
+	}
+	if t.idle {
+		h.roomLocked()
+		if t = h.wake(t, h.prev, h.prevCommit); t == nil {
+			return
+		}
+		t.woken = true
+		h.awake++
+		h.peakAwake = max(h.peakAwake, h.awake)
+	}
+	t.skip = nil
+	t.lastEvent = now
+	if h.offer(t, out) {
+		t.sent = txn.Position
+	} else {
+		h.detachLocked(t)
+	}
 }
 
 // maxScratch caps the scratch a tap keeps between transactions.
