@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/outbox-relay/outbox-relay/sink"
@@ -27,6 +29,17 @@ func awakeFixture(t *testing.T, n, maxAwake int) (*fixture, *fakeClock, chan str
 		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: key, Open: func() (sink.Sink, error) { return r, nil }, Filter: tenantFilter(fmt.Sprintf("a%d", i))})
 	}
 	return f, clk, hold
+}
+
+// free lets the writes of the endpoints whose key which selects go at once.
+func (f *fixture) free(which func(key string) bool) {
+	free := make(chan struct{})
+	close(free)
+	for key, r := range f.recs {
+		if which(key) {
+			r.hold = free
+		}
+	}
 }
 
 // tenants returns the tenants of endpoints from to to-1 of an awakeFixture.
@@ -138,13 +151,7 @@ func TestFailingEndpointsDoNotHoldTheStreamAtMaxAwake(t *testing.T) {
 	f, _, _ := awakeFixture(t, n, limit)
 	down := map[string]bool{"hooks/a0": true, "hooks/a1": true}
 	f.cfg.Hub.Failing = func(key string) bool { return down[key] }
-	free := make(chan struct{})
-	close(free)
-	for key, r := range f.recs {
-		if !down[key] {
-			r.hold = free
-		}
-	}
+	f.free(func(key string) bool { return !down[key] })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)
@@ -171,11 +178,7 @@ func TestStuckEndpointsStallTheStreamAtMostAwakeStall(t *testing.T) {
 	f, clk, _ := awakeFixture(t, n, limit)
 	f.b.commit(tenants(0, limit)...) // a0 and a1 wake first, and stay stuck
 	f.b.commit(tenants(limit, n)...)
-	free := make(chan struct{})
-	close(free)
-	for i := limit; i < n; i++ {
-		f.recs[fmt.Sprintf("hooks/a%d", i)].hold = free
-	}
+	f.free(func(key string) bool { i, _ := strconv.Atoi(strings.TrimPrefix(key, "hooks/a")); return i >= limit })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)

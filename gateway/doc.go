@@ -37,7 +37,9 @@
 //     rather than spins. While it waits, every awake endpoint that holds
 //     nothing (its pipeline Settled, as for Linger) and has no event of
 //     the transaction being handed on is let go at once, whatever its
-//     Linger; without that pressure Linger keeps its meaning
+//     Linger (a transaction's events go to its awake endpoints before its
+//     idle ones are woken, so no awake endpoint holds the wait up with
+//     events of it); without that pressure Linger keeps its meaning
 //     (TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing). Not counted:
 //     endpoints whose last attempts failed (Failing: a receiver that is
 //     down never holds the stream back; TestFailingEndpointsDoNotHoldTheStreamAtMaxAwake),

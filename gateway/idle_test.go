@@ -410,13 +410,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 				return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start})
 			}}
 		f.quiet(n)
-		ctx, cancel := context.WithCancel(context.Background())
-		g, err := New(ctx, f.cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx, nil) }()
+		g, stop := f.runFor(b)
 		for awake := true; awake; {
 			g.mu.Lock()
 			awake = len(g.running) < n
@@ -424,8 +418,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		per = float64(heap()-before) / n
-		cancel()
-		<-done
+		stop()
 		runtime.KeepAlive(g)
 	}
 	b.ReportMetric(per, "B/idle-endpoint")
@@ -444,14 +437,7 @@ func BenchmarkWakeAndRelease(b *testing.B) {
 		}}
 	rec := &recorder{}
 	f.cfg.Endpoints = []Endpoint{{Key: "hooks/ep0", Open: func() (sink.Sink, error) { return rec, nil }, Filter: tenantFilter("t0")}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g, err := New(ctx, f.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, nil) }()
+	g, stop := f.runFor(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		f.b.commit("t0")
@@ -472,8 +458,7 @@ func BenchmarkWakeAndRelease(b *testing.B) {
 			runtime.Gosched()
 		}
 	}
-	cancel()
-	<-done
+	stop()
 }
 
 // memStore is an in-memory checkpoint store (a BatchWriter).
@@ -678,13 +663,7 @@ func BenchmarkAwakeEndpointMemory(b *testing.B) {
 		hold := make(chan struct{})
 		var writing atomic.Int64
 		f, _, tenants := tenantsFixture(n, 0, heldSink{hold, &writing})
-		ctx, cancel := context.WithCancel(context.Background())
-		g, err := New(ctx, f.cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx, nil) }()
+		g, stop := f.runFor(b)
 		for len(g.Keys()) < n {
 			time.Sleep(time.Millisecond)
 		}
@@ -701,8 +680,7 @@ func BenchmarkAwakeEndpointMemory(b *testing.B) {
 		perHeap = float64(awakeHeap-idleHeap) / n
 		perG = float64(awakeG-idleG) / n
 		close(hold)
-		cancel()
-		<-done
+		stop()
 	}
 	b.ReportMetric(perHeap, "awake-B/endpoint")
 	b.ReportMetric(perG, "goroutines/endpoint")
@@ -734,4 +712,17 @@ func tenantsFixture(n int, linger time.Duration, s sink.Sink) (*fixture, *memSto
 			Open: func() (sink.Sink, error) { return s, nil }, Filter: tenantFilter(tenants[i])})
 	}
 	return f, store, tenants
+}
+
+// runFor runs a gateway of f's config for a benchmark; stop ends it and
+// waits for its end.
+func (f *fixture) runFor(b *testing.B) (*Gateway, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nil) }()
+	return g, func() { cancel(); <-done }
 }
