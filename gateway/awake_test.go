@@ -111,6 +111,14 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 		return g.hub.awake == 0
 	})
 	waitIdle(t, g, f.store)
+	// Once idle, no endpoint keeps a cursor of its own: the shared one
+	// passed them all, and they were deleted.
+	for key := range f.recs {
+		waitFor(t, key+"'s own cursor to be deleted", func() bool {
+			_, err := f.store.Load(t.Context(), key)
+			return err != nil
+		})
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
