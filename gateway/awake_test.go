@@ -209,3 +209,27 @@ func TestStuckEndpointsStallTheStreamAtMostAwakeStall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Endpoints whose sink was built ahead stay awake once woken and cannot be
+// let go: they do not count toward MaxAwake, so with 1 awake at most, 4
+// such endpoints all get their events without the stream stalling.
+func TestEndpointsBuiltAheadDoNotCountTowardMaxAwake(t *testing.T) {
+	const n, limit = 4, 1
+	f, _, _ := awakeFixture(t, n, limit)
+	f.free(func(string) bool { return true })
+	for i := range f.cfg.Endpoints {
+		f.cfg.Endpoints[i].Sink, f.cfg.Endpoints[i].Open = f.recs[f.cfg.Endpoints[i].Key], nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	g, done := f.run(ctx)
+	f.b.commit(tenants(0, n)...)
+	f.waitAll()
+	if awake, _, overs := hubFigures(g); awake != 0 || overs != 0 {
+		t.Errorf("%d counted awake, %d stalls: endpoints built ahead count toward MaxAwake", awake, overs)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -33,8 +33,9 @@
 //     stream at once, so one event to every endpoint of a large table does
 //     not wake them all together. When the stream must wake one more, it
 //     waits, under its lock and with the transaction whole: no event is
-//     dropped, skipped or handed on out of order, and it polls every 20ms
-//     rather than spins. While it waits, every awake endpoint that holds
+//     dropped, skipped or handed on out of order, and it looks over the
+//     awake endpoints at most every 20ms rather than spins (a look that
+//     finds room for several lets that many wake). While it waits, every awake endpoint that holds
 //     nothing (its pipeline Settled, as for Linger) and has no event of
 //     the transaction being handed on is let go at once, whatever its
 //     Linger (a transaction's events go to its awake endpoints before its
@@ -43,8 +44,9 @@
 //     (TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing). Not counted:
 //     endpoints whose last attempts failed (Failing: a receiver that is
 //     down never holds the stream back; TestFailingEndpointsDoNotHoldTheStreamAtMaxAwake),
-//     endpoints the gateway started rather than woke (a sink built ahead,
-//     an endpoint behind at start), and endpoints off the shared stream
+//     endpoints whose sink was built ahead (they stay awake once woken),
+//     endpoints the gateway started rather than woke (behind at start,
+//     without Config.SharedKey), and endpoints off the shared stream
 //     (detached, catching up: MaxCatchUp bounds their streams). When every
 //     awake endpoint is stuck (none can be let go and none is failing: a
 //     receiver that takes minutes to answer, a pipeline that cannot start)

@@ -173,9 +173,10 @@ type Hub struct {
 	// transaction, in the order of their first; each collects them in its
 	// scratch.
 	touched []*Tap
-	// awake counts the attached taps that wake returned (Tap.woken): the
-	// endpoints MaxAwake bounds. over: the stream stalled at the bound
-	// (awakeStall) and goes on past it until fewer are awake.
+	// awake counts the attached taps that wake returned (Tap.woken), but
+	// those of sinks built ahead (keep): the endpoints MaxAwake bounds.
+	// over: the stream stalled at the bound (awakeStall) and goes on past
+	// it until fewer are awake.
 	awake int
 	over  bool
 	// credit is the wakes a look at the bound found room for (failing
@@ -364,9 +365,11 @@ func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
 		if t = h.wake(t, h.prev, h.prevCommit); t == nil {
 			return
 		}
-		t.woken = true
-		h.awake++
-		h.peakAwake = max(h.peakAwake, h.awake)
+		if !t.keep { // a sink built ahead stays awake: it cannot be let go
+			t.woken = true
+			h.awake++
+			h.peakAwake = max(h.peakAwake, h.awake)
+		}
 	}
 	t.skip = nil
 	t.lastEvent = now
