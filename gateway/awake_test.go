@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,6 +41,15 @@ func (f *fixture) free(which func(key string) bool) {
 	}
 }
 
+// waitEach waits until endpoints from to to-1 of an awakeFixture each have
+// one event.
+func (f *fixture) waitEach(from, to int, what string) {
+	for i := from; i < to; i++ {
+		key := fmt.Sprintf("hooks/a%d", i)
+		waitFor(f.t, key+" to get "+what, func() bool { return len(f.recs[key].ids()) == 1 })
+	}
+}
+
 // tenants returns the tenants of endpoints from to to-1 of an awakeFixture.
 func tenants(from, to int) []string {
 	var out []string
@@ -68,9 +76,7 @@ func hubFigures(g *Gateway) (awake, peak, overs int) {
 func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 	const n, limit = 20, 3
 	f, clk, hold := awakeFixture(t, n, limit)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	g, done := f.run(ctx)
+	g, stop := f.runFor(t)
 	f.b.commit(tenants(0, n)...)
 	f.b.commit(tenants(0, n)...)
 	f.b.commit("a0", "a19")
@@ -119,10 +125,7 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 			return err != nil
 		})
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 
 	// Restarted from what was saved: nothing is sent again.
 	for key := range f.recs {
@@ -132,9 +135,7 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 		r := f.recs[f.cfg.Endpoints[i].Key]
 		f.cfg.Endpoints[i].Open = func() (sink.Sink, error) { return r, nil }
 	}
-	ctx, cancel = context.WithCancel(t.Context())
-	defer cancel()
-	_, done = f.run(ctx)
+	_, stop = f.runFor(t)
 	f.b.commit(tenants(0, n)...)
 	for i := range n {
 		key := fmt.Sprintf("hooks/a%d", i)
@@ -145,10 +146,7 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 			t.Fatalf("after the restart %s got %v, want %v (nothing sent twice)", key, got, want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // Endpoints whose receivers are down (their attempts fail, their writes
@@ -160,22 +158,14 @@ func TestFailingEndpointsDoNotHoldTheStreamAtMaxAwake(t *testing.T) {
 	down := map[string]bool{"hooks/a0": true, "hooks/a1": true}
 	f.cfg.Hub.Failing = func(key string) bool { return down[key] }
 	f.free(func(key string) bool { return !down[key] })
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	g, done := f.run(ctx)
+	g, stop := f.runFor(t)
 	f.b.commit(tenants(0, n)...)
-	for i := 2; i < n; i++ {
-		key := fmt.Sprintf("hooks/a%d", i)
-		waitFor(t, key+" to get its event", func() bool { return len(f.recs[key].ids()) == 1 })
-	}
+	f.waitEach(2, n, "its event")
 	waitFor(t, "the stream to hand the transaction on", func() bool { return seq(g.hub.Position()) == 1 })
 	if _, _, overs := hubFigures(g); overs != 0 {
 		t.Errorf("the stream stalled %d times, want none: failing endpoints do not count", overs)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // When every awake endpoint is stuck (its write never returns) and none
@@ -187,9 +177,7 @@ func TestStuckEndpointsStallTheStreamAtMostAwakeStall(t *testing.T) {
 	f.b.commit(tenants(0, limit)...) // a0 and a1 wake first, and stay stuck
 	f.b.commit(tenants(limit, n)...)
 	f.free(func(key string) bool { i, _ := strconv.Atoi(strings.TrimPrefix(key, "hooks/a")); return i >= limit })
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	g, done := f.run(ctx)
+	g, stop := f.runFor(t)
 	waitFor(t, "the stream to wait at the bound", func() bool { waits, _ := g.hub.AwakeWaits(); return waits > 0 })
 	for i := limit; i < n; i++ {
 		if got := f.recs[fmt.Sprintf("hooks/a%d", i)].ids(); len(got) > 0 {
@@ -197,17 +185,11 @@ func TestStuckEndpointsStallTheStreamAtMostAwakeStall(t *testing.T) {
 		}
 	}
 	clk.Advance(awakeStall)
-	for i := limit; i < n; i++ {
-		key := fmt.Sprintf("hooks/a%d", i)
-		waitFor(t, key+" to get its event past the bound", func() bool { return len(f.recs[key].ids()) == 1 })
-	}
+	f.waitEach(limit, n, "its event past the bound")
 	if _, _, overs := hubFigures(g); overs != 1 {
 		t.Errorf("%d stalls, want 1", overs)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // Endpoints whose sink was built ahead stay awake once woken and cannot be
@@ -220,16 +202,11 @@ func TestEndpointsBuiltAheadDoNotCountTowardMaxAwake(t *testing.T) {
 	for i := range f.cfg.Endpoints {
 		f.cfg.Endpoints[i].Sink, f.cfg.Endpoints[i].Open = f.recs[f.cfg.Endpoints[i].Key], nil
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	g, done := f.run(ctx)
+	g, stop := f.runFor(t)
 	f.b.commit(tenants(0, n)...)
 	f.waitAll()
 	if awake, _, overs := hubFigures(g); awake != 0 || overs != 0 {
 		t.Errorf("%d counted awake, %d stalls: endpoints built ahead count toward MaxAwake", awake, overs)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }

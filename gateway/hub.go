@@ -82,7 +82,8 @@ type HubConfig struct {
 	// Default 2s.
 	Linger time.Duration
 	// MaxAwake caps the endpoints the hub keeps awake at once: those it
-	// woke (wake) while they are on the shared stream. When the stream
+	// woke (wake) while they are on the shared stream, but those whose
+	// sink was built ahead, which stay awake. When the stream
 	// must wake one more and MaxAwake are awake, it waits (it skips no
 	// event) and meanwhile lets go at once, Linger or not, every awake
 	// endpoint that holds nothing (release). An endpoint whose last

@@ -714,15 +714,21 @@ func tenantsFixture(n int, linger time.Duration, s sink.Sink) (*fixture, *memSto
 	return f, store, tenants
 }
 
-// runFor runs a gateway of f's config for a benchmark; stop ends it and
-// waits for its end.
-func (f *fixture) runFor(b *testing.B) (*Gateway, func()) {
+// runFor runs a gateway of f's config for a test or benchmark; stop ends
+// it, waits for its end and fails tb if Run returned an error.
+func (f *fixture) runFor(tb testing.TB) (*Gateway, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := New(ctx, f.cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, nil) }()
-	return g, func() { cancel(); <-done }
+	tb.Cleanup(cancel)
+	return g, func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
