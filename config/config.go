@@ -518,7 +518,8 @@ type Gateway struct {
 	// large table does not wake them all together. At the cap the stream
 	// waits, letting go at once every awake endpoint that holds nothing
 	// unsaved; an endpoint whose last attempts failed does not count.
-	// Default 4096 (about 400 MB of awake endpoints).
+	// Default 4096 (about 400 MB of awake endpoints). The relay's gateway
+	// only: `outbox-relay gateway` replicas keep every endpoint awake.
 	MaxAwake int `yaml:"max_awake" default:"4096"`
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (its failed events are dead letters; its later ones wait
