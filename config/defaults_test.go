@@ -181,6 +181,7 @@ func TestDefaultConstantsAreTheDeclaredDefaults(t *testing.T) {
 		{"max_in_flight_bytes", config.DefaultEndpointInFlightBytes},
 		{"detach_after", config.DefaultDetachAfter},
 		{"max_catch_up", config.DefaultMaxCatchUp},
+		{"max_awake", config.DefaultMaxAwake},
 		{"disable_after", config.DefaultDisableAfter},
 	} {
 		if got := declared(t, config.Gateway{}, tc.path, reflect.TypeOf(tc.value)); got != tc.value {

@@ -146,6 +146,15 @@ type Gateway struct {
 	// MaxCatchUp caps the catch-up streams open at once; the others wait
 	// their turn. Each takes a replica id. Default 4.
 	MaxCatchUp int `yaml:"max_catch_up" default:"4"`
+	// MaxAwake caps the endpoints the shared stream keeps awake at once
+	// (each with a pipeline, a queue and a connection: about 100 KB of
+	// memory at a burst's peak), so that one event to every endpoint of a
+	// large table does not wake them all together. At the cap the stream
+	// waits, letting go at once every awake endpoint that holds nothing
+	// unsaved; an endpoint whose last attempts failed does not count.
+	// Default 4096 (about 400 MB of awake endpoints). An `outbox-relay
+	// gateway` replica applies it to each partition's stream.
+	MaxAwake int `yaml:"max_awake" default:"4096"`
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (its failed events are dead letters; its later ones wait
 	// behind its cursor until it is enabled again: `outbox-relay endpoints
@@ -164,13 +173,14 @@ const (
 	DefaultEndpointInFlightBytes = 1 << 20
 	DefaultDetachAfter           = 500 * time.Millisecond
 	DefaultMaxCatchUp            = 4
+	DefaultMaxAwake              = 4096
 	DefaultDisableAfter          = 5 * 24 * time.Hour
 )
 
 // Validate checks a gateway's tuning, with its defaults applied.
 func (g *Gateway) Validate() error {
-	if g.Queue < 0 || g.MaxInFlight < 0 || g.MaxInFlightBytes < 0 || g.DetachAfter < 0 || g.MaxCatchUp < 0 {
-		return errors.New("gateway: queue, max_in_flight, max_in_flight_bytes, detach_after and max_catch_up must not be negative (leave one out for its default)")
+	if g.Queue < 0 || g.MaxInFlight < 0 || g.MaxInFlightBytes < 0 || g.DetachAfter < 0 || g.MaxCatchUp < 0 || g.MaxAwake < 0 {
+		return errors.New("gateway: queue, max_in_flight, max_in_flight_bytes, detach_after, max_catch_up and max_awake must not be negative (leave one out for its default)")
 	}
 	return nil
 }

@@ -11,7 +11,8 @@
 //     (waiting its turn for one of MaxCatchUp) and re-joins the shared
 //     stream once it has read everything the shared stream has handed on.
 //     The shared stream waits for no endpoint longer than DetachAfter (in
-//     all, within 10s) while another has room in its queue; one that holds
+//     all, within 10s) while another has room in its queue (it may also
+//     wait to wake one, at MaxAwake: see below); one that holds
 //     no one back (alone, or all are behind) is waited for while it takes
 //     transactions, rather than given a catch-up stream that would decode
 //     the binlog a second time;
@@ -27,6 +28,35 @@
 //     outbox_relay_gateway_held_cursor_age_seconds;
 //   - bounded memory: per awake endpoint, its queue (QueueTxns
 //     transactions) and its pipeline's in-flight limits;
+//   - bounded awake endpoints (HubConfig.MaxAwake, with Config.SharedKey):
+//     at most MaxAwake of the endpoints the hub woke are on the shared
+//     stream at once, so one event to every endpoint of a large table does
+//     not wake them all together. When the stream must wake one more, it
+//     waits, under its lock and with the transaction whole: no event is
+//     dropped, skipped or handed on out of order, and it looks over the
+//     awake endpoints at most every 20ms rather than spins (a look that
+//     finds room for several lets that many wake). While it waits, every awake endpoint that holds
+//     nothing (its pipeline Settled, as for Linger) and has no event of
+//     the transaction being handed on is let go at once, whatever its
+//     Linger (a transaction's events go to its awake endpoints before its
+//     idle ones are woken, so no awake endpoint holds the wait up with
+//     events of it); without that pressure Linger keeps its meaning
+//     (TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing). Not counted:
+//     endpoints whose last attempts failed (Failing: a receiver that is
+//     down never holds the stream back; TestFailingEndpointsDoNotHoldTheStreamAtMaxAwake),
+//     endpoints whose sink was built ahead (they stay awake once woken),
+//     endpoints the gateway started rather than woke (behind at start,
+//     without Config.SharedKey), and endpoints off the shared stream
+//     (detached, catching up: MaxCatchUp bounds their streams). When every
+//     awake endpoint is stuck (none can be let go and none is failing: a
+//     receiver that takes minutes to answer, a pipeline that cannot start)
+//     for 10s on the hub's clock, the stream goes on past the bound, with
+//     a warning, until fewer than MaxAwake are awake again
+//     (TestStuckEndpointsStallTheStreamAtMostAwakeStall): memory then grows
+//     by an awake endpoint's cost for each endpoint woken over the bound.
+//     The bound only delays wakes: a woken endpoint is woken, detached,
+//     caught up and let go exactly as without it, so every other promise
+//     here holds as stated;
 //   - idle endpoints cost nothing but their state (with Config.SharedKey,
 //     as the relay runs every webhook sink): an endpoint with nothing in
 //     flight is a record in the hub's index (an idle Tap: its key, its
@@ -37,7 +67,8 @@
 //     tap attached at the position before that transaction, and a
 //     pipeline (its sink built by Endpoint.Open, on the pipeline's own
 //     goroutine) starting from its cursor. Once it has had no event for
-//     HubConfig.Linger and its pipeline holds nothing (every event
+//     HubConfig.Linger (at once while the stream waits at MaxAwake) and
+//     its pipeline holds nothing (every event
 //     acknowledged and its cursor saved: pipeline.Settled), it is let go,
 //     decided under the hub's lock, so no event comes between: its
 //     pipeline ends and closes the sink Open built, and nothing of it is

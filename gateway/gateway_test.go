@@ -221,6 +221,9 @@ func newFixture(t *testing.T, endpoints int) *fixture {
 }
 
 func (f *fixture) tenant(key string) string {
+	if n, ok := strings.CutPrefix(key, "hooks/a"); ok {
+		return "a" + n // awakeFixture's: a tenant each
+	}
 	n, _ := strconv.Atoi(strings.TrimPrefix(key, "hooks/ep"))
 	return fmt.Sprintf("t%d", n%5)
 }

@@ -31,6 +31,20 @@ const (
 	// DefaultDetachAfter: see HubConfig.DetachAfter.
 	DefaultDetachAfter = config.DefaultDetachAfter
 	detachWindow       = 10 * time.Second
+	// DefaultMaxAwake: see HubConfig.MaxAwake. An awake endpoint costs
+	// about 100 KB of RSS at a burst's peak (its pipeline's goroutines and
+	// buffers, its queue, its connection, and the garbage collector's
+	// headroom: with 4,096 awake, one event to each of 100,000 endpoints
+	// peaked 0.4 GB above what the relay holds once they are idle again;
+	// 10,000 woken at once took it from 51 MB to 651 MB), so the default
+	// keeps a burst within about 0.4 GB.
+	DefaultMaxAwake = config.DefaultMaxAwake
+	// awakeRecheck is how often the shared stream, waiting at MaxAwake,
+	// looks again for awake endpoints that hold nothing, to let them go.
+	awakeRecheck = 20 * time.Millisecond
+	// awakeStall is how long the shared stream waits at MaxAwake while no
+	// awake endpoint can be let go before it goes on past the bound.
+	awakeStall = detachWindow
 )
 
 // HubConfig configures a Hub.
@@ -67,6 +81,18 @@ type HubConfig struct {
 	// nothing unsaved): a busy endpoint keeps its pipeline between events.
 	// Default 2s.
 	Linger time.Duration
+	// MaxAwake caps the endpoints the hub keeps awake at once: those it
+	// woke (wake) while they are on the shared stream, but those whose
+	// sink was built ahead, which stay awake. When the stream
+	// must wake one more and MaxAwake are awake, it waits (it skips no
+	// event) and meanwhile lets go at once, Linger or not, every awake
+	// endpoint that holds nothing (release). An endpoint whose last
+	// attempts failed (Failing) does not count: a receiver that is down
+	// does not hold the stream back. If none can be let go for 10s (every
+	// awake endpoint is stuck), the stream goes on past the bound until
+	// fewer than MaxAwake are awake again. Default DefaultMaxAwake;
+	// negative: no bound.
+	MaxAwake int
 	// Observer, if set, is told about detaches and re-joins.
 	Observer Observer
 	Logger   *slog.Logger
@@ -148,6 +174,23 @@ type Hub struct {
 	// transaction, in the order of their first; each collects them in its
 	// scratch.
 	touched []*Tap
+	// awake counts the attached taps that wake returned (Tap.woken), but
+	// those of sinks built ahead (keep): the endpoints MaxAwake bounds.
+	// over: the stream stalled at the bound (awakeStall) and goes on past
+	// it until fewer are awake.
+	awake int
+	over  bool
+	// credit is the wakes a look at the bound found room for (failing
+	// endpoints do not count), taken before the next look; looked is when
+	// the last look was.
+	credit int
+	looked time.Time
+	// peakAwake is the most awake at once; overs counts the stalls.
+	peakAwake, overs int
+	// done is closed when Run's context ends: a wait at MaxAwake gives up.
+	done <-chan struct{}
+	// Waits counts the waits at MaxAwake, and WaitedNanos their time.
+	waits, waitedNanos atomic.Int64
 }
 
 // NewHub returns a hub; Run starts its shared stream.
@@ -166,6 +209,9 @@ func NewHub(cfg HubConfig) *Hub {
 	}
 	if cfg.Linger <= 0 {
 		cfg.Linger = DefaultLinger
+	}
+	if cfg.MaxAwake == 0 {
+		cfg.MaxAwake = DefaultMaxAwake
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -215,6 +261,9 @@ func (h *Hub) Position() event.Position {
 func (h *Hub) Run(ctx context.Context, changed func(*event.Txn)) error {
 	stop := make(chan struct{})
 	defer close(stop)
+	h.mu.Lock()
+	h.done = ctx.Done()
+	h.mu.Unlock()
 	go h.markLoop(stop)
 	return h.cfg.Open(0).Run(ctx, h.Position(), func(_ context.Context, txn *event.Txn) error {
 		h.dispatch(txn, changed)
@@ -272,48 +321,165 @@ func (h *Hub) handOn(txn *event.Txn) {
 	}
 	touched := h.touched
 	now := h.cfg.clock.Now()
-	for i, t := range touched {
-		touched[i] = nil
-		var out *event.Txn
-		var has *event.Position
-		switch {
-		case !t.idle:
-			has = t.skip
-		case t.cursor != nil:
-			has = t.cursor
-		default:
-			has = h.floor
-		}
-		if has == nil || !h.covers(*has, txn.Position) {
-			out = newTxn(t.scratch, txn)
-		}
-		if cap(t.scratch) > maxScratch {
-			t.scratch = nil // a large transaction's: not kept
-		} else {
-			clear(t.scratch) // reused: it keeps no event
-			t.scratch = t.scratch[:0]
-		}
-		if out == nil {
-			continue // it read this transaction on its own stream, or has it
-		}
-		if t.idle {
-			if t = h.wake(t, h.prev, h.prevCommit); t == nil {
+	// The awake taps first, then the idle ones, which may have to wait to
+	// wake (MaxAwake): an awake tap still holding events of this
+	// transaction in its scratch could not be let go meanwhile.
+	for _, waking := range []bool{false, true} {
+		for i, t := range touched {
+			if t == nil || t.idle != waking {
 				continue
 			}
-		}
-		t.skip = nil
-		t.lastEvent = now
-		if h.offer(t, out) {
-			t.sent = txn.Position
-		} else {
-			h.detachLocked(t)
+			touched[i] = nil
+			h.handTo(t, txn, now)
 		}
 	}
 	h.touched = touched[:0]
 }
 
+// handTo hands t its events of txn, collected in its scratch, waking it
+// first if it is idle.
+func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
+	var out *event.Txn
+	var has *event.Position
+	switch {
+	case !t.idle:
+		has = t.skip
+	case t.cursor != nil:
+		has = t.cursor
+	default:
+		has = h.floor
+	}
+	if has == nil || !h.covers(*has, txn.Position) {
+		out = newTxn(t.scratch, txn)
+	}
+	if cap(t.scratch) > maxScratch {
+		t.scratch = nil // a large transaction's: not kept
+	} else {
+		clear(t.scratch) // reused: it keeps no event
+		t.scratch = t.scratch[:0]
+	}
+	if out == nil {
+		return // it read this transaction on its own stream, or has it
+	}
+	if t.idle {
+		h.roomLocked()
+		if t = h.wake(t, h.prev, h.prevCommit); t == nil {
+			return
+		}
+		if !t.keep { // a sink built ahead stays awake: it cannot be let go
+			t.woken = true
+			h.awake++
+			h.peakAwake = max(h.peakAwake, h.awake)
+		}
+	}
+	t.skip = nil
+	t.lastEvent = now
+	if h.offer(t, out) {
+		t.sent = txn.Position
+	} else {
+		h.detachLocked(t)
+	}
+}
+
 // maxScratch caps the scratch a tap keeps between transactions.
 const maxScratch = 64
+
+// roomLocked returns once the hub may wake one more endpoint (MaxAwake):
+// at once below the bound; at it, after letting go every awake endpoint
+// that holds nothing and, if that is not enough, waiting for more to
+// settle. It looks (relieveLocked, a pass over the awake endpoints) at
+// most every awakeRecheck, each look letting go every endpoint that
+// settled since the last, and a look that finds room for more than one
+// (failing endpoints do not count) lets that many wake before the next.
+// It holds the hub's lock throughout, as offer does: the transaction
+// being handed on stays whole. It gives up waiting when Run's context
+// ends (the gateway, stopping, wakes no one: the events wait behind the
+// shared cursor) and after awakeStall on the hub's clock with no endpoint
+// let go (every awake endpoint is stuck: the stream goes on past the
+// bound, h.over, until fewer are awake).
+func (h *Hub) roomLocked() {
+	limit := h.cfg.MaxAwake
+	if limit < 0 || h.wake == nil || h.awake < limit {
+		h.over, h.credit = false, 0
+		return
+	}
+	if h.over {
+		return
+	}
+	if h.credit > 0 {
+		h.credit--
+		return
+	}
+	clk := h.cfg.clock
+	began := clk.Now()
+	progress := began
+	counted := false
+	defer func() {
+		if counted {
+			h.waitedNanos.Add(int64(clk.Now().Sub(began)))
+		}
+	}()
+	for {
+		// The pace of the looks is a poll, not a decision: the stall is
+		// measured on the hub's clock.
+		if wait := awakeRecheck - time.Since(h.looked); wait > 0 {
+			if !counted {
+				counted = true
+				h.waits.Add(1)
+			}
+			recheck := time.NewTimer(wait)
+			select {
+			case <-recheck.C:
+			case <-h.done:
+				recheck.Stop()
+				return
+			}
+		}
+		h.looked = time.Now()
+		released, stuck := h.relieveLocked()
+		if n := h.awake - stuck; n < limit {
+			h.credit = limit - n - 1
+			return
+		}
+		now := clk.Now()
+		if released > 0 {
+			progress = now
+		}
+		if now.Sub(progress) >= awakeStall {
+			h.over = true
+			h.overs++
+			h.log.Warn("every awake endpoint holds events it has not delivered and none is failing: the shared stream goes on past gateway.max_awake until fewer are awake",
+				slog.Int("awake", h.awake), slog.Int("max_awake", limit))
+			return
+		}
+	}
+}
+
+// relieveLocked lets go, at once, every awake endpoint the hub woke that
+// holds nothing (release decides), whatever its Linger, except those with
+// events of the transaction being handed on (their scratch), and counts
+// those left whose last attempts failed (Failing).
+func (h *Hub) relieveLocked() (released, stuck int) {
+	for t := range h.attached {
+		if !t.woken {
+			continue
+		}
+		if h.release != nil && !t.keep && len(t.scratch) == 0 && t.queued.Load() == 0 && h.release(t) {
+			released++
+			continue
+		}
+		if h.cfg.Failing != nil && h.cfg.Failing(t.name) {
+			stuck++
+		}
+	}
+	return released, stuck
+}
+
+// AwakeWaits returns how many times the shared stream has waited at
+// MaxAwake, and for how long in all.
+func (h *Hub) AwakeWaits() (int64, time.Duration) {
+	return h.waits.Load(), time.Duration(h.waitedNanos.Load())
+}
 
 // newTxn returns the transaction handed to a tap: evs (copied: the tap's
 // scratch is reused) at txn's position. Its events are allocated with it
@@ -364,14 +530,18 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 	timeout, stop := clk.After(left)
 	defer stop()
 	t.queued.Add(1)
-	select {
-	case t.ch <- txn:
-		t.waited += clk.Now().Sub(now)
-		return true
-	case <-timeout:
-		t.queued.Add(-1)
-		t.waited += clk.Now().Sub(now)
-		return false
+	for {
+		if t.queue.push(txn) {
+			t.waited += clk.Now().Sub(now)
+			return true
+		}
+		select {
+		case <-t.queue.room:
+		case <-timeout:
+			t.queued.Add(-1)
+			t.waited += clk.Now().Sub(now)
+			return false
+		}
 	}
 }
 
@@ -379,7 +549,7 @@ func (h *Hub) offer(t *Tap, txn *event.Txn) bool {
 // another attached tap: one with room in its queue.
 func (h *Hub) holdsBackLocked(t *Tap) bool {
 	for o := range h.attached {
-		if o != t && len(o.ch) < cap(o.ch) {
+		if o != t && !o.queue.full() {
 			return true
 		}
 	}
@@ -422,7 +592,7 @@ func (h *Hub) sweepLocked() {
 			}
 			continue
 		}
-		if t.sent == h.pos || len(t.ch) > 0 {
+		if t.sent == h.pos || t.queue.len() > 0 {
 			continue
 		}
 		if t.put(&event.Txn{Position: h.pos, CommitTime: h.commit}) {
@@ -537,6 +707,10 @@ func (h *Hub) removeLocked(t *Tap) bool {
 		return false
 	}
 	delete(h.attached, t)
+	if t.woken {
+		t.woken = false
+		h.awake--
+	}
 	return true
 }
 

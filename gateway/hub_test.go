@@ -43,8 +43,8 @@ func TestHubAsksOnlyTheTapsOfAnEventsAggregateType(t *testing.T) {
 	}
 	for i, tp := range taps {
 		var got []string
-		for len(tp.ch) > 0 {
-			for _, e := range (<-tp.ch).Events {
+		for txn := tp.queue.pop(); txn != nil; txn = tp.queue.pop() {
+			for _, e := range txn.Events {
 				got = append(got, e.ID)
 			}
 		}
@@ -102,8 +102,7 @@ func BenchmarkHubDispatch(b *testing.B) {
 				h.dispatch(txns[i%len(txns)], nil)
 				if i%len(txns) == len(txns)-1 {
 					for _, t := range taps {
-						for len(t.ch) > 0 {
-							<-t.ch
+						for t.queue.pop() != nil {
 						}
 					}
 				}

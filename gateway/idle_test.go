@@ -500,7 +500,7 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 	const n = 10000
 	var per float64
 	for b.Loop() {
-		before := heapAlloc()
+		before := liveHeap()
 		f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
 		store := &memStore{}
 		f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open}, Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
@@ -508,22 +508,15 @@ func BenchmarkIdleEndpointMemory(b *testing.B) {
 				return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start})
 			}}
 		f.quiet(n)
-		ctx, cancel := context.WithCancel(context.Background())
-		g, err := New(ctx, f.cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx, nil) }()
+		g, stop := f.runFor(b)
 		for awake := true; awake; {
 			g.mu.Lock()
 			awake = len(g.running) < n
 			g.mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
-		per = float64(heapAlloc()-before) / n
-		cancel()
-		<-done
+		per = float64(liveHeap()-before) / n
+		stop()
 		runtime.KeepAlive(g)
 	}
 	b.ReportMetric(per, "B/idle-endpoint")
@@ -542,14 +535,7 @@ func BenchmarkWakeAndRelease(b *testing.B) {
 		}}
 	rec := &recorder{}
 	f.cfg.Endpoints = []Endpoint{{Key: "hooks/ep0", Open: func() (sink.Sink, error) { return rec, nil }, Filter: tenantFilter("t0")}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g, err := New(ctx, f.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, nil) }()
+	g, stop := f.runFor(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		f.b.commit("t0")
@@ -570,8 +556,7 @@ func BenchmarkWakeAndRelease(b *testing.B) {
 			runtime.Gosched()
 		}
 	}
-	cancel()
-	<-done
+	stop()
 }
 
 // memStore is an in-memory checkpoint store (a BatchWriter).
@@ -691,28 +676,12 @@ func (c counter) Write(_ context.Context, batch []*event.Event) error {
 // pipeline's tracker, observer and tap: over 2 KB per endpoint.)
 func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 	const n = 2000
-	heap := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
-	f := &fixture{t: t, b: newBinlog(), recs: map[string]*recorder{}}
-	store := &memStore{}
-	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, Linger: time.Millisecond},
-		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
-		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
-			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
-		}}
+	heap := liveHeap
 	var delivered atomic.Int64
+	f, store, tenants := tenantsFixture(n, time.Millisecond, counter{&delivered})
+	f.t = t
 	var settled atomic.Int32
 	f.cfg.Settled = func() { settled.Add(1) }
-	tenants := make([]string, n)
-	for i := range n {
-		tenants[i] = fmt.Sprintf("t%d", i)
-		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: fmt.Sprintf("hooks/ep%d", i),
-			Open: func() (sink.Sink, error) { return counter{&delivered}, nil }, Filter: tenantFilter(tenants[i])})
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)
@@ -757,4 +726,107 @@ func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(g)
+}
+
+// heldSink is a sink whose writes wait until hold is closed: its endpoint
+// stays awake, its event in flight.
+type heldSink struct {
+	hold    chan struct{}
+	writing *atomic.Int64
+}
+
+func (heldSink) Connect(context.Context) error { return nil }
+func (heldSink) Close(context.Context) error   { return nil }
+func (s heldSink) Write(ctx context.Context, batch []*event.Event) error {
+	s.writing.Add(1)
+	select {
+	case <-s.hold:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// What an awake endpoint costs, in the gateway and its pipeline: 2,000
+// endpoints woken by one event each, every write held (each endpoint
+// awake with its event in flight), against the same endpoints idle: the
+// live heap (awake-B/endpoint) and goroutines (goroutines/endpoint) each
+// adds. The sink here is the test's (no HTTP connection): the webhook
+// kind's sink and connection come on top.
+func BenchmarkAwakeEndpointMemory(b *testing.B) {
+	const n = 2000
+	heap := liveHeap
+	var perHeap, perG float64
+	for range b.N {
+		hold := make(chan struct{})
+		var writing atomic.Int64
+		f, _, tenants := tenantsFixture(n, 0, heldSink{hold, &writing})
+		g, stop := f.runFor(b)
+		for len(g.Keys()) < n {
+			time.Sleep(time.Millisecond)
+		}
+		f.b.commit()
+		for g.hub.Position() != pos(1) {
+			time.Sleep(time.Millisecond)
+		}
+		idleHeap, idleG := heap(), runtime.NumGoroutine()
+		f.b.commit(tenants...)
+		for writing.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+		awakeHeap, awakeG := heap(), runtime.NumGoroutine()
+		perHeap = float64(awakeHeap-idleHeap) / n
+		perG = float64(awakeG-idleG) / n
+		close(hold)
+		stop()
+	}
+	b.ReportMetric(perHeap, "awake-B/endpoint")
+	b.ReportMetric(perG, "goroutines/endpoint")
+}
+
+// liveHeap returns the live heap, in bytes, after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// tenantsFixture is a gateway of n endpoints, one tenant each ("t0", …),
+// each woken with s as its sink, let go after linger (0: the default),
+// whose pipelines save to an in-memory store at once.
+func tenantsFixture(n int, linger time.Duration, s sink.Sink) (*fixture, *memStore, []string) {
+	f := &fixture{b: newBinlog(), recs: map[string]*recorder{}}
+	store := &memStore{}
+	f.cfg = Config{Hub: HubConfig{Name: "hooks", Flavor: "mariadb", Open: f.b.Open, Linger: linger},
+		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
+		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: store, Start: start, CheckpointInterval: time.Millisecond})
+		}}
+	tenants := make([]string, n)
+	for i := range n {
+		tenants[i] = fmt.Sprintf("t%d", i)
+		f.cfg.Endpoints = append(f.cfg.Endpoints, Endpoint{Key: fmt.Sprintf("hooks/ep%d", i),
+			Open: func() (sink.Sink, error) { return s, nil }, Filter: tenantFilter(tenants[i])})
+	}
+	return f, store, tenants
+}
+
+// runFor runs a gateway of f's config for a test or benchmark; stop ends
+// it, waits for its end and fails tb if Run returned an error.
+func (f *fixture) runFor(tb testing.TB) (*Gateway, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := New(ctx, f.cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nil) }()
+	tb.Cleanup(cancel)
+	return g, func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

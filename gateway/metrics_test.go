@@ -589,9 +589,9 @@ func BenchmarkEndpointFiguresMemory(b *testing.B) {
 			keys[i] = fmt.Sprintf("hooks/ep%06d", i)
 			g.State(keys[i], Attached)
 		}
-		before := heapAlloc()
+		before := liveHeap()
 		deliverOnce(g, keys)
-		per = float64(heapAlloc()-before) / n
+		per = float64(liveHeap()-before) / n
 		runtime.KeepAlive(g)
 	}
 	b.ReportMetric(per, "B/endpoint")
@@ -630,10 +630,3 @@ func deliverOnce(g *SinkMetrics, keys []string) {
 	}
 }
 
-// heapAlloc is the heap in use after a collection.
-func heapAlloc() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}

@@ -49,14 +49,14 @@ type tapQueue struct {
 	// matches with them.
 	vmu   sync.Mutex
 	older []filterVersion
-	ch    chan *event.Txn // its queue: transactions for its pipeline
+	queue txnQueue // transactions for its pipeline
 	// detached receives, when the hub takes it off the shared stream, the
 	// position of the last transaction it was handed.
 	detached chan event.Position
 	// finish, closed by Finish, makes Run hand on what is queued and end.
 	finish     chan struct{}
 	finishOnce sync.Once
-	// queued counts the transactions put in ch that Run has not yet handed
+	// queued counts the transactions put in queue that Run has not yet handed
 	// on in full (its pipeline has them, in its tracker, once they are
 	// handed on): 0 with the hub's lock held means the tap holds nothing.
 	queued atomic.Int32
@@ -70,8 +70,11 @@ type tapQueue struct {
 	// keep: its endpoint is not let go idle (a sink built ahead, which its
 	// pipeline closes when it ends, cannot be used again).
 	keep bool
+	// woken: the hub woke its endpoint and it is on the shared stream
+	// (Hub.awake counts it, MaxAwake bounds it).
+	woken bool
 	// Guarded by hub.mu while attached.
-	sent event.Position  // the last position put in ch
+	sent event.Position  // the last position put in queue
 	skip *event.Position // attached ahead of the shared stream: skip what this covers
 	// The shared stream's waits on a full queue, within the window from waitFrom.
 	waitFrom time.Time
@@ -85,7 +88,7 @@ func (h *Hub) Tap(name string, f Filter) *Tap { return h.tapOf(name, &f) }
 // tapOf is Tap with f shared (a Filter is not changed once a tap has it:
 // SetFilterLocked gives the tap another).
 func (h *Hub) tapOf(name string, f *Filter) *Tap {
-	t := &Tap{hub: h, name: name, tapQueue: &tapQueue{ch: make(chan *event.Txn, h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}}
+	t := &Tap{hub: h, name: name, tapQueue: &tapQueue{queue: newTxnQueue(h.cfg.QueueTxns), detached: make(chan event.Position, 1), finish: make(chan struct{})}}
 	t.filter.Store(f)
 	t.state.Store(int32(Stopped))
 	return t
@@ -103,13 +106,11 @@ func (h *Hub) idleTap(name string, f *Filter, cursor *event.Position) *Tap {
 // put puts txn in t's queue if there is room.
 func (t *Tap) put(txn *event.Txn) bool {
 	t.queued.Add(1)
-	select {
-	case t.ch <- txn:
+	if t.queue.push(txn) {
 		return true
-	default:
-		t.queued.Add(-1)
-		return false
 	}
+	t.queued.Add(-1)
+	return false
 }
 
 // RemoveLocked takes t off the shared stream for good (its endpoint was
@@ -190,16 +191,19 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 	defer func() {
 		cancel()
 		rejoining.Wait()
-		h.mu.Lock()
-		h.removeLocked(t)
-		h.mu.Unlock()
+		if !t.released.Load() {
+			// A released tap is off the shared stream already: its end
+			// needs no lock the stream may hold while it waits at MaxAwake.
+			h.mu.Lock()
+			h.removeLocked(t)
+			h.mu.Unlock()
+		}
 		if !t.released.Load() {
 			t.setState(Stopped)
 		}
 		// What is left in the queue is not acknowledged: the cursor stays
 		// before it. Empty the queue for the next Run.
-		for len(t.ch) > 0 {
-			<-t.ch
+		for t.queue.pop() != nil {
 			t.queued.Add(-1)
 		}
 		select {
@@ -215,13 +219,18 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		off(from)
 	}
 	for {
-		select {
-		case txn := <-t.ch:
+		// What is queued is handed on first: a detach or a finish comes
+		// after the transactions put before it.
+		if txn := t.queue.pop(); txn != nil {
 			err := handle(ctx, txn)
 			t.queued.Add(-1)
 			if err != nil {
 				return err
 			}
+			continue
+		}
+		select {
+		case <-t.queue.ready:
 		case pos := <-detached:
 			t.logDetach(pos)
 			off(pos)
@@ -238,18 +247,14 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		case <-t.finish:
 			// Taken off the shared stream (RemoveLocked): hand on what it
 			// was given, then end; the pipeline drains and saves.
-			for {
-				select {
-				case txn := <-t.ch:
-					err := handle(ctx, txn)
-					t.queued.Add(-1)
-					if err != nil {
-						return err
-					}
-				default:
-					return nil
+			for txn := t.queue.pop(); txn != nil; txn = t.queue.pop() {
+				err := handle(ctx, txn)
+				t.queued.Add(-1)
+				if err != nil {
+					return err
 				}
 			}
+			return nil
 		}
 	}
 }
@@ -299,7 +304,7 @@ func (t *Tap) logDetach(pos event.Position) {
 
 // waitForRoom waits until t's queue is at most half full.
 func (t *Tap) waitForRoom(ctx context.Context) error {
-	for len(t.ch) > cap(t.ch)/2 {
+	for t.queue.len() > t.queue.max/2 {
 		if err := retry.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
@@ -378,9 +383,11 @@ func (t *Tap) putWait(ctx context.Context, txn *event.Txn) error {
 	defer tick.Stop()
 	t.queued.Add(1)
 	for {
-		select {
-		case t.ch <- txn:
+		if t.queue.push(txn) {
 			return nil
+		}
+		select {
+		case <-t.queue.room:
 		case <-ctx.Done():
 			t.queued.Add(-1)
 			return ctx.Err()

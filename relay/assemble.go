@@ -348,7 +348,7 @@ func (a *assembly) gateway(ctx context.Context, i int, sc config.Sink, fo gatewa
 	}
 	g, err := gateway.New(ctx, gateway.Config{
 		Hub: gateway.HubConfig{Name: name, Flavor: a.src.info.Flavor, Open: func(slot int) pipeline.Source { return readers[slot] },
-			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+			QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, MaxAwake: gc.MaxAwake, Observer: gm},
 		Store: a.store, SharedKey: gateway.SharedKey(name), Writer: writer, Start: a.start, Identity: a.identity, Endpoints: eps, Logger: r.log, Health: r.health, DisableAfter: gc.DisableAfter,
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
 			return a.newPipeline(key, a.claiming(key, s), saver, start, gc.MaxInFlight, gc.MaxInFlightBytes, tracing.Observer(a.tracer, sc.Type, key, gm.Endpoint(key)))

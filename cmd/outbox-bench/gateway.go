@@ -361,6 +361,15 @@ console:
 		all[i] = i
 	}
 	burstStart := time.Now()
+	if dir := os.Getenv("OUTBOX_BENCH_HEAPPROFILE"); dir != "" {
+		// What the relay holds during the burst, once a third of the
+		// endpoints have their event: the awake endpoints' state.
+		go func() {
+			if waitFor(15*time.Minute, func() bool { return env.recv.reachedCount() >= n/3 }) == nil {
+				fetchProfile(metrics+"/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("gw-%d.burst.heap.pprof", n)))
+			}
+		}()
+	}
 	err = commitEvents(db, all, "b")
 	if err == nil {
 		select {

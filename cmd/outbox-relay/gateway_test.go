@@ -27,7 +27,9 @@ const gatewayKillEndpoints = 1000
 // commit at a steady rate, restarted each time. In the end every endpoint
 // received every event of its tenant (nothing lost for any endpoint),
 // nothing of another tenant, and per aggregate the first receipts follow
-// commit order; the duplicates the kills caused are counted and logged.
+// commit order; the duplicates the kills caused are counted and logged. At
+// most 50 endpoints are awake at once (gateway.max_awake): the kills land
+// while the shared stream waits at that bound and lets endpoints go.
 func TestGatewaySIGKILLLosesNothingForAnyEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SIGKILL run skipped with -short")
@@ -69,7 +71,7 @@ sinks:
   - name: hooks
     type: webhook
     webhook:
-      gateway: {queue: 16, max_catch_up: 2}
+      gateway: {queue: 16, max_catch_up: 2, max_awake: 50}
       endpoints:
 `, srv.Port, testserver.ServerID(), dbname, cpPath)
 	for i := range n {

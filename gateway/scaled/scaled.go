@@ -177,7 +177,7 @@ func Run(ctx context.Context, cfg *config.Config, kg Config, r Parts) error {
 			eps = append(eps, te.LoadRows(rows)...)
 		}
 		setup.Gateway = gateway.Config{
-			Hub: gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, Observer: gm},
+			Hub: gateway.HubConfig{Name: name + p.Suffix, QueueTxns: gc.Queue, MaxCatchUp: gc.MaxCatchUp, DetachAfter: gc.DetachAfter, MaxAwake: gc.MaxAwake, Observer: gm},
 			// Cursors by exception, per partition: one shared cursor of
 			// the partition, and the cursors of the endpoints behind it,
 			// written with the pipelines' saves and deletes in one
