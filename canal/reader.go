@@ -358,6 +358,9 @@ var errFatal = errors.New("fatal binlog error")
 // GTID event; go-mysql's own tracking (GTID starts only) is not used.
 func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, handle Handler) error {
 	narrow := &narrowCache{r: r} // the syncer's goroutine's
+	st := &txnState{file: pos.File, last: pos, server: ep.Addr()}
+	var end inlineEnd
+	first := true
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:              r.cfg.ServerID,
 		Flavor:                r.cfg.Flavor,
@@ -381,6 +384,18 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		EventCacheCount:     r.cfg.EventCacheCount,
 		RowsEventDecodeFunc: func(re *replication.RowsEvent, data []byte) error { return r.decodeRows(narrow, re, data) },
 		Logger:              LibraryLogger(r.log),
+		// Each event is handled on the syncer's goroutine as it is parsed
+		// (inline.go).
+		SynchronousEventHandler: inline(func(ev *replication.BinlogEvent) error {
+			if r.cfg.Observer != nil {
+				if first {
+					r.cfg.Observer.Connected()
+					first = false
+				}
+				r.cfg.Observer.BinlogEvent()
+			}
+			return r.onEvent(ctx, st, ev, handle)
+		}, &end),
 	})
 	defer syncer.Close()
 
@@ -388,7 +403,6 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		streamer *replication.BinlogStreamer
 		err      error
 	)
-	st := &txnState{file: pos.File, last: pos, server: ep.Addr()}
 	mode, err := r.startMode(pos)
 	if err != nil {
 		return err
@@ -415,21 +429,7 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 	if err != nil {
 		return classifyDump(err, pos.GTIDSet)
 	}
-	for first := true; ; first = false {
-		ev, err := streamer.GetEvent(ctx)
-		if err != nil {
-			return classifyDump(err, pos.GTIDSet)
-		}
-		if r.cfg.Observer != nil {
-			if first {
-				r.cfg.Observer.Connected()
-			}
-			r.cfg.Observer.BinlogEvent()
-		}
-		if err := r.onEvent(ctx, st, ev, handle); err != nil {
-			return err
-		}
-	}
+	return end.wait(ctx, streamer, pos.GTIDSet)
 }
 
 type startMode int
