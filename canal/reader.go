@@ -74,8 +74,6 @@ type Config struct {
 	// fields: retry's defaults. A server that refuses connections is
 	// retried at least every Retry.Probe, so its return is noticed at once.
 	Retry retry.Policy
-	// EventCacheCount is how many raw events go-mysql buffers. Default 512.
-	EventCacheCount int
 
 	// Pick, if set, chooses the server to read from pos (Host, Port and TLS
 	// above are then unused): at start, and when the stream has failed for
@@ -194,9 +192,6 @@ func New(cfg Config) (*Reader, error) {
 	}
 	if cfg.FailoverAfter <= 0 {
 		cfg.FailoverAfter = 10 * time.Second
-	}
-	if cfg.EventCacheCount <= 0 {
-		cfg.EventCacheCount = 512
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -381,7 +376,7 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		// go-mysql would have (tableMap.str).
 		ParseTime:           true,
 		FillZeroLogPos:      r.cfg.Flavor == mysql.MariaDBFlavor,
-		EventCacheCount:     r.cfg.EventCacheCount,
+		EventCacheCount:     1, // the stream's end alone travels by go-mysql's channel (inline.go)
 		RowsEventDecodeFunc: func(re *replication.RowsEvent, data []byte) error { return r.decodeRows(narrow, re, data) },
 		Logger:              LibraryLogger(r.log),
 		// Each event is handled on the syncer's goroutine as it is parsed
