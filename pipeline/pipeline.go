@@ -505,6 +505,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		delivering.release()
 	})
 
+	_, queuer := p.cfg.Sink.(sink.Queuer)
 	ready := false // recovered was seen closed
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
 		if !ready {
@@ -576,7 +577,13 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 		}
 		if len(items) > 0 {
-			delivering.kick()
+			if queuer {
+				// Submit only queues: hand the batch on from here rather
+				// than wake a goroutine for it.
+				delivering.here()
+			} else {
+				delivering.kick()
+			}
 		}
 		p.tracker.release(skipped)
 		if resuming || skip.claims > 0 {
