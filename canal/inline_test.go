@@ -12,13 +12,14 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 )
 
-// The handler runs on go-mysql's syncer goroutine, whose recover would turn
-// a panic into a stream error and a reconnect: Run raises it again instead,
-// on the caller's goroutine, as when the handler ran there.
-func TestReaderRaisesTheHandlersPanicOnTheCallersGoroutine(t *testing.T) {
+// readerAfterOneRow inserts one outbox row of aggregate agg and returns a
+// reader, the position before the row, and a ctx that ends with the test
+// (within 20 s).
+func readerAfterOneRow(t *testing.T, agg string) (*canal.Reader, event.Position, context.Context) {
+	t.Helper()
 	_, db, cfg := setup(t)
 	start := serverPosition(t, db, false)
-	if _, err := db.Exec(`INSERT INTO outbox VALUES (UNHEX('0000000000000000000000000000BAD0'), 'a', 'boom', 't', '{}', NULL)`); err != nil {
+	if _, err := db.Exec(`INSERT INTO outbox VALUES (UNHEX(LPAD(HEX(?), 32, '0')), 'a', ?, 't', '{}', NULL)`, agg, agg); err != nil {
 		t.Fatal(err)
 	}
 	r, err := canal.New(cfg)
@@ -26,8 +27,17 @@ func TestReaderRaisesTheHandlersPanicOnTheCallersGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return r, start, ctx
+}
+
+// The handler runs on go-mysql's syncer goroutine, whose recover would turn
+// a panic into a stream error and a reconnect: Run raises it again instead,
+// on the caller's goroutine, as when the handler ran there.
+func TestReaderRaisesTheHandlersPanicOnTheCallersGoroutine(t *testing.T) {
+	r, start, ctx := readerAfterOneRow(t, "boom")
 	var got any
+	var err error
 	func() {
 		defer func() { got = recover() }()
 		err = r.Run(ctx, start, func(ctx context.Context, txn *event.Txn) error {
@@ -50,17 +60,7 @@ func TestReaderRaisesTheHandlersPanicOnTheCallersGoroutine(t *testing.T) {
 // A handler that waits (the pipeline is full) until ctx ends lets Run
 // return ctx's error: closing the syncer waits for the handler's goroutine.
 func TestReaderReturnsWhenCtxEndsWhileTheHandlerWaits(t *testing.T) {
-	_, db, cfg := setup(t)
-	start := serverPosition(t, db, false)
-	if _, err := db.Exec(`INSERT INTO outbox VALUES (UNHEX('0000000000000000000000000000BAD1'), 'a', 'wait', 't', '{}', NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	r, err := canal.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	r, start, ctx := readerAfterOneRow(t, "wait")
 	runCtx, stop := context.WithCancel(ctx)
 	waiting := make(chan struct{})
 	done := make(chan error, 1)
