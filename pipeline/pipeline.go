@@ -43,6 +43,12 @@
 //     endpoints share a binlog stream through sources that never wait for
 //     one another: package gateway).
 //
+// The sink is written (Write, or Submit) from one goroutine at a time: a
+// delivery goroutine that runs only while events are queued, or, for a sink
+// whose Submit only queues (sink.Queuer), the source's own goroutine, inside
+// its handler, when nothing else is delivering (a trickle then wakes no
+// second goroutine per transaction).
+//
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
 // A fenced pipeline — Fence or the store's Save returned checkpoint.ErrFenced,
@@ -456,7 +462,8 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	//
 	// Delivery and saving run on goroutines of their own only while they
 	// have work (onDemand): the reader kicks them after adding some, so an
-	// idle pipeline waits on its source's goroutine alone.
+	// idle pipeline waits on its source's goroutine alone (a Queuer's
+	// delivery runs on the reader's goroutine when none runs: here).
 	var pending sync.WaitGroup // a Submitter's acks to come
 	delivering := &onDemand{held: true, rest: func() bool { return len(items) == 0 },
 		run: func() bool {
