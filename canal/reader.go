@@ -91,8 +91,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Observer receives counts from the reader. Its methods are called from the
-// goroutine running Run and must not block.
+// Observer receives counts from the reader. Its methods are called one at a
+// time, from the goroutine that reads the stream (doc.go), and must not block.
 type Observer interface {
 	// BinlogEvent is called for every binlog event read.
 	BinlogEvent()
