@@ -513,6 +513,12 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	})
 
 	_, queuer := p.cfg.Sink.(sink.Queuer)
+	if queuer {
+		// The reader may be delivering (here) when reading stops, waiting on
+		// the fence with deliverCtx: the drain's bound then runs from the
+		// end of reading, not from the reader's return, which it holds up.
+		defer p.drainFrom(readCtx, stopDelivery)()
+	}
 	ready := false // recovered was seen closed
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
 		if !ready {
@@ -652,6 +658,26 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		return fatal
 	}
 	return ctx.Err()
+}
+
+// drainFrom calls stop DrainTimeout after ctx ends; the func it returns
+// undoes that (if stop has not been called yet).
+func (p *Pipeline) drainFrom(ctx context.Context, stop func()) (undo func()) {
+	var mu sync.Mutex
+	var timer *time.Timer
+	undoArm := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(p.cfg.DrainTimeout, stop)
+		mu.Unlock()
+	})
+	return func() {
+		undoArm()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	}
 }
 
 // connect calls the sink's Connect until it succeeds or reading stops.
