@@ -51,4 +51,7 @@
 // payload-path syntax (config.PayloadPath) that a trace column may name.
 //
 // A Reader is used by one goroutine at a time: Run blocks until ctx ends.
+// Run calls its handler on the goroutine that reads the connection (go-mysql's
+// syncer's), as each transaction's commit is parsed: one call at a time, none
+// after Run has returned, and a handler's panic is raised again from Run.
 package canal

@@ -68,8 +68,6 @@ type Config struct {
 	// fields: retry's defaults. A server that refuses connections is
 	// retried at least every Retry.Probe, so its return is noticed at once.
 	Retry retry.Policy
-	// EventCacheCount is how many raw events go-mysql buffers. Default 512.
-	EventCacheCount int
 
 	// Pick, if set, chooses the server to read from pos (Host, Port and TLS
 	// above are then unused): at start, and when the stream has failed for
@@ -87,8 +85,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Observer receives counts from the reader. Its methods are called from the
-// goroutine running Run and must not block.
+// Observer receives counts from the reader. Its methods are called one at a
+// time, from the goroutine that reads the stream (doc.go), and must not block.
 type Observer interface {
 	// BinlogEvent is called for every binlog event read.
 	BinlogEvent()
@@ -188,9 +186,6 @@ func New(cfg Config) (*Reader, error) {
 	}
 	if cfg.FailoverAfter <= 0 {
 		cfg.FailoverAfter = 10 * time.Second
-	}
-	if cfg.EventCacheCount <= 0 {
-		cfg.EventCacheCount = 512
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

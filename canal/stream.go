@@ -130,6 +130,9 @@ var errFatal = errors.New("fatal binlog error")
 // GTID event; go-mysql's own tracking (GTID starts only) is not used.
 func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, handle Handler) error {
 	narrow := &narrowCache{r: r} // the syncer's goroutine's
+	st := &txnState{file: pos.File, last: pos, server: ep.Addr()}
+	var end inlineEnd
+	first := true
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:              r.cfg.ServerID,
 		Flavor:                r.cfg.Flavor,
@@ -150,9 +153,21 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		// go-mysql would have (tableMap.str).
 		ParseTime:           true,
 		FillZeroLogPos:      r.cfg.Flavor == mysql.MariaDBFlavor,
-		EventCacheCount:     r.cfg.EventCacheCount,
+		EventCacheCount:     1, // the stream's end alone travels by go-mysql's channel (inline.go)
 		RowsEventDecodeFunc: func(re *replication.RowsEvent, data []byte) error { return r.decodeRows(narrow, re, data) },
 		Logger:              LibraryLogger(r.log),
+		// Each event is handled on the syncer's goroutine as it is parsed
+		// (inline.go).
+		SynchronousEventHandler: inline(func(ev *replication.BinlogEvent) error {
+			if r.cfg.Observer != nil {
+				if first {
+					r.cfg.Observer.Connected()
+					first = false
+				}
+				r.cfg.Observer.BinlogEvent()
+			}
+			return r.onEvent(ctx, st, ev, handle)
+		}, &end),
 	})
 	defer syncer.Close()
 
@@ -160,7 +175,6 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 		streamer *replication.BinlogStreamer
 		err      error
 	)
-	st := &txnState{file: pos.File, last: pos, server: ep.Addr()}
 	mode, err := r.startMode(pos)
 	if err != nil {
 		return err
@@ -187,21 +201,7 @@ func (r *Reader) stream(ctx context.Context, ep Endpoint, pos event.Position, ha
 	if err != nil {
 		return classifyDump(err, pos.GTIDSet)
 	}
-	for first := true; ; first = false {
-		ev, err := streamer.GetEvent(ctx)
-		if err != nil {
-			return classifyDump(err, pos.GTIDSet)
-		}
-		if r.cfg.Observer != nil {
-			if first {
-				r.cfg.Observer.Connected()
-			}
-			r.cfg.Observer.BinlogEvent()
-		}
-		if err := r.onEvent(ctx, st, ev, handle); err != nil {
-			return err
-		}
-	}
+	return end.wait(ctx, streamer, pos.GTIDSet)
 }
 
 type startMode int

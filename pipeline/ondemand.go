@@ -42,6 +42,21 @@ func (o *onDemand) kick() {
 	go o.start()
 }
 
+// here does what kick does, but runs run on the calling goroutine (and
+// returns when it is done) instead of starting one, unless run runs already
+// or is held (then it does nothing: the running loop sees the new work).
+func (o *onDemand) here() {
+	o.mu.Lock()
+	if o.running || o.held {
+		o.mu.Unlock()
+		return
+	}
+	o.running = true
+	o.wg.Add(1)
+	o.mu.Unlock()
+	o.loop()
+}
+
 // release lets kick start run, and kicks.
 func (o *onDemand) release() {
 	o.mu.Lock()

@@ -43,6 +43,12 @@
 //     endpoints share a binlog stream through sources that never wait for
 //     one another: package gateway).
 //
+// The sink is written (Write, or Submit) from one goroutine at a time: a
+// delivery goroutine that runs only while events are queued, or, for a sink
+// whose Submit only queues (sink.Queuer), the source's own goroutine, inside
+// its handler, when nothing else is delivering (a trickle then wakes no
+// second goroutine per transaction).
+//
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
 // A fenced pipeline — Fence or the store's Save returned checkpoint.ErrFenced,
@@ -456,7 +462,8 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	//
 	// Delivery and saving run on goroutines of their own only while they
 	// have work (onDemand): the reader kicks them after adding some, so an
-	// idle pipeline waits on its source's goroutine alone.
+	// idle pipeline waits on its source's goroutine alone (a Queuer's
+	// delivery runs on the reader's goroutine when none runs: here).
 	var pending sync.WaitGroup // a Submitter's acks to come
 	delivering := &onDemand{held: true, rest: func() bool { return len(items) == 0 },
 		run: func() bool {
@@ -505,6 +512,13 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		delivering.release()
 	})
 
+	_, queuer := p.cfg.Sink.(sink.Queuer)
+	if queuer {
+		// The reader may be delivering (here) when reading stops, waiting on
+		// the fence with deliverCtx: the drain's bound then runs from the
+		// end of reading, not from the reader's return, which it holds up.
+		defer p.drainFrom(readCtx, stopDelivery)()
+	}
 	ready := false // recovered was seen closed
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
 		if !ready {
@@ -576,7 +590,13 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 		}
 		if len(items) > 0 {
-			delivering.kick()
+			if queuer {
+				// Submit only queues: hand the batch on from here rather
+				// than wake a goroutine for it.
+				delivering.here()
+			} else {
+				delivering.kick()
+			}
 		}
 		p.tracker.release(skipped)
 		if resuming || skip.claims > 0 {
@@ -638,6 +658,26 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		return fatal
 	}
 	return ctx.Err()
+}
+
+// drainFrom calls stop DrainTimeout after ctx ends; the func it returns
+// undoes that (if stop has not been called yet).
+func (p *Pipeline) drainFrom(ctx context.Context, stop func()) (undo func()) {
+	var mu sync.Mutex
+	var timer *time.Timer
+	undoArm := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(p.cfg.DrainTimeout, stop)
+		mu.Unlock()
+	})
+	return func() {
+		undoArm()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	}
 }
 
 // connect calls the sink's Connect until it succeeds or reading stops.

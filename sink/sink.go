@@ -67,6 +67,16 @@ type Submitter interface {
 	Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error))
 }
 
+// Queuer is implemented by a Submitter whose Submit only queues: it never
+// blocks and does no I/O. The pipeline may then call Submit on its source's
+// goroutine, when nothing else is delivering, instead of waking a goroutine
+// of its own for each transaction of a trickle.
+type Queuer interface {
+	Submitter
+	// SubmitOnlyQueues marks the promise; it is never called.
+	SubmitOnlyQueues()
+}
+
 // Prober is implemented by sinks that can check their destination before
 // any event: that it is reachable, accepts the sink's credentials, and has
 // what the sink delivers to (a stream, an exchange), or that Connect will

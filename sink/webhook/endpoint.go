@@ -315,6 +315,9 @@ func (e *Endpoint) Submit(ctx context.Context, batch []*event.Event, ack func(i 
 	e.submit(ctx, ctx.Done(), batch, ack)
 }
 
+// SubmitOnlyQueues implements sink.Queuer: Submit never blocks.
+func (e *Endpoint) SubmitOnlyQueues() {}
+
 // submit is Submit, with stopped the signal that the stream stops (read
 // when a permanently failed event's ack has returned: see failHeadLocked).
 // For Submit it is ctx's end: the pipeline ends a Submit ctx inside the ack
