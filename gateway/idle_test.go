@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -44,7 +45,7 @@ func waitIdle(t *testing.T, g *Gateway, store checkpoint.Store) {
 // with one. (Before, each endpoint kept its pipeline's goroutine, waiting
 // on its tap: 1,000 more.)
 func TestAnIdleEndpointHasNoGoroutine(t *testing.T) {
-	run := func(n int) int {
+	run := func(n int, idle func()) {
 		f := newFixture(t, n)
 		f.cfg.Hub.Linger = time.Millisecond
 		ctx, cancel := context.WithCancel(t.Context())
@@ -53,23 +54,21 @@ func TestAnIdleEndpointHasNoGoroutine(t *testing.T) {
 		commitMany(f.b, 30) // every tenant's endpoints get events
 		f.waitAll()
 		waitIdle(t, g, f.store)
-		got := settledGoroutines(t, 5*time.Second)
+		idle()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		return got
 	}
-	one := run(1)
-	many := run(1000)
-	t.Logf("goroutines once idle: %d with 1 endpoint, %d with 1,000", one, many)
-	if many > one+2 {
-		t.Fatalf("1,000 idle endpoints run %d goroutines, one runs %d: an idle endpoint costs %.2f", many, one, float64(many-one)/999)
-	}
+	var one int
+	run(1, func() { one = settledGoroutines(t, 5*time.Second) })
+	run(1000, func() { goroutinesDropTo(t, one+2, "1,000 idle endpoints") })
 }
 
 // settledGoroutines returns the goroutine count once it has not changed for
-// half a second (or the least seen within limit).
+// half a second (or the least seen within limit). It is a baseline, read
+// where nothing should be winding down: a count read while something still
+// winds down is higher, which only makes the checks against it laxer.
 func settledGoroutines(t *testing.T, limit time.Duration) int {
 	t.Helper()
 	least, last, since := runtime.NumGoroutine(), -1, time.Now()
@@ -84,6 +83,17 @@ func settledGoroutines(t *testing.T, limit time.Duration) int {
 	}
 	t.Logf("goroutines did not settle within %s", limit)
 	return least
+}
+
+// goroutinesDropTo waits until the process runs at most most goroutines,
+// and fails the test naming who runs more if it never does: goroutines
+// that end (released endpoints') may take a while on a loaded machine, so
+// the check is of what the count comes down to, not of when.
+func goroutinesDropTo(t *testing.T, most int, who string) {
+	t.Helper()
+	eventually.Within(t, time.Minute, fmt.Sprintf("%s to run at most %d goroutines", who, most),
+		func() bool { return runtime.NumGoroutine() <= most },
+		func() { t.Logf("%s run %d goroutines, want at most %d", who, runtime.NumGoroutine(), most) })
 }
 
 // quiet adds n endpoints to f that no event is for.
@@ -678,49 +688,53 @@ func TestReleasedEndpointsHoldNoMemory(t *testing.T) {
 	const n = 2000
 	heap := liveHeap
 	var delivered atomic.Int64
-	f, store, tenants := tenantsFixture(n, time.Millisecond, counter{&delivered})
+	f, store, all := tenantsFixture(2*n, time.Millisecond, counter{&delivered})
 	f.t = t
 	var settled atomic.Int32
 	f.cfg.Settled = func() { settled.Add(1) }
+	// n endpoints measured, and n more woken first in a wave of their own.
+	tenants, warm := all[:n], all[n:]
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	g, done := f.run(ctx)
-	waitFor(t, "every endpoint to start", func() bool { return len(g.Keys()) == n })
+	waitFor(t, "every endpoint to start", func() bool { return len(g.Keys()) == 2*n })
 	f.b.commit() // the shared stream has read something: its position is set
 	waitFor(t, "the shared cursor", func() bool { _, err := store.Load(ctx, g.cfg.SharedKey); return err == nil })
-	// The runtime keeps the record of every goroutine it ran (about 400
-	// B each, reused, never freed): n goroutines run here first, so that
-	// those the woken endpoints run count in the idle heap.
-	var warm sync.WaitGroup
-	release := make(chan struct{})
-	for range n {
-		warm.Go(func() { <-release })
-	}
-	close(release)
-	warm.Wait()
-	idle := heap()
+	// The runtime keeps the record of every goroutine it ran (about 450
+	// B each, reused, never freed), and a wave runs as many at once as the
+	// scheduler lets pile up: 2,400-2,700 for 2,000 endpoints at load 20,
+	// more on a busier machine. So the other n endpoints first run a wave
+	// of the same shape: those records are in the idle heap, and only a
+	// measured wave that piles up more than it did counts them.
 	goroutines := settledGoroutines(t, 5*time.Second)
+	f.b.commit(warm...)
+	waitFor(t, "one event delivered to each warm-up endpoint", func() bool { return delivered.Load() == n })
+	waitIdle(t, g, store)
+	waitFor(t, "Settled to be called once the warm-up wave went idle", func() bool { return settled.Load() > 1 })
+	// Its released pipelines' goroutines have ended: nothing of that
+	// wave is let go after this reading.
+	goroutinesDropTo(t, goroutines+2, "the endpoints released after the warm-up wave")
+	idle := heap()
 
-	f.b.commit(tenants...) // one event to each endpoint
-	waitFor(t, "one event delivered to each endpoint", func() bool { return delivered.Load() == n })
+	f.b.commit(tenants...) // one event to each measured endpoint
+	waitFor(t, "one event delivered to each endpoint", func() bool { return delivered.Load() == 2*n })
 	waitIdle(t, g, store)
 	after := heap()
-	afterG := settledGoroutines(t, 5*time.Second)
 	per := float64(after-idle) / n
-	t.Logf("heap: %d B idle, %d B after one event to each and idle again: %.0f B per endpoint; goroutines %d → %d", idle, after, per, goroutines, afterG)
-	// The transaction (its 2,000 events, kept by the test's binlog) is
-	// about 300 B per endpoint.
+	t.Logf("heap: %d B idle, %d B after one event to each and idle again: %.0f B per endpoint; %d goroutines before", idle, after, per, goroutines)
+	// Measured under -race at load 20: 33-50 B per endpoint after a
+	// warm-up wave (305-401 B when the measured wave was the first, the
+	// goroutine records it piled up counted in); 2.4 KB with the fix of a
+	// record keeping its last pipeline undone.
 	if per > 1024 {
 		t.Errorf("each endpoint holds %.0f B more once idle again after one event, want at most 1 KB", per)
 	}
-	// Once at start (n endpoints), once after the wave.
-	waitFor(t, "Settled to be called once the wave went idle", func() bool { return settled.Load() > 1 })
-	if got := settled.Load(); got != 2 {
-		t.Errorf("Settled was called %d times, at the start and after a wave of %d endpoints went idle, want twice", got, n)
+	// Once at start (2n endpoints), once after each wave.
+	waitFor(t, "Settled to be called once the wave went idle", func() bool { return settled.Load() > 2 })
+	if got := settled.Load(); got != 3 {
+		t.Errorf("Settled was called %d times, at the start and after each of two waves of %d endpoints went idle, want 3 times", got, n)
 	}
-	if afterG > goroutines+2 {
-		t.Errorf("%d goroutines once idle again, %d before the events: released endpoints left goroutines", afterG, goroutines)
-	}
+	goroutinesDropTo(t, goroutines+2, "released endpoints")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -4,9 +4,9 @@ package relay_test
 // servers (through internal/faultproxy, or on the server itself), keeps
 // producers committing, and asserts with outboxtest that every committed event
 // was delivered at least once, nothing rolled back was, and per aggregate the
-// first deliveries are in commit order; that memory stayed bounded; and it
-// logs the recovery time, the duplicates and the peak heap. Run the group
-// with `go test -run Fault -v ./relay/`.
+// first deliveries are in commit order; that the relay's memory stayed
+// bounded; and it logs the recovery time, the duplicates and the peak heap.
+// Run the group with `go test -run Fault -v ./relay/`.
 
 import (
 	"bufio"
@@ -151,8 +151,12 @@ func heapAfterGC() uint64 {
 }
 
 // faultRelay runs a relay from yaml until stop, which fails the test on
-// an error of Run.
-type faultRelay struct{ *run }
+// an error of Run. key is its sink's checkpoint key, where faultSetup
+// started it.
+type faultRelay struct {
+	*run
+	key string
+}
 
 func startFaultRelay(t *testing.T, yaml string, out *inbox) *faultRelay {
 	t.Helper()
@@ -165,7 +169,7 @@ func startFaultRelay(t *testing.T, yaml string, out *inbox) *faultRelay {
 	if out != nil {
 		opts.Stdout = out
 	}
-	r := &faultRelay{startRelay(t, cfg, opts)}
+	r := &faultRelay{run: startRelay(t, cfg, opts)}
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	time.Sleep(300 * time.Millisecond) // every pipeline has saved its start
 	return r
@@ -204,11 +208,38 @@ type faultOutcome struct {
 	committed, duplicates      int
 	noticed, resumed, recovery time.Duration
 	peakHeap, heapGrowth       float64 // MB
+	relayHeld                  float64 // MB: what stopping the settled relay freed
 }
+
+// relayHeldLimit bounds the live heap the relay holds once every event
+// committed during a fault was delivered and the checkpoint covers it
+// (runFault). Nothing is in flight then, so the relay holds its idle state
+// and the buffers it keeps for reuse: measured 0.2–0.5 MB under -race at
+// load 18 on 2 cores over every link and fault. The largest buffer the
+// design lets it keep is the tracker's acknowledged-event log at its bound
+// (2 × delivery.max_in_flight entries of 40 bytes: 0.8 MB), reached when
+// the backlog hits the in-flight limit, which a quiet machine's faster
+// producers make likelier, not a loaded one's. So the bound is about what
+// the relay may keep, not how fast anything ran. What it catches is memory
+// kept per event after the fault: with the pipeline keeping each settled
+// item (a mutation), the relay held 3.8–10.6 MB here (600 bytes per event
+// over 6,000–17,000 events), while the process's growth, the old measure
+// under a 16 MB bound, was 5.4–13.8 MB, and 10.4 MB for Kafka: the old
+// check would have passed it.
+const relayHeldLimit = 2 // MB
 
 // runFault drives one scenario: producers commit throughout, the fault is
 // injected after a second and ended after f.hold, producers stop a second
-// later, and the test waits until every committed event arrived in got.
+// later, and the test waits until every committed event arrived in got and
+// the checkpoint covers them; then it stops the relay.
+//
+// Memory is judged on what the relay holds, not on the process's heap: the
+// test's own side keeps every event it received (the inbox, the workload,
+// and for Kafka the in-process kfake broker's log, whose segments grow by
+// doubling), about 4–12 MB here, more the more events were committed and
+// with a step where a segment doubles. So the relay is stopped once settled
+// and what that frees is its part (relayHeldLimit); the growth of the whole
+// heap is only logged.
 func runFault(t *testing.T, r *faultRelay, db *sql.DB, got *inbox, f fault) faultOutcome {
 	t.Helper()
 	heap0 := heapAfterGC()
@@ -243,7 +274,11 @@ func runFault(t *testing.T, r *faultRelay, db *sql.DB, got *inbox, f fault) faul
 	r.running(t)
 	var out faultOutcome
 	out.peakHeap = mb(peak.end())
-	out.heapGrowth = mb(heapAfterGC()) - mb(heap0)
+	checkpointAfter(t, r.Config().Checkpoint.Path, r.key, w)
+	settled := heapAfterGC()
+	out.heapGrowth = mb(settled) - mb(heap0)
+	r.stop(t)
+	out.relayHeld = mb(settled) - mb(heapAfterGC())
 	out.noticed = noticed
 
 	recs := got.all()
@@ -275,13 +310,13 @@ func runFault(t *testing.T, r *faultRelay, db *sql.DB, got *inbox, f fault) faul
 			}
 		}
 	}
-	t.Logf("%s: %d events committed, %d duplicates; noticed after %v; after the fault ended: first delivery %v, backlog delivered %v; heap peak %.1f MB, after GC %+.1f MB",
-		f.name, out.committed, out.duplicates, out.noticed.Round(time.Millisecond), out.resumed.Round(time.Millisecond), out.recovery.Round(time.Millisecond), out.peakHeap, out.heapGrowth)
+	t.Logf("%s: %d events committed, %d duplicates; noticed after %v; after the fault ended: first delivery %v, backlog delivered %v; heap peak %.1f MB, after GC %+.1f MB (the relay's part %.1f MB)",
+		f.name, out.committed, out.duplicates, out.noticed.Round(time.Millisecond), out.resumed.Round(time.Millisecond), out.recovery.Round(time.Millisecond), out.peakHeap, out.heapGrowth, out.relayHeld)
 	if f.noticed != nil && (noticed == 0 || noticed > f.within) {
 		t.Errorf("%s: the relay noticed the fault after %v (0: never during the fault), want within %v", f.name, noticed, f.within)
 	}
-	if out.heapGrowth > 16 {
-		t.Errorf("%s: heap after GC grew by %.1f MB, want under 16 MB", f.name, out.heapGrowth)
+	if out.relayHeld > relayHeldLimit {
+		t.Errorf("%s: the relay held %.1f MB of heap after delivering and saving everything (what stopping it freed), want under %d MB", f.name, out.relayHeld, relayHeldLimit)
 	}
 	if out.peakHeap > 200 {
 		t.Errorf("%s: heap peaked at %.1f MB, want under 200 MB", f.name, out.peakHeap)
@@ -301,15 +336,17 @@ func faultSetup(t *testing.T, link string) (*faultRelay, *faultproxy.Proxy, *inb
 	cp := filepath.Join(t.TempDir(), "cp.json")
 	host, port := "127.0.0.1", srv.Port
 	var p *faultproxy.Proxy
-	var sinkYAML string
+	var sinkYAML, key string
 	var out *inbox
 	switch link {
 	case "source":
+		key = "out"
 		p = faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
 		port = p.Port()
 		sinkYAML = "[{name: out, type: stdout}]"
 		out = got
 	case "kafka":
+		key = "kafka"
 		p = faultproxy.Start(t, "")
 		var real string
 		k := startKafka(t, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
@@ -348,6 +385,7 @@ func faultSetup(t *testing.T, link string) (*faultRelay, *faultproxy.Proxy, *inb
 		sinkYAML = fmt.Sprintf(`[{name: kafka, type: kafka, kafka: {brokers: ["%s"], request_timeout: %s, create_topics: {enabled: true, partitions: 3}}}]`,
 			k.ListenAddrs()[0], faultSinkTimeout)
 	case "webhook":
+		key = "hooks/ep"
 		rc := receiver.Start(t, nil)
 		p = faultproxy.Start(t, rc.Addr)
 		rc.OnAccept(func(r receiver.Request) { got.add(r.EventID, r.AggregateID) })
@@ -363,6 +401,7 @@ checkpoint: {path: %s, interval: 100ms}
 delivery: {batch_size: 200, retry_backoff: 50ms, max_retry_backoff: 1s}
 sinks: %s
 `, host, port, testserver.ServerID(), faultHeartbeat, faultReadTimeout, dbname, cp, sinkYAML), out)
+	r.key = key
 	return r, p, got, db
 }
 
@@ -398,7 +437,6 @@ func TestFaultSilentCut(t *testing.T) {
 				// connection is made.
 				within: linkTimeout[link]*3/2 + 2*time.Second,
 			})
-			r.stop(t)
 		})
 	}
 }
@@ -413,7 +451,6 @@ func TestFaultLatency(t *testing.T) {
 				inject: func() func() { p.SetLatency(200 * time.Millisecond); return func() { p.SetLatency(0) } },
 				hold:   3 * time.Second,
 			})
-			r.stop(t)
 		})
 	}
 }
@@ -429,7 +466,6 @@ func TestFaultSlowReader(t *testing.T) {
 				inject: func() func() { p.SetBandwidth(dir, 16<<10); return func() { p.SetBandwidth(dir, 0) } },
 				hold:   3 * time.Second,
 			})
-			r.stop(t)
 		})
 	}
 }
@@ -516,7 +552,6 @@ func TestFaultBinlogRotationStorm(t *testing.T) {
 		hold: 3 * time.Second,
 	})
 	t.Logf("%d rotations", rotations.Load())
-	r.stop(t)
 }
 
 // ALTER TABLE on the outbox while the relay runs: a column added first, the
@@ -603,7 +638,7 @@ sinks: [{name: out, type: stdout}]
 func startFaultRelayLines(t *testing.T, yaml string, out *lines) *faultRelay {
 	t.Helper()
 	cfg := parseConfig(t, yaml)
-	r := &faultRelay{startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})}
+	r := &faultRelay{run: startRelay(t, cfg, relay.Options{Stdout: out, Logger: slog.New(slog.DiscardHandler)})}
 	waitForCheckpoint(t, cfg.Checkpoint.Path)
 	return r
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/eventually"
 	"github.com/outbox-relay/outbox-relay/internal/outboxtest"
 	"github.com/outbox-relay/outbox-relay/internal/testserver"
@@ -120,18 +121,24 @@ type readBackCase struct {
 }
 
 // checkpointAfter waits until the checkpoint of key at path covers every
-// transaction w committed so far, and returns the file's bytes then.
+// transaction w committed so far, and returns the file's bytes then. A
+// webhook endpoint's key ("<sink>/<endpoint>") is read as gateway.CursorOf
+// does: its own cursor, or its sink's shared one.
 func checkpointAfter(t *testing.T, path, key string, w *outboxtest.Workload) []byte {
 	t.Helper()
-	txns := w.Committed()
-	last := txns[len(txns)-1].GTID
+	var last string // the newest: producers commit side by side
+	for _, txn := range w.Committed() {
+		if last == "" || seqOf(txn.GTID) > seqOf(last) {
+			last = txn.GTID
+		}
+	}
 	var b []byte
-	eventually.Within(t, 30*time.Second, "a checkpoint covering "+last, func() bool {
+	eventually.Within(t, 30*time.Second, "a checkpoint of "+key+" covering "+last, func() bool {
 		st, err := checkpoint.OpenFileReadOnly(path)
 		if err != nil {
 			return false
 		}
-		cp, err := st.Load(context.Background(), key)
+		cp, _, err := gateway.CursorOf(context.Background(), st, key)
 		if err != nil || cp.Position.GTIDSet == "" || seqOf(cp.Position.GTIDSet) < seqOf(last) {
 			return false
 		}
