@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/position"
 )
@@ -195,21 +196,11 @@ type Hub struct {
 
 // NewHub returns a hub; Run starts its shared stream.
 func NewHub(cfg HubConfig) *Hub {
-	if cfg.QueueTxns <= 0 {
-		cfg.QueueTxns = DefaultQueueTxns
-	}
-	if cfg.MaxCatchUp <= 0 {
-		cfg.MaxCatchUp = DefaultMaxCatchUp
-	}
-	if cfg.DetachAfter <= 0 {
-		cfg.DetachAfter = DefaultDetachAfter
-	}
-	if cfg.YieldAfter <= 0 {
-		cfg.YieldAfter = DefaultYieldAfter
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = DefaultLinger
-	}
+	defaults.Positive(&cfg.QueueTxns, DefaultQueueTxns)
+	defaults.Positive(&cfg.MaxCatchUp, DefaultMaxCatchUp)
+	defaults.Positive(&cfg.DetachAfter, DefaultDetachAfter)
+	defaults.Positive(&cfg.YieldAfter, DefaultYieldAfter)
+	defaults.Positive(&cfg.Linger, DefaultLinger)
 	if cfg.MaxAwake == 0 {
 		cfg.MaxAwake = DefaultMaxAwake
 	}

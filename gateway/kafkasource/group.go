@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
+	"github.com/outbox-relay/outbox-relay/internal/defaults"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -135,21 +136,11 @@ func New(cfg Config) (*Group, error) {
 	if cfg.Dialer == nil {
 		cfg.Dialer = kafkago.DefaultDialer
 	}
-	if cfg.CommitEvery <= 0 {
-		cfg.CommitEvery = DefaultCommitEvery
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = DefaultSessionTimeout
-	}
-	if cfg.RebalanceTimeout <= 0 {
-		cfg.RebalanceTimeout = DefaultRebalanceTimeout
-	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.CommitEvery, DefaultCommitEvery)
+	defaults.Positive(&cfg.SessionTimeout, DefaultSessionTimeout)
+	defaults.Positive(&cfg.RebalanceTimeout, DefaultRebalanceTimeout)
+	defaults.Positive(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	defaults.Logger(&cfg.Logger)
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
