@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-relay/outbox-relay/sink"
 )
@@ -207,6 +208,64 @@ func TestEndpointsBuiltAheadDoNotCountTowardMaxAwake(t *testing.T) {
 	f.waitAll()
 	if awake, _, overs := hubFigures(g); awake != 0 || overs != 0 {
 		t.Errorf("%d counted awake, %d stalls: endpoints built ahead count toward MaxAwake", awake, overs)
+	}
+	stop()
+}
+
+// The sink's series of the bound move as the shared stream waits at
+// MaxAwake: one transaction for 6 endpoints with 2 awake at most, their
+// writes held. While the stream waits, outbox_relay_gateway_awake_endpoints
+// is 2 and the waits counter has counted the wait; the time the test moves
+// the hub's clock by during the wait shows in the seconds counter before
+// the wait ends. Once every endpoint has delivered and been let go, the
+// gauge is back to 0, the waits counted are the hub's, and no time passed
+// on the hub's clock in another wait.
+func TestTheAwakeSeriesMoveAsTheStreamWaitsAtMaxAwake(t *testing.T) {
+	const n, limit = 6, 2
+	f, clk, hold := awakeFixture(t, n, limit)
+	_, gm, reg, _ := newMetricsTest(t)
+	f.cfg.Hub.Observer = gm.Sink("hooks")
+	series := func(name string) float64 { return gathered(t, reg, name, map[string]string{"sink": "hooks"}) }
+	if got := series("outbox_relay_gateway_max_awake_waits_total"); got != 0 {
+		t.Fatalf("%v waits before any event", got)
+	}
+	g, stop := f.runFor(t)
+	f.b.commit(tenants(0, n)...)
+	waitFor(t, "the waits counter to count the stream's wait", func() bool {
+		return series("outbox_relay_gateway_max_awake_waits_total") == 1
+	})
+	if got := series("outbox_relay_gateway_awake_endpoints"); got != limit {
+		t.Errorf("%v endpoints awake while the stream waits at MaxAwake %d", got, limit)
+	}
+	if got := series("outbox_relay_gateway_max_awake_wait_seconds_total"); got != 0 {
+		t.Errorf("%v s waited before the hub's clock moved", got)
+	}
+	clk.Advance(3 * time.Second) // less than awakeStall: the stream still waits
+	waitFor(t, "the wait's time to show while it lasts", func() bool {
+		return series("outbox_relay_gateway_max_awake_wait_seconds_total") == 3
+	})
+	if got := series("outbox_relay_gateway_awake_endpoints"); got != limit {
+		t.Errorf("%v endpoints awake while the stream still waits, want %d", got, limit)
+	}
+	close(hold)
+	f.waitAll()
+	waitFor(t, "the stream to hand the transaction on", func() bool { return seq(g.hub.Position()) == 1 })
+	waitFor(t, "the last endpoints to be let go after their Linger", func() bool {
+		g.hub.Lock()
+		defer g.hub.Unlock()
+		clk.Advance(DefaultLinger)
+		g.hub.sweepLocked()
+		return g.hub.awake == 0
+	})
+	if got := series("outbox_relay_gateway_awake_endpoints"); got != 0 {
+		t.Errorf("%v endpoints awake once every endpoint was let go, want 0", got)
+	}
+	waits, waited := g.hub.AwakeWaits()
+	if got := series("outbox_relay_gateway_max_awake_waits_total"); got != float64(waits) || waits < 1 {
+		t.Errorf("the waits counter is %v, the hub counted %d waits", got, waits)
+	}
+	if got := series("outbox_relay_gateway_max_awake_wait_seconds_total"); got != 3 || waited != 3*time.Second {
+		t.Errorf("the seconds counter is %v and the hub waited %s, want 3s: the clock moved 3s during a wait, and in none after", got, waited)
 	}
 	stop()
 }

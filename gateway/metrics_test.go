@@ -629,4 +629,3 @@ func deliverOnce(g *SinkMetrics, keys []string) {
 		ep.CheckpointSaved(event.Position{GTIDSet: "0-1-" + strconv.Itoa(i)}, now)
 	}
 }
-
