@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -268,4 +273,125 @@ func TestTheAwakeSeriesMoveAsTheStreamWaitsAtMaxAwake(t *testing.T) {
 		t.Errorf("the seconds counter is %v and the hub waited %s, want 3s: the clock moved 3s during a wait, and in none after", got, waited)
 	}
 	stop()
+}
+
+// logLine is a log record a test kept: its level, message and the sink
+// attribute of its logger (an endpoint's pipeline logs with its key).
+type logLine struct {
+	level     slog.Level
+	msg, sink string
+}
+
+// logLines keeps every record logged through it, at every level.
+type logLines struct {
+	mu    *sync.Mutex
+	lines *[]logLine
+	sink  string
+}
+
+func newLogLines() logLines { return logLines{mu: &sync.Mutex{}, lines: &[]logLine{}} }
+
+func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l logLines) WithGroup(string) slog.Handler            { return l }
+func (l logLines) WithAttrs(as []slog.Attr) slog.Handler {
+	for _, a := range as {
+		if a.Key == "sink" {
+			l.sink = a.Value.String()
+		}
+	}
+	return l
+}
+
+func (l logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	*l.lines = append(*l.lines, logLine{r.Level, r.Message, l.sink})
+	l.mu.Unlock()
+	return nil
+}
+
+// count returns how many records at level had message msg and, unless
+// sink is "", were logged by sink.
+func (l logLines) count(level slog.Level, msg, sink string) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range *l.lines {
+		if x.level == level && x.msg == msg && (sink == "" || x.sink == sink) {
+			n++
+		}
+	}
+	return n
+}
+
+// at returns the records logged at level or above.
+func (l logLines) at(level slog.Level) (out []logLine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range *l.lines {
+		if x.level >= level {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Waking and letting go endpoints logs at Debug: 30 endpoints woken by
+// one event each and let go after their Linger log their pipelines' starts
+// at Debug, and no Info line of their own (nor at the gateway's end). An
+// endpoint whose sink was built ahead (not let go: not woken on demand)
+// still logs its start at Info, and one whose writes fail still logs them
+// at Warn.
+func TestWakesAndReleasesLogAtDebug(t *testing.T) {
+	const n = 30
+	f, clk, _ := awakeFixture(t, n, 0)
+	f.free(func(string) bool { return true })
+	logs := newLogLines()
+	f.cfg.Logger = slog.New(logs)
+	static := &recorder{}
+	f.cfg.Endpoints = append(f.cfg.Endpoints,
+		Endpoint{Key: "hooks/static", Sink: static, Filter: tenantFilter("static")},
+		Endpoint{Key: "hooks/down", Open: func() (sink.Sink, error) { return failingSink{}, nil }, Filter: tenantFilter("down")})
+	g, stop := f.runFor(t)
+	f.b.commit(append(tenants(0, n), "static", "down")...)
+	f.waitEach(0, n, "its event")
+	waitFor(t, "the endpoint built ahead to get its event", func() bool { return len(static.ids()) == 1 })
+	waitFor(t, "the failing endpoint to log its failure", func() bool {
+		return logs.count(slog.LevelWarn, "sink write failed; retrying", "hooks/down") > 0
+	})
+	waitFor(t, "the woken endpoints to be let go after their Linger", func() bool {
+		g.hub.Lock()
+		defer g.hub.Unlock()
+		clk.Advance(DefaultLinger)
+		g.hub.sweepLocked()
+		return g.hub.awake == 1 // the failing one holds its event
+	})
+	waitFor(t, "the pipelines let go to end", func() bool { return awakeOf(g) == 2 })
+	for i := range n {
+		key := fmt.Sprintf("hooks/a%d", i)
+		if got := logs.count(slog.LevelDebug, "pipeline starting", key); got != 1 {
+			t.Errorf("%s logged its start %d times at Debug, want once", key, got)
+		}
+	}
+	if got := logs.count(slog.LevelInfo, "pipeline starting", "hooks/static"); got != 1 {
+		t.Errorf("the endpoint built ahead logged its start %d times at Info, want once", got)
+	}
+	stop() // the pipelines still awake end, with their final saves
+	var info []logLine
+	for _, l := range logs.at(slog.LevelInfo) {
+		if l.level == slog.LevelInfo && l.sink != "hooks/static" && l.msg != "webhook gateway starting" {
+			info = append(info, l)
+		}
+	}
+	if len(info) > 0 {
+		t.Errorf("%d Info lines for %d wakes and releases, want none: %v", len(info), n, info)
+	}
+}
+
+// failingSink is an endpoint's sink whose every write fails, as a
+// receiver that answers 503 does.
+type failingSink struct{}
+
+func (failingSink) Connect(context.Context) error { return nil }
+func (failingSink) Close(context.Context) error   { return nil }
+func (failingSink) Write(context.Context, []*event.Event) error {
+	return errors.New("receiver answered 503 Service Unavailable")
 }

@@ -99,6 +99,16 @@ type Source interface {
 	Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
 }
 
+// Woken is implemented by a Source that runs its pipeline only while it
+// has events, one of many (a gateway's endpoint, woken by the shared
+// stream and let go once it holds nothing): Woken reports whether this run
+// is such a wake. The pipeline then logs its start and its final checkpoint
+// save at Debug, not Info: a burst to 100,000 endpoints would log 200,000
+// routine lines. Its warnings and errors are logged as any pipeline's.
+type Woken interface {
+	Woken() bool
+}
+
 // Config wires one pipeline.
 type Config struct {
 	// Name is the checkpoint key and the name in logs and metrics.
@@ -258,6 +268,9 @@ type Pipeline struct {
 	// this run is durable (Stored).
 	running atomic.Pointer[tracker]
 	stored  atomic.Bool
+	// routine is the level of Run's start and end lines: Info, or Debug
+	// for a Woken source's wake.
+	routine slog.Level
 }
 
 // Settled reports whether the running pipeline holds nothing: every event
@@ -402,7 +415,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		return err
 	}
 	from := cp.Position
-	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
+	p.routine = slog.LevelInfo
+	if w, ok := src.(Woken); ok && w.Woken() {
+		p.routine = slog.LevelDebug
+	}
+	p.log.Log(ctx, p.routine, "pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
 	p.tracker.wmCommit = cp.CommitTime
 	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
@@ -1076,7 +1093,7 @@ func (p *Pipeline) save(ctx context.Context, final bool, start time.Time) error 
 	p.stored.Store(true)
 	p.obs.CheckpointSaved(s.pos, cp.UpdatedAt)
 	if final {
-		p.log.Info("checkpoint saved", slog.String("position", s.pos.String()))
+		p.log.Log(ctx, p.routine, "checkpoint saved", slog.String("position", s.pos.String()))
 	}
 	return nil
 }
