@@ -47,7 +47,10 @@
 // delivery goroutine that runs only while events are queued, or, for a sink
 // whose Submit only queues (sink.Queuer), the source's own goroutine, inside
 // its handler, when nothing else is delivering (a trickle then wakes no
-// second goroutine per transaction).
+// second goroutine per transaction; its queue from the source then holds
+// 16 events, not BatchSize). A source that is Woken (a gateway's endpoint,
+// run only while it has events) has its pipeline's start and end logged at
+// Debug.
 //
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
@@ -442,7 +445,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	// reading stops, or shutdown would hang: closing the tracker frees it.
 	defer context.AfterFunc(readCtx, p.tracker.close)()
 
+	_, queuer := p.cfg.Sink.(sink.Queuer)
 	items := make(chan *item, p.cfg.BatchSize)
+	if queuer {
+		items = make(chan *item, min(p.cfg.BatchSize, queuerItems))
+	}
 	var fatalOnce sync.Once
 	var fatal error
 	var fenced atomic.Bool // another relay took over: stop now, save nothing
@@ -529,7 +536,6 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		delivering.release()
 	})
 
-	_, queuer := p.cfg.Sink.(sink.Queuer)
 	if queuer {
 		// The reader may be delivering (here) when reading stops, waiting on
 		// the fence with deliverCtx: the drain's bound then runs from the
@@ -676,6 +682,15 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	}
 	return ctx.Err()
 }
+
+// queuerItems caps the items queued between the source and the delivery
+// of a sink.Queuer, rather than BatchSize (500 slots: 4 KB at each wake of
+// a gateway's endpoint). The source's goroutine hands each transaction on
+// itself (Submit only queues), so the queue holds one transaction's
+// events, or what the source reads while the sink connects; a larger
+// transaction is handed on by the delivery's goroutine while the source
+// queues the rest, in batches of at most about this many.
+const queuerItems = 16
 
 // drainFrom calls stop DrainTimeout after ctx ends; the func it returns
 // undoes that (if stop has not been called yet).
