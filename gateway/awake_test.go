@@ -73,6 +73,18 @@ func hubFigures(g *Gateway) (awake, peak, overs int) {
 	return g.hub.awake, g.hub.peakAwake, g.hub.overs
 }
 
+// lingerUntil moves the hub's clock on by the Linger, and sweeps, until
+// at most left endpoints are awake: the others were let go.
+func lingerUntil(t *testing.T, g *Gateway, clk *fakeClock, left int) {
+	waitFor(t, "the woken endpoints to be let go after their Linger", func() bool {
+		g.hub.Lock()
+		defer g.hub.Unlock()
+		clk.Advance(DefaultLinger)
+		g.hub.sweepLocked()
+		return g.hub.awake <= left
+	})
+}
+
 // One event to each of 20 endpoints with at most 3 awake: the stream wakes
 // 3 and waits (their writes are held: none is delivered, no fourth wakes);
 // once they deliver, each is let go at once (the clock does not move: no
@@ -115,13 +127,7 @@ func TestTheSharedStreamWaitsAtMaxAwakeAndLosesNothing(t *testing.T) {
 	t.Logf("%d endpoints, %d awake at most, %d waits at the bound", n, peak, waits)
 	// The last ones woken go idle after their Linger (an awake endpoint
 	// may re-send its in-flight events after a restart; an idle one none).
-	waitFor(t, "the last endpoints to be let go after their Linger", func() bool {
-		g.hub.Lock()
-		defer g.hub.Unlock()
-		clk.Advance(DefaultLinger)
-		g.hub.sweepLocked()
-		return g.hub.awake == 0
-	})
+	lingerUntil(t, g, clk, 0)
 	waitIdle(t, g, f.store)
 	// Once idle, no endpoint keeps a cursor of its own: the shared one
 	// passed them all, and they were deleted.
@@ -255,13 +261,7 @@ func TestTheAwakeSeriesMoveAsTheStreamWaitsAtMaxAwake(t *testing.T) {
 	close(hold)
 	f.waitAll()
 	waitFor(t, "the stream to hand the transaction on", func() bool { return seq(g.hub.Position()) == 1 })
-	waitFor(t, "the last endpoints to be let go after their Linger", func() bool {
-		g.hub.Lock()
-		defer g.hub.Unlock()
-		clk.Advance(DefaultLinger)
-		g.hub.sweepLocked()
-		return g.hub.awake == 0
-	})
+	lingerUntil(t, g, clk, 0)
 	if got := series("outbox_relay_gateway_awake_endpoints"); got != 0 {
 		t.Errorf("%v endpoints awake once every endpoint was let go, want 0", got)
 	}
@@ -357,13 +357,7 @@ func TestWakesAndReleasesLogAtDebug(t *testing.T) {
 	waitFor(t, "the failing endpoint to log its failure", func() bool {
 		return logs.count(slog.LevelWarn, "sink write failed; retrying", "hooks/down") > 0
 	})
-	waitFor(t, "the woken endpoints to be let go after their Linger", func() bool {
-		g.hub.Lock()
-		defer g.hub.Unlock()
-		clk.Advance(DefaultLinger)
-		g.hub.sweepLocked()
-		return g.hub.awake == 1 // the failing one holds its event
-	})
+	lingerUntil(t, g, clk, 1) // the failing one holds its event
 	waitFor(t, "the pipelines let go to end", func() bool { return awakeOf(g) == 2 })
 	for i := range n {
 		key := fmt.Sprintf("hooks/a%d", i)
