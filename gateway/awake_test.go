@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/sink"
 )
 
@@ -388,4 +390,51 @@ func (failingSink) Connect(context.Context) error { return nil }
 func (failingSink) Close(context.Context) error   { return nil }
 func (failingSink) Write(context.Context, []*event.Event) error {
 	return errors.New("receiver answered 503 Service Unavailable")
+}
+
+// loadFails is a store whose reads fail: a pipeline on it fails before it
+// reads its source.
+type loadFails struct{ checkpoint.Store }
+
+func (loadFails) Load(context.Context, string) (checkpoint.Checkpoint, error) {
+	return checkpoint.Checkpoint{}, errors.New("checkpoint store unreachable")
+}
+
+// A woken endpoint whose pipeline fails before it reads its tap (its
+// checkpoint cannot be read) is off the shared stream once it has
+// stopped: it is not counted awake (by the hub, for MaxAwake, nor in
+// outbox_relay_gateway_awake_endpoints), and once the others are let go
+// none is.
+func TestAnEndpointThatFailsAtItsWakeIsNotCountedAwake(t *testing.T) {
+	f, clk, _ := awakeFixture(t, 3, 0)
+	f.free(func(string) bool { return true })
+	_, gm, reg, _ := newMetricsTest(t)
+	f.cfg.Hub.Observer = gm.Sink("hooks")
+	stopped := make(chan string, 1)
+	f.cfg.Stopped = func(key string, err error) { stopped <- key }
+	newPipeline := f.cfg.NewPipeline
+	f.cfg.NewPipeline = func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+		if key != "hooks/a1" {
+			return newPipeline(key, s, start)
+		}
+		return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: loadFails{f.store}, Start: start})
+	}
+	g, stop := f.runFor(t)
+	f.b.commit(tenants(0, 3)...)
+	f.waitEach(0, 1, "its event")
+	f.waitEach(2, 3, "its event")
+	if key := <-stopped; key != "hooks/a1" {
+		t.Fatalf("%s stopped, want hooks/a1", key)
+	}
+	lingerUntil(t, g, clk, 1)
+	g.hub.Lock()
+	awake := g.hub.awake
+	g.hub.Unlock()
+	if awake != 0 {
+		t.Errorf("the hub counts %d endpoints awake once the others were let go, want 0: the one that failed at its wake is still counted", awake)
+	}
+	if got := gathered(t, reg, "outbox_relay_gateway_awake_endpoints", map[string]string{"sink": "hooks"}); got != 0 {
+		t.Errorf("outbox_relay_gateway_awake_endpoints is %v, want 0", got)
+	}
+	stop()
 }
