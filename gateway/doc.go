@@ -137,7 +137,9 @@
 // Metrics: NewMetrics registers the gateway's figures on a relay's metrics
 // (package metrics): per webhook sink (Metrics.Sink) its endpoints summed
 // on the sink's series, a count of endpoints per state and the
-// TopLaggingEndpoints lag series, the oldest held cursor's age, every
+// TopLaggingEndpoints lag series, the oldest held cursor's age, the
+// endpoints awake and the shared stream's waits at MaxAwake (its hubs
+// report them to an Observer that is an AwakeObserver), every
 // endpoint's figures on /endpoints (with the cursor of one that does not run;
 // by sink and state, whole or a page at a time with limit and iterator, as
 // package paging pages the console's lists), and the endpoints stopped for

@@ -635,14 +635,24 @@ func (g *Gateway) launchLocked(ep Endpoint, r *running, tap *Tap, from event.Pos
 		if err == nil {
 			a.p.Store(p)
 			err = p.Run(ctx, tap)
-		} else {
-			g.hub.Lock()
-			g.hub.removeLocked(tap)
-			g.hub.Unlock()
-			tap.setState(Stopped)
 		}
 		if tap.released.Load() {
 			return // let go idle: its cursor is saved
+		}
+		// Off the shared stream (and not counted awake): the tap's Run
+		// took it off as it ended, but a pipeline that could not be built,
+		// or failed before it read its tap, never ran it. A tap let go
+		// meanwhile is off it already.
+		g.hub.Lock()
+		if !tap.released.Load() {
+			g.hub.removeLocked(tap)
+		}
+		g.hub.Unlock()
+		if p == nil {
+			tap.setState(Stopped)
+		}
+		if tap.released.Load() {
+			return
 		}
 		g.ended(ep.Key, r, a, err)
 	})

@@ -206,8 +206,10 @@ func newFixture(t *testing.T, endpoints int) *fixture {
 		Hub:   HubConfig{Name: "hooks", Flavor: "mariadb", QueueTxns: 4, MaxCatchUp: 2, YieldAfter: 50 * time.Millisecond, Open: f.b.Open},
 		Store: store, Start: pos(0), SharedKey: SharedKey("hooks"),
 		NewPipeline: func(key string, s sink.Sink, start event.Position) (*pipeline.Pipeline, error) {
+			// The pipelines log where the gateway does (nil: nowhere), as the
+			// relay's do.
 			return pipeline.New(pipeline.Config{Name: key, Sink: s, Store: saver, Start: start,
-				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond, DrainTimeout: 300 * time.Millisecond})
+				MaxInFlight: 8, CheckpointInterval: 20 * time.Millisecond, DrainTimeout: 300 * time.Millisecond, Logger: f.cfg.Logger})
 		},
 	}
 	for i := range endpoints {

@@ -131,14 +131,33 @@ type Observer interface {
 	Held(endpoint string, cursor event.Position, since time.Time)
 }
 
+// AwakeObserver is implemented by an Observer that also follows the bound
+// on awake endpoints (HubConfig.MaxAwake): SinkMetrics, for the gateway's
+// awake and max_awake series. Several hubs may share one (the scaled-out
+// gateway's partitions): what each reports adds up. Methods are called
+// under the hub's lock and must not block.
+type AwakeObserver interface {
+	// Awake is called with each change of the endpoints the hub counts
+	// awake (those MaxAwake bounds, failing ones included): +1 when it
+	// wakes one, -1 when one leaves the shared stream (let go idle,
+	// detached, stopped). Once every pipeline of the hub's gateway has
+	// ended, its calls add up to 0.
+	Awake(delta int)
+	// AwakeWait is called when the shared stream begins a wait at MaxAwake
+	// (began, d 0), then, while it waits and as the wait ends, with the
+	// time waited since the last call on the hub's clock (d > 0).
+	AwakeWait(began bool, d time.Duration)
+}
+
 // Hub reads the shared stream and hands each transaction to the taps
 // attached to it.
 type Hub struct {
 	cfg   HubConfig
 	log   *slog.Logger
 	obs   Observer
-	slots chan int     // free catch-up slot numbers
-	queue atomic.Int32 // taps waiting for a slot
+	aobs  AwakeObserver // obs's, or one that does nothing
+	slots chan int      // free catch-up slot numbers
+	queue atomic.Int32  // taps waiting for a slot
 
 	// wake and release, set by a gateway that lets endpoints go idle, are
 	// called under mu: wake (by dispatch) for an idle tap with events of a
@@ -221,6 +240,10 @@ func NewHub(cfg HubConfig) *Hub {
 	}
 	if h.obs == nil {
 		h.obs = nopObserver{}
+	}
+	h.aobs, _ = h.obs.(AwakeObserver)
+	if h.aobs == nil {
+		h.aobs = nopObserver{}
 	}
 	return h
 }
@@ -361,6 +384,7 @@ func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
 			t.woken = true
 			h.awake++
 			h.peakAwake = max(h.peakAwake, h.awake)
+			h.aobs.Awake(1)
 		}
 	}
 	t.skip = nil
@@ -404,10 +428,21 @@ func (h *Hub) roomLocked() {
 	clk := h.cfg.clock
 	began := clk.Now()
 	progress := began
-	counted := false
+	// counted: a wait began (at began), counted in waits; its time is
+	// added to waitedNanos (and told the observer) up to mark as it goes,
+	// so that a long wait shows while it lasts.
+	counted, mark := false, began
+	addWaited := func() {
+		now := clk.Now()
+		if d := now.Sub(mark); d > 0 {
+			h.waitedNanos.Add(int64(d))
+			h.aobs.AwakeWait(false, d)
+		}
+		mark = now
+	}
 	defer func() {
 		if counted {
-			h.waitedNanos.Add(int64(clk.Now().Sub(began)))
+			addWaited()
 		}
 	}()
 	for {
@@ -417,6 +452,7 @@ func (h *Hub) roomLocked() {
 			if !counted {
 				counted = true
 				h.waits.Add(1)
+				h.aobs.AwakeWait(true, 0)
 			}
 			recheck := time.NewTimer(wait)
 			select {
@@ -425,6 +461,7 @@ func (h *Hub) roomLocked() {
 				recheck.Stop()
 				return
 			}
+			addWaited()
 		}
 		h.looked = time.Now()
 		released, stuck := h.relieveLocked()
@@ -701,6 +738,7 @@ func (h *Hub) removeLocked(t *Tap) bool {
 	if t.woken {
 		t.woken = false
 		h.awake--
+		h.aobs.Awake(-1)
 	}
 	return true
 }
@@ -745,3 +783,5 @@ type nopObserver struct{}
 
 func (nopObserver) State(string, State)                    {}
 func (nopObserver) Held(string, event.Position, time.Time) {}
+func (nopObserver) Awake(int)                              {}
+func (nopObserver) AwakeWait(bool, time.Duration)          {}

@@ -761,20 +761,54 @@ func (s heldSink) Write(ctx context.Context, batch []*event.Event) error {
 	}
 }
 
+// heldQueuer is a sink.Queuer, as the webhook kind's endpoint is: Submit
+// queues, and each event's acknowledgement waits until hold is closed.
+type heldQueuer struct{ heldSink }
+
+func (s heldQueuer) Submit(ctx context.Context, batch []*event.Event, ack func(i int, err error)) {
+	for i := range batch {
+		s.writing.Add(1)
+		go func() {
+			select {
+			case <-s.hold:
+				ack(i, nil)
+			case <-ctx.Done():
+				ack(i, ctx.Err())
+			}
+		}()
+	}
+}
+
+func (heldQueuer) SubmitOnlyQueues() {}
+
 // What an awake endpoint costs, in the gateway and its pipeline: 2,000
 // endpoints woken by one event each, every write held (each endpoint
 // awake with its event in flight), against the same endpoints idle: the
 // live heap (awake-B/endpoint) and goroutines (goroutines/endpoint) each
-// adds. The sink here is the test's (no HTTP connection): the webhook
-// kind's sink and connection come on top.
+// adds. The sinks here are the test's (no HTTP connection): a Writer, and
+// a Queuer as the webhook kind's endpoint is (the goroutine that holds
+// each acknowledgement is the test's; the webhook kind's sink and
+// connection come on top).
 func BenchmarkAwakeEndpointMemory(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		sink func(hold chan struct{}, writing *atomic.Int64) sink.Sink
+	}{
+		{"writer", func(hold chan struct{}, writing *atomic.Int64) sink.Sink { return heldSink{hold, writing} }},
+		{"queuer", func(hold chan struct{}, writing *atomic.Int64) sink.Sink { return heldQueuer{heldSink{hold, writing}} }},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchmarkAwakeEndpointMemory(b, tc.sink) })
+	}
+}
+
+func benchmarkAwakeEndpointMemory(b *testing.B, newSink func(hold chan struct{}, writing *atomic.Int64) sink.Sink) {
 	const n = 2000
 	heap := liveHeap
 	var perHeap, perG float64
 	for range b.N {
 		hold := make(chan struct{})
 		var writing atomic.Int64
-		f, _, tenants := tenantsFixture(n, 0, heldSink{hold, &writing})
+		f, _, tenants := tenantsFixture(n, 0, newSink(hold, &writing))
 		g, stop := f.runFor(b)
 		for len(g.Keys()) < n {
 			time.Sleep(time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,9 @@ var MetricNames = []string{
 	"outbox_relay_gateway_endpoints",
 	"outbox_relay_gateway_endpoint_lag_seconds",
 	"outbox_relay_gateway_held_cursor_age_seconds",
+	"outbox_relay_gateway_awake_endpoints",
+	"outbox_relay_gateway_max_awake_waits_total",
+	"outbox_relay_gateway_max_awake_wait_seconds_total",
 }
 
 // Metrics holds the gateway's metrics of one relay: per webhook sink run as
@@ -42,6 +46,8 @@ var MetricNames = []string{
 type Metrics struct {
 	m                             *metrics.Metrics
 	statesDesc, lagDesc, heldDesc *prometheus.Desc
+	// The bound on awake endpoints (AwakeObserver).
+	awakeDesc, waitsDesc, waitedDesc *prometheus.Desc
 
 	mu    sync.Mutex
 	sinks map[string]*SinkMetrics
@@ -58,6 +64,11 @@ func NewMetrics(m *metrics.Metrics) (*Metrics, error) {
 		lagDesc:    desc("gateway_endpoint_lag_seconds", fmt.Sprintf("Age of the oldest unacknowledged event of the %d endpoints of a webhook sink with the oldest ones (only those: /endpoints lists every endpoint).", TopLaggingEndpoints), "sink", "endpoint"),
 		heldDesc: desc("gateway_held_cursor_age_seconds", "Age of the oldest cursor of a webhook sink's endpoints that do not run (disabled, off, invalid, stopped): "+
 			"the events committed after it wait for that endpoint and are sent once it runs again; 0 when every endpoint runs. /endpoints shows each one's cursor.", "sink"),
+		awakeDesc: desc("gateway_awake_endpoints", "Endpoints of a webhook sink that its shared stream woke for their events and that are on it now, each with a pipeline, a queue and a connection: "+
+			"those gateway.max_awake bounds (those whose last attempts failed count here but not toward the bound).", "sink"),
+		waitsDesc: desc("gateway_max_awake_waits_total", "Times the shared stream of a webhook sink waited to wake an endpoint because gateway.max_awake endpoints were awake.", "sink"),
+		waitedDesc: desc("gateway_max_awake_wait_seconds_total", "Time the shared stream of a webhook sink spent waiting to wake an endpoint because gateway.max_awake endpoints were awake "+
+			"(counted while it waits): a rate near 1 means the stream reads no further than its awake endpoints deliver.", "sink"),
 	}
 	if err := m.Register(collector{gm}); err != nil {
 		return nil, err
@@ -77,6 +88,10 @@ type SinkMetrics struct {
 	name    string
 	base    *metrics.PipelineObserver // the sink-level series
 	retries *metrics.EndpointObserver // the sink-level count of endpoints' own retries
+
+	// The bound on awake endpoints, as the sink's hubs report it
+	// (AwakeObserver): endpoints awake, waits at max_awake and their time.
+	awake, waits, waitedNanos atomic.Int64
 
 	mu sync.Mutex
 	// states is every endpoint's state, by key, and counts how many are
@@ -232,6 +247,19 @@ func (g *SinkMetrics) Held(key string, cursor event.Position, since time.Time) {
 		}
 	}
 	g.mu.Unlock()
+}
+
+// Awake counts the endpoints the sink's hubs woke and hold awake (an
+// AwakeObserver).
+func (g *SinkMetrics) Awake(delta int) { g.awake.Add(int64(delta)) }
+
+// AwakeWait counts the shared stream's waits at max_awake and their time
+// (an AwakeObserver).
+func (g *SinkMetrics) AwakeWait(began bool, d time.Duration) {
+	if began {
+		g.waits.Add(1)
+	}
+	g.waitedNanos.Add(int64(d))
 }
 
 // Invalid records that key's row of the endpoints table cannot be used,
@@ -537,6 +565,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gm.statesDesc
 	ch <- c.gm.lagDesc
 	ch <- c.gm.heldDesc
+	ch <- c.gm.awakeDesc
+	ch <- c.gm.waitsDesc
+	ch <- c.gm.waitedDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -549,6 +580,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.gm.heldDesc, prometheus.GaugeValue, held, g.name)
+		ch <- prometheus.MustNewConstMetric(c.gm.awakeDesc, prometheus.GaugeValue, float64(g.awake.Load()), g.name)
+		ch <- prometheus.MustNewConstMetric(c.gm.waitsDesc, prometheus.CounterValue, float64(g.waits.Load()), g.name)
+		ch <- prometheus.MustNewConstMetric(c.gm.waitedDesc, prometheus.CounterValue, time.Duration(g.waitedNanos.Load()).Seconds(), g.name)
 		for _, st := range States {
 			ch <- prometheus.MustNewConstMetric(c.gm.statesDesc, prometheus.GaugeValue, float64(counts[st]), g.name, st.String())
 		}

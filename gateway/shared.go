@@ -71,6 +71,7 @@ func (g *Gateway) wakeLocked(idle *Tap, at event.Position, commit time.Time) *Ta
 	ep := r.ep
 	t := g.hub.tapOf(idle.name, idle.filter.Load()) // the same filter: not a copy per wake
 	t.keep = ep.Open == nil
+	t.onDemand = !t.keep
 	g.hub.unindexLocked(idle)
 	g.hub.attachLocked(t, at)
 	t.state.Store(int32(Attached))

@@ -73,6 +73,9 @@ type tapQueue struct {
 	// woken: the hub woke its endpoint and it is on the shared stream
 	// (Hub.awake counts it, MaxAwake bounds it).
 	woken bool
+	// onDemand, set before its pipeline starts and never changed: the
+	// hub woke its endpoint, which is let go once idle (pipeline.Woken).
+	onDemand bool
 	// Guarded by hub.mu while attached.
 	sent event.Position  // the last position put in queue
 	skip *event.Position // attached ahead of the shared stream: skip what this covers
@@ -102,6 +105,11 @@ func (h *Hub) idleTap(name string, f *Filter, cursor *event.Position) *Tap {
 	t.state.Store(int32(Attached))
 	return t
 }
+
+// Woken implements pipeline.Woken: the pipeline reading t is a wake of an
+// endpoint that is let go once idle (not one whose sink was built ahead,
+// or that the gateway started), so it logs its start and end at Debug.
+func (t *Tap) Woken() bool { return t.tapQueue != nil && t.onDemand }
 
 // put puts txn in t's queue if there is room.
 func (t *Tap) put(txn *event.Txn) bool {

@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/pipeline/pipelinetest"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // countingSink acknowledges everything at once.
@@ -18,7 +20,39 @@ type countingSink = pipelinetest.CountingSink
 // event (batching, acks, watermark, limits) with a sink that acknowledges at
 // once: the ceiling it puts on any real sink.
 func BenchmarkPipelineOverhead(b *testing.B) {
-	const perTxn = 10
+	s := &countingSink{}
+	benchmarkOverhead(b, s, &s.N, 10)
+}
+
+// countingQueuer is a sink.Queuer, as a webhook endpoint is, that
+// acknowledges each event as it is submitted and counts them.
+type countingQueuer struct{ countingSink }
+
+func (*countingQueuer) SubmitOnlyQueues() {}
+
+func (q *countingQueuer) Submit(_ context.Context, batch []*event.Event, ack func(int, error)) {
+	for i := range batch {
+		ack(i, nil)
+	}
+	q.N.Add(int64(len(batch)))
+}
+
+// BenchmarkQueuerOverhead is BenchmarkPipelineOverhead for a sink.Queuer,
+// whose queue from the source holds queuerItems events rather than
+// BatchSize: transactions of one event (a gateway endpoint's, mostly) and
+// of 100, more than that queue holds.
+func BenchmarkQueuerOverhead(b *testing.B) {
+	for _, perTxn := range []int{1, 100} {
+		b.Run(fmt.Sprintf("events_per_txn=%d", perTxn), func(b *testing.B) {
+			s := &countingQueuer{}
+			benchmarkOverhead(b, s, &s.N, perTxn)
+		})
+	}
+}
+
+// benchmarkOverhead runs b.N events in transactions of perTxn through a
+// pipeline to s, which counts them in n, and reports events/s.
+func benchmarkOverhead(b *testing.B, s sink.Sink, n *atomic.Int64, perTxn int) {
 	txns := make([]*event.Txn, b.N/perTxn+1)
 	for i := range txns {
 		t := &event.Txn{Position: event.Position{File: "b.1", Pos: uint32(i + 5)}}
@@ -28,7 +62,6 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 		txns[i] = t
 	}
 	want := int64(len(txns) * perTxn)
-	s := &countingSink{}
 	p, err := New(Config{Name: "bench", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4}, BatchSize: 1000})
 	if err != nil {
 		b.Fatal(err)
@@ -38,7 +71,7 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	go func() { done <- p.Run(ctx, &fakeSource{Txns: txns}) }()
-	for s.N.Load() < want {
+	for n.Load() < want {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)

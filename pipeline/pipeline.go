@@ -47,7 +47,10 @@
 // delivery goroutine that runs only while events are queued, or, for a sink
 // whose Submit only queues (sink.Queuer), the source's own goroutine, inside
 // its handler, when nothing else is delivering (a trickle then wakes no
-// second goroutine per transaction).
+// second goroutine per transaction; its queue from the source then holds
+// 16 events, not BatchSize). A source that is Woken (a gateway's endpoint,
+// run only while it has events) has its pipeline's start and end logged at
+// Debug.
 //
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
@@ -103,6 +106,16 @@ const (
 // after from, until ctx ends or handle fails. canal.Reader is one.
 type Source interface {
 	Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
+}
+
+// Woken is implemented by a Source that runs its pipeline only while it
+// has events, one of many (a gateway's endpoint, woken by the shared
+// stream and let go once it holds nothing): Woken reports whether this run
+// is such a wake. The pipeline then logs its start and its final checkpoint
+// save at Debug, not Info: a burst to 100,000 endpoints would log 200,000
+// routine lines. Its warnings and errors are logged as any pipeline's.
+type Woken interface {
+	Woken() bool
 }
 
 // Config wires one pipeline.
@@ -264,6 +277,9 @@ type Pipeline struct {
 	// this run is durable (Stored).
 	running atomic.Pointer[tracker]
 	stored  atomic.Bool
+	// routine is the level of Run's start and end lines: Info, or Debug
+	// for a Woken source's wake.
+	routine slog.Level
 }
 
 // Settled reports whether the running pipeline holds nothing: every event

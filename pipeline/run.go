@@ -59,7 +59,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		return err
 	}
 	from := cp.Position
-	p.log.Info("pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
+	p.routine = slog.LevelInfo
+	if w, ok := src.(Woken); ok && w.Woken() {
+		p.routine = slog.LevelDebug
+	}
+	p.log.Log(ctx, p.routine, "pipeline starting", slog.String("from", from.String()), slog.Bool("resumed", resumed), slog.Int("acked_after", cp.Acked.Len()))
 	p.tracker = newTracker(from, p.cfg.MaxInFlight, p.cfg.MaxInFlightBytes)
 	p.tracker.wmCommit = cp.CommitTime
 	_, p.tracker.readBack = p.cfg.Sink.(recoverer)
@@ -82,7 +86,11 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	// reading stops, or shutdown would hang: closing the tracker frees it.
 	defer context.AfterFunc(readCtx, p.tracker.close)()
 
+	_, queuer := p.cfg.Sink.(sink.Queuer)
 	items := make(chan *item, p.cfg.BatchSize)
+	if queuer {
+		items = make(chan *item, min(p.cfg.BatchSize, queuerItems))
+	}
 	var fatalOnce sync.Once
 	var fatal error
 	var fenced atomic.Bool // another relay took over: stop now, save nothing
@@ -169,7 +177,6 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		delivering.release()
 	})
 
-	_, queuer := p.cfg.Sink.(sink.Queuer)
 	if queuer {
 		// The reader may be delivering (here) when reading stops, waiting on
 		// the fence with deliverCtx: the drain's bound then runs from the
@@ -316,6 +323,15 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	}
 	return ctx.Err()
 }
+
+// queuerItems caps the items queued between the source and the delivery
+// of a sink.Queuer, rather than BatchSize (500 slots: 4 KB at each wake of
+// a gateway's endpoint). The source's goroutine hands each transaction on
+// itself (Submit only queues), so the queue holds one transaction's
+// events, or what the source reads while the sink connects; a larger
+// transaction is handed on by the delivery's goroutine while the source
+// queues the rest, in batches of at most about this many.
+const queuerItems = 16
 
 // drainFrom calls stop DrainTimeout after ctx ends; the func it returns
 // undoes that (if stop has not been called yet).

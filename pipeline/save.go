@@ -110,7 +110,7 @@ func (p *Pipeline) save(ctx context.Context, final bool, start time.Time) error 
 	p.stored.Store(true)
 	p.obs.CheckpointSaved(s.pos, cp.UpdatedAt)
 	if final {
-		p.log.Info("checkpoint saved", slog.String("position", s.pos.String()))
+		p.log.Log(ctx, p.routine, "checkpoint saved", slog.String("position", s.pos.String()))
 	}
 	return nil
 }
