@@ -42,6 +42,7 @@ var kindImportsInTests = map[string]string{
 	"cmd/outbox-relay/dlq_test.go sink/stdout":           "compares `dlq list --json` with what the stdout sink writes for the same events",
 	"cmd/outbox-relay/dlq_test.go sink/webhook":          "replays dead letters to webhook endpoints end to end",
 	"check/check_test.go sink/webhook":                   "writes endpoints table rows with webhook secrets for check to read",
+	"cmd/outbox-relay/gatewayidle_test.go sink/webhook":  "creates the webhook endpoints table of 10,000 rows the relay's gateway reads, killed and restarted end to end",
 	"cmd/outbox-relay/console_test.go sink/webhook":      "creates the webhook endpoints table the console writes to, end to end",
 	"relay/attempts_test.go sink/webhook":                "creates the webhook endpoints table whose rows' tenants the attempts record keeps",
 	"console/names_test.go sink/webhook":                 "folds endpoint names as the webhook kind's table and static names do, to show a tenant's create tells nothing of them",
