@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/internal/every"
 )
 
 // File keeps attempts in a directory beside the checkpoint file (the local
@@ -466,22 +468,15 @@ func (f *File) rotate(last *segment) (*segment, error) {
 // Close.
 func (f *File) syncer() {
 	defer close(f.done)
-	t := time.NewTicker(syncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-t.C:
-			if !f.dirty.Swap(false) {
-				continue
-			}
+	every.Tick(f.stop, syncEvery, func() bool {
+		if f.dirty.Swap(false) {
 			f.mu.RLock()
 			fh := f.segs[len(f.segs)-1].fh
 			f.mu.RUnlock()
 			_ = fh.Sync() // a failure shows in the next Append's write, or is lost with a power cut
 		}
-	}
+		return true
+	})
 }
 
 // Search implements Store.

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/config"
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/internal/defaults"
+	"github.com/outbox-relay/outbox-relay/internal/every"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/position"
 )
@@ -586,18 +587,12 @@ func (h *Hub) holdsBackLocked(t *Tap) bool {
 
 // markLoop sweeps the attached taps every markEvery.
 func (h *Hub) markLoop(stop <-chan struct{}) {
-	tick := time.NewTicker(markEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	every.Tick(stop, markEvery, func() bool {
 		h.mu.Lock()
 		h.sweepLocked()
 		h.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // sweepLocked lets go idle the attached taps that have had no event for

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-relay/outbox-relay/checkpoint"
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/internal/every"
 )
 
 // SharedKey is the checkpoint key of the shared cursor of webhook sink
@@ -160,18 +161,12 @@ func (g *Gateway) saveStopped(ctx context.Context, key string, cp checkpoint.Che
 // keepShared saves the shared cursor every sharedEvery, when it moved,
 // until ctx ends.
 func (g *Gateway) keepShared(ctx context.Context) {
-	tick := time.NewTicker(sharedEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every.Tick(ctx.Done(), sharedEvery, func() bool {
 		if err := g.saveShared(ctx, true); err != nil && ctx.Err() == nil {
 			g.log.Error("shared cursor save failed; will retry", slog.Any("err", err))
 		}
-	}
+		return true
+	})
 }
 
 // saveShared moves the shared cursor S to the shared stream's position, or

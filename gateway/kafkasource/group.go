@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-relay/outbox-relay/event"
 	"github.com/outbox-relay/outbox-relay/gateway"
 	"github.com/outbox-relay/outbox-relay/internal/defaults"
+	"github.com/outbox-relay/outbox-relay/internal/every"
 	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
@@ -297,18 +298,12 @@ func (gr *Group) edge(ctx context.Context, topic string, part int, which int64) 
 func (gr *Group) commitLoop(ctx context.Context, gen *kafkago.Generation) {
 	client := &kafkago.Client{Addr: kafkago.TCP(gr.cfg.Brokers...), Timeout: 5 * time.Second,
 		Transport: &kafkago.Transport{TLS: gr.cfg.Dialer.TLS, SASL: gr.cfg.Dialer.SASLMechanism}}
-	tick := time.NewTicker(gr.cfg.CommitEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every.Tick(ctx.Done(), gr.cfg.CommitEvery, func() bool {
 		if err := gr.commit(ctx, gen, client); err != nil && ctx.Err() == nil {
 			gr.log.Warn("kafka gateway: committing offsets failed (retried; the endpoints' cursors are saved apart)", slog.Any("err", err))
 		}
-	}
+		return true
+	})
 }
 
 func (gr *Group) commit(ctx context.Context, gen *kafkago.Generation, client *kafkago.Client) error {
