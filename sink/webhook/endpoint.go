@@ -84,20 +84,22 @@ type Endpoint struct {
 	lanes map[string]*lane
 	ready []*delivery // lane heads due for an attempt, in FIFO order
 	// running is the number of workers: one is started when an event is
-	// readied, none lingers and fewer than max_concurrency run, and a
-	// worker ends once ready has stayed empty for workerLinger, so an idle
-	// endpoint has none.
+	// readied, none waits and fewer than max_concurrency run, and a worker
+	// ends once ready has stayed empty for workerLinger (up to twice
+	// that), so an idle endpoint has none.
 	running int
-	// lingering counts the workers waiting on wake for a lane head to be
-	// readied; readyLocked hands one a token instead of starting a worker.
-	// wake (made when a worker first lingers, with room for a token per
-	// worker) never holds more tokens than lingering workers took.
-	lingering int
-	wake      chan struct{}
-	started   bool
-	closed    bool
-	disabled  bool
-	probing   bool // a probe goroutine runs
+	// idle are the workers waiting for a lane head (lingerLocked), the
+	// latest last: readyLocked hands one the head instead of starting a
+	// worker.
+	idle []*worker
+	// linger is workerLinger (tests shorten or lengthen it); spawned
+	// counts the workers started.
+	linger   time.Duration
+	spawned  int
+	started  bool
+	closed   bool
+	disabled bool
+	probing  bool // a probe goroutine runs
 	// mayWaitUnreachable: a lane head may be waiting after a connection
 	// failure; false after wakeUnreachableLocked readied them all, so a
 	// delivery does not scan every lane when none waits.
@@ -274,6 +276,7 @@ func makeEndpoint(cfg EndpointConfig, logger *slog.Logger, carry *carried, check
 		scrub:     redact.NewReplacer(cfg.secretValues()...),
 		lanes:     make(map[string]*lane),
 		closing:   make(chan struct{}),
+		linger:    workerLinger,
 
 		probeEvery: cfg.Policy.WithDefaults().Probe,
 		logEvery:   DefaultFailureLogInterval,
@@ -570,13 +573,16 @@ func (e *Endpoint) Close(ctx context.Context) error {
 // runs what is ready until nothing is for workerLinger.
 func (e *Endpoint) readyLocked(d *delivery) {
 	e.ready = append(e.ready, d)
-	if e.lingering > 0 {
-		e.lingering--
-		e.wake <- struct{}{} // room for one per lingering worker: never blocks
+	if n := len(e.idle); n > 0 {
+		w := e.idle[n-1] // the latest to wait: the others may expire
+		e.idle = e.idle[:n-1]
+		w.idle = false
+		w.wake <- struct{}{} // its one token: never blocks
 		return
 	}
 	if e.running < e.cfg.MaxConcurrency && e.started && !e.closed {
 		e.running++
+		e.spawned++
 		e.workers.Add(1)
 		go e.worker()
 	}
@@ -701,27 +707,44 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 	}
 }
 
-// workerLinger is how long a worker waits for the next lane head once none
-// is due before it ends. At a steady rate (a transaction every few
-// milliseconds) the next event then finds a worker whose stack has grown
-// already, instead of starting a goroutine that grows its stack again on
-// the way into the HTTP client (runtime.newstack was 8 % of the relay's CPU
-// for one endpoint at 2,000 events a second); an endpoint that has had no
-// event for workerLinger has no goroutine.
+// workerLinger is how long a worker with nothing due waits for the next
+// lane head before it ends (between one and two workerLinger). At a steady
+// rate (a transaction every few milliseconds) the next event then wakes a
+// worker whose stack has grown already, instead of starting a goroutine
+// that grows its stack again on the way into the HTTP client
+// (runtime.newstack was 8 % of the relay's CPU for one endpoint at 2,000
+// events a second); an endpoint that has had no event for twice
+// workerLinger has no goroutine.
 const workerLinger = 20 * time.Millisecond
+
+// worker is a running worker's state, once it has waited for work.
+// Guarded by Endpoint.mu.
+type worker struct {
+	// wake receives one token when readyLocked hands it a lane head or its
+	// linger is over (quit); it is made at its first wait, with expiry.
+	wake chan struct{}
+	// expiry fires every workerLinger while the worker runs: a worker that
+	// waits and took nothing since the last is told to quit. One timer
+	// per worker, not one per wait: a wait costs no timer operation.
+	expiry *time.Timer
+	idle   bool // in Endpoint.idle, waiting on wake
+	used   bool // took a lane head since expiry last fired
+	quit   bool
+	done   bool // ended: expiry does nothing
+}
 
 // worker runs attempts until none has been due for workerLinger or the
 // endpoint closes.
 func (e *Endpoint) worker() {
 	defer e.workers.Done()
-	var linger *time.Timer
+	w := &worker{}
 	defer func() {
-		if linger != nil {
-			linger.Stop()
+		if w.expiry != nil {
+			w.expiry.Stop()
 		}
 	}()
 	for {
-		d, ok := e.next(&linger)
+		d, ok := e.next(w)
 		if !ok {
 			return
 		}
@@ -729,19 +752,19 @@ func (e *Endpoint) worker() {
 	}
 }
 
-// next takes a due lane head, waiting up to workerLinger for one (on the
-// calling worker's timer *linger, made at its first wait). When none is due
-// by then or the endpoint is closed it reports false, and the calling
-// worker ends.
-func (e *Endpoint) next(linger **time.Timer) (*delivery, bool) {
+// next takes a due lane head for w, waiting for one while w lingers. When
+// none is due by the end of its linger or the endpoint is closed it
+// reports false, and the calling worker ends.
+func (e *Endpoint) next(w *worker) (*delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		if len(e.ready) == 0 && !e.closed && e.lingerLocked(linger) {
+		if len(e.ready) == 0 && !e.closed && e.lingerLocked(w) {
 			continue
 		}
 		if len(e.ready) == 0 || e.closed {
 			e.running--
+			w.done = true
 			return nil, false
 		}
 		d := e.ready[0]
@@ -754,42 +777,59 @@ func (e *Endpoint) next(linger **time.Timer) (*delivery, bool) {
 		if d.done {
 			continue
 		}
+		w.used = true
 		return d, true
 	}
 }
 
-// lingerLocked waits, with e.mu let go meanwhile, up to workerLinger for
-// readyLocked's token; it reports whether it got one (a lane head may be
-// ready: the caller looks).
-func (e *Endpoint) lingerLocked(linger **time.Timer) bool {
-	if e.wake == nil {
-		e.wake = make(chan struct{}, e.cfg.MaxConcurrency)
+// lingerLocked waits, with e.mu let go meanwhile, for readyLocked to hand
+// w a lane head, for its linger to be over, or for Close; it reports
+// false once w is to quit.
+func (e *Endpoint) lingerLocked(w *worker) bool {
+	if w.quit {
+		return false
 	}
-	e.lingering++
-	wake := e.wake
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+		w.expiry = time.AfterFunc(e.linger, func() { e.expire(w) })
+	}
+	w.idle = true
+	e.idle = append(e.idle, w)
 	e.mu.Unlock()
-	if *linger == nil {
-		*linger = time.NewTimer(workerLinger)
-	} else {
-		(*linger).Reset(workerLinger)
-	}
 	select {
-	case <-wake:
-		e.mu.Lock()
-		return true
-	case <-(*linger).C:
+	case <-w.wake:
 	case <-e.closing:
 	}
 	e.mu.Lock()
-	// readyLocked may have counted this worker out and sent its token
-	// between the timer and the lock: take it.
-	select {
-	case <-wake:
-		return true
-	default:
+	if w.idle { // Close: no token came
+		e.unidleLocked(w)
 	}
-	e.lingering--
-	return false
+	return !w.quit
+}
+
+// expire ends w's linger if it waits and took nothing since the last
+// expiry; otherwise it lets w linger one more workerLinger.
+func (e *Endpoint) expire(w *worker) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case w.done:
+	case w.idle && !w.used:
+		e.unidleLocked(w)
+		w.quit = true
+		w.wake <- struct{}{}
+	default:
+		w.used = false
+		w.expiry.Reset(e.linger)
+	}
+}
+
+// unidleLocked takes w, waiting, off the idle list.
+func (e *Endpoint) unidleLocked(w *worker) {
+	w.idle = false
+	if i := slices.Index(e.idle, w); i >= 0 {
+		e.idle = slices.Delete(e.idle, i, i+1)
+	}
 }
 
 // watchLocked gives d a context that is cancelled when d is dropped

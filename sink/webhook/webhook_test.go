@@ -1280,3 +1280,75 @@ func TestIdleEndpointsRunNoGoroutines(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A worker with nothing due lingers: the next event is handed to it instead
+// of starting a goroutine, and Close ends it without waiting its linger
+// out. (With a linger of an hour, a Close that waited for it would fail.)
+func TestALingeringWorkerTakesTheNextEvent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	e, err := NewEndpoint(testConfig(srv.URL), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.linger = time.Hour
+	if err := e.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.idle)
+	}
+	for i := range 3 {
+		if err := write(t, e, ev(fmt.Sprintf("e%d", i), "agg")); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); waiting() != 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after event %d, %d workers wait, want 1", i, waiting())
+			}
+		}
+	}
+	e.mu.Lock()
+	spawned, running := e.spawned, e.running
+	e.mu.Unlock()
+	if spawned != 1 || running != 1 {
+		t.Fatalf("3 events one after another started %d workers (%d running), want 1", spawned, running)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatalf("Close with a lingering worker: %v", err)
+	}
+	if e.running != 0 {
+		t.Fatalf("%d workers run after Close, want 0", e.running)
+	}
+}
+
+// A worker whose linger is over ends: an endpoint with no event for a while
+// runs none.
+func TestAWorkerEndsOnceItsLingerIsOver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	e := newEndpoint(t, testConfig(srv.URL))
+	if err := write(t, e, ev("e1", "a"), ev("e2", "b"), ev("e3", "c")); err != nil {
+		t.Fatal(err)
+	}
+	running := func() int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.running + len(e.idle)
+	}
+	for deadline := time.Now().Add(10 * time.Second); running() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still run 10s after the last event, want none", running())
+		}
+	}
+}
