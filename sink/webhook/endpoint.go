@@ -93,9 +93,10 @@ type Endpoint struct {
 	// worker.
 	idle []*worker
 	// linger is workerLinger (tests shorten or lengthen it); spawned
-	// counts the workers started.
+	// counts the workers started; ended is when a worker last ended.
 	linger   time.Duration
 	spawned  int
+	ended    time.Time
 	started  bool
 	closed   bool
 	disabled bool
@@ -570,7 +571,7 @@ func (e *Endpoint) Close(ctx context.Context) error {
 
 // readyLocked queues d, a lane head, for an attempt, and wakes a lingering
 // worker for it, or starts one unless max_concurrency of them run: each
-// runs what is ready until nothing is for workerLinger.
+// runs what is ready until nothing is (for workerLinger at a steady rate).
 func (e *Endpoint) readyLocked(d *delivery) {
 	e.ready = append(e.ready, d)
 	if n := len(e.idle); n > 0 {
@@ -584,7 +585,10 @@ func (e *Endpoint) readyLocked(d *delivery) {
 		e.running++
 		e.spawned++
 		e.workers.Add(1)
-		go e.worker()
+		// A worker lingers only at a steady rate: when the last one ended
+		// within its linger (a gateway's thousand endpoints at a few events
+		// a second each start one per event, as before, and keep no timer).
+		go e.worker(!e.ended.IsZero() && time.Since(e.ended) < e.linger)
 	}
 }
 
@@ -708,13 +712,14 @@ func (e *Endpoint) dropLocked(l *lane, from int, errFor func(*delivery) error) {
 }
 
 // workerLinger is how long a worker with nothing due waits for the next
-// lane head before it ends (between one and two workerLinger). At a steady
-// rate (a transaction every few milliseconds) the next event then wakes a
-// worker whose stack has grown already, instead of starting a goroutine
-// that grows its stack again on the way into the HTTP client
-// (runtime.newstack was 8 % of the relay's CPU for one endpoint at 2,000
-// events a second); an endpoint that has had no event for twice
-// workerLinger has no goroutine.
+// lane head before it ends (between one and two workerLinger), when it was
+// started within workerLinger of the end of the last: at a steady rate (a
+// transaction every few milliseconds) the next event then wakes a worker
+// whose stack has grown already, instead of starting a goroutine that
+// grows its stack again on the way into the HTTP client (runtime.newstack
+// was 8 % of the relay's CPU for one endpoint at 2,000 events a second);
+// an endpoint that has had no event for twice workerLinger has no
+// goroutine.
 const workerLinger = 20 * time.Millisecond
 
 // worker is a running worker's state, once it has waited for work.
@@ -726,18 +731,19 @@ type worker struct {
 	// expiry fires every workerLinger while the worker runs: a worker that
 	// waits and took nothing since the last is told to quit. One timer
 	// per worker, not one per wait: a wait costs no timer operation.
-	expiry *time.Timer
-	idle   bool // in Endpoint.idle, waiting on wake
-	used   bool // took a lane head since expiry last fired
-	quit   bool
-	done   bool // ended: expiry does nothing
+	expiry  *time.Timer
+	idle    bool // in Endpoint.idle, waiting on wake
+	used    bool // took a lane head since expiry last fired
+	quit    bool
+	done    bool // ended: expiry does nothing
+	lingers bool // it waits when nothing is due (a steady rate)
 }
 
-// worker runs attempts until none has been due for workerLinger or the
-// endpoint closes.
-func (e *Endpoint) worker() {
+// worker runs attempts until none is due (has been for workerLinger, if it
+// lingers) or the endpoint closes.
+func (e *Endpoint) worker(lingers bool) {
 	defer e.workers.Done()
-	w := &worker{}
+	w := &worker{lingers: lingers}
 	defer func() {
 		if w.expiry != nil {
 			w.expiry.Stop()
@@ -765,6 +771,7 @@ func (e *Endpoint) next(w *worker) (*delivery, bool) {
 		if len(e.ready) == 0 || e.closed {
 			e.running--
 			w.done = true
+			e.ended = time.Now()
 			return nil, false
 		}
 		d := e.ready[0]
@@ -786,7 +793,7 @@ func (e *Endpoint) next(w *worker) (*delivery, bool) {
 // w a lane head, for its linger to be over, or for Close; it reports
 // false once w is to quit.
 func (e *Endpoint) lingerLocked(w *worker) bool {
-	if w.quit {
+	if w.quit || !w.lingers {
 		return false
 	}
 	if w.wake == nil {
