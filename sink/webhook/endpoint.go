@@ -791,9 +791,11 @@ func (e *Endpoint) next(w *worker) (*delivery, bool) {
 
 // lingerLocked waits, with e.mu let go meanwhile, for readyLocked to hand
 // w a lane head, for its linger to be over, or for Close; it reports
-// false once w is to quit.
+// false once w is to quit. One worker at a time lingers: a steady rate
+// needs one, and on a backlog the others end when nothing is due, as
+// before, instead of each being woken in turn.
 func (e *Endpoint) lingerLocked(w *worker) bool {
-	if w.quit || !w.lingers {
+	if w.quit || !w.lingers || len(e.idle) > 0 {
 		return false
 	}
 	if w.wake == nil {
