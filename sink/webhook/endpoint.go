@@ -89,9 +89,19 @@ type Endpoint struct {
 	lanes map[string]*lane
 	ready []*delivery // lane heads due for an attempt, in FIFO order
 	// running is the number of workers: one is started when an event is
-	// readied and fewer than max_concurrency run, and a worker ends when
-	// ready is empty, so an idle endpoint has none.
-	running  int
+	// readied, none waits and fewer than max_concurrency run, and a worker
+	// ends once ready has stayed empty for workerLinger (up to twice
+	// that), so an idle endpoint has none.
+	running int
+	// idle are the workers waiting for a lane head (lingerLocked), the
+	// latest last: readyLocked hands one the head instead of starting a
+	// worker.
+	idle []*worker
+	// linger is workerLinger (tests shorten or lengthen it); spawned
+	// counts the workers started; ended is when a worker last ended.
+	linger   time.Duration
+	spawned  int
+	ended    time.Time
 	started  bool
 	closed   bool
 	disabled bool
@@ -207,6 +217,7 @@ func makeEndpoint(cfg EndpointConfig, logger *slog.Logger, carry *carried, check
 		scrub:     redact.NewReplacer(cfg.secretValues()...),
 		lanes:     make(map[string]*lane),
 		closing:   make(chan struct{}),
+		linger:    workerLinger,
 
 		probeEvery: cfg.Policy.WithDefaults().Probe,
 		logEvery:   DefaultFailureLogInterval,

@@ -6,6 +6,8 @@ package webhook
 // moving a lane on, holding it behind a head that failed for good until its
 // ack returned, and dropping what is left.
 
+import "time"
+
 // lane is the FIFO of one aggregate's undone events; only its head is ever
 // attempted.
 type lane struct {
@@ -16,15 +18,26 @@ type lane struct {
 	held bool
 }
 
-// readyLocked queues d, a lane head, for an attempt, and starts a worker for
-// it unless max_concurrency of them run: each runs what is ready until
-// nothing is.
+// readyLocked queues d, a lane head, for an attempt, and wakes a lingering
+// worker for it, or starts one unless max_concurrency of them run: each
+// runs what is ready until nothing is (for workerLinger at a steady rate).
 func (e *Endpoint) readyLocked(d *delivery) {
 	e.ready = append(e.ready, d)
+	if n := len(e.idle); n > 0 {
+		w := e.idle[n-1] // the latest to wait: the others may expire
+		e.idle = e.idle[:n-1]
+		w.idle = false
+		w.wake <- struct{}{} // its one token: never blocks
+		return
+	}
 	if e.running < e.cfg.MaxConcurrency && e.started && !e.closed {
 		e.running++
+		e.spawned++
 		e.workers.Add(1)
-		go e.worker()
+		// A worker lingers only at a steady rate: when the last one ended
+		// within its linger (a gateway's thousand endpoints at a few events
+		// a second each start one per event, as before, and keep no timer).
+		go e.worker(!e.ended.IsZero() && time.Since(e.ended) < e.linger)
 	}
 }
 

@@ -1277,3 +1277,92 @@ func TestIdleEndpointsRunNoGoroutines(t *testing.T) {
 		t.Logf("%d idle endpoints still run %d goroutines after delivering, want none", endpoints, runtime.NumGoroutine()-before)
 	})
 }
+
+// A worker with nothing due lingers at a steady rate (it was started within
+// its linger of the end of the last): the next events are handed to it
+// instead of starting a goroutine each, and Close ends it without waiting
+// its linger out. (With a linger of an hour, a Close that waited for it
+// would fail.) The first worker, with none ended before it, does not linger.
+func TestALingeringWorkerTakesTheNextEvent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	e, err := NewEndpoint(testConfig(srv.URL), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.linger = time.Hour
+	if err := e.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	workers := func() (running, waiting, spawned int) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.running, len(e.idle), e.spawned
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				r, w, s := workers()
+				t.Fatalf("%s: %d workers run, %d wait, %d started", what, r, w, s)
+			}
+		}
+	}
+	if err := write(t, e, ev("e0", "agg")); err != nil {
+		t.Fatal(err)
+	}
+	until("the first worker ends", func() bool { r, _, _ := workers(); return r == 0 })
+	for i := 1; i <= 3; i++ {
+		if err := write(t, e, ev(fmt.Sprintf("e%d", i), "agg")); err != nil {
+			t.Fatal(err)
+		}
+		until(fmt.Sprintf("after event %d, one worker waits", i), func() bool { _, w, _ := workers(); return w == 1 })
+	}
+	if running, _, spawned := workers(); spawned != 2 || running != 1 {
+		t.Fatalf("4 events one after another started %d workers (%d running), want 2 (1 running)", spawned, running)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatalf("Close with a lingering worker: %v", err)
+	}
+	if running, _, _ := workers(); running != 0 {
+		t.Fatalf("%d workers run after Close, want 0", running)
+	}
+}
+
+// A worker whose linger is over ends: an endpoint with no event for a while
+// runs none, whether its worker lingered (started within its linger of the
+// last one's end) or not.
+func TestAWorkerEndsOnceItsLingerIsOver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	e := newEndpoint(t, testConfig(srv.URL))
+	e.linger = time.Second // the second worker lingers, however loaded the machine
+	running := func() int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.running + len(e.idle)
+	}
+	for i := range 2 {
+		if err := write(t, e, ev(fmt.Sprintf("e%d", i), "a")); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); running() != 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d workers still run 10s after event %d, want none", running(), i)
+			}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.spawned != 2 {
+		t.Fatalf("2 events started %d workers, want 2", e.spawned)
+	}
+}
