@@ -107,7 +107,7 @@ func (b builder) build(ec EndpointConfig) (gateway.Endpoint, error) {
 	ec = ec.WithDefaults()
 	key := b.key(ec.Name)
 	carry := &carried{}
-	return b.endpoint(key, gatewayFilter(ec.Filter), func() (sink.Sink, error) { return b.open(key, ec, carry) })
+	return b.endpoint(key, gatewayFilter(ec.Filter), func() (sink.Sink, error) { return b.open(key, ec, carry) }), nil
 }
 
 // key is the gateway's key of the endpoint named name.
@@ -115,8 +115,8 @@ func (b builder) key(name string) string { return b.p.Sink + "/" + name + b.p.Su
 
 // endpoint is the gateway's endpoint key, routed by filter, whose sink
 // open makes when the gateway wakes it.
-func (b builder) endpoint(key string, filter gateway.Filter, open func() (sink.Sink, error)) (gateway.Endpoint, error) {
-	return gateway.Endpoint{Key: key, Filter: filter, Open: open}, nil
+func (b builder) endpoint(key string, filter gateway.Filter, open func() (sink.Sink, error)) gateway.Endpoint {
+	return gateway.Endpoint{Key: key, Filter: filter, Open: open}
 }
 
 // open makes a sink of endpoint key: ec, its defaults applied and valid,

@@ -222,11 +222,7 @@ func (te *tableEndpoints) admit(cols rowColumns, row TableEndpoint) gateway.Endp
 		return gateway.Endpoint{Key: key, Held: true}
 	}
 	r := &tableRow{cols: cols}
-	ep, err := te.endpoint(key, r, row.Config.Filter)
-	if err != nil {
-		te.invalid(row.ID, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, row.ID, err))
-		return gateway.Endpoint{Key: key, Held: true}
-	}
+	ep := te.endpoint(key, r, row.Config.Filter)
 	te.rows[key] = r
 	delete(te.bad, key)
 	return ep
@@ -235,7 +231,7 @@ func (te *tableEndpoints) admit(cols rowColumns, row TableEndpoint) gateway.Endp
 // endpoint is the gateway's endpoint of row r keyed key, routed by filter
 // (its decoded config's): Open decodes r's columns as they are then and
 // makes its sink, handed on what r carries.
-func (te *tableEndpoints) endpoint(key string, r *tableRow, filter Filter) (gateway.Endpoint, error) {
+func (te *tableEndpoints) endpoint(key string, r *tableRow, filter Filter) gateway.Endpoint {
 	return te.b.endpoint(key, gatewayFilter(filter), func() (sink.Sink, error) {
 		cols, carry := r.open()
 		row, err := te.tc.decode(cols)
@@ -309,11 +305,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 			// Disabled for failing: an UPDATE of its row enables it, with
 			// the row as it is now, from its cursor.
 			r := old.changed(cols)
-			ep, err := te.endpoint(key, r, row.Config.Filter)
-			if err != nil {
-				te.log.Error("endpoints table: endpoint not enabled", slog.String("endpoint", key), slog.Any("err", err))
-				continue
-			}
+			ep := te.endpoint(key, r, row.Config.Filter)
 			te.rows[key] = r
 			g.Go(func() {
 				if _, err := g.Enable(context.Background(), key, &ep); err != nil {
@@ -325,12 +317,7 @@ func (te *tableEndpoints) changed(g *gateway.Gateway, txn *event.Txn) {
 		switch {
 		case !running:
 			r := &tableRow{cols: cols}
-			ep, err := te.endpoint(key, r, row.Config.Filter)
-			if err != nil {
-				te.invalid(id, fmt.Errorf("endpoints table %s, row %q: %w", te.tc.Table, id, err))
-				te.hold(g, key)
-				continue
-			}
+			ep := te.endpoint(key, r, row.Config.Filter)
 			te.rows[key] = r
 			if _, err := te.store.Load(context.Background(), key); err == nil {
 				// Re-enabled: it resumes from its cursor, catching up.
@@ -439,7 +426,7 @@ func (te *tableEndpoints) restart(g *gateway.Gateway, key string, done <-chan st
 	var ep gateway.Endpoint
 	row, err := te.tc.decode(r.columns())
 	if err == nil {
-		ep, err = te.endpoint(key, r, row.Config.Filter)
+		ep = te.endpoint(key, r, row.Config.Filter)
 	}
 	g.Hub().Unlock()
 	if err == nil {
