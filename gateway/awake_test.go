@@ -426,7 +426,17 @@ func TestAnEndpointThatFailsAtItsWakeIsNotCountedAwake(t *testing.T) {
 	if key := <-stopped; key != "hooks/a1" {
 		t.Fatalf("%s stopped, want hooks/a1", key)
 	}
-	lingerUntil(t, g, clk, 1)
+	// Once the other two are let go (after their Linger) and every
+	// pipeline has ended: the hub's count is read only then, not as soon
+	// as it reads 1, which a loaded machine can show while one of the
+	// others is still awake and the failed one already uncounted.
+	waitFor(t, "the others to be let go and every pipeline to end", func() bool {
+		g.hub.Lock()
+		clk.Advance(DefaultLinger)
+		g.hub.sweepLocked()
+		g.hub.Unlock()
+		return awakeOf(g) == 0
+	})
 	g.hub.Lock()
 	awake := g.hub.awake
 	g.hub.Unlock()
