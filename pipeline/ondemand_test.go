@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/sink"
 )
 
 // here runs the loop on the caller's goroutine when nothing runs it, and
@@ -72,11 +73,17 @@ func (q *queuingSink) Submit(_ context.Context, batch []*event.Event, ack func(i
 // ends Run, after DrainTimeout: the reader is not left waiting on a
 // delivery context that only its own return would end.
 func TestAQueuersDeliveryOnTheSourcesGoroutineDoesNotHoldUpTheStop(t *testing.T) {
-	s := &queuingSink{}
+	queuer, local := &queuingSink{}, &localSink{}
+	t.Run("a Queuer", func(t *testing.T) { deliveryOnTheSourcesGoroutineStops(t, queuer, &queuer.scriptSink) })
+	// A Local sink's Write of a transaction that came to a waiting source.
+	t.Run("a Local sink", func(t *testing.T) { deliveryOnTheSourcesGoroutineStops(t, local, &local.scriptSink) })
+}
+
+func deliveryOnTheSourcesGoroutineStops(t *testing.T, sk sink.Sink, s *scriptSink) {
 	var block atomic.Bool
 	var fencedOnce sync.Once
 	fenced := make(chan struct{})
-	cfg := Config{Name: "s", Sink: s, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
+	cfg := Config{Name: "s", Sink: sk, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
 		CheckpointInterval: time.Hour, DrainTimeout: 10 * time.Millisecond,
 		Fence: func(ctx context.Context) error {
 			if !block.Load() {
@@ -98,6 +105,8 @@ func TestAQueuersDeliveryOnTheSourcesGoroutineDoesNotHoldUpTheStop(t *testing.T)
 		for len(s.got()) == 0 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond) // the first delivered: the delivery goroutine is done or ending
 		}
+		p.delivering.wait()               // ended: the next is handed on from here
+		time.Sleep(2 * DefaultTrickleGap) // and comes to a waiting source
 		block.Store(true)
 		if err := handle(ctx, ts[1]); err != nil {
 			return err

@@ -48,7 +48,11 @@
 // whose Submit only queues (sink.Queuer), the source's own goroutine, inside
 // its handler, when nothing else is delivering (a trickle then wakes no
 // second goroutine per transaction; its queue from the source then holds
-// 16 events, not BatchSize). A source that is Woken (a gateway's endpoint,
+// 16 events, not BatchSize). A sink whose Write only writes to a local pipe
+// or file (sink.Local: stdout) is written from the source's goroutine too
+// when nothing else is delivering and the transaction came TrickleGap or
+// more after the last was handed on, so the source had been waiting for the
+// binlog; on a backlog its batches are written beside the reading. A source that is Woken (a gateway's endpoint,
 // run only while it has events) has its pipeline's start and end logged at
 // Debug.
 //
@@ -180,6 +184,11 @@ type Config struct {
 	Retry retry.Policy
 	// DrainTimeout bounds the delivery of in-flight events at shutdown. Default 10s.
 	DrainTimeout time.Duration
+	// TrickleGap is how long after the source's handler last returned a
+	// transaction must come for a sink.Local (stdout) to be written on the
+	// source's goroutine rather than from a goroutine of the pipeline's.
+	// Default DefaultTrickleGap (100µs).
+	TrickleGap time.Duration
 	// Fence, if set, is asked before every sink write, dead-letter write
 	// and checkpoint save (but the final one) whether this relay may still deliver (checkpoint.Fencer: it holds the
 	// store's lock). An error stops the pipeline; checkpoint.ErrFenced stops
@@ -280,6 +289,9 @@ type Pipeline struct {
 	// routine is the level of Run's start and end lines: Info, or Debug
 	// for a Woken source's wake.
 	routine slog.Level
+	// delivering is Run's delivery loop, kept for tests that wait for it
+	// to rest between transactions.
+	delivering *onDemand
 }
 
 // Settled reports whether the running pipeline holds nothing: every event
@@ -332,6 +344,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.CheckpointGap *= ReadBackGapFactor
 	}
 	defd(&cfg.DrainTimeout, DefaultDrainTimeout)
+	defd(&cfg.TrickleGap, DefaultTrickleGap)
 	cfg.Retry = cfg.Retry.WithDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

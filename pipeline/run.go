@@ -87,6 +87,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	defer context.AfterFunc(readCtx, p.tracker.close)()
 
 	_, queuer := p.cfg.Sink.(sink.Queuer)
+	_, local := p.cfg.Sink.(sink.Local)
 	items := make(chan *item, p.cfg.BatchSize)
 	if queuer {
 		items = make(chan *item, min(p.cfg.BatchSize, queuerItems))
@@ -138,6 +139,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 			return done || err != nil
 		}}
+	p.delivering = delivering
 	saving := &onDemand{held: !resumed, rest: p.tracker.rest, run: func() bool {
 		p.saveLoop(readCtx, fail)
 		ev, b, oldest := p.tracker.inFlight() // the last report of this run of the saver
@@ -177,14 +179,23 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		delivering.release()
 	})
 
-	if queuer {
+	if queuer || local {
 		// The reader may be delivering (here) when reading stops, waiting on
 		// the fence with deliverCtx: the drain's bound then runs from the
 		// end of reading, not from the reader's return, which it holds up.
 		defer p.drainFrom(readCtx, stopDelivery)()
 	}
-	ready := false // recovered was seen closed
+	ready := false     // recovered was seen closed
+	var back time.Time // when the handler last returned (a Local sink's)
 	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+		// A transaction that comes TrickleGap or more after the last one was
+		// handed on found the source waiting for the binlog: a Local sink
+		// writes it from here (the source would only wait meanwhile), not
+		// from a goroutine woken for it.
+		waited := local && time.Since(back) >= p.cfg.TrickleGap
+		if local {
+			defer func() { back = time.Now() }()
+		}
 		if !ready {
 			select {
 			case <-recovered:
@@ -254,9 +265,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			}
 		}
 		if len(items) > 0 {
-			if queuer {
-				// Submit only queues: hand the batch on from here rather
-				// than wake a goroutine for it.
+			if queuer || waited {
+				// Submit only queues, or a Local sink's Write writes what
+				// came to a waiting source: hand the batch on from here
+				// rather than wake a goroutine for it.
 				delivering.here()
 			} else {
 				delivering.kick()
@@ -323,6 +335,16 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	}
 	return ctx.Err()
 }
+
+// DefaultTrickleGap is how long after the source's handler last returned a
+// transaction must come for a sink.Local to be written on the source's
+// goroutine (Config.TrickleGap). Between transactions read back to back (a backlog) the source
+// only parses, a few µs per event; at a steady 2,000 single-row
+// transactions a second they come 500 µs apart. Written from the source's
+// goroutine, a trickle's transaction wakes no second thread: at 2,000/s to
+// stdout that was XX µs of CPU per event (BENCHMARKS.md, the steady rate,
+// round 4).
+const DefaultTrickleGap = 100 * time.Microsecond
 
 // queuerItems caps the items queued between the source and the delivery
 // of a sink.Queuer, rather than BatchSize (500 slots: 4 KB at each wake of

@@ -77,6 +77,19 @@ type Queuer interface {
 	SubmitOnlyQueues()
 }
 
+// Local is implemented by a sink whose Write only writes to a local pipe or
+// file (stdout): no network, no broker, no round trip to wait for. The
+// pipeline may then call Write on its source's goroutine for a transaction
+// that came after the source had waited for the binlog (a trickle) when
+// nothing else is delivering, rather than wake a goroutine of its own for
+// it; on a backlog it still writes from a goroutine of its own, beside the
+// reading, a batch at a time.
+type Local interface {
+	Sink
+	// WritesLocally marks the promise; it is never called.
+	WritesLocally()
+}
+
 // Prober is implemented by sinks that can check their destination before
 // any event: that it is reachable, accepts the sink's credentials, and has
 // what the sink delivers to (a stream, an exchange), or that Connect will

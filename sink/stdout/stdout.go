@@ -46,7 +46,10 @@ type Sink struct {
 	payload bytes.Buffer // a compacted payload, reused
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.Local = (*Sink)(nil)
+
+// WritesLocally implements sink.Local: Write writes to a pipe or file.
+func (*Sink) WritesLocally() {}
 
 // output is what every Sink writing to one writer shares: its buffer, and
 // the lock a Write holds from its batch's first byte to its flush.
