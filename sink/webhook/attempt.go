@@ -28,6 +28,14 @@ import (
 // goroutine.
 const workerLinger = 20 * time.Millisecond
 
+// lingerers is how many of an endpoint's workers linger at once. At a
+// steady rate an event often comes while the last one's request is still
+// under way: with one lingering worker, busy then, the endpoint started a
+// worker for it, which grew its stack on its way into the HTTP client and
+// ended again (at 2,000 events a second to one endpoint, 1,000 goroutines
+// started a second). With two, the second is woken instead.
+const lingerers = 2
+
 // worker is a running worker's state, once it has waited for work.
 // Guarded by Endpoint.mu.
 type worker struct {
@@ -97,11 +105,11 @@ func (e *Endpoint) next(w *worker) (*delivery, bool) {
 
 // lingerLocked waits, with e.mu let go meanwhile, for readyLocked to hand
 // w a lane head, for its linger to be over, or for Close; it reports
-// false once w is to quit. One worker at a time lingers: a steady rate
-// needs one, and on a backlog the others end when nothing is due, as
-// before, instead of each being woken in turn.
+// false once w is to quit. At most lingerers workers linger at a time: on
+// a backlog the others end when nothing is due, as before, instead of each
+// being woken in turn.
 func (e *Endpoint) lingerLocked(w *worker) bool {
-	if w.quit || !w.lingers || len(e.idle) > 0 {
+	if w.quit || !w.lingers || len(e.idle) >= lingerers {
 		return false
 	}
 	if w.wake == nil {
