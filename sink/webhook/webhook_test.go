@@ -1334,6 +1334,64 @@ func TestALingeringWorkerTakesTheNextEvent(t *testing.T) {
 	}
 }
 
+// At a steady rate an event often comes while the lingering worker's
+// request is still under way: a second worker lingers then too, so the
+// next two events wake the two instead of starting a goroutine (each grew
+// its stack again on its way into the HTTP client).
+func TestTwoWorkersLingerBesideEachOther(t *testing.T) {
+	hold := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Header.Get("webhook-id") == "held" {
+			<-hold
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	e := newEndpoint(t, testConfig(srv.URL))
+	e.linger = time.Hour
+	workers := func() (running, waiting, spawned int) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.running, len(e.idle), e.spawned
+	}
+	until := func(what string, ok func(running, waiting, spawned int) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(workers()); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				r, w, s := workers()
+				t.Fatalf("%s: %d workers run, %d wait, %d started", what, r, w, s)
+			}
+		}
+	}
+	if err := write(t, e, ev("e0", "a")); err != nil {
+		t.Fatal(err)
+	}
+	until("the first worker ends", func(r, _, _ int) bool { return r == 0 })
+	held := make(chan error, 1)
+	go func() { held <- write(t, e, ev("held", "a")) }() // its worker lingers, once done
+	until("the held request's worker runs", func(r, _, _ int) bool { return r == 1 })
+	if err := write(t, e, ev("e1", "b")); err != nil { // a second worker
+		t.Fatal(err)
+	}
+	close(hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	until("both workers wait", func(r, w, _ int) bool { return r == w })
+	if running, waiting, _ := workers(); waiting != 2 {
+		t.Fatalf("after two events at once, %d workers wait of %d running, want 2 (lingerers)", waiting, running)
+	}
+	for i := range 2 {
+		if err := write(t, e, ev(fmt.Sprintf("e%d", 2+i), fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, spawned := workers(); spawned != 3 {
+		t.Fatalf("5 events, two at once, started %d workers, want 3", spawned)
+	}
+}
+
 // A worker whose linger is over ends: an endpoint with no event for a while
 // runs none, whether its worker lingered (started within its linger of the
 // last one's end) or not.
