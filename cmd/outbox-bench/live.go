@@ -485,10 +485,7 @@ func runLiveSink(ctx context.Context, srv *testserver.Server, db *sql.DB, info s
 		return nil, err
 	}
 	*serverID++
-	cfg := fmt.Sprintf(`source: {host: %s, port: %d, user: root, server_id: %d}
-tables: [{name: bench.outbox}]
-checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
-`, srv.Host, srv.Port, *serverID, tmp, *serverID, pos.GTIDSet)
+	cfg := liveHead(srv.Host, srv.Port, *serverID, tmp, pos.GTIDSet)
 	type observer struct {
 		name string
 		s    *seen
@@ -624,8 +621,103 @@ checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
 		}
 		rows = append(rows, step...)
 	}
+	if sk == "webhook" {
+		// The steps are over: a second relay, after them, disturbs none;
+		// the first, done, is stopped so that the second idles beside
+		// the floor's reader alone.
+		relayProc.stop()
+		idle, err := idleStaticEndpoints(ctx, srv, db, info, recv, tmp, bin, serverID, d, staticIdleEndpoints)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, idle)
+	}
 	return rows, nil
 }
+
+// liveHead is the start of a live relay's config: the source (as
+// serverID), the outbox table, and a file checkpoint of its own in tmp
+// starting at gtid.
+func liveHead(host string, port, serverID int, tmp, gtid string) string {
+	return fmt.Sprintf(`source: {host: %s, port: %d, user: root, server_id: %d}
+tables: [{name: bench.outbox}]
+checkpoint: {path: %s/live-%d.json, start: "gtid:%s"}
+`, host, port, serverID, tmp, serverID, gtid)
+}
+
+// staticIdleEndpoints is the static endpoints of the webhook run's second
+// idle row (issue 46: no traffic ≤ 0.5 % of a core, no writes, with 1,000
+// static endpoints).
+const staticIdleEndpoints = 1000
+
+// staticEndpointsSink is a webhook sink with n static endpoints, e0 to
+// e<n-1>, endpoint i posting to base/i: the receiver's /count/ answers 204
+// to any path below it, counting none of these.
+func staticEndpointsSink(base string, n int) string {
+	var b strings.Builder
+	b.WriteString("sinks: [{name: hook, type: webhook, webhook: {endpoints: [")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "{name: e%d, url: %q}", i, base+"/"+strconv.Itoa(i))
+	}
+	b.WriteString("]}}]\n")
+	return b.String()
+}
+
+// idleStaticEndpoints measures the relay binary with n static webhook
+// endpoints and no traffic at all: started at the binlog's end, with a
+// checkpoint file of its own and http.listen (for /readyz; unscraped, it
+// only listens), waited for until ready, let settle, then its CPU and the
+// bytes it wrote over d, as the idle row before the steps.
+func idleStaticEndpoints(ctx context.Context, srv *testserver.Server, db *sql.DB, info source.ServerInfo, recv *receiver, tmp, bin string, serverID *int, d time.Duration, n int) (liveRow, error) {
+	fmt.Fprintf(os.Stderr, "live: relay → webhook, %d static endpoints, idle…\n", n)
+	pos, err := source.CurrentPosition(ctx, db, info)
+	if err != nil {
+		return liveRow{}, err
+	}
+	*serverID++
+	listen := freeAddr()
+	cfg := liveHead(srv.Host, srv.Port, *serverID, tmp, pos.GTIDSet) +
+		staticEndpointsSink(recv.url+"/count/idle", n) + fmt.Sprintf("http: {listen: %q}\n", listen)
+	name := fmt.Sprintf("live-webhook-%d-endpoints", n)
+	args, err := relayArgs(tmp, name, cfg)
+	if err != nil {
+		return liveRow{}, err
+	}
+	relay, err := startBinary(bin, args, filepath.Join(tmp, name+".log"), nil)
+	if err != nil {
+		return liveRow{}, err
+	}
+	defer relay.stop()
+	if err := waitReady("http://"+listen+"/readyz", relay, 2*time.Minute); err != nil {
+		return liveRow{}, fmt.Errorf("%d static endpoints: %w", n, err)
+	}
+	// Settle: what a start leaves behind (the gateway's first checkpoint
+	// save, some 0.3 s after /readyz: 4 KiB to disk) is over before the
+	// window opens.
+	time.Sleep(idleSettle)
+	pid := relay.cmd.Process.Pid
+	io0, cpu0 := procIO(pid), procCPU(pid)
+	time.Sleep(d)
+	io1, cpu1 := procIO(pid), procCPU(pid)
+	return liveRow{rate: "idle", observer: fmt.Sprintf("webhook run: relay with %s static endpoints, no traffic", grouped(n)), cpu: cpu1 - cpu0, idle: d,
+		wrote: io1.wchar - io0.wchar, diskWrote: io1.writeBytes - io0.writeBytes}, nil
+}
+
+// grouped is n with its thousands grouped by commas: 1000 is "1,000".
+func grouped(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// idleSettle is the time a relay is left after /readyz before its idle
+// window opens: its start's last write came well within 1 s of it.
+const idleSettle = 5 * time.Second
 
 // liveTopic is the live phase's Kafka topic: the relay's and the floor's.
 const liveTopic = "outbox.bench"

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-relay/outbox-relay/config"
+	"github.com/outbox-relay/outbox-relay/sink/webhook"
 )
 
 func TestMergeLiveRunsTakesEachLatencysMedianOverTheRuns(t *testing.T) {
@@ -75,6 +78,77 @@ func TestMergeLiveRunsTakesTheMedianCPUPerEventAndIdleShare(t *testing.T) {
 	}
 	table := liveTable(got)
 	for _, want := range []string{"| 50.0 |", "| idle 10s | – | stdout run: relay, no traffic | – | – | – | – | – | – | 0.20 % of a core; wrote 300 B (0 B to disk) |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestStaticEndpointsConfigHasNDistinctEndpointsAndItsOwnCheckpoint(t *testing.T) {
+	const n = 1000
+	first := liveHead("127.0.0.1", 3306, 7, "/tmp/run", "0-1-5") + "sinks: [{name: hook, type: webhook, webhook: {endpoints: [{name: recv, url: \"http://127.0.0.1:1/hook\"}]}}]\n"
+	second := liveHead("127.0.0.1", 3306, 8, "/tmp/run", "0-1-5") + staticEndpointsSink("http://127.0.0.1:1/count/idle", n)
+	a, err := config.Parse([]byte(first))
+	if err != nil {
+		t.Fatalf("the first relay's config: %v", err)
+	}
+	b, err := config.Parse([]byte(second))
+	if err != nil {
+		t.Fatalf("the %d endpoints' config: %v", n, err)
+	}
+	if a.Checkpoint.Path == b.Checkpoint.Path {
+		t.Errorf("both relays checkpoint into %s", a.Checkpoint.Path)
+	}
+	if b.Source.ServerID == a.Source.ServerID {
+		t.Errorf("both relays read as server_id %d", b.Source.ServerID)
+	}
+	if len(b.Sinks) != 1 {
+		t.Fatalf("%d sinks, want 1", len(b.Sinks))
+	}
+	wh, ok := b.Sinks[0].Config.(*webhook.SinkConfig)
+	if !ok {
+		t.Fatalf("sink config %T, want the webhook's", b.Sinks[0].Config)
+	}
+	names, urls := map[string]bool{}, map[string]bool{}
+	for _, ep := range wh.Endpoints {
+		names[ep.Name], urls[ep.URL] = true, true
+		if !strings.HasPrefix(ep.URL, "http://127.0.0.1:1/count/idle/") {
+			t.Errorf("endpoint %s posts to %s, not below the receiver's /count/idle/", ep.Name, ep.URL)
+		}
+	}
+	if len(wh.Endpoints) != n || len(names) != n || len(urls) != n {
+		t.Errorf("%d endpoints, %d names, %d URLs; want %d distinct of each", len(wh.Endpoints), len(names), len(urls), n)
+	}
+}
+
+func TestGroupedPutsCommasBetweenThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 100000: "100,000", 1234567: "1,234,567", -1000: "-1,000"} {
+		if got := grouped(n); got != want {
+			t.Errorf("grouped(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestMergeLiveRunsKeepsTheTwoIdleRowsOfTheWebhookRunApart(t *testing.T) {
+	const one, many = "webhook run: relay, no traffic", "webhook run: relay with 1,000 static endpoints, no traffic"
+	idle := func(observer string, cpu float64, disk int64) liveRow {
+		return liveRow{rate: "idle", observer: observer, cpu: cpu, idle: 10 * time.Second, diskWrote: disk}
+	}
+	// One endpoint: 0.1, 0.2 (the median) and 0.3 % of a core; 1,000:
+	// 0.4 (the median), 0.3 and 0.9 %, one run writing 4 KiB.
+	got := mergeLiveRuns([][]liveRow{
+		{idle(one, 0.01, 0), idle(many, 0.04, 0)},
+		{idle(one, 0.02, 0), idle(many, 0.03, 4096)},
+		{idle(one, 0.03, 0), idle(many, 0.09, 0)},
+	})
+	if len(got) != 2 || got[0].observer != one || got[1].observer != many {
+		t.Fatalf("rows %+v, want the one endpoint's idle row, then the 1,000 endpoints'", got)
+	}
+	table := liveTable(got)
+	for _, want := range []string{
+		"| idle 10s | – | " + one + " | – | – | – | – | – | – | 0.20 % of a core; wrote 0 B (0 B to disk) |",
+		"| idle 10s | – | " + many + " | – | – | – | – | – | – | 0.40 % of a core; wrote 0 B (4096 B to disk) |",
+	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
