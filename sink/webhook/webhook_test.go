@@ -1278,6 +1278,25 @@ func TestIdleEndpointsRunNoGoroutines(t *testing.T) {
 	})
 }
 
+// workerCounts is e's workers: running (lingering ones included), waiting
+// for a lane head, and started in all.
+func workerCounts(e *Endpoint) (running, waiting, spawned int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running, len(e.idle), e.spawned
+}
+
+// untilWorkers waits, 10 s at most, for ok to hold of e's workerCounts.
+func untilWorkers(t *testing.T, e *Endpoint, what string, ok func(running, waiting, spawned int) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(workerCounts(e)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			r, w, s := workerCounts(e)
+			t.Fatalf("%s: %d workers run, %d wait, %d started", what, r, w, s)
+		}
+	}
+}
+
 // A worker with nothing due lingers at a steady rate (it was started within
 // its linger of the end of the last): the next events are handed to it
 // instead of starting a goroutine each, and Close ends it without waiting
@@ -1297,29 +1316,16 @@ func TestALingeringWorkerTakesTheNextEvent(t *testing.T) {
 	if err := e.Connect(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	workers := func() (running, waiting, spawned int) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.running, len(e.idle), e.spawned
-	}
-	until := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				r, w, s := workers()
-				t.Fatalf("%s: %d workers run, %d wait, %d started", what, r, w, s)
-			}
-		}
-	}
+	workers := func() (running, waiting, spawned int) { return workerCounts(e) }
 	if err := write(t, e, ev("e0", "agg")); err != nil {
 		t.Fatal(err)
 	}
-	until("the first worker ends", func() bool { r, _, _ := workers(); return r == 0 })
+	untilWorkers(t, e, "the first worker ends", func(r, _, _ int) bool { return r == 0 })
 	for i := 1; i <= 3; i++ {
 		if err := write(t, e, ev(fmt.Sprintf("e%d", i), "agg")); err != nil {
 			t.Fatal(err)
 		}
-		until(fmt.Sprintf("after event %d, one worker waits", i), func() bool { _, w, _ := workers(); return w == 1 })
+		untilWorkers(t, e, fmt.Sprintf("after event %d, one worker waits", i), func(_, w, _ int) bool { return w == 1 })
 	}
 	if running, _, spawned := workers(); spawned != 2 || running != 1 {
 		t.Fatalf("4 events one after another started %d workers (%d running), want 2 (1 running)", spawned, running)
@@ -1350,27 +1356,14 @@ func TestTwoWorkersLingerBesideEachOther(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := newEndpoint(t, testConfig(srv.URL))
 	e.linger = time.Hour
-	workers := func() (running, waiting, spawned int) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.running, len(e.idle), e.spawned
-	}
-	until := func(what string, ok func(running, waiting, spawned int) bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(workers()); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				r, w, s := workers()
-				t.Fatalf("%s: %d workers run, %d wait, %d started", what, r, w, s)
-			}
-		}
-	}
+	workers := func() (running, waiting, spawned int) { return workerCounts(e) }
 	if err := write(t, e, ev("e0", "a")); err != nil {
 		t.Fatal(err)
 	}
-	until("the first worker ends", func(r, _, _ int) bool { return r == 0 })
+	untilWorkers(t, e, "the first worker ends", func(r, _, _ int) bool { return r == 0 })
 	held := make(chan error, 1)
 	go func() { held <- write(t, e, ev("held", "a")) }() // its worker lingers, once done
-	until("the held request's worker runs", func(r, _, _ int) bool { return r == 1 })
+	untilWorkers(t, e, "the held request's worker runs", func(r, _, _ int) bool { return r == 1 })
 	if err := write(t, e, ev("e1", "b")); err != nil { // a second worker
 		t.Fatal(err)
 	}
@@ -1378,7 +1371,7 @@ func TestTwoWorkersLingerBesideEachOther(t *testing.T) {
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	until("both workers wait", func(r, w, _ int) bool { return r == w })
+	untilWorkers(t, e, "both workers wait", func(r, w, _ int) bool { return r == w })
 	if running, waiting, _ := workers(); waiting != 2 {
 		t.Fatalf("after two events at once, %d workers wait of %d running, want 2 (lingerers)", waiting, running)
 	}
