@@ -335,6 +335,10 @@ func (h *Hub) handOn(txn *event.Txn) {
 		}
 	}
 	touched := h.touched
+	// An endpoint alone in a transaction may be handed it on this
+	// goroutine (Tap.handDirect): one with many leaves each endpoint's
+	// share to its own goroutine, beside the others.
+	alone := len(touched) == 1
 	now := h.cfg.clock.Now()
 	// The awake taps first, then the idle ones, which may have to wait to
 	// wake (MaxAwake): an awake tap still holding events of this
@@ -345,15 +349,15 @@ func (h *Hub) handOn(txn *event.Txn) {
 				continue
 			}
 			touched[i] = nil
-			h.handTo(t, txn, now)
+			h.handTo(t, txn, now, alone)
 		}
 	}
 	h.touched = touched[:0]
 }
 
 // handTo hands t its events of txn, collected in its scratch, waking it
-// first if it is idle.
-func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
+// first if it is idle; alone: t is the only endpoint with events in txn.
+func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time, alone bool) {
 	var out *event.Txn
 	var has *event.Position
 	switch {
@@ -390,7 +394,7 @@ func (h *Hub) handTo(t *Tap, txn *event.Txn, now time.Time) {
 	}
 	t.skip = nil
 	t.lastEvent = now
-	if h.offer(t, out) {
+	if alone && t.handDirect(out) || h.offer(t, out) {
 		t.sent = txn.Position
 	} else {
 		h.detachLocked(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-relay/outbox-relay/event"
+	"github.com/outbox-relay/outbox-relay/pipeline"
 	"github.com/outbox-relay/outbox-relay/retry"
 )
 
@@ -50,6 +51,8 @@ type tapQueue struct {
 	vmu   sync.Mutex
 	older []filterVersion
 	queue txnQueue // transactions for its pipeline
+	// direct lets the hub hand the pipeline a transaction itself.
+	direct direct
 	// detached receives, when the hub takes it off the shared stream, the
 	// position of the last transaction it was handed.
 	detached chan event.Position
@@ -82,6 +85,67 @@ type tapQueue struct {
 	// The shared stream's waits on a full queue, within the window from waitFrom.
 	waitFrom time.Time
 	waited   time.Duration
+}
+
+// direct is how the shared stream hands an attached tap's pipeline a
+// transaction on its own goroutine (the pipeline's TryHandler), rather than
+// queue it and wake Run's goroutine for it: at a steady trickle to one
+// endpoint, that wake was one more thread woken per event than a bare
+// client's. It does so only while Run waits with nothing queued (parked),
+// so the pipeline gets its transactions in order, and one at a time: mu is
+// held by the hub for the whole call, and by Run to leave its wait, so Run
+// hands on nothing until a call has ended.
+type direct struct {
+	mu  sync.Mutex
+	try pipeline.TryHandler // nil until the pipeline gives it (Handoff)
+	ctx context.Context     // Run's, for try
+	// parked: Run waits with nothing queued, and hands on nothing.
+	parked bool
+	// err is a call's error, for Run to return: the pipeline stops.
+	err error
+}
+
+// Handoff implements pipeline.Handoff.
+func (t *Tap) Handoff(try pipeline.TryHandler) {
+	t.direct.mu.Lock()
+	t.direct.try = try
+	t.direct.mu.Unlock()
+}
+
+// handDirect hands txn to t's pipeline on the caller's goroutine (the
+// hub's, under its lock) if Run waits with nothing queued and the pipeline
+// takes it without waiting; it reports whether it did.
+func (t *Tap) handDirect(txn *event.Txn) bool {
+	d := &t.direct
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.parked || d.try == nil || d.err != nil || t.queue.len() > 0 {
+		return false
+	}
+	handed, err := d.try(d.ctx, txn)
+	if err != nil {
+		// As if queued and then handed on by Run: the pipeline stops
+		// with err, and txn is not acknowledged.
+		d.err = err
+		signal(t.queue.ready)
+		return true
+	}
+	return handed
+}
+
+// park marks Run waiting with nothing queued; unpark ends that, once a
+// call of the hub's has ended, and returns that call's error.
+func (t *Tap) park() {
+	t.direct.mu.Lock()
+	t.direct.parked = true
+	t.direct.mu.Unlock()
+}
+
+func (t *Tap) unpark() error {
+	t.direct.mu.Lock()
+	defer t.direct.mu.Unlock()
+	t.direct.parked = false
+	return t.direct.err
 }
 
 // Tap returns a source for the endpoint name whose events f selects. It
@@ -182,6 +246,15 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := t.hub
+	t.direct.mu.Lock()
+	t.direct.ctx, t.direct.err = ctx, nil
+	t.direct.mu.Unlock()
+	defer func() {
+		// No call of the hub's after Run: one under way has ended.
+		t.direct.mu.Lock()
+		t.direct.try, t.direct.ctx, t.direct.parked = nil, nil, false
+		t.direct.mu.Unlock()
+	}()
 	// detached is t.detached while t is attached (nil while rejoin runs);
 	// rejoined receives rejoin's end.
 	var detached <-chan event.Position
@@ -227,6 +300,11 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		off(from)
 	}
 	for {
+		// A call of the hub's that failed stops the pipeline, as the
+		// handler's error would.
+		if err := t.unpark(); err != nil {
+			return err
+		}
 		// What is queued is handed on first: a detach or a finish comes
 		// after the transactions put before it.
 		if txn := t.queue.pop(); txn != nil {
@@ -237,6 +315,7 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 			}
 			continue
 		}
+		t.park()
 		select {
 		case <-t.queue.ready:
 		case pos := <-detached:
@@ -255,6 +334,9 @@ func (t *Tap) Run(ctx context.Context, from event.Position, handle func(context.
 		case <-t.finish:
 			// Taken off the shared stream (RemoveLocked): hand on what it
 			// was given, then end; the pipeline drains and saves.
+			if err := t.unpark(); err != nil {
+				return err
+			}
 			for txn := t.queue.pop(); txn != nil; txn = t.queue.pop() {
 				err := handle(ctx, txn)
 				t.queued.Add(-1)

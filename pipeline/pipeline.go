@@ -112,6 +112,25 @@ type Source interface {
 	Run(ctx context.Context, from event.Position, handle func(context.Context, *event.Txn) error) error
 }
 
+// TryHandler hands txn on as a Source's handler does, but waits for nothing:
+// when handing it on would wait (for room in MaxInFlight or in the queue to
+// the sink, for the sink to be read back, for a fence), it hands on nothing
+// and returns false, and the transaction is the source's to hand to the
+// handler as usual. It returns an error only when the handler would.
+type TryHandler func(ctx context.Context, txn *event.Txn) (handed bool, err error)
+
+// Handoff is implemented by a Source that may hand a transaction on from a
+// goroutine other than Run's, one that must not wait (a gateway's shared
+// stream, handing an endpoint its transaction while the endpoint's
+// goroutine waits with nothing queued: that goroutine is not woken for it).
+// Run calls Handoff before it calls the source's Run. The source calls try
+// only while its Run runs, never beside its handler (each call of either
+// ends before the next of either begins), and in the order of its
+// transactions, as it calls the handler.
+type Handoff interface {
+	Handoff(try TryHandler)
+}
+
 // Woken is implemented by a Source that runs its pipeline only while it
 // has events, one of many (a gateway's endpoint, woken by the shared
 // stream and let go once it holds nothing): Woken reports whether this run

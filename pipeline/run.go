@@ -187,7 +187,26 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 	}
 	ready := false     // recovered was seen closed
 	var back time.Time // when the handler last returned (a Local sink's)
-	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+	// hand turns txn into items in flight and hands them on. With try it
+	// waits for nothing (see TryHandler): it hands txn on only if that
+	// needs no wait, and otherwise returns false having done nothing.
+	hand := func(ctx context.Context, txn *event.Txn, try bool) (bool, error) {
+		if try {
+			// Not ready yet (the sink is being read back), skipping what a
+			// restart need not send, or no room for every event in items:
+			// the source's own goroutine hands it on, and waits.
+			if !ready {
+				select {
+				case <-recovered:
+					ready = true
+				default:
+					return false, nil
+				}
+			}
+			if skip.active() || len(txn.Events) > cap(items)-len(items) {
+				return false, nil
+			}
+		}
 		// A transaction that comes TrickleGap or more after the last one was
 		// handed on found the source waiting for the binlog: a Local sink
 		// writes it from here (the source would only wait meanwhile), not
@@ -201,7 +220,7 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			case <-recovered:
 				ready = true
 			case <-ctx.Done():
-				return ctx.Err()
+				return false, ctx.Err()
 			}
 		}
 		size := 0
@@ -227,9 +246,12 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 		if txn.Held {
 			commit = time.Time{} // not the commit time of the transaction that ends at its position
 		}
-		entry := p.tracker.addInto(into, txn.Position, commit, len(txn.Events), size, key)
-		if entry == nil {
-			return ctx.Err()
+		entry, added := p.tracker.addInto(into, txn.Position, commit, len(txn.Events), size, key, try)
+		switch {
+		case !added:
+			return false, nil // no room: the source's goroutine waits for it
+		case entry == nil:
+			return false, ctx.Err()
 		}
 		saving.kick()
 		var skipped []*item
@@ -261,14 +283,20 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			select {
 			case items <- it:
 			case <-ctx.Done():
-				return ctx.Err()
+				return false, ctx.Err()
 			}
 		}
 		if len(items) > 0 {
-			if queuer || waited {
-				// Submit only queues, or a Local sink's Write writes what
-				// came to a waiting source: hand the batch on from here
-				// rather than wake a goroutine for it.
+			// Submit only queues, or a Local sink's Write writes what came
+			// to a waiting source: hand the batch on from here rather than
+			// wake a goroutine for it. Not for a TryHandler when that may
+			// wait: a Write, or a fence asked first (a lease being renewed
+			// is waited for).
+			here := queuer || waited
+			if try && (!queuer || p.cfg.Fence != nil) {
+				here = false
+			}
+			if here {
 				delivering.here()
 			} else {
 				delivering.kick()
@@ -279,7 +307,14 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			p.unmatched(skip.pass(key))
 			p.unmatched(skip.sweep(func() (*position.Set, error) { return position.Parse(txn.Position.GTIDSet) }))
 		}
-		return nil
+		return true, nil
+	}
+	if h, ok := src.(Handoff); ok {
+		h.Handoff(func(ctx context.Context, txn *event.Txn) (bool, error) { return hand(ctx, txn, true) })
+	}
+	readErr := src.Run(readCtx, from, func(ctx context.Context, txn *event.Txn) error {
+		_, err := hand(ctx, txn, false)
+		return err
 	})
 	if readErr != nil && ctx.Err() == nil && !errors.Is(readErr, context.Canceled) {
 		fail(fmt.Errorf("read binlog: %w", readErr))

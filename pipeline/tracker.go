@@ -141,16 +141,21 @@ func (t *tracker) add(pos event.Position, commit time.Time, n, size int) *txnEnt
 
 // addKey is add for a transaction whose events have the given txnKey.
 func (t *tracker) addKey(pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
-	return t.addInto(nil, pos, commit, n, size, key)
+	e, _ := t.addInto(nil, pos, commit, n, size, key, false)
+	return e
 }
 
 // addInto is addKey with the memory of the transaction's entry, when it
 // needs one, given by the caller (nil: allocated here), so that the caller
 // may allocate it with what it keeps beside (Run: a one-event
-// transaction's item).
-func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, n, size int, key string) *txnEntry {
+// transaction's item). With try it does not wait for room: without room it
+// adds nothing and returns added false. Closed, it returns nil (and added).
+func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, n, size int, key string, try bool) (_ *txnEntry, added bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if try && !t.closed && !t.fits(n, size) {
+		return nil, false
+	}
 	for !t.closed && !t.fits(n, size) {
 		if t.hurry() {
 			t.signalFull()
@@ -161,7 +166,7 @@ func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, 
 		t.waiting--
 	}
 	if t.closed {
-		return nil
+		return nil, true
 	}
 	t.events += n
 	t.bytes += size
@@ -174,7 +179,7 @@ func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, 
 		t.tail.pos = pos
 		t.nextSeq++
 		t.tail.seq = t.nextSeq
-		return t.tail
+		return t.tail, true
 	}
 	if n > 0 && key != "" {
 		t.readKey = key
@@ -193,7 +198,7 @@ func (t *tracker) addInto(into *txnEntry, pos event.Position, commit time.Time, 
 	t.tail = e
 	t.entries++
 	t.advance()
-	return e
+	return e, true
 }
 
 // fits reports whether a transaction of n events and size bytes may be
