@@ -117,7 +117,14 @@
 //
 // Each awake endpoint is a pipeline (package pipeline) whose source is a Tap
 // of the Hub: checkpoints, retries, dead letters and fencing are the
-// pipeline's.
+// pipeline's. A transaction with events for one endpoint alone, whose
+// pipeline's goroutine waits with nothing queued, is handed to that
+// pipeline on the shared stream's goroutine (pipeline.Handoff), so no
+// goroutine is woken for it; only if the pipeline takes it without waiting
+// (room in its in-flight limits, no fence to ask, no read-back or resume
+// under way): otherwise it is queued as any other, and the shared stream
+// never waits inside an endpoint's pipeline
+// (TestAnEndpointAloneInATransactionIsHandedItOnTheStreamsGoroutine).
 // The streams are pipeline.Sources the caller opens (HubConfig.Open): the
 // gateway does not import the binlog reader, and compares positions with
 // package position.
