@@ -52,9 +52,13 @@
 // or file (sink.Local: stdout) is written from the source's goroutine too
 // when nothing else is delivering and the transaction came TrickleGap or
 // more after the last was handed on, so the source had been waiting for the
-// binlog; on a backlog its batches are written beside the reading. A source that is Woken (a gateway's endpoint,
-// run only while it has events) has its pipeline's start and end logged at
-// Debug.
+// binlog; on a backlog its batches are written beside the reading. A source
+// that is a Handoff (a gateway's endpoint) may also hand a transaction on
+// from a goroutine of another's that must not wait (the gateway's shared
+// stream): through a TryHandler, which hands it on only if that needs no
+// wait, and then submits a Queuer's events on that goroutine. A source that
+// is Woken (a gateway's endpoint, run only while it has events) has its
+// pipeline's start and end logged at Debug.
 //
 // Run is called once; it returns when ctx ends (after draining in-flight
 // events for up to DrainTimeout and saving the checkpoint) or on a fatal error.
