@@ -54,9 +54,9 @@
 // more after the last was handed on, so the source had been waiting for the
 // binlog; on a backlog its batches are written beside the reading. A source
 // that is a Handoff (a gateway's endpoint) may also hand a transaction on
-// from a goroutine of another's that must not wait (the gateway's shared
-// stream): through a TryHandler, which hands it on only if that needs no
-// wait, and then submits a Queuer's events on that goroutine. A source that
+// from another goroutine, one that must not wait (the gateway's shared
+// stream), through a TryHandler: it hands the transaction on only if that
+// needs no wait, and then submits a Queuer's events on that goroutine. A source that
 // is Woken (a gateway's endpoint, run only while it has events) has its
 // pipeline's start and end logged at Debug.
 //
