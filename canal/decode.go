@@ -85,14 +85,14 @@ func (r *Reader) onEvent(ctx context.Context, st *txnState, ev *replication.Binl
 		if err != nil {
 			return fmt.Errorf("%w: GTID event: %v", errFatal, err)
 		}
-		st.gtid = fmt.Sprintf("%s:%d", u, e.GNO)
+		st.gtid = mysqlGTID(u, e.GNO)
 		if st.exec != nil {
 			st.had = executed(st.exec, u, mysql.Tag{}, e.GNO)
 			st.exec.(*mysql.MysqlGTIDSet).AddGTID(u, e.GNO)
 		}
 	case *replication.MariadbGTIDEvent:
 		st.begin()
-		st.gtid = e.GTID.String()
+		st.gtid = mariadbGTID(&e.GTID)
 		st.inTxn = !e.IsStandalone()
 		if st.exec != nil {
 			_ = st.exec.(*mysql.MariadbGTIDSet).AddSet(&e.GTID)

@@ -93,7 +93,7 @@ func (st *txnState) begin() {
 func (r *Reader) commit(ctx context.Context, st *txnState, ev *replication.BinlogEvent, handle Handler) error {
 	pos := event.Position{File: st.file, Pos: ev.Header.LogPos, Server: st.server, ServerID: st.fileServer}
 	if st.exec != nil {
-		pos.GTIDSet = st.exec.String()
+		pos.GTIDSet = gtidSet(st.exec)
 	}
 	if st.skipTo > 0 {
 		if st.file == st.skipFile && pos.Pos <= st.skipTo {

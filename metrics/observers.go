@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +29,7 @@ func (m *Metrics) Source(sinkName string, tables ...string) *SourceObserver {
 	o.connected.Set(0)
 	m.failovers.WithLabelValues(sinkName)
 	for _, t := range tables {
-		m.outboxEvents.WithLabelValues(sinkName, t)
+		o.outbox = append(o.outbox, &tableCounter{t, m.outboxEvents.WithLabelValues(sinkName, t)})
 		m.badTrace.WithLabelValues(sinkName, t)
 	}
 	return o
@@ -42,14 +43,47 @@ type SourceObserver struct {
 	s                              *sinkState
 	binlog, heartbeats, reconnects prometheus.Counter
 	connected                      prometheus.Gauge
+	// outbox are the outbox_events_total counters of the tables given to
+	// Source; last is the one OutboxEvents counted into last. A stream
+	// reading one outbox table then counts without the vector's label hash
+	// and lookup, and one switching between the tables given allocates
+	// nothing. outbox is only read after Source and last is atomic: no
+	// lock is taken for a table counted before.
+	outbox []*tableCounter
+	last   atomic.Pointer[tableCounter]
+}
+
+// tableCounter is one table's counter of a metric with the labels sink and
+// table.
+type tableCounter struct {
+	table string
+	c     prometheus.Counter
 }
 
 // BinlogEvent counts one binlog event.
 func (o *SourceObserver) BinlogEvent() { o.binlog.Inc() }
 
-// OutboxEvents counts n events extracted from table.
+// OutboxEvents counts n events extracted from table. It is safe for
+// concurrent use: the counter of the last table counted is kept, and a
+// call for another table looks its counter up and keeps that one.
 func (o *SourceObserver) OutboxEvents(table string, n int) {
-	o.m.outboxEvents.WithLabelValues(o.name, table).Add(float64(n))
+	tc := o.last.Load()
+	if tc == nil || tc.table != table {
+		tc = o.outboxCounter(table)
+		o.last.Store(tc)
+	}
+	tc.c.Add(float64(n))
+}
+
+// outboxCounter is table's outbox_events_total counter: one made by Source
+// if table was given to it, else the vector's.
+func (o *SourceObserver) outboxCounter(table string) *tableCounter {
+	for _, tc := range o.outbox {
+		if tc.table == table {
+			return tc
+		}
+	}
+	return &tableCounter{table, o.m.outboxEvents.WithLabelValues(o.name, table)}
 }
 
 // TraceParentMalformed counts a row of table whose traceparent was dropped.
