@@ -104,3 +104,46 @@ func TestATryHandlerWaitsForNothing(t *testing.T) {
 		t.Errorf("delivered %v, want %v", got, want)
 	}
 }
+
+// With a batch Linger, a Queuer's batch waits for more events: a try hands
+// it to the delivery goroutine rather than wait on the caller's.
+func TestATryHandlerDoesNotLingerForABatch(t *testing.T) {
+	q := &queuingSink{}
+	p, err := New(Config{Name: "s", Sink: q, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
+		CheckpointInterval: time.Millisecond, Linger: time.Hour, DrainTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &handoffSource{try: make(chan TryHandler, 1), running: make(chan context.Context, 1)}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	try, runCtx := <-src.try, <-src.running
+	// Connected, and the delivery loop its connection kicked has ended:
+	// nothing else delivers, so a try that submitted here would linger.
+	for {
+		o := p.delivering
+		o.mu.Lock()
+		idle := !o.held && !o.running
+		o.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res := make(chan bool, 1)
+	go func() {
+		handed, _ := try(runCtx, txns(1, 1)[0])
+		res <- handed
+	}()
+	select {
+	case handed := <-res:
+		if !handed {
+			t.Error("a try with room handed nothing on")
+		}
+	case <-t.Context().Done():
+		t.Fatal("the try waited for the batch's Linger")
+	}
+	cancel()
+	<-done
+}

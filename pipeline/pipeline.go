@@ -118,9 +118,12 @@ type Source interface {
 
 // TryHandler hands txn on as a Source's handler does, but waits for nothing:
 // when handing it on would wait (for room in MaxInFlight or in the queue to
-// the sink, for the sink to be read back, for a fence), it hands on nothing
-// and returns false, and the transaction is the source's to hand to the
-// handler as usual. It returns an error only when the handler would.
+// the sink, for the sink to be read back), it hands on nothing and returns
+// false, and the transaction is the source's to hand to the handler as
+// usual. What it hands on it submits to a sink.Queuer on the caller's
+// goroutine, unless that could wait (a Fence to ask first, a batch Linger):
+// then the delivery goroutine does. It returns an error only when the
+// handler would.
 type TryHandler func(ctx context.Context, txn *event.Txn) (handed bool, err error)
 
 // Handoff is implemented by a Source that may hand a transaction on from a

@@ -290,10 +290,10 @@ func (p *Pipeline) Run(ctx context.Context, src Source) error {
 			// Submit only queues, or a Local sink's Write writes what came
 			// to a waiting source: hand the batch on from here rather than
 			// wake a goroutine for it. Not for a TryHandler when that may
-			// wait: a Write, or a fence asked first (a lease being renewed
-			// is waited for).
+			// wait: a Write, a fence asked first (a lease being renewed is
+			// waited for), or a batch's Linger.
 			here := queuer || waited
-			if try && (!queuer || p.cfg.Fence != nil) {
+			if try && (!queuer || p.cfg.Fence != nil || p.cfg.Linger > 0) {
 				here = false
 			}
 			if here {
