@@ -5,7 +5,10 @@
 // It promises:
 //
 //   - one stream: the sink's replication connections are 1 + the endpoints
-//     catching up (at most MaxCatchUp at once), never one per endpoint;
+//     catching up (at most MaxCatchUp at once), never one per endpoint
+//     (beside them, a resuming pipeline's check of its checkpoint's commit
+//     time reads one event with a short dump of its own, one at a time:
+//     canal.CommitFinder);
 //   - isolation: an endpoint that cannot keep up is detached when its queue
 //     is full; it catches up from its own cursor on a stream of its own
 //     (waiting its turn for one of MaxCatchUp) and re-joins the shared

@@ -464,12 +464,18 @@ func TestGatewayScaleThousandEndpoints(t *testing.T) {
 	}
 	t.Logf("all delivered or dead-lettered %s after the first commit; healthy: %d deliveries, commit→receipt p50 %s p99 %s; %d 503 endpoints recovered; %d catch-up streams opened, %d re-joins; binlog dump threads at most %d in %d samples (limit %d); Go heap %.1f MB before, peak %.1f MB",
 		drained.Round(time.Millisecond), len(healthyLatency), p50.Round(time.Millisecond), p99.Round(time.Millisecond), recovered,
-		catchUps, rejoins, maxDumps.Load(), samples.Load(), 1+run.maxCatchUp, mb(heap0), mb(peakHeap.Load()))
+		catchUps, rejoins, maxDumps.Load(), samples.Load(), 2+run.maxCatchUp, mb(heap0), mb(peakHeap.Load()))
 	if samples.Load() == 0 {
 		t.Fatal("the dump threads were never sampled")
 	}
-	if d := maxDumps.Load(); d > int64(1+run.maxCatchUp) || d < 1 {
-		t.Errorf("the server showed up to %d binlog dump threads; want 1 (the shared stream) to %d (+ max_catch_up)", d, 1+run.maxCatchUp)
+	// Streams: the shared one and at most max_catch_up catching up. Beside
+	// them, a woken endpoint's pipeline that resumes checks its
+	// checkpoint's commit time against the server's (source.ReadCommit):
+	// a one-event read of the binlog with a dump of its own, one at a time
+	// (canal.CommitFinder), which a sample on a loaded machine may catch.
+	// An endpoint with a stream of its own beyond that would show as more.
+	if d := maxDumps.Load(); d > int64(2+run.maxCatchUp) || d < 1 {
+		t.Errorf("the server showed up to %d binlog dump threads; want 1 (the shared stream) to %d (+ max_catch_up, + one commit-time read)", d, 2+run.maxCatchUp)
 	}
 	// The 503 endpoints' queues filled while they were down: they were
 	// detached and caught up on streams of their own.
