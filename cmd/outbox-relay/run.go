@@ -48,10 +48,7 @@ func runCmd(ctx context.Context, fs configFlags, args []string, stdout, stderr i
 	}
 	go growthCheck(ctx, cfg, logger)
 	err = relay.New(cfg, ro).Run(ctx)
-	// Stopped by a signal: what failed meanwhile is the stop's doing (a
-	// connection still being made when it came reports "bad connection",
-	// not the cancel), as for the startup checks above.
-	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+	if errors.Is(err, context.Canceled) || (err == nil && ctx.Err() != nil) {
 		logger.Info("outbox-relay stopped")
 		return nil
 	}
