@@ -68,6 +68,11 @@ func OpenAddr(ctx context.Context, c config.Source, a config.Addr) (*sql.DB, err
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
+		if ctx.Err() != nil {
+			// Stopped while connecting: the driver reports the cut
+			// connection as "bad connection"; the cause is the stop.
+			err = ctx.Err()
+		}
 		return nil, fmt.Errorf("connect to source %s as %q: %w", a, c.User, err)
 	}
 	return db, nil
