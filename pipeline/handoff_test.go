@@ -25,6 +25,22 @@ func (s *handoffSource) Run(ctx context.Context, _ event.Position, _ func(contex
 	return ctx.Err()
 }
 
+// runHandoff runs a pipeline of cfg over a handoffSource and returns the
+// TryHandler it gave the source, the source's Run context, and stop, which
+// ends the run and waits for it.
+func runHandoff(t *testing.T, cfg Config) (p *Pipeline, try TryHandler, runCtx context.Context, stop func()) {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &handoffSource{try: make(chan TryHandler, 1), running: make(chan context.Context, 1)}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, src) }()
+	return p, <-src.try, <-src.running, func() { cancel(); <-done }
+}
+
 // A TryHandler waits for nothing. With a fence asked before each delivery
 // (a MySQL checkpoint's lease, which a renewal may hold), a Queuer's
 // transaction is handed to the delivery goroutine, not submitted on the
@@ -34,7 +50,7 @@ func (s *handoffSource) Run(ctx context.Context, _ event.Position, _ func(contex
 func TestATryHandlerWaitsForNothing(t *testing.T) {
 	gate := make(chan struct{})
 	q := &queuingSink{}
-	p, err := New(Config{Name: "s", Sink: q, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
+	_, try, runCtx, stop := runHandoff(t, Config{Name: "s", Sink: q, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
 		CheckpointInterval: time.Millisecond, MaxInFlight: 2,
 		Fence: func(ctx context.Context) error {
 			select {
@@ -44,14 +60,6 @@ func TestATryHandlerWaitsForNothing(t *testing.T) {
 				return ctx.Err()
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &handoffSource{try: make(chan TryHandler, 1), running: make(chan context.Context, 1)}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, src) }()
-	try, runCtx := <-src.try, <-src.running
 
 	ts := txns(4, 1)
 	// tryAsync calls try on a goroutine of its own and returns its result;
@@ -98,8 +106,7 @@ func TestATryHandlerWaitsForNothing(t *testing.T) {
 	for len(delivered()) < 3 && t.Context().Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	cancel()
-	<-done
+	stop()
 	if got, want := delivered(), []string{"e0", "e1", "e2"}; !slices.Equal(got, want) {
 		t.Errorf("delivered %v, want %v", got, want)
 	}
@@ -109,16 +116,8 @@ func TestATryHandlerWaitsForNothing(t *testing.T) {
 // it to the delivery goroutine rather than wait on the caller's.
 func TestATryHandlerDoesNotLingerForABatch(t *testing.T) {
 	q := &queuingSink{}
-	p, err := New(Config{Name: "s", Sink: q, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
+	p, try, runCtx, stop := runHandoff(t, Config{Name: "s", Sink: q, Store: &memStore{}, Start: event.Position{File: "b.1", Pos: 4},
 		CheckpointInterval: time.Millisecond, Linger: time.Hour, DrainTimeout: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &handoffSource{try: make(chan TryHandler, 1), running: make(chan context.Context, 1)}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, src) }()
-	try, runCtx := <-src.try, <-src.running
 	// Connected, and the delivery loop its connection kicked has ended:
 	// nothing else delivers, so a try that submitted here would linger.
 	for {
@@ -144,6 +143,5 @@ func TestATryHandlerDoesNotLingerForABatch(t *testing.T) {
 	case <-t.Context().Done():
 		t.Fatal("the try waited for the batch's Linger")
 	}
-	cancel()
-	<-done
+	stop()
 }
